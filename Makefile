@@ -1,0 +1,54 @@
+# runner-reaper. `make demo` shows it working; `make test` proves it.
+SHELL := /bin/bash
+GO ?= go
+CACHE := $(CURDIR)/.cache
+ASSETS := $(CACHE)/envtest
+BIN := $(CURDIR)/bin
+KUBE_APISERVER := $(CACHE)/bin/kube-apiserver
+export KUBEBUILDER_ASSETS := $(ASSETS)
+
+.PHONY: all build test unit bench vet demo envtest-assets deps clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/runner-reaper ./functions/cli
+
+# Debian packages the tests need; installed only when missing, so the second
+# run on a machine costs nothing.
+deps:
+	@if ! command -v etcd >/dev/null 2>&1 || ! command -v kubectl >/dev/null 2>&1; then \
+		echo "installing etcd-server and kubectl from Debian"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server kubectl >/dev/null; \
+	fi
+
+# kube-apiserver is built from the k8s.io/kubernetes module in a tools module
+# of its own (about five minutes the first time), then reused.
+$(KUBE_APISERVER): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum
+	@echo "building kube-apiserver for the test control plane (first time: about five minutes)"
+	cd tools/kube-apiserver && GONOSUMDB='k8s.io/*' $(GO) build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver
+
+envtest-assets: deps $(KUBE_APISERVER)
+	@mkdir -p $(ASSETS)
+	@ln -sf $(KUBE_APISERVER) $(ASSETS)/kube-apiserver
+	@ln -sf $$(command -v etcd) $(ASSETS)/etcd
+	@ln -sf $$(command -v kubectl) $(ASSETS)/kubectl
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+test: envtest-assets vet
+	$(GO) test -count=1 -timeout 30m ./...
+
+unit:
+	$(GO) test -count=1 ./reconcile/... ./ghclient/... ./state/... ./internal/config/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./reconcile/...
+
+demo:
+	@echo "The demo arrives with the GitHub simulator (see the next release)."
+
+clean:
+	rm -rf $(BIN) $(CACHE)/envtest

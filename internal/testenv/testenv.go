@@ -1,0 +1,159 @@
+// Package testenv starts the real control plane that the project's tests run
+// against: envtest with the kube-apiserver built by `make kube-apiserver` and
+// Debian's etcd, with ARC's CRDs installed as they are.
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+const modulePath = "github.com/runner-reaper/runner-reaper"
+
+// Env is a running test control plane.
+type Env struct {
+	env *envtest.Environment
+	// Config is an administrator's config.
+	Config *rest.Config
+	// Client is an administrator's clientset.
+	Client kubernetes.Interface
+	// Root is the repository's top directory.
+	Root string
+}
+
+// RepoRoot finds the directory holding the product's go.mod, so tests can
+// find the binaries and ../shared whatever package they run in.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			first, _, _ := strings.Cut(string(b), "\n")
+			if strings.TrimSpace(first) == "module "+modulePath {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("repository root (the go.mod of " + modulePath + ") not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// AssetsDir is where `make envtest-assets` puts kube-apiserver, etcd and
+// kubectl; KUBEBUILDER_ASSETS overrides it.
+func AssetsDir(root string) string {
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		return d
+	}
+	return filepath.Join(root, ".cache", "envtest")
+}
+
+// CRDDir is ARC's CRDs in the shared fixtures beside the repository.
+func CRDDir(root string) string { return filepath.Join(root, "..", "shared", "fixtures", "arc-crds") }
+
+// Start starts a control plane with RBAC on and ARC's CRDs installed. It
+// fails rather than skips when the assets are missing: `make test` builds
+// them, and a test that quietly does not run proves nothing.
+func Start() (*Env, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	assets := AssetsDir(root)
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(assets, bin)); err != nil {
+			return nil, fmt.Errorf("test control plane: %s missing from %s (run `make envtest-assets`): %w", bin, assets, err)
+		}
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    assets,
+		CRDDirectoryPaths:        []string{CRDDir(root)},
+		ErrorIfCRDPathMissing:    true,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	env.ControlPlane.GetAPIServer().Configure().Set("authorization-mode", "RBAC")
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start test control plane from %s: %w", assets, err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("clientset for test control plane: %w", err)
+	}
+	return &Env{env: env, Config: cfg, Client: cs, Root: root}, nil
+}
+
+// Stop stops the control plane.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+// Main runs a package's tests with one control plane for all of them; use it
+// from TestMain. The control plane is stopped however the tests end.
+func Main(m *testing.M, env **Env) {
+	e, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop test control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// AddUser creates a user that authenticates to the control plane and gets
+// exactly what RBAC grants it, and returns its config.
+func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("add test user %s: %w", name, err)
+	}
+	return u.Config(), nil
+}
+
+// Kubeconfig writes a kubeconfig file for cfg, for tests that run the
+// binary as a process.
+func (e *Env) Kubeconfig(dir string) (string, error) {
+	u, err := e.env.ControlPlane.AddUser(envtest.User{Name: "reaper-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", fmt.Errorf("add kubeconfig user: %w", err)
+	}
+	b, err := u.KubeConfig()
+	if err != nil {
+		return "", fmt.Errorf("render kubeconfig: %w", err)
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	return path, os.WriteFile(path, b, 0o600)
+}
+
+// Namespace creates a namespace with a unique name so tests do not see each
+// other's pods.
+func (e *Env) Namespace(t testing.TB, prefix string) string {
+	t.Helper()
+	ns, err := e.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return ns.Name
+}

@@ -1,0 +1,196 @@
+// Package reconcile holds the pure heart of runner-reaper: what a sweep
+// observed, how that is classified into verdicts, how verdicts are confirmed
+// across sweeps, and the order in which they are allowed to act. Nothing here
+// does I/O, so every decision the reaper makes can be tested as a table.
+package reconcile
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Verdict names one kind of leak. The strings are part of the log contract.
+type Verdict string
+
+const (
+	Zombie        Verdict = "zombie"
+	Unregistered  Verdict = "unregistered"
+	OrphanStamped Verdict = "orphan-stamped"
+	Terminal      Verdict = "terminal"
+	Ghost         Verdict = "ghost"
+)
+
+// Verdicts lists every verdict in the order the bound lets them act.
+var Verdicts = []Verdict{Terminal, OrphanStamped, Zombie, Unregistered, Ghost}
+
+// Priority is the verdict's rank in DESIGN.md's act order; lower acts first.
+func (v Verdict) Priority() int {
+	for i, w := range Verdicts {
+		if v == w {
+			return i
+		}
+	}
+	return len(Verdicts)
+}
+
+// ScopeKind is where a runner is registered on GitHub.
+type ScopeKind string
+
+const (
+	RepoScope       ScopeKind = "repo"
+	OrgScope        ScopeKind = "org"
+	EnterpriseScope ScopeKind = "enterprise"
+)
+
+// Scope is one GitHub runner list: a repository, an organization or an
+// enterprise. Owner is set only for repositories.
+type Scope struct {
+	Kind  ScopeKind
+	Owner string
+	Name  string
+}
+
+// ParseScope reads the configuration form: repo:OWNER/NAME, org:NAME or
+// enterprise:SLUG.
+func ParseScope(s string) (Scope, error) {
+	kind, rest, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok || rest == "" {
+		return Scope{}, fmt.Errorf("scope %q is not KIND:NAME", s)
+	}
+	valid := func(part string) bool {
+		return part != "" && !strings.ContainsAny(part, " /:?#%")
+	}
+	switch ScopeKind(kind) {
+	case RepoScope:
+		owner, name, ok := strings.Cut(rest, "/")
+		if !ok || !valid(owner) || !valid(name) {
+			return Scope{}, fmt.Errorf("repository scope %q is not repo:OWNER/NAME", s)
+		}
+		return Scope{Kind: RepoScope, Owner: owner, Name: name}, nil
+	case OrgScope, EnterpriseScope:
+		if !valid(rest) {
+			return Scope{}, fmt.Errorf("scope %q has an invalid name", s)
+		}
+		return Scope{Kind: ScopeKind(kind), Name: rest}, nil
+	default:
+		return Scope{}, fmt.Errorf("scope %q has unknown kind %q (want repo, org or enterprise)", s, kind)
+	}
+}
+
+// String is the configuration form, also used in log lines.
+func (s Scope) String() string {
+	if s.Kind == RepoScope {
+		return string(s.Kind) + ":" + s.Owner + "/" + s.Name
+	}
+	return string(s.Kind) + ":" + s.Name
+}
+
+// Key identifies the scope in maps and the ledger. GitHub treats owner and
+// repository names without regard to case, and so must the reaper, or a
+// label written in another case would look like a scope nobody observed.
+func (s Scope) Key() string { return strings.ToLower(s.String()) }
+
+// Pod is the little the classifier needs of a Kubernetes pod. The kube
+// adapter builds it page by page so a sweep never holds the fleet's full Pod
+// objects.
+type Pod struct {
+	Namespace       string
+	Name            string
+	UID             string
+	ResourceVersion string
+	// RunnerName is the name the pod's runner registers with on GitHub.
+	RunnerName string
+	// ScopeKey is the Scope.Key of the pod's GitHub scope; empty when the
+	// pod says nothing the configuration can map to a scope.
+	ScopeKey string
+	// Phase is the pod's status.phase: Pending, Running, Succeeded, Failed
+	// or Unknown.
+	Phase     string
+	CreatedAt time.Time
+	// Deleting is true once the pod has a deletion timestamp: someone else
+	// is already removing it.
+	Deleting bool
+	// Stamped is true when the pod carries the pool's owner-stamp label.
+	Stamped bool
+	Runner  Container
+	// Owner is the pod's controller owner reference, if any.
+	Owner *Owner
+	// RunnerID is a registration id known from Kubernetes (for example an
+	// ARC EphemeralRunner's status.runnerId); zero when unknown.
+	RunnerID int64
+}
+
+// Owner is a controller owner reference.
+type Owner struct {
+	APIVersion string
+	Kind       string
+	Name       string
+	UID        string
+}
+
+// Container is what the runner container's status says.
+type Container struct {
+	// Found is false when the pod has no status for the runner container.
+	Found   bool
+	Running bool
+	// Terminated is state.terminated; LastTerminated is
+	// lastState.terminated, the fallback of the exit fingerprint.
+	Terminated     *Termination
+	LastTerminated *Termination
+}
+
+// Termination is a container's terminated state.
+type Termination struct {
+	ExitCode   int32
+	Signal     int32
+	Reason     string
+	FinishedAt time.Time
+}
+
+// Registration is a self-hosted runner as GitHub lists it. The JSON names
+// are short because registrations are cached in the ledger, which must fit a
+// ConfigMap.
+type Registration struct {
+	ID     int64    `json:"i"`
+	Name   string   `json:"n"`
+	Online bool     `json:"o,omitempty"`
+	Busy   bool     `json:"b,omitempty"`
+	Labels []string `json:"l,omitempty"`
+}
+
+// ScopeList is one scope's runner list as one sweep saw it.
+type ScopeList struct {
+	Scope Scope
+	// Complete is true only when every page was read and the items add up
+	// to total_count. An incomplete list is never evidence of absence.
+	Complete bool
+	// Problem says why the list is not complete, for the log.
+	Problem string
+	Runners []Registration
+}
+
+// ListCache is what the ledger remembers of a scope's runner list so that
+// the next sweep can ask GitHub with If-None-Match and reuse an unchanged
+// page: a 304 costs no rate limit.
+type ListCache struct {
+	Pages []CachedPage `json:"pages"`
+}
+
+// CachedPage is one page of a runner list with the ETag GitHub gave it.
+type CachedPage struct {
+	ETag       string         `json:"etag"`
+	TotalCount int            `json:"total"`
+	Runners    []Registration `json:"runners"`
+	// NextPage is the page number the Link header pointed to, zero on the
+	// last page.
+	NextPage int `json:"next,omitempty"`
+}
+
+// Observation is everything one sweep saw.
+type Observation struct {
+	Now  time.Time
+	Pods []Pod
+	// Lists holds one entry per configured scope, by Scope.Key.
+	Lists map[string]ScopeList
+}
