@@ -194,3 +194,45 @@ type Observation struct {
 	// Lists holds one entry per configured scope, by Scope.Key.
 	Lists map[string]ScopeList
 }
+
+// Mark is a verdict the ledger remembers from an earlier sweep. A verdict
+// that rests on what GitHub said acts only once its mark has held for
+// confirm-after, so that one bad answer from GitHub never deletes anything.
+type Mark struct {
+	Verdict   Verdict   `json:"verdict"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	// Scope is the Scope.Key the verdict was judged in: while that scope's
+	// list cannot be read, the mark is neither confirmed nor cleared.
+	Scope      string `json:"scope,omitempty"`
+	Namespace  string `json:"namespace,omitempty"`
+	Pod        string `json:"pod,omitempty"`
+	RunnerID   int64  `json:"runner_id,omitempty"`
+	RunnerName string `json:"runner_name,omitempty"`
+}
+
+// PodMarkKey is the ledger key of a pod's mark. UIDs, not names, because a
+// pod recreated under the same name is a different pod.
+func PodMarkKey(uid string) string { return "pod/" + uid }
+
+// RegistrationMarkKey is the ledger key of a registration's mark.
+func RegistrationMarkKey(scopeKey string, id int64) string {
+	return fmt.Sprintf("reg/%s/%d", scopeKey, id)
+}
+
+// DeleteResult is what a delete achieved, in the terms the act protocol
+// needs. Errors (transient or not) are returned separately and are never a
+// result.
+type DeleteResult string
+
+const (
+	// Deleted: GitHub answered 204, or Kubernetes accepted the delete.
+	Deleted DeleteResult = "deleted"
+	// AlreadyGone: 404. Someone else finished the job; success.
+	AlreadyGone DeleteResult = "already-gone"
+	// RunnerBusy: GitHub answered 422, the runner is running a job.
+	RunnerBusy DeleteResult = "busy"
+	// Changed: a Kubernetes precondition (UID or resourceVersion) failed,
+	// the object is not the one that was judged.
+	Changed DeleteResult = "changed"
+)
