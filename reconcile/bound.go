@@ -1,0 +1,77 @@
+package reconcile
+
+import (
+	"math"
+	"sort"
+	"time"
+)
+
+// Order sorts candidates into the order the bound lets them act: terminal,
+// orphan-stamped, zombie, unregistered, ghost; oldest first within a
+// verdict. Oldest first because the longest leak has cost the most.
+func Order(cs []Candidate) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		if pa, pb := a.Verdict.Priority(), b.Verdict.Priority(); pa != pb {
+			return pa < pb
+		}
+		sa, sb := a.since(), b.since()
+		if !sa.Equal(sb) {
+			return sa.Before(sb)
+		}
+		return a.Key < b.Key
+	})
+}
+
+// since is the age anchor: a pod's creation, or for a ghost (GitHub gives no
+// creation time) when it was first marked.
+func (c Candidate) since() time.Time {
+	if c.Since.IsZero() {
+		return c.Mark.FirstSeen
+	}
+	return c.Since
+}
+
+// Limits bound one sweep's actions.
+type Limits struct {
+	// MaxActions is the most actions of any kind in one sweep.
+	MaxActions int
+	// MaxFraction is the largest share of the managed pods that one sweep
+	// may remove.
+	MaxFraction float64
+}
+
+// Budget counts one sweep's actions against its limits. It is the arithmetic
+// of the choke point; the reaper holds the only one per sweep.
+type Budget struct {
+	limits  Limits
+	podCap  int
+	actions int
+	pods    int
+}
+
+// NewBudget sizes a sweep's budget. The fractional cap rounds up so that a
+// small fleet can still lose its one dead pod, and is never below one while
+// any pod is managed.
+func NewBudget(l Limits, managedPods int) *Budget {
+	podCap := int(math.Ceil(l.MaxFraction * float64(managedPods)))
+	return &Budget{limits: l, podCap: podCap}
+}
+
+// Admit reports whether one more action fits, and counts it if so.
+func (b *Budget) Admit(c Candidate) bool {
+	if b.actions >= b.limits.MaxActions {
+		return false
+	}
+	if c.Pod != nil {
+		if b.pods >= b.podCap {
+			return false
+		}
+		b.pods++
+	}
+	b.actions++
+	return true
+}
+
+// Used is how many actions were admitted.
+func (b *Budget) Used() int { return b.actions }

@@ -1,0 +1,76 @@
+package reconcile
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func cand(v Verdict, name string, age time.Duration, pod bool) Candidate {
+	c := Candidate{Finding: Finding{Verdict: v, Key: name}, Ready: true}
+	if pod {
+		p := running(name, func(p *Pod) { p.CreatedAt = t0.Add(-age) })
+		c.Pod, c.Since = &p, p.CreatedAt
+	} else {
+		c.Mark.FirstSeen = t0.Add(-age)
+	}
+	return c
+}
+
+func keys(cs []Candidate) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Key
+	}
+	return out
+}
+
+func TestOrderPriorityThenOldest(t *testing.T) {
+	cs := []Candidate{
+		cand(Ghost, "ghost-old", 5*time.Hour, false),
+		cand(Unregistered, "unreg", time.Hour, true),
+		cand(Zombie, "zombie-young", time.Minute, true),
+		cand(Zombie, "zombie-old", time.Hour, true),
+		cand(OrphanStamped, "stamped", time.Minute, true),
+		cand(Terminal, "terminal-young", time.Second, true),
+		cand(Terminal, "terminal-old", time.Hour, true),
+		cand(Ghost, "ghost-young", time.Minute, false),
+	}
+	Order(cs)
+	assert.Equal(t, []string{"terminal-old", "terminal-young", "stamped", "zombie-old", "zombie-young", "unreg", "ghost-old", "ghost-young"}, keys(cs))
+}
+
+func TestBudget(t *testing.T) {
+	cases := []struct {
+		name    string
+		limits  Limits
+		managed int
+		cands   []Candidate
+		admit   int
+	}{
+		{"absolute cap", Limits{MaxActions: 2, MaxFraction: 1}, 100,
+			[]Candidate{cand(Zombie, "a", 0, true), cand(Zombie, "b", 0, true), cand(Zombie, "c", 0, true)}, 2},
+		{"fraction of managed pods", Limits{MaxActions: 10, MaxFraction: 0.25}, 8,
+			[]Candidate{cand(Zombie, "a", 0, true), cand(Zombie, "b", 0, true), cand(Zombie, "c", 0, true)}, 2},
+		{"fraction rounds up so one dead pod of three can go", Limits{MaxActions: 10, MaxFraction: 0.25}, 3,
+			[]Candidate{cand(Terminal, "a", 0, true), cand(Terminal, "b", 0, true)}, 1},
+		{"ghosts are not pods: only the absolute cap applies", Limits{MaxActions: 3, MaxFraction: 0.1}, 1,
+			[]Candidate{cand(Zombie, "a", 0, true), cand(Ghost, "g1", 0, false), cand(Ghost, "g2", 0, false), cand(Ghost, "g3", 0, false)}, 3},
+		{"no managed pods: no pod may go", Limits{MaxActions: 3, MaxFraction: 0.5}, 0,
+			[]Candidate{cand(Terminal, "a", 0, true)}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewBudget(tc.limits, tc.managed)
+			n := 0
+			for _, c := range tc.cands {
+				if b.Admit(c) {
+					n++
+				}
+			}
+			assert.Equal(t, tc.admit, n)
+			assert.Equal(t, tc.admit, b.Used())
+		})
+	}
+}

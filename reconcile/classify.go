@@ -1,0 +1,281 @@
+package reconcile
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Policy is the part of the configuration that classification depends on.
+type Policy struct {
+	// RegistrationDeadline is how long a running pod may go without its
+	// runner appearing on GitHub before it is unregistered.
+	RegistrationDeadline time.Duration
+	// StampEnabled turns orphan-stamped on (an owner-stamp label is set).
+	StampEnabled bool
+	// GhostNamePrefix and GhostLabel say which registrations this
+	// deployment owns; with both empty, ghost is off. Nobody else's runners
+	// are ever touched.
+	GhostNamePrefix string
+	GhostLabel      string
+	// Claimed says whether a live claim backs a stamped pod. Nil means the
+	// claim source of this release: GitHub says the runner is busy. It is a
+	// seam for pools that keep claims elsewhere.
+	Claimed func(p Pod, reg *Registration) bool
+}
+
+// GitHubBusyClaim is the default claim source: a claim is live while GitHub
+// says the runner is running a job.
+func GitHubBusyClaim(_ Pod, reg *Registration) bool { return reg != nil && reg.Busy }
+
+// GhostsEnabled reports whether any ownership rule is configured.
+func (p Policy) GhostsEnabled() bool { return p.GhostNamePrefix != "" || p.GhostLabel != "" }
+
+// Owns reports whether this deployment owns the registration.
+func (p Policy) Owns(r Registration) bool {
+	if p.GhostNamePrefix != "" && strings.HasPrefix(r.Name, p.GhostNamePrefix) {
+		return true
+	}
+	if p.GhostLabel != "" {
+		for _, l := range r.Labels {
+			if strings.EqualFold(l, p.GhostLabel) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Finding is one verdict with the evidence it rests on.
+type Finding struct {
+	Verdict  Verdict
+	Evidence string
+	// Key is the ledger key the verdict is marked under.
+	Key      string
+	ScopeKey string
+	// Pod is nil for a ghost.
+	Pod *Pod
+	// Registration is the GitHub registration to delete first; nil when
+	// there is none (or, for a terminal pod, when its scope's list could
+	// not be read).
+	Registration *Registration
+	// Exit is set for terminal pods.
+	Exit *Exit
+	// Since is when the leaking object appeared, for oldest-first order.
+	Since time.Time
+	// Gone is true for a zombie whose registration was seen or known and is
+	// now absent, as opposed to one that is offline.
+	Gone bool
+}
+
+// NeedsConfirmation reports whether the verdict rests on what GitHub said.
+// Only the kubelet's word (terminal) is final on its own.
+func (f Finding) NeedsConfirmation() bool { return f.Verdict != Terminal }
+
+// Skip is a scope whose list gave no verdict this sweep.
+type Skip struct {
+	ScopeKey string
+	Reason   string
+}
+
+// Classification is what one sweep concluded.
+type Classification struct {
+	Findings []Finding
+	// Skipped lists scopes whose list was failed, rate-limited or
+	// inconsistent: their pods get no GitHub-based verdict and their marks
+	// must be neither confirmed nor cleared.
+	Skipped []Skip
+	// Unscoped counts running pods whose scope could not be told or is not
+	// configured; they can only ever be terminal.
+	Unscoped int
+	// Protected counts pods spared because GitHub says their runner is busy
+	// or a claim backs them.
+	Protected int
+	// ScopePods counts the classified pods per scope, for the mass
+	// suspicion alarm.
+	ScopePods map[string]int
+	// ManagedPods is every pod observed, the base of the fractional bound.
+	ManagedPods int
+}
+
+// SkippedScope reports whether a scope's marks must be held this sweep.
+func (c Classification) SkippedScope(key string) bool {
+	for _, s := range c.Skipped {
+		if s.ScopeKey == key {
+			return true
+		}
+	}
+	return false
+}
+
+// Classify turns one sweep's observation into verdicts. marks are the
+// ledger's marks, read only to tell a zombie whose registration has gone
+// from a pod that never registered.
+func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification {
+	claimed := pol.Claimed
+	if claimed == nil {
+		claimed = GitHubBusyClaim
+	}
+	out := Classification{ScopePods: map[string]int{}, ManagedPods: len(obs.Pods)}
+
+	keys := make([]string, 0, len(obs.Lists))
+	byName := make(map[string]map[string]*Registration, len(obs.Lists))
+	for key, l := range obs.Lists {
+		keys = append(keys, key)
+		if !l.Complete {
+			continue
+		}
+		m := make(map[string]*Registration, len(l.Runners))
+		for i := range l.Runners {
+			m[l.Runners[i].Name] = &l.Runners[i]
+		}
+		byName[key] = m
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		if l := obs.Lists[key]; !l.Complete {
+			out.Skipped = append(out.Skipped, Skip{ScopeKey: key, Reason: l.Problem})
+		}
+	}
+
+	// backed holds every runner name some pod stands for, per scope; a
+	// pod whose scope is unknown backs the name in every scope, so that a
+	// mislabelled pod can never make its registration look like a ghost.
+	backed := map[string]map[string]bool{}
+	back := func(scope, name string) {
+		if backed[scope] == nil {
+			backed[scope] = map[string]bool{}
+		}
+		backed[scope][name] = true
+	}
+
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		back(p.ScopeKey, p.RunnerName)
+		if p.Deleting {
+			continue
+		}
+		regs, complete := byName[p.ScopeKey]
+		var reg *Registration
+		if complete {
+			reg = regs[p.RunnerName]
+		}
+		if f, ok := terminal(p, reg); ok {
+			out.Findings = append(out.Findings, f)
+			continue
+		}
+		if p.Phase != "Running" {
+			continue
+		}
+		if _, observed := obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed {
+			out.Unscoped++
+			continue
+		}
+		out.ScopePods[p.ScopeKey]++
+		if !complete {
+			continue
+		}
+		f, protected := judgeRunning(obs.Now, p, reg, pol, claimed, marks)
+		if protected {
+			out.Protected++
+		}
+		if f != nil {
+			out.Findings = append(out.Findings, *f)
+		}
+	}
+
+	if pol.GhostsEnabled() {
+		for _, key := range keys {
+			l := obs.Lists[key]
+			if !l.Complete {
+				continue
+			}
+			for i := range l.Runners {
+				r := &l.Runners[i]
+				if r.Online || r.Busy || !pol.Owns(*r) || backed[key][r.Name] || backed[""][r.Name] {
+					continue
+				}
+				out.Findings = append(out.Findings, Finding{
+					Verdict:      Ghost,
+					Evidence:     fmt.Sprintf("registration %d %q is offline and no observed pod backs it", r.ID, r.Name),
+					Key:          RegistrationMarkKey(key, r.ID),
+					ScopeKey:     key,
+					Registration: r,
+				})
+			}
+		}
+	}
+	return out
+}
+
+// terminal judges on the kubelet's word alone: the pod has ended, or its
+// runner container has.
+func terminal(p *Pod, reg *Registration) (Finding, bool) {
+	var why string
+	switch {
+	case p.Phase == "Succeeded" || p.Phase == "Failed":
+		why = "pod phase " + p.Phase
+	case p.Runner.Terminated != nil:
+		why = "runner container terminated in a " + p.Phase + " pod"
+	default:
+		return Finding{}, false
+	}
+	exit := Fingerprint(p.Runner)
+	if !p.Runner.Found {
+		why += "; no runner container status"
+	}
+	return Finding{
+		Verdict:      Terminal,
+		Evidence:     fmt.Sprintf("%s; runner exit %s (code %d, reason %q)", why, exit.Class, exit.Code, exit.Reason),
+		Key:          PodMarkKey(p.UID),
+		ScopeKey:     p.ScopeKey,
+		Pod:          p,
+		Registration: reg,
+		Exit:         &exit,
+		Since:        p.CreatedAt,
+	}, true
+}
+
+// judgeRunning classifies a running pod whose scope's list is complete.
+func judgeRunning(now time.Time, p *Pod, reg *Registration, pol Policy, claimed func(Pod, *Registration) bool, marks map[string]Mark) (*Finding, bool) {
+	// Rule 2: a runner GitHub reports busy is never a suspect.
+	if reg != nil && reg.Busy {
+		return nil, true
+	}
+	f := &Finding{Key: PodMarkKey(p.UID), ScopeKey: p.ScopeKey, Pod: p, Registration: reg, Since: p.CreatedAt}
+	switch {
+	case pol.StampEnabled && p.Stamped:
+		if claimed(*p, reg) {
+			return nil, true
+		}
+		f.Verdict = OrphanStamped
+		if reg == nil {
+			f.Evidence = fmt.Sprintf("pod is stamped but no live claim backs it; runner %q not registered", p.RunnerName)
+		} else {
+			f.Evidence = fmt.Sprintf("pod is stamped but no live claim backs it; registration %d is %s and idle", reg.ID, onlineWord(reg.Online))
+		}
+	case reg != nil && !reg.Online:
+		f.Verdict = Zombie
+		f.Evidence = fmt.Sprintf("pod running; registration %d %q is offline", reg.ID, reg.Name)
+	case reg != nil:
+		return nil, false
+	case p.RunnerID != 0 || marks[f.Key].Verdict == Zombie:
+		f.Verdict, f.Gone = Zombie, true
+		f.Evidence = fmt.Sprintf("pod running; its registration %q was known and is gone from the complete list", p.RunnerName)
+	case now.Sub(p.CreatedAt) > pol.RegistrationDeadline:
+		f.Verdict = Unregistered
+		f.Evidence = fmt.Sprintf("pod running for %s, past the %s registration deadline; runner %q never appeared",
+			now.Sub(p.CreatedAt).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
+	default:
+		return nil, false
+	}
+	return f, false
+}
+
+func onlineWord(online bool) string {
+	if online {
+		return "online"
+	}
+	return "offline"
+}

@@ -1,0 +1,129 @@
+package reconcile
+
+import (
+	"sort"
+	"time"
+)
+
+// Hold is how long each verdict's mark must stand before it may act.
+type Hold struct {
+	// ConfirmAfter applies to every verdict that rests on GitHub's word.
+	ConfirmAfter time.Duration
+	// StampMaxAge is how long a stamp may stand with no live claim; an
+	// orphan-stamped mark waits for the longer of the two.
+	StampMaxAge time.Duration
+	// MassSuspicionFraction and MassSuspicionMin set off the alarm of
+	// safety rule 4: at least Min newly suspect pods making up at least
+	// Fraction of a scope's running pods in one sweep.
+	MassSuspicionFraction float64
+	MassSuspicionMin      int
+}
+
+func (h Hold) of(v Verdict) time.Duration {
+	switch v {
+	case Terminal:
+		return 0
+	case OrphanStamped:
+		return max(h.ConfirmAfter, h.StampMaxAge)
+	default:
+		return h.ConfirmAfter
+	}
+}
+
+// Candidate is a finding with its confirmation state.
+type Candidate struct {
+	Finding
+	// Mark is the mark as the sweep leaves it (zero for terminal).
+	Mark Mark
+	// MatureAt is when the mark may act; zero for terminal.
+	MatureAt time.Time
+	// Ready is true when the verdict may act this sweep.
+	Ready bool
+}
+
+// Suspicion is safety rule 4's alarm for one scope.
+type Suspicion struct {
+	ScopeKey     string
+	NewlySuspect int
+	Pods         int
+}
+
+// Confirmation is the outcome of mark and sweep.
+type Confirmation struct {
+	// Candidates holds every finding: the ready ones and those waiting for
+	// their marks to mature.
+	Candidates []Candidate
+	// Marks is the ledger's marks as this sweep leaves them.
+	Marks map[string]Mark
+	// Cleared lists the keys of marks whose verdict no longer holds.
+	Cleared []string
+	// Held lists the keys of marks kept untouched because their scope was
+	// skipped (safety rule 1).
+	Held []string
+	// MassSuspicion lists the scopes that set off rule 4's alarm.
+	MassSuspicion []Suspicion
+}
+
+// Confirm applies mark and sweep: a verdict resting on GitHub's word becomes
+// ready only after it has held in two sweeps at least the hold apart; a
+// mark whose verdict no longer holds is cleared; a mark in a skipped scope is
+// neither confirmed nor cleared.
+func Confirm(now time.Time, c Classification, old map[string]Mark, hold Hold) Confirmation {
+	out := Confirmation{Marks: make(map[string]Mark, len(c.Findings))}
+	newly := map[string]int{}
+	for _, f := range c.Findings {
+		if !f.NeedsConfirmation() {
+			out.Candidates = append(out.Candidates, Candidate{Finding: f, Ready: true})
+			continue
+		}
+		m, seen := old[f.Key]
+		if !seen || m.Verdict != f.Verdict {
+			m = Mark{Verdict: f.Verdict, FirstSeen: now}
+			if f.Pod != nil {
+				newly[f.ScopeKey]++
+			}
+		}
+		m.LastSeen = now
+		m.Scope = f.ScopeKey
+		if f.Pod != nil {
+			m.Namespace, m.Pod, m.RunnerName = f.Pod.Namespace, f.Pod.Name, f.Pod.RunnerName
+		}
+		if f.Registration != nil {
+			m.RunnerID, m.RunnerName = f.Registration.ID, f.Registration.Name
+		}
+		out.Marks[f.Key] = m
+		mature := m.FirstSeen.Add(hold.of(f.Verdict))
+		out.Candidates = append(out.Candidates, Candidate{
+			Finding:  f,
+			Mark:     m,
+			MatureAt: mature,
+			Ready:    !now.Before(mature) && now.After(m.FirstSeen),
+		})
+	}
+	for key, m := range old {
+		if _, kept := out.Marks[key]; kept {
+			continue
+		}
+		if c.SkippedScope(m.Scope) {
+			out.Marks[key] = m
+			out.Held = append(out.Held, key)
+			continue
+		}
+		out.Cleared = append(out.Cleared, key)
+	}
+	sort.Strings(out.Cleared)
+	sort.Strings(out.Held)
+
+	scopes := make([]string, 0, len(newly))
+	for s := range newly {
+		scopes = append(scopes, s)
+	}
+	sort.Strings(scopes)
+	for _, s := range scopes {
+		n, pods := newly[s], c.ScopePods[s]
+		if n >= max(hold.MassSuspicionMin, 1) && pods > 0 && float64(n) >= hold.MassSuspicionFraction*float64(pods) {
+			out.MassSuspicion = append(out.MassSuspicion, Suspicion{ScopeKey: s, NewlySuspect: n, Pods: pods})
+		}
+	}
+	return out
+}

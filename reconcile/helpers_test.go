@@ -1,0 +1,52 @@
+package reconcile
+
+import "time"
+
+var t0 = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+
+const org = "org:acme"
+
+// running is a healthy-looking runner pod, created an hour before t0.
+func running(name string, mods ...func(*Pod)) Pod {
+	p := Pod{
+		Namespace: "runners", Name: name, UID: "uid-" + name, ResourceVersion: "1",
+		RunnerName: name, ScopeKey: org, Phase: "Running", CreatedAt: t0.Add(-time.Hour),
+		Runner: Container{Found: true, Running: true},
+	}
+	for _, m := range mods {
+		m(&p)
+	}
+	return p
+}
+
+func reg(id int64, name string, online, busy bool, labels ...string) Registration {
+	return Registration{ID: id, Name: name, Online: online, Busy: busy, Labels: labels}
+}
+
+func observe(pods []Pod, regs ...Registration) Observation {
+	return Observation{Now: t0, Pods: pods, Lists: map[string]ScopeList{
+		org: {Scope: Scope{Kind: OrgScope, Name: "acme"}, Complete: true, Runners: regs},
+	}}
+}
+
+func policy() Policy {
+	return Policy{RegistrationDeadline: 10 * time.Minute, StampEnabled: true, GhostNamePrefix: "acme-"}
+}
+
+func hold() Hold {
+	return Hold{ConfirmAfter: 5 * time.Minute, StampMaxAge: 10 * time.Minute, MassSuspicionFraction: 0.5, MassSuspicionMin: 3}
+}
+
+func verdicts(c Classification) map[string]Verdict {
+	out := map[string]Verdict{}
+	for _, f := range c.Findings {
+		name := ""
+		if f.Pod != nil {
+			name = f.Pod.Name
+		} else {
+			name = "reg:" + f.Registration.Name
+		}
+		out[name] = f.Verdict
+	}
+	return out
+}
