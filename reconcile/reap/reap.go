@@ -1,0 +1,241 @@
+// Package reap is the one choke point every delete passes through. It
+// enforces the sweep's bounds and dry-run in one place, so that no code path
+// can remove a runner without being counted, and dry-run walks the very same
+// path up to the call that would change something.
+package reap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// Registrations deletes runner registrations on GitHub.
+type Registrations interface {
+	DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reconcile.DeleteResult, error)
+}
+
+// Pods deletes pods and what belongs to them, and records why.
+type Pods interface {
+	DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error)
+	DeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error)
+	RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error
+}
+
+// Options configure a Reaper.
+type Options struct {
+	DryRun bool
+	Limits reconcile.Limits
+	// DeleteServiceAccount removes a bare pod's same-named ServiceAccount
+	// after the pod.
+	DeleteServiceAccount bool
+	// Concurrency bounds parallel Kubernetes deletes; GitHub deletes are
+	// always serial, as GitHub asks of mutating calls.
+	Concurrency int
+	// Scopes resolves a finding's scope key to the scope to call.
+	Scopes map[string]reconcile.Scope
+}
+
+// Reaper carries out admitted candidates.
+type Reaper struct {
+	gh   Registrations
+	kube Pods
+	opts Options
+}
+
+// New returns a Reaper.
+func New(gh Registrations, kube Pods, opts Options) *Reaper {
+	if opts.Concurrency < 1 {
+		opts.Concurrency = 1
+	}
+	return &Reaper{gh: gh, kube: kube, opts: opts}
+}
+
+// Result is what became of one candidate.
+type Result string
+
+const (
+	Done Result = "deleted"
+	// AlreadyGone: every delete answered 404; someone else got there first.
+	AlreadyGone Result = "already-gone"
+	// SparedBusy: GitHub answered 422, the runner took a job; the pod is
+	// left alone and its mark cleared.
+	SparedBusy Result = "spared-busy"
+	// SkippedChanged: the pod was replaced or changed since it was
+	// observed; it is not the pod that was judged.
+	SkippedChanged Result = "skipped-changed"
+	WouldDelete    Result = "would-delete"
+	// Deferred: the bound was reached; the mark stays for a later sweep.
+	Deferred Result = "deferred"
+	// NotReached: the sweep's deadline came first.
+	NotReached Result = "not-reached"
+	Failed     Result = "error"
+)
+
+// Action names what the protocol does for a candidate.
+func Action(c reconcile.Candidate) string {
+	switch {
+	case c.Pod == nil:
+		return "delete-registration"
+	case c.Registration != nil:
+		return "delete-registration-then-pod"
+	default:
+		return "delete-pod"
+	}
+}
+
+// Outcome is one candidate's fate, everything the report needs.
+type Outcome struct {
+	Candidate      reconcile.Candidate
+	Action         string
+	Result         Result
+	Registration   reconcile.DeleteResult
+	Pod            reconcile.DeleteResult
+	ServiceAccount reconcile.DeleteResult
+	// EventErr is set when the Event could not be recorded; the delete
+	// still goes on, and the report says so.
+	EventErr error
+	Err      error
+	DryRun   bool
+}
+
+// Reap orders the ready candidates, admits them through the sweep's budget,
+// and carries out the admitted ones: registrations first, one at a time,
+// then pods with bounded concurrency. It returns one outcome per candidate,
+// in order.
+func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Candidate) []Outcome {
+	cs := append([]reconcile.Candidate(nil), ready...)
+	reconcile.Order(cs)
+	budget := reconcile.NewBudget(r.opts.Limits, managedPods)
+	out := make([]Outcome, len(cs))
+	for i, c := range cs {
+		out[i] = Outcome{Candidate: c, Action: Action(c), DryRun: r.opts.DryRun, Result: Deferred}
+		if budget.Admit(c) {
+			out[i].Result = ""
+		}
+	}
+	if r.opts.DryRun {
+		for i := range out {
+			if out[i].Result == "" {
+				out[i].Result = WouldDelete
+			}
+		}
+		return out
+	}
+
+	// Registrations first: once a registration is gone no job can land
+	// on the runner, which is what makes deleting its pod safe.
+	podsToGo := make([]int, 0, len(out))
+	for i := range out {
+		o := &out[i]
+		if o.Result != "" {
+			continue
+		}
+		if ctx.Err() != nil {
+			o.Result = NotReached
+			continue
+		}
+		if r.unregister(ctx, o) {
+			podsToGo = append(podsToGo, i)
+		}
+	}
+
+	sem := make(chan struct{}, r.opts.Concurrency)
+	var wg sync.WaitGroup
+	for _, i := range podsToGo {
+		if ctx.Err() != nil {
+			out[i].Result = NotReached
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(o *Outcome) {
+			defer func() { <-sem; wg.Done() }()
+			r.removePod(ctx, o)
+		}(&out[i])
+	}
+	wg.Wait()
+	return out
+}
+
+// unregister deletes the candidate's registration, if it has one, and
+// reports whether its pod may go next.
+func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
+	c := o.Candidate
+	if c.Registration == nil {
+		return c.Pod != nil
+	}
+	scope, ok := r.opts.Scopes[c.ScopeKey]
+	if !ok {
+		o.Result, o.Err = Failed, fmt.Errorf("delete registration %d: scope %q is not configured", c.Registration.ID, c.ScopeKey)
+		return false
+	}
+	res, err := r.gh.DeleteRunner(ctx, scope, c.Registration.ID)
+	o.Registration = res
+	terminal := c.Verdict == reconcile.Terminal
+	switch {
+	case err != nil:
+		o.Err = fmt.Errorf("delete registration %d in %s: %w", c.Registration.ID, scope, err)
+		// A terminal pod is dead whatever GitHub says; its registration
+		// will be a ghost for a later sweep.
+		if terminal {
+			return true
+		}
+		o.Result = Failed
+		return false
+	case res == reconcile.RunnerBusy && !terminal:
+		o.Result = SparedBusy
+		return false
+	case c.Pod == nil:
+		o.Result = resultOf(res)
+		return false
+	default:
+		return true
+	}
+}
+
+// removePod records the Event, then deletes the pod with its preconditions
+// and, where configured, its ServiceAccount.
+func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
+	c := o.Candidate
+	p := *c.Pod
+	msg := fmt.Sprintf("runner-reaper: %s: %s", c.Verdict, c.Evidence)
+	if err := r.kube.RecordEvent(ctx, p, "RunnerReaped", msg); err != nil {
+		o.EventErr = fmt.Errorf("record event on %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	res, err := r.kube.DeletePod(ctx, p)
+	o.Pod = res
+	if err != nil {
+		o.Result, o.Err = Failed, errors.Join(o.Err, fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err))
+		return
+	}
+	if res == reconcile.Changed {
+		o.Result = SkippedChanged
+		return
+	}
+	o.Result = resultOf(res)
+	if o.Registration == reconcile.Deleted {
+		o.Result = Done
+	}
+	if r.opts.DeleteServiceAccount {
+		sa, err := r.kube.DeleteServiceAccount(ctx, p.Namespace, p.Name)
+		o.ServiceAccount = sa
+		if err != nil {
+			o.Result, o.Err = Failed, errors.Join(o.Err, fmt.Errorf("delete serviceaccount %s/%s: %w", p.Namespace, p.Name, err))
+		}
+	}
+}
+
+func resultOf(r reconcile.DeleteResult) Result {
+	switch r {
+	case reconcile.AlreadyGone:
+		return AlreadyGone
+	case reconcile.RunnerBusy:
+		return SparedBusy
+	default:
+		return Done
+	}
+}
