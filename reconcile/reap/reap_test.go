@@ -1,0 +1,200 @@
+package reap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// recorder stands in for GitHub and Kubernetes in this narrow test of the
+// choke point's own logic; the sweep's tests use the real API server.
+type recorder struct {
+	mu       sync.Mutex
+	calls    []string
+	ghResult map[int64]reconcile.DeleteResult
+	ghErr    map[int64]error
+	podRes   map[string]reconcile.DeleteResult
+	inFlight int
+	maxGH    int
+}
+
+func (r *recorder) log(s string) { r.mu.Lock(); r.calls = append(r.calls, s); r.mu.Unlock() }
+
+func (r *recorder) DeleteRunner(_ context.Context, s reconcile.Scope, id int64) (reconcile.DeleteResult, error) {
+	r.mu.Lock()
+	r.inFlight++
+	r.maxGH = max(r.maxGH, r.inFlight)
+	r.mu.Unlock()
+	time.Sleep(time.Millisecond)
+	r.mu.Lock()
+	r.inFlight--
+	r.mu.Unlock()
+	r.log(fmt.Sprintf("gh:%s:%d", s, id))
+	if err := r.ghErr[id]; err != nil {
+		return "", err
+	}
+	if res, ok := r.ghResult[id]; ok {
+		return res, nil
+	}
+	return reconcile.Deleted, nil
+}
+
+func (r *recorder) DeletePod(_ context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+	r.log("pod:" + p.Name)
+	if res, ok := r.podRes[p.Name]; ok {
+		return res, nil
+	}
+	return reconcile.Deleted, nil
+}
+
+func (r *recorder) DeleteServiceAccount(_ context.Context, _, name string) (reconcile.DeleteResult, error) {
+	r.log("sa:" + name)
+	return reconcile.Deleted, nil
+}
+
+func (r *recorder) RecordEvent(_ context.Context, p reconcile.Pod, _, _ string) error {
+	r.log("event:" + p.Name)
+	return nil
+}
+
+var scope = reconcile.Scope{Kind: reconcile.OrgScope, Name: "acme"}
+
+func cand(v reconcile.Verdict, name string, regID int64) reconcile.Candidate {
+	c := reconcile.Candidate{Finding: reconcile.Finding{Verdict: v, Key: name, ScopeKey: scope.Key()}, Ready: true}
+	if v != reconcile.Ghost {
+		c.Pod = &reconcile.Pod{Namespace: "ns", Name: name, UID: "u-" + name}
+	}
+	if regID != 0 {
+		c.Registration = &reconcile.Registration{ID: regID, Name: name}
+	}
+	return c
+}
+
+func opts() Options {
+	return Options{Limits: reconcile.Limits{MaxActions: 10, MaxFraction: 1}, Concurrency: 4,
+		Scopes: map[string]reconcile.Scope{scope.Key(): scope}}
+}
+
+func results(outs []Outcome) map[string]Result {
+	m := map[string]Result{}
+	for _, o := range outs {
+		m[o.Candidate.Key] = o.Result
+	}
+	return m
+}
+
+func TestReapProtocol(t *testing.T) {
+	rec := &recorder{
+		ghResult: map[int64]reconcile.DeleteResult{2: reconcile.RunnerBusy, 3: reconcile.AlreadyGone, 6: reconcile.RunnerBusy},
+		ghErr:    map[int64]error{4: errors.New("502 bad gateway")},
+		podRes:   map[string]reconcile.DeleteResult{"replaced": reconcile.Changed, "gone": reconcile.AlreadyGone},
+	}
+	outs := New(rec, rec, opts()).Reap(context.Background(), 100, []reconcile.Candidate{
+		cand(reconcile.Zombie, "zombie", 1),
+		cand(reconcile.Zombie, "took-a-job", 2),
+		cand(reconcile.Zombie, "reg-404", 3),
+		cand(reconcile.Zombie, "gh-down", 4),
+		cand(reconcile.Unregistered, "replaced", 0),
+		cand(reconcile.Unregistered, "gone", 0),
+		cand(reconcile.Terminal, "dead-but-busy", 6),
+		cand(reconcile.Ghost, "ghost", 7),
+	})
+	assert.Equal(t, map[string]Result{
+		"zombie":        Done,
+		"took-a-job":    SparedBusy,
+		"reg-404":       Done,
+		"gh-down":       Failed,
+		"replaced":      SkippedChanged,
+		"gone":          AlreadyGone,
+		"dead-but-busy": Done,
+		"ghost":         Done,
+	}, results(outs))
+
+	// The pods of a busy runner and of a failed registration delete are
+	// never touched (rules 2 and 3).
+	assert.NotContains(t, rec.calls, "pod:took-a-job")
+	assert.NotContains(t, rec.calls, "pod:gh-down")
+	// A terminal pod goes even when GitHub says busy (rule 2's exception).
+	assert.Contains(t, rec.calls, "pod:dead-but-busy")
+	// Every registration delete came before every pod delete, one at a
+	// time, and each Event before its pod's delete.
+	lastGH, firstPod := -1, len(rec.calls)
+	for i, c := range rec.calls {
+		if c[:3] == "gh:" {
+			lastGH = i
+		} else if c[:4] == "pod:" && i < firstPod {
+			firstPod = i
+		}
+	}
+	assert.Less(t, lastGH, firstPod, "registrations first: %v", rec.calls)
+	assert.Equal(t, 1, rec.maxGH, "GitHub deletes are serial")
+	for _, name := range []string{"zombie", "replaced", "dead-but-busy"} {
+		assert.Less(t, indexOf(rec.calls, "event:"+name), indexOf(rec.calls, "pod:"+name))
+	}
+	assert.NotContains(t, fmt.Sprint(rec.calls), "sa:", "ServiceAccounts are only deleted when configured")
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestReapBoundsAndDryRunShareOneChokePoint(t *testing.T) {
+	cs := []reconcile.Candidate{
+		cand(reconcile.Ghost, "ghost", 9),
+		cand(reconcile.Zombie, "z1", 1),
+		cand(reconcile.Zombie, "z2", 2),
+		cand(reconcile.Terminal, "t1", 0),
+	}
+	for _, dry := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dry-run=%v", dry), func(t *testing.T) {
+			rec := &recorder{}
+			o := opts()
+			o.DryRun, o.Limits.MaxActions = dry, 2
+			outs := New(rec, rec, o).Reap(context.Background(), 100, cs)
+			admitted := Done
+			if dry {
+				admitted = WouldDelete
+				assert.Empty(t, rec.calls, "dry-run changes nothing")
+			}
+			// Terminal first, then the older-priority zombie; the rest wait.
+			assert.Equal(t, map[string]Result{"t1": admitted, "z1": admitted, "z2": Deferred, "ghost": Deferred}, results(outs))
+			for _, out := range outs {
+				assert.Equal(t, dry, out.DryRun)
+			}
+		})
+	}
+}
+
+func TestReapServiceAccountWhenConfigured(t *testing.T) {
+	rec := &recorder{podRes: map[string]reconcile.DeleteResult{"replaced": reconcile.Changed}}
+	o := opts()
+	o.DeleteServiceAccount = true
+	outs := New(rec, rec, o).Reap(context.Background(), 10, []reconcile.Candidate{
+		cand(reconcile.Unregistered, "bare", 0), cand(reconcile.Unregistered, "replaced", 0),
+	})
+	require.Len(t, outs, 2)
+	assert.Contains(t, rec.calls, "sa:bare")
+	assert.NotContains(t, rec.calls, "sa:replaced", "a pod that was not deleted keeps its ServiceAccount")
+}
+
+func TestReapStopsAtDeadline(t *testing.T) {
+	rec := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	outs := New(rec, rec, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
+	assert.Equal(t, NotReached, outs[0].Result)
+	assert.Empty(t, rec.calls)
+}
