@@ -1,0 +1,391 @@
+package config
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// NameSource says where a pod's GitHub runner name comes from.
+type NameSource struct {
+	// Kind is "pod-name", "label" or "annotation".
+	Kind string
+	Key  string
+}
+
+// LedgerKind is where the marks are kept.
+type LedgerKind string
+
+const (
+	LedgerConfigMap LedgerKind = "configmap"
+	LedgerFile      LedgerKind = "file"
+	LedgerMemory    LedgerKind = "memory"
+)
+
+// Ledger locates the ledger.
+type Ledger struct {
+	Kind      LedgerKind
+	Namespace string
+	Name      string
+	Path      string
+}
+
+// GitHub is how to reach GitHub. Token and PrivateKey are secrets: they are
+// never formatted into a message.
+type GitHub struct {
+	APIURL         string
+	Token          string
+	AppID          int64
+	InstallationID int64
+	PrivateKey     []byte
+	Timeout        time.Duration
+}
+
+// Config is the validated configuration.
+type Config struct {
+	Scopes          []reconcile.Scope
+	Namespaces      []string // empty: all namespaces
+	PodSelector     string
+	RunnerContainer string
+	RunnerName      NameSource
+	ScopeLabel      string
+	StampLabel      string
+
+	Policy reconcile.Policy
+	Hold   reconcile.Hold
+	Limits reconcile.Limits
+
+	DryRun               bool
+	Ledger               Ledger
+	DeleteServiceAccount bool
+	KubeConcurrency      int
+	LogLevel             slog.Level
+	GitHub               GitHub
+}
+
+// Problem is one bad variable.
+type Problem struct {
+	Var     string
+	What    string
+	Example string
+}
+
+func (p Problem) String() string {
+	if p.Example == "" {
+		return fmt.Sprintf("%s: %s", p.Var, p.What)
+	}
+	return fmt.Sprintf("%s: %s (example: %s=%s)", p.Var, p.What, p.Var, p.Example)
+}
+
+// Error lists every bad variable at once, so a user fixes them in one go.
+type Error struct{ Problems []Problem }
+
+func (e *Error) Error() string {
+	lines := make([]string, 0, len(e.Problems)+1)
+	lines = append(lines, "invalid configuration:")
+	for _, p := range e.Problems {
+		lines = append(lines, "  "+p.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Env reads a variable; os.LookupEnv in production.
+type Env func(key string) (string, bool)
+
+// Load reads and validates the configuration from the process environment.
+// inCluster and podNamespace choose the default ledger.
+func Load(inCluster bool, podNamespace string) (Config, error) {
+	var s spec
+	var problems []Problem
+	if err := envconfig.CheckDisallowed(Prefix, &s); err != nil {
+		name := strings.TrimPrefix(err.Error(), "unknown environment variable ")
+		problems = append(problems, Problem{Var: name, What: "is not a variable runner-reaper reads (a typo?); see the README's configuration table"})
+	}
+	if err := envconfig.Process(Prefix, &s); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return Config{}, &Error{Problems: append(problems, Problem{
+				Var:     pe.KeyName,
+				What:    fmt.Sprintf("cannot read %q as %s", pe.Value, typeWord(pe.TypeName)),
+				Example: example(pe.FieldName),
+			})}
+		}
+		return Config{}, fmt.Errorf("read configuration: %w", err)
+	}
+	c, more := validate(s, inCluster, podNamespace)
+	problems = append(problems, more...)
+	if len(problems) > 0 {
+		return Config{}, &Error{Problems: problems}
+	}
+	return c, nil
+}
+
+func typeWord(t string) string {
+	switch t {
+	case "Duration", "time.Duration":
+		return "a duration"
+	case "int", "int64":
+		return "a whole number"
+	case "float64":
+		return "a number"
+	case "bool":
+		return "true or false"
+	default:
+		return t
+	}
+}
+
+func example(field string) string {
+	f, ok := reflect.TypeOf(spec{}).FieldByName(field)
+	if !ok {
+		return ""
+	}
+	return f.Tag.Get("example")
+}
+
+// key is a field's variable name, so messages and the spec cannot drift.
+func key(field string) string {
+	var b strings.Builder
+	for i, r := range field {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return Prefix + "_" + strings.ToUpper(b.String())
+}
+
+func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
+	var ps []Problem
+	bad := func(field, what string) {
+		ps = append(ps, Problem{Var: key(field), What: what, Example: example(field)})
+	}
+
+	c := Config{
+		PodSelector:          s.PodSelector,
+		RunnerContainer:      s.RunnerContainer,
+		ScopeLabel:           s.ScopeLabel,
+		StampLabel:           s.OwnerStampLabel,
+		DryRun:               s.DryRun,
+		DeleteServiceAccount: s.DeleteServiceAccount,
+		KubeConcurrency:      s.KubeConcurrency,
+		Limits:               reconcile.Limits{MaxActions: s.MaxActions, MaxFraction: s.MaxFraction},
+		Hold: reconcile.Hold{
+			ConfirmAfter:          s.ConfirmAfter,
+			StampMaxAge:           s.StampMaxAge,
+			MassSuspicionFraction: s.MassSuspicionFraction,
+			MassSuspicionMin:      s.MassSuspicionMin,
+		},
+		Policy: reconcile.Policy{
+			RegistrationDeadline: s.RegistrationDeadline,
+			StampEnabled:         s.OwnerStampLabel != "",
+			GhostNamePrefix:      s.GhostNamePrefix,
+			GhostLabel:           s.GhostLabel,
+		},
+	}
+
+	seen := map[string]bool{}
+	for _, raw := range s.Scopes {
+		sc, err := reconcile.ParseScope(raw)
+		if err != nil {
+			bad("Scopes", err.Error())
+			continue
+		}
+		if seen[sc.Key()] {
+			bad("Scopes", fmt.Sprintf("scope %s is listed twice", sc))
+			continue
+		}
+		seen[sc.Key()] = true
+		c.Scopes = append(c.Scopes, sc)
+	}
+	if len(s.Scopes) == 0 {
+		bad("Scopes", "is required: the GitHub scopes whose runners this deployment manages")
+	}
+
+	switch {
+	case len(s.Namespaces) == 0:
+		bad("Namespaces", "is required: the namespaces of the runner pods, or * for all")
+	case len(s.Namespaces) == 1 && s.Namespaces[0] == "*":
+	default:
+		for _, ns := range s.Namespaces {
+			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+				bad("Namespaces", fmt.Sprintf("%q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
+			}
+		}
+		c.Namespaces = s.Namespaces
+	}
+
+	if strings.TrimSpace(s.PodSelector) == "" {
+		bad("PodSelector", "must not be empty: without a selector every pod in the namespaces would be judged")
+	} else if _, err := labels.Parse(s.PodSelector); err != nil {
+		bad("PodSelector", fmt.Sprintf("is not a label selector: %v", err))
+	}
+	if errs := validation.IsDNS1123Label(s.RunnerContainer); len(errs) > 0 {
+		bad("RunnerContainer", fmt.Sprintf("%q is not a container name", s.RunnerContainer))
+	}
+	for field, v := range map[string]string{"ScopeLabel": s.ScopeLabel, "OwnerStampLabel": s.OwnerStampLabel} {
+		if v == "" {
+			continue
+		}
+		if errs := validation.IsQualifiedName(v); len(errs) > 0 {
+			bad(field, fmt.Sprintf("%q is not a label key: %s", v, strings.Join(errs, "; ")))
+		}
+	}
+	c.RunnerName = parseNameSource(s.RunnerNameFrom, bad)
+
+	for field, d := range map[string]time.Duration{
+		"RegistrationDeadline": s.RegistrationDeadline, "ConfirmAfter": s.ConfirmAfter,
+		"StampMaxAge": s.StampMaxAge, "GithubTimeout": s.GithubTimeout,
+	} {
+		if d <= 0 {
+			bad(field, fmt.Sprintf("must be a positive duration, got %s", d))
+		}
+	}
+	if s.MaxActions < 1 {
+		bad("MaxActions", fmt.Sprintf("must be at least 1, got %d", s.MaxActions))
+	}
+	if s.MaxFraction <= 0 || s.MaxFraction > 1 {
+		bad("MaxFraction", fmt.Sprintf("must be above 0 and at most 1, got %g", s.MaxFraction))
+	}
+	if s.MassSuspicionFraction <= 0 || s.MassSuspicionFraction > 1 {
+		bad("MassSuspicionFraction", fmt.Sprintf("must be above 0 and at most 1, got %g", s.MassSuspicionFraction))
+	}
+	if s.MassSuspicionMin < 1 {
+		bad("MassSuspicionMin", fmt.Sprintf("must be at least 1, got %d", s.MassSuspicionMin))
+	}
+	if s.KubeConcurrency < 1 || s.KubeConcurrency > 64 {
+		bad("KubeConcurrency", fmt.Sprintf("must be between 1 and 64, got %d", s.KubeConcurrency))
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(s.LogLevel)); err != nil {
+		bad("LogLevel", fmt.Sprintf("%q is not a log level", s.LogLevel))
+	}
+	c.Ledger = parseLedger(s.Ledger, inCluster, podNamespace, bad)
+	c.GitHub = validateGitHub(s, c.Scopes, bad)
+	return c, ps
+}
+
+func parseNameSource(v string, bad func(field, what string)) NameSource {
+	if v == "pod-name" {
+		return NameSource{Kind: "pod-name"}
+	}
+	kind, k, _ := strings.Cut(v, ":")
+	if (kind == "label" || kind == "annotation") && k != "" {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			bad("RunnerNameFrom", fmt.Sprintf("%q is not a %s key: %s", k, kind, strings.Join(errs, "; ")))
+		}
+		return NameSource{Kind: kind, Key: k}
+	}
+	bad("RunnerNameFrom", fmt.Sprintf("%q is not pod-name, label:KEY or annotation:KEY", v))
+	return NameSource{}
+}
+
+func parseLedger(v string, inCluster bool, podNamespace string, bad func(field, what string)) Ledger {
+	if v == "" {
+		if inCluster && podNamespace != "" {
+			return Ledger{Kind: LedgerConfigMap, Namespace: podNamespace, Name: "runner-reaper-ledger"}
+		}
+		return Ledger{Kind: LedgerFile, Path: "runner-reaper-ledger.json"}
+	}
+	kind, rest, _ := strings.Cut(v, ":")
+	switch LedgerKind(kind) {
+	case LedgerMemory:
+		return Ledger{Kind: LedgerMemory}
+	case LedgerFile:
+		if rest == "" {
+			bad("Ledger", "file: needs a path")
+		}
+		return Ledger{Kind: LedgerFile, Path: rest}
+	case LedgerConfigMap:
+		ns, name, ok := strings.Cut(rest, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			bad("Ledger", fmt.Sprintf("%q is not configmap:NAMESPACE/NAME", v))
+		}
+		return Ledger{Kind: LedgerConfigMap, Namespace: ns, Name: name}
+	default:
+		bad("Ledger", fmt.Sprintf("%q is not configmap:NAMESPACE/NAME, file:PATH or memory", v))
+		return Ledger{}
+	}
+}
+
+func validateGitHub(s spec, scopes []reconcile.Scope, bad func(field, what string)) GitHub {
+	g := GitHub{APIURL: s.GithubApiUrl, Token: s.GithubToken, AppID: s.GithubAppId,
+		InstallationID: s.GithubInstallationId, Timeout: s.GithubTimeout}
+	if u, err := url.Parse(s.GithubApiUrl); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		bad("GithubApiUrl", "is not an http(s) URL")
+	} else if !strings.HasSuffix(g.APIURL, "/") {
+		g.APIURL += "/"
+	}
+	app := s.GithubAppId != 0 || s.GithubInstallationId != 0 || s.GithubPrivateKey != "" || s.GithubPrivateKeyFile != ""
+	switch {
+	case s.GithubToken != "" && app:
+		bad("GithubToken", "is set together with GitHub App settings; choose one way to authenticate")
+	case s.GithubToken != "":
+		if strings.ContainsAny(s.GithubToken, " \t\r\n") {
+			bad("GithubToken", "contains whitespace (a stray newline from a secret file?)")
+		}
+	case app:
+		if s.GithubAppId <= 0 {
+			bad("GithubAppId", "is required with GitHub App auth")
+		}
+		if s.GithubInstallationId <= 0 {
+			bad("GithubInstallationId", "is required with GitHub App auth")
+		}
+		g.PrivateKey = loadKey(s, bad)
+		for _, sc := range scopes {
+			if sc.Kind == reconcile.EnterpriseScope {
+				bad("Scopes", fmt.Sprintf("%s needs a classic token (REAPER_GITHUB_TOKEN): GitHub does not accept App installation tokens for enterprise runners", sc))
+			}
+		}
+	default:
+		bad("GithubToken", "no GitHub credentials: set REAPER_GITHUB_TOKEN, or REAPER_GITHUB_APP_ID, REAPER_GITHUB_INSTALLATION_ID and a private key")
+	}
+	return g
+}
+
+// loadKey reads and parses the App's private key so that a wrong key fails
+// at start-up, not at the first sweep. The key itself never reaches a
+// message.
+func loadKey(s spec, bad func(field, what string)) []byte {
+	field, pemBytes := "GithubPrivateKey", []byte(s.GithubPrivateKey)
+	switch {
+	case s.GithubPrivateKey != "" && s.GithubPrivateKeyFile != "":
+		bad("GithubPrivateKey", "and REAPER_GITHUB_PRIVATE_KEY_FILE are both set; set one")
+		return nil
+	case s.GithubPrivateKeyFile != "":
+		field = "GithubPrivateKeyFile"
+		b, err := os.ReadFile(s.GithubPrivateKeyFile)
+		if err != nil {
+			bad(field, fmt.Sprintf("cannot be read: %v", err))
+			return nil
+		}
+		pemBytes = b
+	case s.GithubPrivateKey == "":
+		bad("GithubPrivateKey", "is required with GitHub App auth (or REAPER_GITHUB_PRIVATE_KEY_FILE)")
+		return nil
+	}
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		bad(field, "holds no PEM block")
+		return nil
+	}
+	if _, err := x509.ParsePKCS1PrivateKey(block.Bytes); err != nil {
+		if _, err8 := x509.ParsePKCS8PrivateKey(block.Bytes); err8 != nil {
+			bad(field, "holds a PEM block that is not an RSA private key")
+			return nil
+		}
+	}
+	return pemBytes
+}

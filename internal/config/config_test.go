@@ -1,0 +1,209 @@
+package config
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// setenv clears every REAPER_ variable, then sets the given ones, so a test
+// sees exactly the environment it names.
+func setenv(t *testing.T, vars map[string]string) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := cut(kv); len(k) > 7 && k[:7] == "REAPER_" {
+			t.Setenv(k, "")
+			require.NoError(t, os.Unsetenv(k))
+		}
+	}
+	for k, v := range vars {
+		t.Setenv(k, v)
+	}
+}
+
+func cut(kv string) (string, string, bool) {
+	for i := range kv {
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return kv, "", false
+}
+
+func minimal() map[string]string {
+	return map[string]string{
+		"REAPER_SCOPES":       "org:acme, repo:acme/web",
+		"REAPER_NAMESPACES":   "arc-runners",
+		"REAPER_GITHUB_TOKEN": "ghp_secretsecret",
+	}
+}
+
+func with(base map[string]string, kv ...string) map[string]string {
+	out := map[string]string{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == "<unset>" {
+			delete(out, kv[i])
+			continue
+		}
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+func TestLoadDefaults(t *testing.T) {
+	setenv(t, minimal())
+	c, err := Load(false, "")
+	require.NoError(t, err)
+	assert.Equal(t, []reconcile.Scope{{Kind: reconcile.OrgScope, Name: "acme"}, {Kind: reconcile.RepoScope, Owner: "acme", Name: "web"}}, c.Scopes)
+	assert.Equal(t, []string{"arc-runners"}, c.Namespaces)
+	assert.Equal(t, "actions-ephemeral-runner=True", c.PodSelector)
+	assert.Equal(t, "runner", c.RunnerContainer)
+	assert.Equal(t, NameSource{Kind: "pod-name"}, c.RunnerName)
+	assert.Equal(t, 10*time.Minute, c.Policy.RegistrationDeadline)
+	assert.Equal(t, 5*time.Minute, c.Hold.ConfirmAfter)
+	assert.Equal(t, reconcile.Limits{MaxActions: 10, MaxFraction: 0.25}, c.Limits)
+	assert.False(t, c.Policy.StampEnabled, "orphan-stamped is off without a stamp label")
+	assert.False(t, c.Policy.GhostsEnabled(), "ghost is off without ownership")
+	assert.False(t, c.DryRun)
+	assert.Equal(t, Ledger{Kind: LedgerFile, Path: "runner-reaper-ledger.json"}, c.Ledger)
+	assert.Equal(t, "https://api.github.com/", c.GitHub.APIURL)
+
+	in, err := Load(true, "reaper")
+	require.NoError(t, err)
+	assert.Equal(t, Ledger{Kind: LedgerConfigMap, Namespace: "reaper", Name: "runner-reaper-ledger"}, in.Ledger, "in a cluster the ledger is a ConfigMap beside the reaper")
+}
+
+func TestLoadEverything(t *testing.T) {
+	setenv(t, with(minimal(),
+		"REAPER_NAMESPACES", "*",
+		"REAPER_RUNNER_NAME_FROM", "annotation:runners.example.com/name",
+		"REAPER_OWNER_STAMP_LABEL", "pool.example.com/claimed-by",
+		"REAPER_STAMP_MAX_AGE", "90s",
+		"REAPER_GHOST_NAME_PREFIX", "acme-",
+		"REAPER_CONFIRM_AFTER", "2s",
+		"REAPER_DRY_RUN", "true",
+		"REAPER_LEDGER", "configmap:ops/reaper-ledger",
+		"REAPER_GITHUB_API_URL", "http://127.0.0.1:9999",
+	))
+	c, err := Load(false, "")
+	require.NoError(t, err)
+	assert.Empty(t, c.Namespaces, "* means all namespaces")
+	assert.Equal(t, NameSource{Kind: "annotation", Key: "runners.example.com/name"}, c.RunnerName)
+	assert.True(t, c.Policy.StampEnabled)
+	assert.Equal(t, 90*time.Second, c.Hold.StampMaxAge)
+	assert.Equal(t, 2*time.Second, c.Hold.ConfirmAfter)
+	assert.True(t, c.DryRun)
+	assert.Equal(t, Ledger{Kind: LedgerConfigMap, Namespace: "ops", Name: "reaper-ledger"}, c.Ledger)
+	assert.Equal(t, "http://127.0.0.1:9999/", c.GitHub.APIURL)
+}
+
+func TestLoadRejects(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		varName string
+		what    string
+	}{
+		{"missing scopes", with(minimal(), "REAPER_SCOPES", "<unset>"), "REAPER_SCOPES", "is required"},
+		{"bad scope kind", with(minimal(), "REAPER_SCOPES", "team:acme"), "REAPER_SCOPES", "unknown kind"},
+		{"repo without owner", with(minimal(), "REAPER_SCOPES", "repo:web"), "REAPER_SCOPES", "repo:OWNER/NAME"},
+		{"duplicate scope", with(minimal(), "REAPER_SCOPES", "org:acme,org:ACME"), "REAPER_SCOPES", "twice"},
+		{"missing namespaces", with(minimal(), "REAPER_NAMESPACES", "<unset>"), "REAPER_NAMESPACES", "is required"},
+		{"bad namespace", with(minimal(), "REAPER_NAMESPACES", "Arc_Runners"), "REAPER_NAMESPACES", "not a namespace name"},
+		{"bad selector", with(minimal(), "REAPER_POD_SELECTOR", "app in (a"), "REAPER_POD_SELECTOR", "not a label selector"},
+		{"empty selector", with(minimal(), "REAPER_POD_SELECTOR", " "), "REAPER_POD_SELECTOR", "must not be empty"},
+		{"bad duration", with(minimal(), "REAPER_CONFIRM_AFTER", "5 minutes"), "REAPER_CONFIRM_AFTER", "a duration"},
+		{"negative duration", with(minimal(), "REAPER_REGISTRATION_DEADLINE", "-1m"), "REAPER_REGISTRATION_DEADLINE", "positive"},
+		{"bad number", with(minimal(), "REAPER_MAX_ACTIONS", "ten"), "REAPER_MAX_ACTIONS", "whole number"},
+		{"zero max actions", with(minimal(), "REAPER_MAX_ACTIONS", "0"), "REAPER_MAX_ACTIONS", "at least 1"},
+		{"fraction above one", with(minimal(), "REAPER_MAX_FRACTION", "1.5"), "REAPER_MAX_FRACTION", "at most 1"},
+		{"bad bool", with(minimal(), "REAPER_DRY_RUN", "yes please"), "REAPER_DRY_RUN", "true or false"},
+		{"bad name source", with(minimal(), "REAPER_RUNNER_NAME_FROM", "env:X"), "REAPER_RUNNER_NAME_FROM", "pod-name, label:KEY"},
+		{"bad stamp label", with(minimal(), "REAPER_OWNER_STAMP_LABEL", "not a key!"), "REAPER_OWNER_STAMP_LABEL", "not a label key"},
+		{"bad ledger", with(minimal(), "REAPER_LEDGER", "redis:x"), "REAPER_LEDGER", "configmap:NAMESPACE/NAME"},
+		{"typo'd variable", with(minimal(), "REAPER_CONFRIM_AFTER", "5m"), "REAPER_CONFRIM_AFTER", "not a variable"},
+		{"no credentials", with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>"), "REAPER_GITHUB_TOKEN", "no GitHub credentials"},
+		{"token and app", with(minimal(), "REAPER_GITHUB_APP_ID", "1"), "REAPER_GITHUB_TOKEN", "choose one"},
+		{"app without key", with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_APP_ID", "1", "REAPER_GITHUB_INSTALLATION_ID", "2"),
+			"REAPER_GITHUB_PRIVATE_KEY", "is required"},
+		{"app with a key that is not a key", with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_APP_ID", "1",
+			"REAPER_GITHUB_INSTALLATION_ID", "2", "REAPER_GITHUB_PRIVATE_KEY", "-----BEGIN RSA PRIVATE KEY-----\nc2VjcmV0\n-----END RSA PRIVATE KEY-----\n"),
+			"REAPER_GITHUB_PRIVATE_KEY", "not an RSA private key"},
+		{"enterprise with app auth", with(minimal(), "REAPER_SCOPES", "enterprise:acme-corp", "REAPER_GITHUB_TOKEN", "<unset>",
+			"REAPER_GITHUB_APP_ID", "1", "REAPER_GITHUB_INSTALLATION_ID", "2", "REAPER_GITHUB_PRIVATE_KEY", testKey(t)),
+			"REAPER_SCOPES", "does not accept App installation tokens"},
+		{"bad api url", with(minimal(), "REAPER_GITHUB_API_URL", "ftp://x"), "REAPER_GITHUB_API_URL", "not an http(s) URL"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			setenv(t, tc.env)
+			_, err := Load(false, "")
+			require.Error(t, err)
+			var ce *Error
+			require.True(t, errors.As(err, &ce), "a configuration error, not %T", err)
+			found := false
+			for _, p := range ce.Problems {
+				if p.Var == tc.varName {
+					found = true
+					assert.Contains(t, p.What, tc.what)
+				}
+			}
+			assert.True(t, found, "no problem names %s: %v", tc.varName, err)
+			assert.NotContains(t, err.Error(), "secretsecret", "a secret reached a message")
+			assert.NotContains(t, err.Error(), "c2VjcmV0", "a key reached a message")
+		})
+	}
+}
+
+func TestLoadExamplesAreRight(t *testing.T) {
+	setenv(t, with(minimal(), "REAPER_CONFIRM_AFTER", "5 minutes"))
+	_, err := Load(false, "")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "example: REAPER_CONFIRM_AFTER=5m")
+}
+
+func TestLoadAppKeyFromFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(path, []byte(testKey(t)), 0o600))
+	setenv(t, with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_APP_ID", "12", "REAPER_GITHUB_INSTALLATION_ID", "34",
+		"REAPER_GITHUB_PRIVATE_KEY_FILE", path))
+	c, err := Load(false, "")
+	require.NoError(t, err)
+	assert.Equal(t, int64(12), c.GitHub.AppID)
+	assert.Equal(t, int64(34), c.GitHub.InstallationID)
+	assert.NotEmpty(t, c.GitHub.PrivateKey)
+}
+
+// The bare, unprefixed names must never be read: a pod's stray DRY_RUN or
+// NAMESPACES must not steer the reaper.
+func TestLoadIgnoresUnprefixedNames(t *testing.T) {
+	setenv(t, minimal())
+	t.Setenv("DRY_RUN", "true")
+	t.Setenv("MAX_ACTIONS", "1000")
+	c, err := Load(false, "")
+	require.NoError(t, err)
+	assert.False(t, c.DryRun)
+	assert.Equal(t, 10, c.Limits.MaxActions)
+}
+
+func testKey(t *testing.T) string {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))
+}
