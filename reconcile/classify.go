@@ -86,8 +86,8 @@ type Classification struct {
 	// inconsistent: their pods get no GitHub-based verdict and their marks
 	// must be neither confirmed nor cleared.
 	Skipped []Skip
-	// Unscoped counts running pods whose scope could not be told or is not
-	// configured; they can only ever be terminal.
+	// Unscoped counts running pods whose scope or runner name could not be
+	// told, or whose scope is not configured; they can only be terminal.
 	Unscoped int
 	// Protected counts pods spared because GitHub says their runner is busy
 	// or a claim backs them.
@@ -168,7 +168,9 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 		if p.Phase != "Running" {
 			continue
 		}
-		if _, observed := obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed {
+		// A pod that does not say its runner's name cannot be matched
+		// to a registration, so GitHub's list says nothing about it.
+		if _, observed := obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed || p.RunnerName == "" {
 			out.Unscoped++
 			continue
 		}

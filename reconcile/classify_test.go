@@ -57,6 +57,8 @@ func TestClassifyVerdictTable(t *testing.T) {
 			pod: running("acme-a", func(p *Pod) { p.Phase = "Pending"; p.Runner = Container{} })},
 		{name: "no verdict: pod whose scope is unknown",
 			pod: running("acme-a", func(p *Pod) { p.ScopeKey = "" })},
+		{name: "no verdict: pod whose runner name is unknown",
+			pod: running("acme-a", func(p *Pod) { p.RunnerName = "" })},
 		{name: "no verdict: pod whose scope is not configured",
 			pod: running("acme-a", func(p *Pod) { p.ScopeKey = "org:other" })},
 	}
