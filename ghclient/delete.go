@@ -1,0 +1,53 @@
+package ghclient
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// DeleteRunner removes a registration. Only GitHub's definite answers are
+// results: 204 Deleted, 404 AlreadyGone, 422 RunnerBusy (the runner is
+// running a job). Anything else (5xx, a rate limit, a timeout, 401/403) is
+// an error, because a transient error is never evidence.
+func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reconcile.DeleteResult, error) {
+	if err := checkScope(scope); err != nil {
+		return "", fmt.Errorf("delete runner %d: %w", id, err)
+	}
+	if id <= 0 {
+		return "", fmt.Errorf("delete runner in %s: invalid runner id %d", scope, id)
+	}
+	var (
+		resp *github.Response
+		err  error
+	)
+	switch scope.Kind {
+	case reconcile.RepoScope:
+		resp, err = c.gh.Actions.RemoveRunner(ctx, scope.Owner, scope.Name, id)
+	case reconcile.OrgScope:
+		resp, err = c.gh.Actions.RemoveOrganizationRunner(ctx, scope.Name, id)
+	default:
+		resp, err = c.gh.Enterprise.RemoveRunner(ctx, scope.Name, id)
+	}
+	status := 0
+	if resp != nil && resp.Response != nil {
+		status = resp.StatusCode
+	}
+	switch {
+	case err == nil && status == http.StatusNoContent:
+		return reconcile.Deleted, nil
+	case status == http.StatusNotFound:
+		return reconcile.AlreadyGone, nil
+	case status == http.StatusUnprocessableEntity:
+		return reconcile.RunnerBusy, nil
+	case err != nil:
+		closeExchangeBody(err)
+		return "", fmt.Errorf("delete runner %d in %s: %w", id, scope, err)
+	default:
+		return "", fmt.Errorf("delete runner %d in %s: unexpected status %s", id, scope, resp.Status)
+	}
+}

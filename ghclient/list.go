@@ -1,0 +1,155 @@
+package ghclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/google/go-github/v60/github"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// perPage is GitHub's maximum page size: the fewer pages, the fewer
+// requests a sweep costs.
+const perPage = 100
+
+// ListRunners reads a scope's whole runner list, one request per page and
+// never one per runner. A page the cache holds with an ETag is asked for
+// with If-None-Match; a 304 (which costs no rate limit) reuses the cached
+// page. The registrations and the new cache are returned only when every
+// page was read and the list adds up; otherwise the error says why (it
+// wraps ErrInconsistent when the pages do not add up) and the cache is nil,
+// so that a caller keeps its old cache and draws no conclusion.
+func (c *Client) ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error) {
+	path, err := runnersPath(scope)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list runners: %w", err)
+	}
+	list := listCheck{firstPageOn: make(map[int64]int)}
+	for page := 1; ; page++ {
+		p, err := c.fetchPage(ctx, path, page, cachedPage(cache, page))
+		if err != nil {
+			return nil, nil, fmt.Errorf("list runners for %s page %d: %w", scope, page, err)
+		}
+		if err := list.add(page, p); err != nil {
+			return nil, nil, fmt.Errorf("list runners for %s: %w: %w", scope, ErrInconsistent, err)
+		}
+		if p.NextPage == 0 {
+			break
+		}
+	}
+	if err := list.complete(); err != nil {
+		return nil, nil, fmt.Errorf("list runners for %s: %w: %w", scope, ErrInconsistent, err)
+	}
+	return list.runners, &reconcile.ListCache{Pages: list.pages}, nil
+}
+
+// fetchPage reads one page, conditionally when cached has an ETag.
+func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *reconcile.CachedPage) (reconcile.CachedPage, error) {
+	req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("%s?per_page=%d&page=%d", path, perPage, page), nil)
+	if err != nil {
+		return reconcile.CachedPage{}, fmt.Errorf("build request: %w", err)
+	}
+	conditional := cached != nil && cached.ETag != ""
+	if conditional {
+		req.Header.Set("If-None-Match", cached.ETag)
+	}
+	var body runnersBody
+	resp, err := c.gh.Do(ctx, req, &body)
+	// go-github v60 treats 304 like any status outside 2xx: Do returns an
+	// *ErrorResponse and a non-nil *Response with StatusCode 304 (and
+	// leaves body untouched). That is the one "error" that is success.
+	if resp != nil && resp.Response != nil && resp.StatusCode == http.StatusNotModified {
+		if !conditional {
+			return reconcile.CachedPage{}, errors.New("304 Not Modified to a request without If-None-Match")
+		}
+		return clonePage(*cached), nil
+	}
+	if err != nil {
+		closeExchangeBody(err)
+		return reconcile.CachedPage{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return reconcile.CachedPage{}, fmt.Errorf("unexpected status %s", resp.Status)
+	}
+	if body.TotalCount == nil || body.Runners == nil {
+		return reconcile.CachedPage{}, errors.New("response lacks total_count or runners")
+	}
+	regs := make([]reconcile.Registration, 0, len(*body.Runners))
+	for i, r := range *body.Runners {
+		reg, err := registration(r)
+		if err != nil {
+			return reconcile.CachedPage{}, fmt.Errorf("item %d: %w", i+1, err)
+		}
+		regs = append(regs, reg)
+	}
+	return reconcile.CachedPage{
+		ETag:       resp.Header.Get("ETag"),
+		TotalCount: *body.TotalCount,
+		Runners:    regs,
+		NextPage:   resp.NextPage,
+	}, nil
+}
+
+// runnersBody is github.Runners with its fields optional, so that a body
+// that lacks them is refused rather than read as an empty list, which
+// would make every runner look absent.
+type runnersBody struct {
+	TotalCount *int              `json:"total_count"`
+	Runners    *[]*github.Runner `json:"runners"`
+}
+
+// registration keeps what the reaper needs of a runner. A runner without
+// id, name, status or busy is refused: a missing busy read as false would
+// defeat safety rule 2.
+func registration(r *github.Runner) (reconcile.Registration, error) {
+	switch {
+	case r == nil:
+		return reconcile.Registration{}, errors.New("null runner")
+	case r.ID == nil || *r.ID <= 0:
+		return reconcile.Registration{}, errors.New("runner has no id")
+	case r.Name == nil || *r.Name == "":
+		return reconcile.Registration{}, fmt.Errorf("runner %d has no name", *r.ID)
+	case r.Status == nil:
+		return reconcile.Registration{}, fmt.Errorf("runner %d has no status", *r.ID)
+	case r.Busy == nil:
+		return reconcile.Registration{}, fmt.Errorf("runner %d has no busy field", *r.ID)
+	}
+	// No labels is nil, as a registration reads back from the ledger, so
+	// that a page reused from the cache equals the same page read afresh.
+	var labels []string
+	for _, l := range r.Labels {
+		if l != nil && l.Name != nil {
+			labels = append(labels, *l.Name)
+		}
+	}
+	return reconcile.Registration{
+		ID:     *r.ID,
+		Name:   *r.Name,
+		Online: *r.Status == "online",
+		Busy:   *r.Busy,
+		Labels: labels,
+	}, nil
+}
+
+// cachedPage is page n (from 1) of cache, or nil.
+func cachedPage(cache *reconcile.ListCache, n int) *reconcile.CachedPage {
+	if cache == nil || n < 1 || n > len(cache.Pages) {
+		return nil
+	}
+	return &cache.Pages[n-1]
+}
+
+// clonePage copies a cached page so that the cache returned never shares
+// memory with the one passed in.
+func clonePage(p reconcile.CachedPage) reconcile.CachedPage {
+	runners := make([]reconcile.Registration, len(p.Runners))
+	for i, r := range p.Runners {
+		r.Labels = append([]string(nil), r.Labels...)
+		runners[i] = r
+	}
+	p.Runners = runners
+	return p
+}
