@@ -1,0 +1,42 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// RESTConfig finds the cluster to sweep. Run as a CronJob, the reaper talks to
+// its own cluster as its ServiceAccount, so in-cluster config comes first; run
+// by hand for an audit, it uses whatever kubectl would (KUBECONFIG, else
+// ~/.kube/config). The error names both attempts, because "no configuration"
+// alone does not say whether the pod lacked its token or the laptop its file.
+func RESTConfig() (*rest.Config, error) {
+	return restConfig(rest.InClusterConfig, clientcmd.NewDefaultClientConfigLoadingRules())
+}
+
+// restConfig is RESTConfig with its two sources passed in, so that both
+// orders of success and failure can be tested outside a pod.
+func restConfig(inCluster func() (*rest.Config, error), rules *clientcmd.ClientConfigLoadingRules) (*rest.Config, error) {
+	cfg, inErr := inCluster()
+	if inErr == nil {
+		return cfg, nil
+	}
+	// A pod whose ServiceAccount token is not mounted may still carry a
+	// kubeconfig (a remote cluster), so an in-cluster failure is not final.
+	kcfg, kErr := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if kErr == nil {
+		return kcfg, nil
+	}
+	tried := strings.Join(rules.GetLoadingPrecedence(), ", ")
+	if tried == "" {
+		tried = "no file"
+	}
+	if errors.Is(inErr, rest.ErrNotInCluster) {
+		return nil, fmt.Errorf("cluster config: not running in a pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT unset), and kubeconfig (tried %s): %w", tried, kErr)
+	}
+	return nil, fmt.Errorf("cluster config: in-cluster config failed (%v), and kubeconfig (tried %s): %w", inErr, tried, kErr)
+}

@@ -1,0 +1,92 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// TestRESTConfigFromKubeconfig: outside a pod, RESTConfig reads KUBECONFIG
+// and the result reaches the real API server.
+func TestRESTConfigFromKubeconfig(t *testing.T) {
+	path, err := env.Kubeconfig(t.TempDir())
+	require.NoError(t, err)
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBECONFIG", path)
+
+	cfg, err := RESTConfig()
+	require.NoError(t, err)
+	assert.Equal(t, strings.TrimSuffix(env.Config.Host, "/"), strings.TrimSuffix(cfg.Host, "/"))
+
+	ns := env.Namespace(t, "kube")
+	c, err := New(cfg, Options{})
+	require.NoError(t, err)
+	pods, err := c.ListPods(context.Background(), []string{ns}, "", Mapping{})
+	require.NoError(t, err)
+	assert.Empty(t, pods)
+	assert.Equal(t, int64(1), c.Counts().Requests)
+}
+
+// TestRESTConfigOrder: in-cluster first, then the kubeconfig, and an error
+// that says what was tried.
+func TestRESTConfigOrder(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "config")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://from-kubeconfig.example:6443"}
+users:
+- name: u
+  user: {token: not-a-secret}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+`), 0o600))
+	missing := filepath.Join(dir, "missing")
+
+	inCluster := func() (*rest.Config, error) { return &rest.Config{Host: "https://10.0.0.1:443"}, nil }
+	notInCluster := func() (*rest.Config, error) { return nil, rest.ErrNotInCluster }
+	noToken := func() (*rest.Config, error) {
+		return nil, errors.New("open /var/run/secrets/kubernetes.io/serviceaccount/token: no such file or directory")
+	}
+
+	tests := []struct {
+		name      string
+		inCluster func() (*rest.Config, error)
+		path      string
+		wantHost  string
+		wantErr   []string
+	}{
+		{"in a pod", inCluster, kubeconfig, "https://10.0.0.1:443", nil},
+		{"not in a pod: kubeconfig", notInCluster, kubeconfig, "https://from-kubeconfig.example:6443", nil},
+		{"in a pod without a token: kubeconfig", noToken, kubeconfig, "https://from-kubeconfig.example:6443", nil},
+		{"neither", notInCluster, missing, "", []string{"not running in a pod", "KUBERNETES_SERVICE_HOST", "kubeconfig (tried " + missing}},
+		{"in-cluster broken and no kubeconfig", noToken, missing, "", []string{"in-cluster config failed", "serviceaccount/token", "kubeconfig (tried " + missing}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := restConfig(tc.inCluster, &clientcmd.ClientConfigLoadingRules{ExplicitPath: tc.path})
+			if tc.wantErr != nil {
+				require.Error(t, err)
+				for _, s := range tc.wantErr {
+					assert.Contains(t, err.Error(), s)
+				}
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantHost, cfg.Host)
+		})
+	}
+}

@@ -1,0 +1,114 @@
+// Package kube is runner-reaper's Kubernetes side: it finds the cluster,
+// lists runner pods page by page into the classifier's reconcile.Pod view,
+// deletes pods only if they are still the ones that were judged, and records
+// an Event on each pod it acts on.
+package kube
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/runner-reaper/runner-reaper/internal/httpcount"
+)
+
+const (
+	// DefaultPageSize bounds one pod list response: large enough that a
+	// typical fleet is one request per namespace, small enough that a huge
+	// one never needs the whole list in memory at once.
+	DefaultPageSize int64 = 500
+	// DefaultComponent names the reaper in the Events it records.
+	DefaultComponent = "runner-reaper"
+	// maxInstance is the API server's limit on an Event's reportingInstance.
+	maxInstance = 128
+)
+
+// Options tune a Client. The zero value is usable.
+type Options struct {
+	// PageSize is the Limit of each pod list request; 0 means
+	// DefaultPageSize.
+	PageSize int64
+	// Component is the Event source and reporting controller; "" means
+	// DefaultComponent.
+	Component string
+	// Instance is the Event's reporting instance; "" means the host name,
+	// which in a CronJob is the pod's name.
+	Instance string
+}
+
+// Client talks to one cluster and counts every request it sends, because
+// requests per sweep is the reaper's first performance figure.
+type Client struct {
+	cs        kubernetes.Interface
+	counter   *httpcount.Transport
+	pageSize  int64
+	component string
+	instance  string
+}
+
+// New builds a Client from cfg, which it copies and does not change.
+func New(cfg *rest.Config, opts Options) (*Client, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("kube client: no rest config")
+	}
+	if opts.PageSize < 0 {
+		return nil, fmt.Errorf("kube client: page size %d is negative", opts.PageSize)
+	}
+	if opts.PageSize == 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if opts.Component == "" {
+		opts.Component = DefaultComponent
+	}
+	if opts.Instance == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = opts.Component
+		}
+		opts.Instance = host
+	}
+	if len(opts.Instance) > maxInstance {
+		opts.Instance = opts.Instance[:maxInstance]
+	}
+
+	c := rest.CopyConfig(cfg)
+	counter := &httpcount.Transport{}
+	// The wrapper runs once, when the single HTTP client below is built;
+	// every clientset of this Client must share that HTTP client
+	// (NewForConfigAndClient) so that no request escapes the count.
+	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		counter.Base = rt
+		return counter
+	})
+	hc, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("kube client: http client for %s: %w", c.Host, err)
+	}
+	cs, err := kubernetes.NewForConfigAndClient(c, hc)
+	if err != nil {
+		return nil, fmt.Errorf("kube client: clientset for %s: %w", c.Host, err)
+	}
+	return &Client{
+		cs:        cs,
+		counter:   counter,
+		pageSize:  opts.PageSize,
+		component: opts.Component,
+		instance:  opts.Instance,
+	}, nil
+}
+
+// Counts is the number of requests this Client has sent so far.
+func (c *Client) Counts() httpcount.Counts { return c.counter.Snapshot() }
+
+// IsForbidden reports whether err (wrapped or not) is the API server
+// refusing a request under RBAC, so callers can say "the reaper's Role does
+// not allow this" instead of printing a Status blob.
+func IsForbidden(err error) bool { return apierrors.IsForbidden(err) }
+
+// Clientset is the counted clientset, for other Kubernetes work of the same
+// sweep (the ConfigMap ledger) so that its requests are counted too.
+func (c *Client) Clientset() kubernetes.Interface { return c.cs }

@@ -1,0 +1,47 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// RecordEvent records a Warning Event on the pod, so that `kubectl describe
+// pod` and `kubectl get events` say why the reaper acted; the sweep records
+// it before each delete, while the pod still exists to point at. It is a
+// plain core/v1 Event with no aggregation: one Event per action.
+func (c *Client) RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error {
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: p.Name + ".",
+			Namespace:    p.Namespace,
+		},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion:      "v1",
+			Kind:            "Pod",
+			Namespace:       p.Namespace,
+			Name:            p.Name,
+			UID:             types.UID(p.UID),
+			ResourceVersion: p.ResourceVersion,
+		},
+		Reason:              reason,
+		Message:             message,
+		Type:                corev1.EventTypeWarning,
+		Source:              corev1.EventSource{Component: c.component},
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+		ReportingController: c.component,
+		ReportingInstance:   c.instance,
+	}
+	if _, err := c.cs.CoreV1().Events(p.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("record event %s on pod %s/%s: %w", reason, p.Namespace, p.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+package kube
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestRecordEvent(t *testing.T) {
+	ctx := context.Background()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	tests := []struct {
+		name          string
+		opts          Options
+		wantComponent string
+		wantInstance  string
+	}{
+		{"defaults", Options{}, "runner-reaper", host},
+		{"configured", Options{Component: "reaper-test", Instance: "lambda-1"}, "reaper-test", "lambda-1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t, "kube")
+			createPod(t, ns, runnerPod("runner-1", map[string]string{"app": "runner"}, false),
+				podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{})))
+			c := newClient(t, tc.opts)
+			pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
+			require.NoError(t, err)
+			require.Len(t, pods, 1)
+			p := pods[0]
+
+			start := time.Now().Add(-time.Second)
+			before := c.Counts()
+			msg := "terminal: runner exited 137 OOMKilled (oom-host); deleting pod"
+			require.NoError(t, c.RecordEvent(ctx, p, "RunnerReaped", msg))
+			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request per event")
+
+			evs, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + p.UID})
+			require.NoError(t, err)
+			require.Len(t, evs.Items, 1)
+			ev := evs.Items[0]
+			assert.Regexp(t, `^runner-1\.[a-z0-9]+$`, ev.Name)
+			assert.Equal(t, corev1.ObjectReference{
+				APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: "runner-1",
+				UID: ev.InvolvedObject.UID, ResourceVersion: p.ResourceVersion,
+			}, ev.InvolvedObject)
+			assert.Equal(t, p.UID, string(ev.InvolvedObject.UID))
+			assert.Equal(t, corev1.EventTypeWarning, ev.Type)
+			assert.Equal(t, "RunnerReaped", ev.Reason)
+			assert.Equal(t, msg, ev.Message)
+			assert.Equal(t, tc.wantComponent, ev.Source.Component)
+			assert.Equal(t, tc.wantComponent, ev.ReportingController)
+			assert.Equal(t, tc.wantInstance, ev.ReportingInstance)
+			assert.Equal(t, int32(1), ev.Count)
+			assert.True(t, !ev.FirstTimestamp.Time.Before(start.Truncate(time.Second)), "first timestamp is now")
+			assert.Equal(t, ev.FirstTimestamp, ev.LastTimestamp)
+		})
+	}
+}

@@ -1,0 +1,117 @@
+package kube
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// env is the one real control plane all of this package's tests share; each
+// test works in namespaces of its own.
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+const runnerImage = "ghcr.io/actions/actions-runner:latest"
+
+// runnerPod is a pod spec like ARC's: a runner container, optionally a
+// sidecar, labels as given.
+func runnerPod(name string, labels map[string]string, sidecar bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "runner", Image: runnerImage}},
+		},
+	}
+	if sidecar {
+		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "dind", Image: "docker:dind"})
+	}
+	return p
+}
+
+// createPod creates the pod, then, as a kubelet would, writes its status
+// through the status subresource (nothing runs in envtest: only status
+// writes make a pod look alive or dead).
+func createPod(t *testing.T, ns string, p *corev1.Pod, status *corev1.PodStatus) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	created, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	require.NoError(t, err, "create pod %s/%s", ns, p.Name)
+	if status == nil {
+		return created
+	}
+	created.Status = *status
+	updated, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	require.NoError(t, err, "write status of pod %s/%s", ns, p.Name)
+	return updated
+}
+
+// finished is a fixed past time at the second precision the API keeps.
+var finished = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
+
+func started() metav1.Time { return metav1.NewTime(finished.Add(-time.Hour)) }
+
+func containerStatus(name string, state, last corev1.ContainerState) corev1.ContainerStatus {
+	image := runnerImage
+	if name != "runner" {
+		image = "docker:dind"
+	}
+	return corev1.ContainerStatus{
+		Name:                 name,
+		Image:                image,
+		ImageID:              image + "@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+		State:                state,
+		LastTerminationState: last,
+		Ready:                state.Running != nil,
+	}
+}
+
+func stateRunning() corev1.ContainerState {
+	return corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started()}}
+}
+
+func stateTerminated(code, signal int32, reason string) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode:   code,
+		Signal:     signal,
+		Reason:     reason,
+		StartedAt:  started(),
+		FinishedAt: metav1.NewTime(finished),
+	}}
+}
+
+func podStatus(phase corev1.PodPhase, containers ...corev1.ContainerStatus) *corev1.PodStatus {
+	return &corev1.PodStatus{Phase: phase, ContainerStatuses: containers}
+}
+
+func term(code, signal int32, reason string) *reconcile.Termination {
+	return &reconcile.Termination{ExitCode: code, Signal: signal, Reason: reason, FinishedAt: finished}
+}
+
+// newClient is a counting Client with the administrator's rights.
+func newClient(t *testing.T, opts Options) *Client {
+	t.Helper()
+	c, err := New(env.Config, opts)
+	require.NoError(t, err)
+	return c
+}
+
+// byName indexes views by namespace/name.
+func byName(pods []reconcile.Pod) map[string]reconcile.Pod {
+	m := make(map[string]reconcile.Pod, len(pods))
+	for _, p := range pods {
+		m[p.Namespace+"/"+p.Name] = p
+	}
+	return m
+}
+
+// controller is an OwnerReference.Controller of true.
+func controller() *bool { b := true; return &b }

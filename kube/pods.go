@@ -1,0 +1,115 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// ListPods lists the pods matching selector in each namespace (all
+// namespaces, in one list, when namespaces is empty) and returns their views.
+// Each page is reduced to views as it arrives and then dropped, so memory
+// follows the page size, not the fleet. The result is all or nothing: a
+// partial pod list would make the registrations of the missing pods look
+// like ghosts, so any failed page, an expired continue token included, fails
+// the whole call.
+func (c *Client) ListPods(ctx context.Context, namespaces []string, selector string, m Mapping) ([]reconcile.Pod, error) {
+	if len(namespaces) == 0 {
+		return c.listPods(ctx, metav1.NamespaceAll, selector, m, nil)
+	}
+	// Checked before the first request: failing halfway would only have
+	// spent requests on a list that cannot be used.
+	for _, ns := range namespaces {
+		if ns == "" {
+			// "" is all namespaces to the API; listed beside named ones
+			// it would return their pods twice.
+			return nil, fmt.Errorf("list pods: empty namespace name in %q (leave the list empty for all namespaces)", namespaces)
+		}
+	}
+	var out []reconcile.Pod
+	seen := make(map[string]bool, len(namespaces))
+	for _, ns := range namespaces {
+		if seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		var err error
+		if out, err = c.listPods(ctx, ns, selector, m, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// listPods appends the views of one namespace's (or, for "", the cluster's)
+// matching pods to out, page by page.
+func (c *Client) listPods(ctx context.Context, ns, selector string, m Mapping, out []reconcile.Pod) ([]reconcile.Pod, error) {
+	where := ns
+	if ns == metav1.NamespaceAll {
+		where = "all namespaces"
+	}
+	// ResourceVersion is left unset: a consistent read, never a possibly
+	// stale cache that could miss a pod created a moment ago.
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: c.pageSize}
+	for page := 1; ; page++ {
+		list, err := c.cs.CoreV1().Pods(ns).List(ctx, opts)
+		if err != nil {
+			if opts.Continue != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
+				return nil, fmt.Errorf("list pods in %s: continue token of page %d expired, refusing a partial list: %w", where, page, err)
+			}
+			return nil, fmt.Errorf("list pods in %s: %w", where, err)
+		}
+		for i := range list.Items {
+			out = append(out, m.View(&list.Items[i]))
+		}
+		if list.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = list.Continue
+	}
+}
+
+// DeletePod deletes the pod only if it is still the object that was judged:
+// same UID (not a new pod under the old name) and same resourceVersion (not
+// stamped, relabelled or otherwise changed since). A failed precondition is
+// Changed, a skip for this sweep, not an error.
+func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+	if p.UID == "" || p.ResourceVersion == "" {
+		return "", fmt.Errorf("delete pod %s/%s: the view has no UID or resourceVersion to hold the delete to, refusing an unconditional delete", p.Namespace, p.Name)
+	}
+	uid := types.UID(p.UID)
+	rv := p.ResourceVersion
+	err := c.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+	})
+	switch {
+	case err == nil:
+		return reconcile.Deleted, nil
+	case apierrors.IsNotFound(err):
+		return reconcile.AlreadyGone, nil
+	case apierrors.IsConflict(err):
+		return reconcile.Changed, nil
+	default:
+		return "", fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+}
+
+// DeleteServiceAccount deletes the ServiceAccount a bare runner pod was
+// given, once the pod is gone. It is deleted by name alone: it carries no
+// state the reaper judged.
+func (c *Client) DeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error) {
+	err := c.cs.CoreV1().ServiceAccounts(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	switch {
+	case err == nil:
+		return reconcile.Deleted, nil
+	case apierrors.IsNotFound(err):
+		return reconcile.AlreadyGone, nil
+	default:
+		return "", fmt.Errorf("delete service account %s/%s: %w", namespace, name, err)
+	}
+}

@@ -1,0 +1,359 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// TestListPodsReadsKubeletStatus writes statuses the way a kubelet leaves
+// them and checks what the view makes of each after a round trip through
+// the API server.
+func TestListPodsReadsKubeletStatus(t *testing.T) {
+	ns := env.Namespace(t, "kube")
+	none := corev1.ContainerState{}
+	arc := map[string]string{
+		"app":                      "runner",
+		"actions-ephemeral-runner": "True",
+		LabelOrganization:          "Acme",
+		LabelRepository:            "API",
+	}
+	tests := []struct {
+		name      string
+		labels    map[string]string
+		owner     bool
+		sidecar   bool
+		status    *corev1.PodStatus
+		wantPhase string
+		want      reconcile.Container
+		wantStamp bool
+	}{
+		{name: "pending-no-status", wantPhase: "Pending"},
+		{name: "running", status: podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), none)),
+			wantPhase: "Running", want: reconcile.Container{Found: true, Running: true}},
+		{name: "failed-oom", status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), none)),
+			wantPhase: "Failed", want: reconcile.Container{Found: true, Terminated: term(137, 0, "OOMKilled")}},
+		{name: "succeeded", status: podStatus(corev1.PodSucceeded, containerStatus("runner", stateTerminated(0, 0, "Completed"), none)),
+			wantPhase: "Succeeded", want: reconcile.Container{Found: true, Terminated: term(0, 0, "Completed")}},
+		{name: "running-runner-dead-sidecar-alive", sidecar: true,
+			status: podStatus(corev1.PodRunning,
+				containerStatus("dind", stateRunning(), none),
+				containerStatus("runner", stateTerminated(137, 0, "Error"), stateTerminated(143, 15, "Error"))),
+			wantPhase: "Running", want: reconcile.Container{Found: true, Terminated: term(137, 0, "Error"), LastTerminated: term(143, 15, "Error")}},
+		{name: "running-runner-restarted", status: podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), stateTerminated(7, 0, "Error"))),
+			wantPhase: "Running", want: reconcile.Container{Found: true, Running: true, LastTerminated: term(7, 0, "Error")}},
+		{name: "failed-no-runner-status", sidecar: true, status: podStatus(corev1.PodFailed, containerStatus("dind", stateTerminated(1, 0, "Error"), none)),
+			wantPhase: "Failed", want: reconcile.Container{}},
+		{name: "stamped-arc", labels: map[string]string{"pool/claimed-by": "dispatcher-1"}, owner: true,
+			status:    podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), none)),
+			wantPhase: "Running", want: reconcile.Container{Found: true, Running: true}, wantStamp: true},
+	}
+	created := map[string]*corev1.Pod{}
+	for _, tc := range tests {
+		labels := map[string]string{}
+		for k, v := range arc {
+			labels[k] = v
+		}
+		for k, v := range tc.labels {
+			labels[k] = v
+		}
+		p := runnerPod(tc.name, labels, tc.sidecar)
+		if tc.name == "running-runner-restarted" {
+			p.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		}
+		if tc.owner {
+			p.OwnerReferences = []metav1.OwnerReference{{
+				APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner",
+				Name: tc.name, UID: "0b7f3f1c-1111-4222-8333-944455556666", Controller: controller(),
+			}}
+		}
+		created[tc.name] = createPod(t, ns, p, tc.status)
+	}
+
+	c := newClient(t, Options{})
+	m := Mapping{Scopes: mustScopes(t, "repo:acme/api"), StampLabel: "pool/claimed-by"}
+	pods, err := c.ListPods(context.Background(), []string{ns}, "app=runner", m)
+	require.NoError(t, err)
+	require.Len(t, pods, len(tests))
+	got := byName(pods)
+
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v, ok := got[ns+"/"+tc.name]
+			require.True(t, ok)
+			obj := created[tc.name]
+			assert.Equal(t, string(obj.UID), v.UID)
+			assert.Equal(t, obj.ResourceVersion, v.ResourceVersion, "the view holds the resourceVersion after the status write")
+			assert.Equal(t, tc.name, v.RunnerName)
+			assert.Equal(t, "repo:acme/api", v.ScopeKey)
+			assert.Equal(t, tc.wantPhase, v.Phase)
+			assert.WithinDuration(t, obj.CreationTimestamp.Time, v.CreatedAt, 0)
+			assert.False(t, v.Deleting)
+			assert.Equal(t, tc.wantStamp, v.Stamped)
+			assert.Equal(t, utc(tc.want), utc(v.Runner))
+			if tc.owner {
+				require.NotNil(t, v.Owner)
+				assert.Equal(t, reconcile.Owner{APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner",
+					Name: tc.name, UID: "0b7f3f1c-1111-4222-8333-944455556666"}, *v.Owner)
+			} else {
+				assert.Nil(t, v.Owner)
+			}
+		})
+	}
+}
+
+// utc puts a container's times in one location so that equal instants
+// compare equal.
+func utc(c reconcile.Container) reconcile.Container {
+	for _, tp := range []**reconcile.Termination{&c.Terminated, &c.LastTerminated} {
+		if *tp != nil {
+			t := **tp
+			t.FinishedAt = t.FinishedAt.UTC()
+			*tp = &t
+		}
+	}
+	return c
+}
+
+// TestListPods checks which pods each list returns and that it costs exactly
+// one request per page per namespace.
+func TestListPods(t *testing.T) {
+	ctx := context.Background()
+	nsA := env.Namespace(t, "kube")
+	nsB := env.Namespace(t, "kube")
+	nsC := env.Namespace(t, "kube")
+	nsP := env.Namespace(t, "kube")
+	// The run label keeps the all-namespaces list to this test's pods.
+	match := map[string]string{"app": "runner", "run": nsA}
+	selector := "app=runner,run=" + nsA
+	running := podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), corev1.ContainerState{}))
+
+	var all []string
+	add := func(ns, name string, labels map[string]string) {
+		createPod(t, ns, runnerPod(name, labels, false), running)
+		all = append(all, ns+"/"+name)
+	}
+	for i := 1; i <= 3; i++ {
+		add(nsA, fmt.Sprintf("a-%d", i), match)
+	}
+	createPod(t, nsA, runnerPod("a-other", map[string]string{"app": "other", "run": nsA}, false), running)
+	add(nsB, "b-1", match)
+	add(nsC, "c-1", match)
+	for i := 1; i <= 5; i++ {
+		add(nsP, fmt.Sprintf("p-%d", i), match)
+	}
+	names := func(ns string, n ...string) []string {
+		out := make([]string, len(n))
+		for i, s := range n {
+			out[i] = ns + "/" + s
+		}
+		return out
+	}
+	cat := func(lists ...[]string) []string {
+		var out []string
+		for _, l := range lists {
+			out = append(out, l...)
+		}
+		return out
+	}
+	aPods := names(nsA, "a-1", "a-2", "a-3")
+	pPods := names(nsP, "p-1", "p-2", "p-3", "p-4", "p-5")
+
+	tests := []struct {
+		name         string
+		namespaces   []string
+		selector     string
+		pageSize     int64
+		want         []string
+		wantRequests int64
+	}{
+		{"one namespace, selector excludes a pod", []string{nsA}, selector, 0, aPods, 1},
+		{"two namespaces", []string{nsA, nsB}, selector, 0, cat(aPods, names(nsB, "b-1")), 2},
+		{"a namespace named twice is listed once", []string{nsA, nsB, nsA}, selector, 0, cat(aPods, names(nsB, "b-1")), 2},
+		{"the excluded pod alone", []string{nsA}, "app=other,run=" + nsA, 0, names(nsA, "a-other"), 1},
+		{"no match is an empty list, one request", []string{nsB}, "app=nothing", 0, nil, 1},
+		{"all namespaces, one list", nil, selector, 0, all, 1},
+		{"five pods in pages of two", []string{nsP}, selector, 2, pPods, 3},
+		{"pages per namespace", []string{nsP, nsB}, selector, 2, cat(pPods, names(nsB, "b-1")), 4},
+		{"one pod per page", []string{nsP}, selector, 1, pPods, 5},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, Options{PageSize: tc.pageSize})
+			pods, err := c.ListPods(ctx, tc.namespaces, tc.selector, Mapping{})
+			require.NoError(t, err)
+			got := make([]string, 0, len(pods))
+			for _, p := range pods {
+				got = append(got, p.Namespace+"/"+p.Name)
+			}
+			want := append([]string(nil), tc.want...)
+			sort.Strings(got)
+			sort.Strings(want)
+			if want == nil {
+				want = []string{}
+			}
+			assert.Equal(t, want, got, "no pod missing, none twice")
+			assert.Equal(t, tc.wantRequests, c.Counts().Requests, "requests")
+		})
+	}
+
+	t.Run("an empty namespace name among named ones is refused", func(t *testing.T) {
+		c := newClient(t, Options{})
+		pods, err := c.ListPods(ctx, []string{nsA, ""}, selector, Mapping{})
+		require.Error(t, err)
+		assert.Nil(t, pods)
+		assert.Zero(t, c.Counts().Requests)
+	})
+	t.Run("a namespace that does not exist is an empty list", func(t *testing.T) {
+		c := newClient(t, Options{})
+		pods, err := c.ListPods(ctx, []string{nsA + "-missing"}, selector, Mapping{})
+		require.NoError(t, err)
+		assert.Empty(t, pods)
+	})
+	t.Run("a bad selector fails with the namespace named", func(t *testing.T) {
+		c := newClient(t, Options{})
+		_, err := c.ListPods(ctx, []string{nsA}, "app in (", Mapping{})
+		require.ErrorContains(t, err, "list pods in "+nsA)
+	})
+	t.Run("negative page size is refused", func(t *testing.T) {
+		_, err := New(env.Config, Options{PageSize: -1})
+		require.Error(t, err)
+	})
+}
+
+func TestDeletePod(t *testing.T) {
+	ctx := context.Background()
+	admin := env.Client.CoreV1()
+	running := podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), corev1.ContainerState{}))
+
+	tests := []struct {
+		name string
+		// after runs between the view and the delete: what the rest of
+		// the cluster did meanwhile.
+		after        func(t *testing.T, ns, name string)
+		want         reconcile.DeleteResult
+		wantSurvivor bool
+	}{
+		{"deletes the pod that was judged", nil, reconcile.Deleted, false},
+		{"already deleted by someone else", func(t *testing.T, ns, name string) {
+			require.NoError(t, admin.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+		}, reconcile.AlreadyGone, false},
+		{"replaced by a new pod of the same name", func(t *testing.T, ns, name string) {
+			require.NoError(t, admin.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+			createPod(t, ns, runnerPod(name, map[string]string{"app": "runner"}, false), running)
+		}, reconcile.Changed, true},
+		{"stamped after it was viewed", func(t *testing.T, ns, name string) {
+			p, err := admin.Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			require.NoError(t, err)
+			p.Labels["pool/claimed-by"] = "dispatcher-1"
+			_, err = admin.Pods(ns).Update(ctx, p, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}, reconcile.Changed, true},
+		{"status written after it was viewed", func(t *testing.T, ns, name string) {
+			p, err := admin.Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			require.NoError(t, err)
+			p.Status = *podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))
+			_, err = admin.Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+			require.NoError(t, err)
+		}, reconcile.Changed, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t, "kube")
+			createPod(t, ns, runnerPod("runner-1", map[string]string{"app": "runner"}, false), running)
+			c := newClient(t, Options{})
+			pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{StampLabel: "pool/claimed-by"})
+			require.NoError(t, err)
+			require.Len(t, pods, 1)
+			view := pods[0]
+			if tc.after != nil {
+				tc.after(t, ns, view.Name)
+			}
+
+			before := c.Counts()
+			got, err := c.DeletePod(ctx, view)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request per delete")
+
+			left, err := admin.Pods(ns).Get(ctx, view.Name, metav1.GetOptions{})
+			if !tc.wantSurvivor {
+				require.True(t, apierrors.IsNotFound(err), "pod should be gone, got %v", err)
+				return
+			}
+			require.NoError(t, err, "the pod that was not judged must survive")
+			switch tc.name {
+			case "replaced by a new pod of the same name":
+				assert.NotEqual(t, view.UID, string(left.UID), "the survivor is the new pod")
+			case "stamped after it was viewed":
+				assert.Equal(t, "dispatcher-1", left.Labels["pool/claimed-by"], "the stamp survives")
+			}
+		})
+	}
+
+	t.Run("a view without preconditions is refused without a request", func(t *testing.T) {
+		ns := env.Namespace(t, "kube")
+		p := createPod(t, ns, runnerPod("runner-1", nil, false), running)
+		c := newClient(t, Options{})
+		for _, v := range []reconcile.Pod{
+			{Namespace: ns, Name: p.Name, ResourceVersion: p.ResourceVersion},
+			{Namespace: ns, Name: p.Name, UID: string(p.UID)},
+		} {
+			_, err := c.DeletePod(ctx, v)
+			require.ErrorContains(t, err, "refusing an unconditional delete")
+		}
+		assert.Zero(t, c.Counts().Requests)
+		_, err := admin.Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+	})
+}
+
+func TestDeleteServiceAccount(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		exists bool
+		want   reconcile.DeleteResult
+	}{
+		{"exists", true, reconcile.Deleted},
+		{"already gone", false, reconcile.AlreadyGone},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t, "kube")
+			if tc.exists {
+				_, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx,
+					&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "runner-1"}}, metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+			c := newClient(t, Options{})
+			got, err := c.DeleteServiceAccount(ctx, ns, "runner-1")
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			_, err = env.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "runner-1", metav1.GetOptions{})
+			assert.True(t, apierrors.IsNotFound(err), "got %v", err)
+		})
+	}
+}
+
+// TestListPodsCancelled: a cancelled sweep stops listing and says so.
+func TestListPodsCancelled(t *testing.T) {
+	ns := env.Namespace(t, "kube")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	c := newClient(t, Options{})
+	pods, err := c.ListPods(ctx, []string{ns}, "", Mapping{})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Nil(t, pods)
+}

@@ -1,0 +1,102 @@
+package kube
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// TestForbidden: a user RBAC refuses gets errors that IsForbidden names, and
+// never a partial pod list.
+func TestForbidden(t *testing.T) {
+	ctx := context.Background()
+	nsA := env.Namespace(t, "kube")
+	nsB := env.Namespace(t, "kube")
+	running := podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), corev1.ContainerState{}))
+	pod := createPod(t, nsA, runnerPod("runner-1", map[string]string{"app": "runner"}, false), running)
+	createPod(t, nsB, runnerPod("runner-1", map[string]string{"app": "runner"}, false), running)
+	view := Mapping{}.View(pod)
+
+	// lister may list pods in nsA and nothing else.
+	_, err := env.Client.RbacV1().Roles(nsA).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "list-pods"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Client.RbacV1().RoleBindings(nsA).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "lister"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "list-pods"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "lister-" + nsA}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	client := func(t *testing.T, user string) *Client {
+		cfg, err := env.AddUser(user)
+		require.NoError(t, err)
+		c, err := New(cfg, Options{})
+		require.NoError(t, err)
+		return c
+	}
+	nobody := client(t, "nobody-"+nsA)
+	lister := client(t, "lister-"+nsA)
+
+	listIn := func(c *Client, ns ...string) func() error {
+		return func() error {
+			pods, err := c.ListPods(ctx, ns, "", Mapping{})
+			assert.Nil(t, pods, "no partial list")
+			return err
+		}
+	}
+	deleted := func(f func() (reconcile.DeleteResult, error)) func() error {
+		return func() error {
+			res, err := f()
+			assert.Empty(t, res)
+			return err
+		}
+	}
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"no rights: list one namespace", listIn(nobody, nsA)},
+		{"no rights: list all namespaces", listIn(nobody)},
+		{"no rights: delete pod", deleted(func() (reconcile.DeleteResult, error) { return nobody.DeletePod(ctx, view) })},
+		{"no rights: delete service account", deleted(func() (reconcile.DeleteResult, error) {
+			return nobody.DeleteServiceAccount(ctx, nsA, "runner-1")
+		})},
+		{"no rights: record event", func() error { return nobody.RecordEvent(ctx, view, "RunnerReaped", "test") }},
+		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
+		{"list rights in one namespace: all namespaces", listIn(lister)},
+		{"list rights: delete pod", deleted(func() (reconcile.DeleteResult, error) { return lister.DeletePod(ctx, view) })},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			require.Error(t, err)
+			assert.True(t, IsForbidden(err), "IsForbidden(%v)", err)
+		})
+	}
+
+	t.Run("list rights in one namespace: that namespace lists", func(t *testing.T) {
+		pods, err := lister.ListPods(ctx, []string{nsA}, "", Mapping{})
+		require.NoError(t, err)
+		assert.Len(t, pods, 1)
+	})
+	t.Run("the refused delete left the pod", func(t *testing.T) {
+		_, err := env.Client.CoreV1().Pods(nsA).Get(ctx, "runner-1", metav1.GetOptions{})
+		require.NoError(t, err)
+	})
+	t.Run("IsForbidden is false for other errors", func(t *testing.T) {
+		assert.False(t, IsForbidden(nil))
+		_, err := nobody.ListPods(ctx, []string{nsA, ""}, "", Mapping{})
+		require.Error(t, err)
+		assert.False(t, IsForbidden(err))
+	})
+}

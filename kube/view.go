@@ -1,0 +1,217 @@
+package kube
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// ARC's pod labels naming the GitHub scope its runner registered in; see
+// shared/fixtures/arc-crds/README.md.
+const (
+	LabelEnterprise   = "actions.github.com/enterprise"
+	LabelOrganization = "actions.github.com/organization"
+	LabelRepository   = "actions.github.com/repository"
+)
+
+// DefaultRunnerContainer is the container ARC runs the runner in.
+const DefaultRunnerContainer = "runner"
+
+// SourceKind says where a pod keeps its runner's GitHub name.
+type SourceKind int
+
+const (
+	// PodName: the pod's name is the runner's name, as in ARC's scale-set
+	// mode (pod, EphemeralRunner and runner share one name). The zero value.
+	PodName SourceKind = iota
+	// Label: the value of the label Source.Key.
+	Label
+	// Annotation: the value of the annotation Source.Key.
+	Annotation
+)
+
+// Source is where the runner's GitHub name comes from.
+type Source struct {
+	Kind SourceKind
+	// Key is the label or annotation key; unused for PodName.
+	Key string
+}
+
+// ParseSource reads the configuration form: "pod-name" (or ""),
+// "label:KEY" or "annotation:KEY".
+func ParseSource(s string) (Source, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "pod-name" {
+		return Source{Kind: PodName}, nil
+	}
+	kind, key, ok := strings.Cut(s, ":")
+	if !ok || strings.TrimSpace(key) == "" {
+		return Source{}, fmt.Errorf("runner name source %q is not pod-name, label:KEY or annotation:KEY", s)
+	}
+	switch kind {
+	case "label":
+		return Source{Kind: Label, Key: strings.TrimSpace(key)}, nil
+	case "annotation":
+		return Source{Kind: Annotation, Key: strings.TrimSpace(key)}, nil
+	default:
+		return Source{}, fmt.Errorf("runner name source %q has unknown kind %q (want pod-name, label or annotation)", s, kind)
+	}
+}
+
+// String is the configuration form.
+func (s Source) String() string {
+	switch s.Kind {
+	case Label:
+		return "label:" + s.Key
+	case Annotation:
+		return "annotation:" + s.Key
+	default:
+		return "pod-name"
+	}
+}
+
+// Mapping says how this deployment's pods name their runner, their GitHub
+// scope and their owner stamp. It is configuration, not state: View is a pure
+// function of the Mapping and the pod.
+type Mapping struct {
+	// RunnerContainer is the name of the container the runner runs in;
+	// "" means DefaultRunnerContainer.
+	RunnerContainer string
+	// RunnerName is where the runner's GitHub name comes from.
+	RunnerName Source
+	// ScopeLabel, when set, is a label whose value names the pod's scope
+	// (an org name, enterprise slug or repository name among Scopes);
+	// "" means ARC's labels.
+	ScopeLabel string
+	// Scopes are the configured GitHub scopes.
+	Scopes []reconcile.Scope
+	// StampLabel is the pool's owner-stamp label key; "" turns the
+	// orphan-stamped check off.
+	StampLabel string
+}
+
+// View reduces a pod to what the classifier needs. It keeps nothing of p, so
+// the caller can drop the Pod as soon as it has the view.
+func (m Mapping) View(p *corev1.Pod) reconcile.Pod {
+	v := reconcile.Pod{
+		Namespace:       p.Namespace,
+		Name:            p.Name,
+		UID:             string(p.UID),
+		ResourceVersion: p.ResourceVersion,
+		RunnerName:      m.runnerName(p),
+		ScopeKey:        m.scopeKey(p),
+		Phase:           string(p.Status.Phase),
+		CreatedAt:       p.CreationTimestamp.Time,
+		Deleting:        p.DeletionTimestamp != nil,
+		Stamped:         m.StampLabel != "" && p.Labels[m.StampLabel] != "",
+		Runner:          m.runnerContainer(p),
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		v.Owner = &reconcile.Owner{
+			APIVersion: ref.APIVersion,
+			Kind:       ref.Kind,
+			Name:       ref.Name,
+			UID:        string(ref.UID),
+		}
+	}
+	return v
+}
+
+// runnerName is "" when the configured label or annotation is missing: a
+// guess (the pod name) could match some other runner's registration.
+func (m Mapping) runnerName(p *corev1.Pod) string {
+	switch m.RunnerName.Kind {
+	case Label:
+		return p.Labels[m.RunnerName.Key]
+	case Annotation:
+		return p.Annotations[m.RunnerName.Key]
+	default:
+		return p.Name
+	}
+}
+
+// scopeKey is the Scope.Key of the pod's scope, or "" when the pod does not
+// say enough to pick one.
+func (m Mapping) scopeKey(p *corev1.Pod) string {
+	if m.ScopeLabel != "" {
+		return m.scopeFromLabel(p.Labels[m.ScopeLabel])
+	}
+	// ARC's labels. A scope named here but not configured still gets its
+	// key, so the sweep can say that scope was never observed rather than
+	// mistake the pod for an unscoped one.
+	ent := p.Labels[LabelEnterprise]
+	org := p.Labels[LabelOrganization]
+	repo := p.Labels[LabelRepository]
+	switch {
+	case ent != "":
+		return reconcile.Scope{Kind: reconcile.EnterpriseScope, Name: ent}.Key()
+	case org != "" && repo != "":
+		return reconcile.Scope{Kind: reconcile.RepoScope, Owner: org, Name: repo}.Key()
+	case org != "":
+		return reconcile.Scope{Kind: reconcile.OrgScope, Name: org}.Key()
+	case len(m.Scopes) == 1:
+		// A pod that names no scope can only belong to the one there is.
+		return m.Scopes[0].Key()
+	default:
+		return ""
+	}
+}
+
+// scopeFromLabel matches a label value against the configured scopes' names.
+// An ambiguous value (two scopes share a name) maps to no scope, because
+// judging the pod against the wrong runner list would make it look
+// unregistered.
+func (m Mapping) scopeFromLabel(value string) string {
+	if value == "" {
+		return ""
+	}
+	key := ""
+	for _, s := range m.Scopes {
+		if !strings.EqualFold(s.Name, value) {
+			continue
+		}
+		if key != "" && key != s.Key() {
+			return ""
+		}
+		key = s.Key()
+	}
+	return key
+}
+
+// runnerContainer reads the runner container's status as the kubelet last
+// wrote it.
+func (m Mapping) runnerContainer(p *corev1.Pod) reconcile.Container {
+	name := m.RunnerContainer
+	if name == "" {
+		name = DefaultRunnerContainer
+	}
+	for i := range p.Status.ContainerStatuses {
+		cs := &p.Status.ContainerStatuses[i]
+		if cs.Name != name {
+			continue
+		}
+		return reconcile.Container{
+			Found:          true,
+			Running:        cs.State.Running != nil,
+			Terminated:     termination(cs.State.Terminated),
+			LastTerminated: termination(cs.LastTerminationState.Terminated),
+		}
+	}
+	return reconcile.Container{}
+}
+
+func termination(t *corev1.ContainerStateTerminated) *reconcile.Termination {
+	if t == nil {
+		return nil
+	}
+	return &reconcile.Termination{
+		ExitCode:   t.ExitCode,
+		Signal:     t.Signal,
+		Reason:     t.Reason,
+		FinishedAt: t.FinishedAt.Time,
+	}
+}

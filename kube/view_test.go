@@ -1,0 +1,217 @@
+package kube
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+func mustScopes(t *testing.T, specs ...string) []reconcile.Scope {
+	t.Helper()
+	out := make([]reconcile.Scope, 0, len(specs))
+	for _, s := range specs {
+		sc, err := reconcile.ParseScope(s)
+		require.NoError(t, err)
+		out = append(out, sc)
+	}
+	return out
+}
+
+func TestMappingView(t *testing.T) {
+	created := time.Date(2026, 3, 14, 8, 0, 0, 0, time.UTC)
+	twoScopes := mustScopes(t, "org:Acme", "repo:acme/API")
+	oneScope := mustScopes(t, "org:Acme")
+
+	// Every case starts from this pod and this view of it, and changes
+	// only what it is about, so each row shows one rule.
+	basePod := func() *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace:         "ci",
+				Name:              "runner-abc",
+				UID:               "uid-1",
+				ResourceVersion:   "42",
+				CreationTimestamp: metav1.NewTime(created),
+			},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+	}
+	baseView := func() reconcile.Pod {
+		return reconcile.Pod{
+			Namespace:       "ci",
+			Name:            "runner-abc",
+			UID:             "uid-1",
+			ResourceVersion: "42",
+			RunnerName:      "runner-abc",
+			Phase:           "Running",
+			CreatedAt:       created,
+		}
+	}
+	labels := func(kv ...string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.Labels = map[string]string{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				p.Labels[kv[i]] = kv[i+1]
+			}
+		}
+	}
+	scope := func(key string) func(*reconcile.Pod) { return func(v *reconcile.Pod) { v.ScopeKey = key } }
+	statuses := func(cs ...corev1.ContainerStatus) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Status.ContainerStatuses = cs }
+	}
+	none := corev1.ContainerState{}
+
+	tests := []struct {
+		name    string
+		mapping Mapping
+		pod     func(*corev1.Pod)
+		want    func(*reconcile.Pod)
+	}{
+		// ScopeKey from ARC's labels.
+		{"arc enterprise", Mapping{Scopes: twoScopes},
+			labels(LabelEnterprise, "Big-Corp"), scope("enterprise:big-corp")},
+		{"arc enterprise wins over org and repo", Mapping{Scopes: twoScopes},
+			labels(LabelEnterprise, "big-corp", LabelOrganization, "acme", LabelRepository, "api"), scope("enterprise:big-corp")},
+		{"arc org and repo", Mapping{Scopes: twoScopes},
+			labels(LabelOrganization, "Acme", LabelRepository, "API"), scope("repo:acme/api")},
+		{"arc org only", Mapping{Scopes: twoScopes},
+			labels(LabelOrganization, "acme"), scope("org:acme")},
+		{"arc org with empty repository label", Mapping{Scopes: twoScopes},
+			labels(LabelOrganization, "acme", LabelRepository, ""), scope("org:acme")},
+		{"arc scope that is not configured keeps its key", Mapping{Scopes: oneScope},
+			labels(LabelOrganization, "Other-Org"), scope("org:other-org")},
+		{"no scope labels, one scope configured", Mapping{Scopes: oneScope},
+			labels("app", "runner"), scope("org:acme")},
+		{"only empty scope labels, one scope configured", Mapping{Scopes: oneScope},
+			labels(LabelEnterprise, "", LabelOrganization, ""), scope("org:acme")},
+		{"repository label without organization, one scope configured", Mapping{Scopes: oneScope},
+			labels(LabelRepository, "api"), scope("org:acme")},
+		{"no scope labels, two scopes configured", Mapping{Scopes: twoScopes},
+			labels("app", "runner"), nil},
+		{"no scope labels, no scopes configured", Mapping{},
+			nil, nil},
+
+		// ScopeKey from a label of the deployment's own.
+		{"scope label names an org, any case", Mapping{ScopeLabel: "pool/scope", Scopes: twoScopes},
+			labels("pool/scope", "ACME"), scope("org:acme")},
+		{"scope label names a repository", Mapping{ScopeLabel: "pool/scope", Scopes: mustScopes(t, "org:acme", "repo:acme/web")},
+			labels("pool/scope", "web"), scope("repo:acme/web")},
+		{"scope label names an enterprise", Mapping{ScopeLabel: "pool/scope", Scopes: mustScopes(t, "enterprise:Big-Corp", "org:acme")},
+			labels("pool/scope", "big-corp"), scope("enterprise:big-corp")},
+		{"scope label matches nothing", Mapping{ScopeLabel: "pool/scope", Scopes: twoScopes},
+			labels("pool/scope", "elsewhere"), nil},
+		{"scope label is ambiguous", Mapping{ScopeLabel: "pool/scope", Scopes: mustScopes(t, "org:api", "repo:acme/api")},
+			labels("pool/scope", "api"), nil},
+		{"scope label absent: no single-scope fallback, ARC labels ignored", Mapping{ScopeLabel: "pool/scope", Scopes: oneScope},
+			labels(LabelOrganization, "acme"), nil},
+
+		// RunnerName.
+		{"runner name from a label", Mapping{RunnerName: Source{Kind: Label, Key: "pool/runner"}},
+			labels("pool/runner", "pool-7-runner"), func(v *reconcile.Pod) { v.RunnerName = "pool-7-runner" }},
+		{"runner name from an annotation", Mapping{RunnerName: Source{Kind: Annotation, Key: "pool/runner"}},
+			func(p *corev1.Pod) { p.Annotations = map[string]string{"pool/runner": "pool-8-runner"} },
+			func(v *reconcile.Pod) { v.RunnerName = "pool-8-runner" }},
+		{"runner name label missing is empty, not a guess", Mapping{RunnerName: Source{Kind: Label, Key: "pool/runner"}},
+			labels("app", "runner"), func(v *reconcile.Pod) { v.RunnerName = "" }},
+
+		// Runner container.
+		{"runner container running", Mapping{},
+			statuses(containerStatus("runner", stateRunning(), none)),
+			func(v *reconcile.Pod) { v.Runner = reconcile.Container{Found: true, Running: true} }},
+		{"runner container OOM-killed", Mapping{},
+			statuses(containerStatus("dind", stateRunning(), none), containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), none)),
+			func(v *reconcile.Pod) {
+				v.Runner = reconcile.Container{Found: true, Terminated: term(137, 0, "OOMKilled")}
+			}},
+		{"runner container restarted after SIGTERM", Mapping{},
+			statuses(containerStatus("runner", stateRunning(), stateTerminated(143, 15, "Error"))),
+			func(v *reconcile.Pod) {
+				v.Runner = reconcile.Container{Found: true, Running: true, LastTerminated: term(143, 15, "Error")}
+			}},
+		{"runner container waiting", Mapping{},
+			statuses(containerStatus("runner", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, none)),
+			func(v *reconcile.Pod) { v.Runner = reconcile.Container{Found: true} }},
+		{"runner container not found among others", Mapping{},
+			statuses(containerStatus("dind", stateRunning(), none)), nil},
+		{"runner container under another name", Mapping{RunnerContainer: "dind"},
+			statuses(containerStatus("dind", stateRunning(), none), containerStatus("runner", stateTerminated(0, 0, "Completed"), none)),
+			func(v *reconcile.Pod) { v.Runner = reconcile.Container{Found: true, Running: true} }},
+
+		// Stamp, owner, deletion, phase.
+		{"stamped", Mapping{StampLabel: "pool/claimed-by"},
+			labels("pool/claimed-by", "dispatcher-1"), func(v *reconcile.Pod) { v.Stamped = true }},
+		{"stamp label with empty value is not a stamp", Mapping{StampLabel: "pool/claimed-by"},
+			labels("pool/claimed-by", ""), nil},
+		{"stamp check off", Mapping{},
+			labels("pool/claimed-by", "dispatcher-1"), nil},
+		{"controller owner", Mapping{},
+			func(p *corev1.Pod) {
+				p.OwnerReferences = []metav1.OwnerReference{
+					{APIVersion: "v1", Kind: "ConfigMap", Name: "not-controller", UID: "uid-cm"},
+					{APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner", Name: "runner-abc", UID: "uid-er", Controller: controller()},
+				}
+			},
+			func(v *reconcile.Pod) {
+				v.Owner = &reconcile.Owner{APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner", Name: "runner-abc", UID: "uid-er"}
+			}},
+		{"owner reference that is not a controller", Mapping{},
+			func(p *corev1.Pod) {
+				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "uid-cm"}}
+			}, nil},
+		{"deleting", Mapping{},
+			func(p *corev1.Pod) { ts := metav1.NewTime(created.Add(time.Hour)); p.DeletionTimestamp = &ts },
+			func(v *reconcile.Pod) { v.Deleting = true }},
+		{"failed phase", Mapping{},
+			func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed },
+			func(v *reconcile.Pod) { v.Phase = "Failed" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := basePod()
+			if tc.pod != nil {
+				tc.pod(pod)
+			}
+			want := baseView()
+			if tc.want != nil {
+				tc.want(&want)
+			}
+			assert.Equal(t, want, tc.mapping.View(pod))
+		})
+	}
+}
+
+func TestParseSource(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Source
+		wantErr string
+	}{
+		{"", Source{Kind: PodName}, ""},
+		{"pod-name", Source{Kind: PodName}, ""},
+		{"label:pool/runner", Source{Kind: Label, Key: "pool/runner"}, ""},
+		{" annotation:pool/runner ", Source{Kind: Annotation, Key: "pool/runner"}, ""},
+		{"label:", Source{}, "is not pod-name"},
+		{"env:RUNNER", Source{}, "unknown kind"},
+		{"podname", Source{}, "is not pod-name"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseSource(tc.in)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			again, err := ParseSource(got.String())
+			require.NoError(t, err)
+			assert.Equal(t, got, again, "String is the configuration form")
+		})
+	}
+}
