@@ -13,9 +13,11 @@ import (
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
-// Registrations deletes runner registrations on GitHub.
+// Registrations deletes runner registrations on GitHub, and finds one by
+// name to re-check an absence right before acting on it.
 type Registrations interface {
 	DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reconcile.DeleteResult, error)
+	FindRunner(ctx context.Context, scope reconcile.Scope, name string) (*reconcile.Registration, error)
 }
 
 // Pods deletes pods and what belongs to them, and records why.
@@ -67,7 +69,10 @@ const (
 	// SkippedChanged: the pod was replaced or changed since it was
 	// observed; it is not the pod that was judged.
 	SkippedChanged Result = "skipped-changed"
-	WouldDelete    Result = "would-delete"
+	// SkippedRegistered: the runner was absent from the list, but a
+	// re-check by name just before acting found it registered.
+	SkippedRegistered Result = "skipped-registered"
+	WouldDelete       Result = "would-delete"
 	// Deferred: the bound was reached; the mark stays for a later sweep.
 	Deferred Result = "deferred"
 	// NotReached: the sweep's deadline came first.
@@ -165,8 +170,12 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 // reports whether its pod may go next.
 func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 	c := o.Candidate
+	terminal := c.Verdict == reconcile.Terminal
 	if c.Registration == nil {
-		return c.Pod != nil
+		if terminal {
+			return true
+		}
+		return r.recheckAbsence(ctx, o)
 	}
 	scope, ok := r.opts.Scopes[c.ScopeKey]
 	if !ok {
@@ -175,7 +184,6 @@ func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 	}
 	res, err := r.gh.DeleteRunner(ctx, scope, c.Registration.ID)
 	o.Registration = res
-	terminal := c.Verdict == reconcile.Terminal
 	switch {
 	case err != nil:
 		o.Err = fmt.Errorf("delete registration %d in %s: %w", c.Registration.ID, scope, err)
@@ -191,6 +199,35 @@ func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 		return false
 	case c.Pod == nil:
 		o.Result = resultOf(res)
+		return false
+	default:
+		return true
+	}
+}
+
+// recheckAbsence asks GitHub for the runner by name right before a pod
+// whose registration was absent is removed. There is no registration to
+// delete first, so no 422 could protect a job that landed; and a list can be
+// consistent yet wrong. Only a definite "no such runner" lets the pod go; a
+// runner that has appeared is not the one that was judged, and an error is
+// never evidence.
+func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
+	c := o.Candidate
+	scope, ok := r.opts.Scopes[c.ScopeKey]
+	if !ok {
+		o.Result, o.Err = Failed, fmt.Errorf("re-check runner %q: scope %q is not configured", c.Pod.RunnerName, c.ScopeKey)
+		return false
+	}
+	found, err := r.gh.FindRunner(ctx, scope, c.Pod.RunnerName)
+	switch {
+	case err != nil:
+		o.Result, o.Err = Failed, fmt.Errorf("re-check runner %q in %s before deleting its pod: %w", c.Pod.RunnerName, scope, err)
+		return false
+	case found != nil && found.Busy:
+		o.Registration, o.Result = reconcile.RunnerBusy, SparedBusy
+		return false
+	case found != nil:
+		o.Result = SkippedRegistered
 		return false
 	default:
 		return true

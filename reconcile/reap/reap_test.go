@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,8 @@ type recorder struct {
 	ghResult map[int64]reconcile.DeleteResult
 	ghErr    map[int64]error
 	podRes   map[string]reconcile.DeleteResult
+	found    map[string]*reconcile.Registration
+	findErr  map[string]error
 	inFlight int
 	maxGH    int
 }
@@ -45,6 +48,11 @@ func (r *recorder) DeleteRunner(_ context.Context, s reconcile.Scope, id int64) 
 		return res, nil
 	}
 	return reconcile.Deleted, nil
+}
+
+func (r *recorder) FindRunner(_ context.Context, s reconcile.Scope, name string) (*reconcile.Registration, error) {
+	r.log(fmt.Sprintf("gh-find:%s:%s", s, name))
+	return r.found[name], r.findErr[name]
 }
 
 func (r *recorder) DeletePod(_ context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
@@ -128,9 +136,9 @@ func TestReapProtocol(t *testing.T) {
 	// time, and each Event before its pod's delete.
 	lastGH, firstPod := -1, len(rec.calls)
 	for i, c := range rec.calls {
-		if c[:3] == "gh:" {
+		if strings.HasPrefix(c, "gh") {
 			lastGH = i
-		} else if c[:4] == "pod:" && i < firstPod {
+		} else if strings.HasPrefix(c, "pod:") && i < firstPod {
 			firstPod = i
 		}
 	}
@@ -140,6 +148,42 @@ func TestReapProtocol(t *testing.T) {
 		assert.Less(t, indexOf(rec.calls, "event:"+name), indexOf(rec.calls, "pod:"+name))
 	}
 	assert.NotContains(t, fmt.Sprint(rec.calls), "sa:", "ServiceAccounts are only deleted when configured")
+}
+
+// An absent registration is re-checked by name right before its pod goes,
+// because there is no registration delete whose 422 could protect a job.
+func TestReapRechecksAbsenceBeforeDeletingPod(t *testing.T) {
+	rec := &recorder{
+		found: map[string]*reconcile.Registration{
+			"appeared-busy": {ID: 3, Name: "appeared-busy", Busy: true},
+			"appeared-idle": {ID: 4, Name: "appeared-idle", Online: true},
+		},
+		findErr: map[string]error{"gh-down": errors.New("502")},
+	}
+	cs := []reconcile.Candidate{
+		cand(reconcile.Unregistered, "still-absent", 0),
+		cand(reconcile.Unregistered, "appeared-busy", 0),
+		cand(reconcile.Zombie, "appeared-idle", 0),
+		cand(reconcile.OrphanStamped, "gh-down", 0),
+		cand(reconcile.Terminal, "dead", 0),
+	}
+	for i := range cs {
+		if cs[i].Pod != nil {
+			cs[i].Pod.RunnerName = cs[i].Pod.Name
+		}
+	}
+	outs := New(rec, rec, opts()).Reap(context.Background(), 100, cs)
+	assert.Equal(t, map[string]Result{
+		"still-absent":  Done,
+		"appeared-busy": SparedBusy,
+		"appeared-idle": SkippedRegistered,
+		"gh-down":       Failed,
+		"dead":          Done,
+	}, results(outs))
+	assert.NotContains(t, rec.calls, "gh-find:org:acme:dead", "a terminal pod needs no re-check")
+	for _, name := range []string{"appeared-busy", "appeared-idle", "gh-down"} {
+		assert.NotContains(t, rec.calls, "pod:"+name)
+	}
 }
 
 func indexOf(s []string, v string) int {

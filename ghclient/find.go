@@ -1,0 +1,56 @@
+package ghclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// FindRunner looks one runner up by its exact name, with GitHub's name
+// filter. The reaper calls it only at act time, for the few admitted
+// candidates that have no registration to delete first: absence from a
+// list that looked complete is re-checked right before a pod goes, so a
+// list that was wrong yet consistent (say, empty) can never cost a job. It
+// returns nil when GitHub has no such runner.
+func (c *Client) FindRunner(ctx context.Context, scope reconcile.Scope, name string) (*reconcile.Registration, error) {
+	path, err := runnersPath(scope)
+	if err != nil {
+		return nil, fmt.Errorf("find runner: %w", err)
+	}
+	if name == "" {
+		return nil, fmt.Errorf("find runner in %s: empty name", scope)
+	}
+	req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("%s?per_page=%d&name=%s", path, perPage, url.QueryEscape(name)), nil)
+	if err != nil {
+		return nil, fmt.Errorf("find runner %q in %s: build request: %w", name, scope, err)
+	}
+	var body runnersBody
+	resp, err := c.gh.Do(ctx, req, &body)
+	if err != nil {
+		closeExchangeBody(err)
+		return nil, fmt.Errorf("find runner %q in %s: %w", name, scope, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("find runner %q in %s: unexpected status %s", name, scope, resp.Status)
+	}
+	if body.TotalCount == nil || body.Runners == nil {
+		return nil, fmt.Errorf("find runner %q in %s: %w", name, scope, errors.New("response lacks total_count or runners"))
+	}
+	for i, r := range *body.Runners {
+		reg, err := registration(r)
+		if err != nil {
+			return nil, fmt.Errorf("find runner %q in %s: item %d: %w", name, scope, i+1, err)
+		}
+		if reg.Name == name {
+			return &reg, nil
+		}
+	}
+	if *body.TotalCount > len(*body.Runners) {
+		return nil, fmt.Errorf("find runner %q in %s: %w: %d of %d items", name, scope, ErrInconsistent, len(*body.Runners), *body.TotalCount)
+	}
+	return nil, nil
+}
