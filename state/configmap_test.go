@@ -1,0 +1,265 @@
+package state
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+const ledgerName = "runner-reaper-ledger"
+
+// logLines decodes what a JSON slog handler wrote.
+func logLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	sc := bufio.NewScanner(buf)
+	for sc.Scan() {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &m))
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// TestConfigMapObjectIsReadable checks the stored object as kubectl would
+// show it: labelled, marks as plain compact JSON, the list cache gzip'd.
+func TestConfigMapObjectIsReadable(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t, "ledger")
+	want := sample()
+	_, err := NewConfigMap(env.Client, ns, ledgerName, nil).Save(ctx(t), want, "")
+	require.NoError(t, err)
+
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "runner-reaper", cm.Labels["app.kubernetes.io/name"])
+	assert.Equal(t, "ledger", cm.Labels["app.kubernetes.io/component"])
+
+	raw := cm.Data["marks.json"]
+	require.True(t, json.Valid([]byte(raw)), "marks.json is JSON: %s", raw)
+	assert.NotContains(t, raw, "\n", "marks.json is compact")
+	assert.Contains(t, raw, `"verdict":"ghost"`)
+	var marks map[string]reconcile.Mark
+	require.NoError(t, json.Unmarshal([]byte(raw), &marks))
+	assert.Equal(t, want.Marks, marks)
+
+	var lists map[string]reconcile.ListCache
+	require.NoError(t, gunzipJSON(cm.BinaryData["lists.json.gz"], &lists))
+	assert.Equal(t, want.Lists, lists)
+}
+
+// TestConfigMapWithoutListCache checks an empty list cache leaves no
+// binaryData key, and that a list cache dropped by a later save is gone.
+func TestConfigMapWithoutListCache(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t, "ledger")
+	s := NewConfigMap(env.Client, ns, ledgerName, nil)
+	v, err := s.Save(ctx(t), sample(), "")
+	require.NoError(t, err)
+	_, err = s.Save(ctx(t), Ledger{Marks: marks(2)}, v)
+	require.NoError(t, err)
+
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, cm.BinaryData, "lists.json.gz")
+	l, _, err := s.Load(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, Ledger{Marks: marks(2), Lists: map[string]reconcile.ListCache{}}, l)
+}
+
+// TestConfigMapTrim saves ledgers over the limit and checks what was kept,
+// what the warning said and what LastTrim reports.
+func TestConfigMapTrim(t *testing.T) {
+	full := Ledger{Marks: marks(30), Lists: lists(4, 30)}
+	whole, marksOnly := sizeOf(t, full)
+
+	cases := []struct {
+		name         string
+		limit        int
+		keptMarks    int
+		keptLists    bool
+		droppedLists int
+	}{
+		{"under the limit: nothing dropped, nothing said", whole, 30, true, 0},
+		{"over with the list cache: the list cache goes first", whole - 1, 30, false, 4},
+		{"over without it: then the oldest marks", marksOnly - 1, 29, false, 4},
+		{"far over: only the newest marks stay", marksOnly / 3, -1, false, 4},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ns := env.Namespace(t, "ledger")
+			var logs bytes.Buffer
+			s := NewConfigMap(env.Client, ns, ledgerName, slog.New(slog.NewJSONHandler(&logs, nil)))
+			s.LimitBytes = c.limit
+			_, err := s.Save(ctx(t), full, "")
+			require.NoError(t, err)
+
+			trim := s.LastTrim()
+			got, _, err := s.Load(ctx(t))
+			require.NoError(t, err)
+			kept := c.keptMarks
+			if kept < 0 {
+				kept = len(got.Marks)
+				require.Greater(t, kept, 0)
+				require.Less(t, kept, 29)
+			}
+			assert.ElementsMatch(t, newest(full.Marks, kept), keysOf(got.Marks), "the newest marks are kept")
+			if c.keptLists {
+				assert.Equal(t, full.Lists, got.Lists)
+			} else {
+				assert.Empty(t, got.Lists)
+			}
+			assert.Equal(t, Trim{DroppedLists: c.droppedLists, DroppedMarks: 30 - kept, LimitBytes: c.limit}, trim)
+
+			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+			require.NoError(t, err)
+			size := len("marks.json") + len(cm.Data["marks.json"])
+			if b, ok := cm.BinaryData["lists.json.gz"]; ok {
+				size += len("lists.json.gz") + len(b)
+			}
+			assert.LessOrEqual(t, size, c.limit)
+
+			lines := logLines(t, &logs)
+			if !trim.Trimmed() {
+				assert.Empty(t, lines)
+				return
+			}
+			require.Len(t, lines, 1)
+			assert.Equal(t, "WARN", lines[0]["level"])
+			assert.Equal(t, "ledger trimmed", lines[0]["msg"])
+			assert.EqualValues(t, c.droppedLists, lines[0]["dropped_lists"])
+			assert.EqualValues(t, 30-kept, lines[0]["dropped_marks"])
+			assert.EqualValues(t, c.limit, lines[0]["limit_bytes"])
+		})
+	}
+}
+
+// TestConfigMapDefaultLimitKeepsTheObjectAcceptable saves a ledger of over
+// 1 MiB with the default limit: the real API server, which refuses a
+// ConfigMap over 1 MiB, must accept what is saved.
+func TestConfigMapDefaultLimitKeepsTheObjectAcceptable(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t, "ledger")
+	big := Ledger{Marks: marks(6000), Lists: lists(3, 2000)}
+	_, marksOnly := sizeOf(t, big)
+	require.Greater(t, marksOnly, 1<<20)
+
+	s := NewConfigMap(env.Client, ns, ledgerName, nil)
+	_, err := s.Save(ctx(t), big, "")
+	require.NoError(t, err)
+	trim := s.LastTrim()
+	assert.True(t, trim.Trimmed())
+	assert.Equal(t, DefaultLimitBytes, trim.LimitBytes)
+	assert.Equal(t, 3, trim.DroppedLists)
+
+	got, _, err := s.Load(ctx(t))
+	require.NoError(t, err)
+	assert.Len(t, got.Marks, 6000-trim.DroppedMarks)
+	assert.ElementsMatch(t, newest(big.Marks, len(got.Marks)), keysOf(got.Marks))
+
+	// A later ledger that fits is saved whole, and LastTrim says so.
+	_, v, err := s.Load(ctx(t))
+	require.NoError(t, err)
+	_, err = s.Save(ctx(t), sample(), v)
+	require.NoError(t, err)
+	assert.False(t, s.LastTrim().Trimmed())
+}
+
+// TestConfigMapDeletedSinceLoadConflicts: a ledger deleted after it was
+// loaded has changed under the sweep, which must not act.
+func TestConfigMapDeletedSinceLoadConflicts(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t, "ledger")
+	s := NewConfigMap(env.Client, ns, ledgerName, nil)
+	v, err := s.Save(ctx(t), sample(), "")
+	require.NoError(t, err)
+	require.NoError(t, env.Client.CoreV1().ConfigMaps(ns).Delete(ctx(t), ledgerName, metav1.DeleteOptions{}))
+
+	_, err = s.Save(ctx(t), sample(), v)
+	require.ErrorIs(t, err, ErrConflict)
+}
+
+// TestConfigMapCorruptIsAnError: a ledger someone edited into nonsense is
+// an error to report, never an empty ledger (which would forget every mark)
+// nor a conflict.
+func TestConfigMapCorruptIsAnError(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		edit  func(data map[string]string, binary map[string][]byte)
+		field string
+	}{
+		{"marks not JSON", func(d map[string]string, _ map[string][]byte) { d["marks.json"] = "{oops" }, "marks.json"},
+		{"list cache not gzip", func(_ map[string]string, b map[string][]byte) { b["lists.json.gz"] = []byte("plain") }, "lists.json.gz"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ns := env.Namespace(t, "ledger")
+			s := NewConfigMap(env.Client, ns, ledgerName, nil)
+			_, err := s.Save(ctx(t), sample(), "")
+			require.NoError(t, err)
+			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+			require.NoError(t, err)
+			c.edit(cm.Data, cm.BinaryData)
+			_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx(t), cm, metav1.UpdateOptions{})
+			require.NoError(t, err)
+
+			_, _, err = s.Load(ctx(t))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.field)
+			assert.False(t, errorsIsConflict(err))
+		})
+	}
+}
+
+// TestConfigMapForbiddenIsNotAConflict uses a user RBAC grants nothing:
+// every refusal must surface as an error that is not ErrConflict, or a
+// sweep would take a misconfiguration for a lost race and quietly skip
+// forever.
+func TestConfigMapForbiddenIsNotAConflict(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t, "ledger")
+	v, err := NewConfigMap(env.Client, ns, ledgerName, nil).Save(ctx(t), sample(), "")
+	require.NoError(t, err)
+
+	cfg, err := env.AddUser("ledger-nobody")
+	require.NoError(t, err)
+	client, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	s := NewConfigMap(client, ns, ledgerName, nil)
+	other := NewConfigMap(client, ns, "no-such-ledger", nil)
+
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"load", func() error { _, _, err := s.Load(ctx(t)); return err }},
+		{"load of a missing ledger", func() error { _, _, err := other.Load(ctx(t)); return err }},
+		{"create", func() error { _, err := other.Save(ctx(t), sample(), ""); return err }},
+		{"create over an existing ledger", func() error { _, err := s.Save(ctx(t), sample(), ""); return err }},
+		{"update", func() error { _, err := s.Save(ctx(t), sample(), v); return err }},
+		{"update at a stale version", func() error { _, err := s.Save(ctx(t), sample(), "1"); return err }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			require.Error(t, err)
+			assert.True(t, apierrors.IsForbidden(err), "want forbidden, got %v", err)
+			assert.False(t, errorsIsConflict(err), "a refusal is not a lost race: %v", err)
+			assert.True(t, strings.Contains(err.Error(), ns+"/"), "the error names the configmap: %v", err)
+		})
+	}
+}

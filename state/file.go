@@ -1,0 +1,168 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// File is a Store in a local JSON file, for audits and development. Several
+// processes may share the file: the compare-and-write happens under an
+// exclusive flock on path+".lock", the version is a counter kept in the file
+// itself, and the new file is written beside the old one and renamed over
+// it, so a reader never sees half a ledger and needs no lock.
+type File struct {
+	path string
+}
+
+// fileDoc is the file's content: the version travels with the ledger so that
+// another process comparing versions reads both from one atomic rename.
+type fileDoc struct {
+	Version uint64 `json:"version"`
+	Ledger  Ledger `json:"ledger"`
+}
+
+// lockPoll is how often Save retries a held lock; flock itself cannot watch
+// a context.
+const lockPoll = 5 * time.Millisecond
+
+// NewFile returns a File store at path. The directory must exist; the file
+// need not (a missing file is an empty ledger).
+func NewFile(path string) *File { return &File{path: path} }
+
+// Load reads the ledger; a missing file is an empty ledger at Version "".
+func (f *File) Load(ctx context.Context) (Ledger, Version, error) {
+	if err := ctx.Err(); err != nil {
+		return Ledger{}, "", fmt.Errorf("load ledger file %s: %w", f.path, err)
+	}
+	doc, ok, err := f.read()
+	if err != nil {
+		return Ledger{}, "", err
+	}
+	if !ok {
+		return normalize(Ledger{}), "", nil
+	}
+	return normalize(doc.Ledger), fileVersion(doc.Version), nil
+}
+
+// Save writes l if the file is still at v.
+func (f *File) Save(ctx context.Context, l Ledger, v Version) (Version, error) {
+	unlock, err := f.lock(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+
+	doc, ok, err := f.read()
+	if err != nil {
+		return "", err
+	}
+	cur := Version("")
+	if ok {
+		cur = fileVersion(doc.Version)
+	}
+	if v != cur {
+		return "", fmt.Errorf("save ledger file %s at version %q (now %q): %w", f.path, v, cur, ErrConflict)
+	}
+	next := fileDoc{Version: doc.Version + 1, Ledger: normalize(l)}
+	b, err := json.MarshalIndent(next, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encode ledger file %s: %w", f.path, err)
+	}
+	if err := f.replace(append(b, '\n')); err != nil {
+		return "", err
+	}
+	return fileVersion(next.Version), nil
+}
+
+// fileVersion renders the counter. An existing file is never Version "",
+// even one written by hand without a version.
+func fileVersion(n uint64) Version { return Version(strconv.FormatUint(n, 10)) }
+
+// read returns the file's content, and false when there is no file.
+func (f *File) read() (fileDoc, bool, error) {
+	b, err := os.ReadFile(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fileDoc{}, false, nil
+	}
+	if err != nil {
+		return fileDoc{}, false, fmt.Errorf("read ledger file %s: %w", f.path, err)
+	}
+	var doc fileDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return fileDoc{}, false, fmt.Errorf("decode ledger file %s: %w", f.path, err)
+	}
+	return doc, true, nil
+}
+
+// lock takes the exclusive flock on path+".lock", waiting for it as long as
+// ctx allows. Each call opens the lock file anew, so two Save calls in one
+// process exclude each other just as two processes do.
+func (f *File) lock(ctx context.Context) (unlock func(), err error) {
+	name := f.path + ".lock"
+	lf, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger lock %s: %w", name, err)
+	}
+	for {
+		err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			_ = lf.Close()
+			return nil, fmt.Errorf("lock ledger %s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = lf.Close()
+			return nil, fmt.Errorf("lock ledger %s: %w", name, ctx.Err())
+		case <-time.After(lockPoll):
+		}
+	}
+	return func() {
+		// Closing the descriptor releases the flock.
+		_ = syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+		_ = lf.Close()
+	}, nil
+}
+
+// replace writes b to a temporary file in the ledger's directory and renames
+// it over the ledger, so the old ledger stays whole until the new one is.
+func (f *File) replace(b []byte) error {
+	dir := filepath.Dir(f.path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(f.path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create temporary ledger file in %s: %w", dir, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(b); err != nil {
+		return fmt.Errorf("write temporary ledger file %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("sync temporary ledger file %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close temporary ledger file %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), f.path); err != nil {
+		_ = os.Remove(tmp.Name())
+		done = true
+		return fmt.Errorf("rename temporary ledger file over %s: %w", f.path, err)
+	}
+	done = true
+	return nil
+}

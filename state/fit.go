@@ -1,0 +1,171 @@
+package state
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// The ConfigMap layout. Marks are plain JSON so that `kubectl get configmap
+// -o jsonpath='{.data.marks\.json}'` shows what the reaper suspects; the list
+// cache is bulky and of no interest to a reader, so it is gzip'd.
+const (
+	marksKey = "marks.json"
+	listsKey = "lists.json.gz"
+)
+
+// DefaultLimitBytes is the size the ConfigMap backend keeps a ledger under.
+// The API server refuses a ConfigMap whose data exceeds 1 MiB; the margin
+// leaves room for metadata and for the ledger growing between sweeps.
+const DefaultLimitBytes = 900 * 1024
+
+// Trim says what a save had to leave out to fit the limit. Dropping the
+// list cache costs rate limit on the next sweep; dropping a mark restarts
+// that verdict's confirmation, so callers should report it.
+type Trim struct {
+	// DroppedLists is how many scopes' runner-list caches were dropped.
+	DroppedLists int
+	// DroppedMarks is how many marks were dropped, the oldest by FirstSeen.
+	DroppedMarks int
+	// LimitBytes is the limit the ledger was fitted to.
+	LimitBytes int
+}
+
+// Trimmed is true when anything was left out.
+func (t Trim) Trimmed() bool { return t.DroppedLists > 0 || t.DroppedMarks > 0 }
+
+// encoded is a ledger in the ConfigMap layout.
+type encoded struct {
+	marks []byte // data[marksKey]
+	lists []byte // binaryData[listsKey]; nil when no list cache is kept
+}
+
+// size counts keys and values, as the API server counts values, so that
+// staying under a limit below 1 MiB keeps the object acceptable.
+func (e encoded) size() int {
+	n := len(marksKey) + len(e.marks)
+	if e.lists != nil {
+		n += len(listsKey) + len(e.lists)
+	}
+	return n
+}
+
+// fit encodes l in the ConfigMap layout within limit bytes. If it does not
+// fit whole it first drops the list cache, which only saves rate limit, and
+// then the oldest marks by FirstSeen, keeping as many of the newest as fit.
+// It fails only when not even an empty ledger fits.
+func fit(l Ledger, limit int) (encoded, Trim, error) {
+	l = normalize(l)
+	trim := Trim{LimitBytes: limit}
+	marks, err := json.Marshal(l.Marks)
+	if err != nil {
+		return encoded{}, trim, fmt.Errorf("encode ledger marks: %w", err)
+	}
+	enc := encoded{marks: marks}
+	if len(l.Lists) > 0 {
+		if enc.lists, err = gzipJSON(l.Lists); err != nil {
+			return encoded{}, trim, fmt.Errorf("encode ledger list cache: %w", err)
+		}
+		if enc.size() <= limit {
+			return enc, trim, nil
+		}
+		enc.lists = nil
+		trim.DroppedLists = len(l.Lists)
+	}
+	if enc.size() <= limit {
+		return enc, trim, nil
+	}
+
+	keep, err := newestMarksWithin(l.Marks, limit-len(marksKey))
+	if err != nil {
+		return encoded{}, trim, err
+	}
+	if enc.marks, err = json.Marshal(keep); err != nil {
+		return encoded{}, trim, fmt.Errorf("encode ledger marks: %w", err)
+	}
+	trim.DroppedMarks = len(l.Marks) - len(keep)
+	if enc.size() > limit {
+		// newestMarksWithin computes the encoding's size exactly; reaching
+		// here means that arithmetic no longer matches encoding/json.
+		return encoded{}, trim, fmt.Errorf("ledger of %d marks is %d bytes, over the limit of %d bytes", len(keep), enc.size(), limit)
+	}
+	return enc, trim, nil
+}
+
+// newestMarksWithin returns the largest set of newest marks whose JSON
+// object encoding is at most budget bytes. It sizes each entry once instead
+// of encoding the whole map again after every drop: json.Marshal writes a
+// map as {"k":v,"k":v} with nothing else between entries.
+func newestMarksWithin(marks map[string]reconcile.Mark, budget int) (map[string]reconcile.Mark, error) {
+	type entry struct {
+		key  string
+		mark reconcile.Mark
+		size int
+	}
+	entries := make([]entry, 0, len(marks))
+	for k, m := range marks {
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, fmt.Errorf("encode ledger mark key %q: %w", k, err)
+		}
+		mb, err := json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("encode ledger mark %q: %w", k, err)
+		}
+		entries = append(entries, entry{key: k, mark: m, size: len(kb) + 1 + len(mb)})
+	}
+	// Newest first; the key breaks ties so the same ledger always trims the
+	// same way.
+	sort.Slice(entries, func(i, j int) bool {
+		a, b := entries[i], entries[j]
+		if !a.mark.FirstSeen.Equal(b.mark.FirstSeen) {
+			return a.mark.FirstSeen.After(b.mark.FirstSeen)
+		}
+		return a.key < b.key
+	})
+	total := len("{}")
+	if total > budget {
+		return nil, fmt.Errorf("ledger cannot fit in %d bytes even without marks", budget+len(marksKey))
+	}
+	keep := map[string]reconcile.Mark{}
+	for i, e := range entries {
+		add := e.size
+		if i > 0 {
+			add++ // the comma
+		}
+		if total+add > budget {
+			break
+		}
+		total += add
+		keep[e.key] = e.mark
+	}
+	return keep, nil
+}
+
+// gzipJSON encodes v as gzip'd JSON. The gzip header carries no time, so the
+// same cache always encodes to the same bytes.
+func gzipJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if err := json.NewEncoder(zw).Encode(v); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// gunzipJSON decodes what gzipJSON encoded.
+func gunzipJSON(b []byte, v any) error {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	return json.NewDecoder(zr).Decode(v)
+}
