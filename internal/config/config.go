@@ -16,15 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
-
-// NameSource says where a pod's GitHub runner name comes from.
-type NameSource struct {
-	// Kind is "pod-name", "label" or "annotation".
-	Kind string
-	Key  string
-}
 
 // LedgerKind is where the marks are kept.
 type LedgerKind string
@@ -60,7 +54,7 @@ type Config struct {
 	Namespaces      []string // empty: all namespaces
 	PodSelector     string
 	RunnerContainer string
-	RunnerName      NameSource
+	RunnerName      kube.Source
 	ScopeLabel      string
 	StampLabel      string
 
@@ -277,19 +271,18 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	return c, ps
 }
 
-func parseNameSource(v string, bad func(field, what string)) NameSource {
-	if v == "pod-name" {
-		return NameSource{Kind: "pod-name"}
+func parseNameSource(v string, bad func(field, what string)) kube.Source {
+	src, err := kube.ParseSource(v)
+	if err != nil {
+		bad("RunnerNameFrom", err.Error())
+		return src
 	}
-	kind, k, _ := strings.Cut(v, ":")
-	if (kind == "label" || kind == "annotation") && k != "" {
-		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
-			bad("RunnerNameFrom", fmt.Sprintf("%q is not a %s key: %s", k, kind, strings.Join(errs, "; ")))
+	if src.Kind != kube.PodName {
+		if errs := validation.IsQualifiedName(src.Key); len(errs) > 0 {
+			bad("RunnerNameFrom", fmt.Sprintf("%q is not a label or annotation key: %s", src.Key, strings.Join(errs, "; ")))
 		}
-		return NameSource{Kind: kind, Key: k}
 	}
-	bad("RunnerNameFrom", fmt.Sprintf("%q is not pod-name, label:KEY or annotation:KEY", v))
-	return NameSource{}
+	return src
 }
 
 func parseLedger(v string, inCluster bool, podNamespace string, bad func(field, what string)) Ledger {

@@ -1,0 +1,109 @@
+// Command runner-reaper runs one sweep, a dry run, or an audit. The CronJob
+// and people at a terminal run it; it only wires the parts together.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/runner-reaper/runner-reaper/internal/app"
+	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/kube"
+	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/report"
+)
+
+const usage = `usage:
+  runner-reaper sweep [--dry-run]        one sweep that marks and reaps (JSON lines on stdout)
+  runner-reaper audit [--output table|json]
+                                         a dry run that changes nothing, printed for a person
+Configuration is read from REAPER_* environment variables; see the README.
+Exit status: 0 complete, 1 could not observe or act, 2 bad configuration,
+3 complete but degraded (a scope was skipped).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return int(sweep.BadConfig)
+	}
+	fs := flag.NewFlagSet("runner-reaper "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dryRun := fs.Bool("dry-run", false, "mark and confirm, but delete nothing")
+	output := fs.String("output", "table", "audit output: table or json")
+	mode := sweep.Act
+	switch args[0] {
+	case "sweep":
+	case "audit":
+		mode = sweep.Audit
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
+		return int(sweep.BadConfig)
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return int(sweep.BadConfig)
+	}
+	if *output != "table" && *output != "json" {
+		fmt.Fprintf(stderr, "--output: %q is not table or json (example: --output json)\n", *output)
+		return int(sweep.BadConfig)
+	}
+	if *dryRun && mode == sweep.Act {
+		mode = sweep.DryRun
+	}
+
+	inCluster, podNamespace := app.InCluster()
+	cfg, err := config.Load(inCluster, podNamespace)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return int(sweep.BadConfig)
+	}
+	if cfg.DryRun && mode == sweep.Act {
+		mode = sweep.DryRun
+	}
+	// An audit's table goes to stdout, so its log lines go to stderr.
+	logOut := stdout
+	if mode == sweep.Audit {
+		logOut = stderr
+	}
+	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel}))
+
+	restCfg, err := kube.RESTConfig()
+	if err != nil {
+		fmt.Fprintln(stderr, "kubernetes:", err)
+		return int(sweep.BadConfig)
+	}
+	sweeper, err := app.Build(cfg, restCfg, log)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return int(sweep.BadConfig)
+	}
+	res := app.Sweep(ctx, sweeper, mode, log)
+	if mode == sweep.Audit {
+		write := report.WriteTable
+		if *output == "json" {
+			write = report.WriteJSON
+		}
+		if err := write(stdout, res); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			fmt.Fprintln(stderr, err)
+			return int(sweep.Failed)
+		}
+	}
+	return int(res.Status)
+}

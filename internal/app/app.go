@@ -1,0 +1,135 @@
+// Package app assembles a Sweeper from a validated configuration, so that
+// every entry point (the CLI, the Lambda) builds the very same sweep and
+// their main functions only wire.
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/runner-reaper/runner-reaper/ghclient"
+	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/kube"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/report"
+	"github.com/runner-reaper/runner-reaper/state"
+)
+
+// serviceAccountNamespace is where a pod finds its own namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// InCluster reports whether the process runs in a pod, and the pod's
+// namespace, which is where the default ledger lives.
+func InCluster() (bool, string) {
+	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		return false, ""
+	}
+	b, err := os.ReadFile(serviceAccountNamespace)
+	if err != nil {
+		return true, ""
+	}
+	return true, strings.TrimSpace(string(b))
+}
+
+// Build returns a Sweeper for cfg, talking to the cluster of restCfg.
+func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger) (*sweep.Sweeper, error) {
+	kc, err := kube.New(restCfg, kube.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	gh, err := ghclient.New(ghclient.Config{
+		BaseURL:        cfg.GitHub.APIURL,
+		Token:          cfg.GitHub.Token,
+		AppID:          cfg.GitHub.AppID,
+		InstallationID: cfg.GitHub.InstallationID,
+		PrivateKey:     cfg.GitHub.PrivateKey,
+		Timeout:        cfg.GitHub.Timeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("github client: %w", err)
+	}
+	store, err := ledger(cfg.Ledger, kc.Clientset(), log)
+	if err != nil {
+		return nil, err
+	}
+	scopes := make(map[string]reconcile.Scope, len(cfg.Scopes))
+	for _, s := range cfg.Scopes {
+		scopes[s.Key()] = s
+	}
+	pods := podSource{
+		client:     kc,
+		namespaces: cfg.Namespaces,
+		selector:   cfg.PodSelector,
+		mapping: kube.Mapping{
+			RunnerContainer: cfg.RunnerContainer,
+			RunnerName:      cfg.RunnerName,
+			ScopeLabel:      cfg.ScopeLabel,
+			Scopes:          cfg.Scopes,
+			StampLabel:      cfg.StampLabel,
+		},
+	}
+	return &sweep.Sweeper{
+		Pods:    pods,
+		Runners: gh,
+		Ledger:  store,
+		Reaper: func(dryRun bool) *reap.Reaper {
+			return reap.New(gh, kc, reap.Options{
+				DryRun:               dryRun || cfg.DryRun,
+				Limits:               cfg.Limits,
+				DeleteServiceAccount: cfg.DeleteServiceAccount,
+				Concurrency:          cfg.KubeConcurrency,
+				Scopes:               scopes,
+			})
+		},
+		Scopes: cfg.Scopes,
+		Policy: cfg.Policy,
+		Hold:   cfg.Hold,
+		Log:    log,
+		Now:    time.Now,
+		GitHub: gh,
+		Kube:   kc,
+	}, nil
+}
+
+func ledger(l config.Ledger, cs kubernetes.Interface, log *slog.Logger) (state.Store, error) {
+	switch l.Kind {
+	case config.LedgerMemory:
+		return state.NewMemory(), nil
+	case config.LedgerFile:
+		return state.NewFile(l.Path), nil
+	case config.LedgerConfigMap:
+		return state.NewConfigMap(cs, l.Namespace, l.Name, log), nil
+	default:
+		return nil, fmt.Errorf("ledger kind %q", l.Kind)
+	}
+}
+
+// podSource binds the configured namespaces, selector and mapping to the
+// kube client's pod list.
+type podSource struct {
+	client     *kube.Client
+	namespaces []string
+	selector   string
+	mapping    kube.Mapping
+}
+
+func (p podSource) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
+	return p.client.ListPods(ctx, p.namespaces, p.selector, p.mapping)
+}
+
+// Sweep runs one sweep and reports it: the action lines, the warnings and
+// the summary, in the same words whatever the entry point.
+func Sweep(ctx context.Context, s *sweep.Sweeper, mode sweep.Mode, log *slog.Logger) sweep.Result {
+	res := s.Run(ctx, mode)
+	report.Log(ctx, log, res)
+	return res
+}

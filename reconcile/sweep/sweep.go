@@ -1,0 +1,214 @@
+// Package sweep drives one sweep: observe, classify, confirm, bound, act,
+// report. It owns the order of those steps and nothing else; every decision
+// is made by the pure functions of package reconcile, every delete passes
+// through package reap.
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/runner-reaper/runner-reaper/internal/httpcount"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/state"
+)
+
+// PodLister lists the managed pods, already reduced to what classification
+// needs.
+type PodLister interface {
+	ListPods(ctx context.Context) ([]reconcile.Pod, error)
+}
+
+// RunnerLister reads one scope's complete runner list, using and renewing
+// the conditional-request cache.
+type RunnerLister interface {
+	ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error)
+}
+
+// Counter reports the requests a client has sent.
+type Counter interface {
+	Counts() httpcount.Counts
+}
+
+// Mode is what a sweep may change.
+type Mode int
+
+const (
+	// Act marks, confirms and deletes.
+	Act Mode = iota
+	// DryRun marks and confirms like Act, so that its output shows what a
+	// real sweep would do, but deletes nothing.
+	DryRun
+	// Audit changes nothing at all, not even the ledger.
+	Audit
+)
+
+// Status is the process exit status a sweep maps to.
+type Status int
+
+const (
+	Complete  Status = 0
+	Failed    Status = 1
+	BadConfig Status = 2
+	Degraded  Status = 3
+)
+
+// Sweeper holds what a sweep needs; it keeps nothing between sweeps.
+type Sweeper struct {
+	Pods    PodLister
+	Runners RunnerLister
+	Ledger  state.Store
+	Reaper  func(dryRun bool) *reap.Reaper
+	Scopes  []reconcile.Scope
+	Policy  reconcile.Policy
+	Hold    reconcile.Hold
+	Log     *slog.Logger
+	Now     func() time.Time
+	// GitHub and Kube count requests for the summary; either may be nil.
+	GitHub Counter
+	Kube   Counter
+}
+
+// Result is everything one sweep did and found.
+type Result struct {
+	Mode         Mode
+	Status       Status
+	Started      time.Time
+	Duration     time.Duration
+	Observation  reconcile.Observation
+	Class        reconcile.Classification
+	Confirmation reconcile.Confirmation
+	// Outcomes holds the fate of every ready candidate.
+	Outcomes []reap.Outcome
+	// Pending holds candidates whose marks have not matured.
+	Pending []reconcile.Candidate
+	GitHub  httpcount.Counts
+	Kube    httpcount.Counts
+	// Err is why the sweep could not observe or act, if it could not.
+	Err error
+}
+
+// Run performs one sweep. It never returns an error without a Result: the
+// Result's Status and Err say how it ended, and its outcomes what it did.
+func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
+	// Marks outlive the process, so the sweep's time is wall-clock UTC
+	// with no monotonic reading, exactly as it reads back from the ledger.
+	now := s.Now().UTC().Round(0)
+	res = Result{Mode: mode, Started: now}
+	gh0, kube0 := counts(s.GitHub), counts(s.Kube)
+	defer func() {
+		res.Duration = s.Now().Sub(now)
+		res.GitHub, res.Kube = counts(s.GitHub).Sub(gh0), counts(s.Kube).Sub(kube0)
+	}()
+
+	ledger, version, err := s.Ledger.Load(ctx)
+	if err != nil {
+		res.Status, res.Err = Failed, fmt.Errorf("load ledger: %w", err)
+		return res
+	}
+	// A sweep that cannot see every pod deletes nothing: a missing pod
+	// would make its registration look like a ghost.
+	pods, err := s.Pods.ListPods(ctx)
+	if err != nil {
+		res.Status, res.Err = Failed, fmt.Errorf("observe pods: %w", err)
+		return res
+	}
+	if ledger.Lists == nil {
+		ledger.Lists = map[string]reconcile.ListCache{}
+	}
+	obs := reconcile.Observation{Now: now, Pods: pods, Lists: make(map[string]reconcile.ScopeList, len(s.Scopes))}
+	for _, scope := range s.Scopes {
+		key := scope.Key()
+		var cache *reconcile.ListCache
+		if c, ok := ledger.Lists[key]; ok {
+			cache = &c
+		}
+		runners, fresh, err := s.Runners.ListRunners(ctx, scope, cache)
+		if err != nil {
+			obs.Lists[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error()}
+			continue
+		}
+		obs.Lists[key] = reconcile.ScopeList{Scope: scope, Complete: true, Runners: runners}
+		if fresh != nil {
+			ledger.Lists[key] = *fresh
+		}
+	}
+	res.Observation = obs
+
+	res.Class = reconcile.Classify(obs, s.Policy, ledger.Marks)
+	res.Confirmation = reconcile.Confirm(now, res.Class, ledger.Marks, s.Hold)
+	var ready []reconcile.Candidate
+	for _, c := range res.Confirmation.Candidates {
+		if c.Ready {
+			ready = append(ready, c)
+		} else {
+			res.Pending = append(res.Pending, c)
+		}
+	}
+
+	if mode != Audit {
+		ledger.Marks = res.Confirmation.Marks
+		// Save before acting: if another sweep saved since we loaded,
+		// it may be acting on the same verdicts, so this one must not.
+		version, err = s.Ledger.Save(ctx, ledger, version)
+		if err != nil {
+			res.Status, res.Err = Failed, fmt.Errorf("save ledger before acting (no action taken): %w", err)
+			return res
+		}
+	}
+
+	res.Outcomes = s.Reaper(mode != Act).Reap(ctx, res.Class.ManagedPods, ready)
+
+	if mode == Act {
+		if cleared := clearActed(ledger.Marks, res.Outcomes); cleared > 0 {
+			if _, err := s.Ledger.Save(ctx, ledger, version); err != nil {
+				// The marks only point at objects that are gone or
+				// busy now; the next sweep clears them anyway.
+				s.Log.Warn("save ledger after acting", slog.String("error", err.Error()))
+			}
+		}
+	}
+
+	res.Status = Complete
+	if len(res.Class.Skipped) > 0 {
+		res.Status = Degraded
+	}
+	var failed []error
+	for _, o := range res.Outcomes {
+		if o.Result == reap.Failed {
+			failed = append(failed, o.Err)
+		}
+	}
+	if len(failed) > 0 {
+		res.Status, res.Err = Failed, fmt.Errorf("%d action(s) failed: %w", len(failed), errors.Join(failed...))
+	}
+	return res
+}
+
+// clearActed drops the marks of candidates that are finished with: deleted,
+// gone already, or spared because GitHub said busy (the protocol clears
+// that mark).
+func clearActed(marks map[string]reconcile.Mark, outs []reap.Outcome) int {
+	n := 0
+	for _, o := range outs {
+		switch o.Result {
+		case reap.Done, reap.AlreadyGone, reap.SparedBusy, reap.SkippedRegistered:
+			if _, ok := marks[o.Candidate.Key]; ok {
+				delete(marks, o.Candidate.Key)
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func counts(c Counter) httpcount.Counts {
+	if c == nil {
+		return httpcount.Counts{}
+	}
+	return c.Counts()
+}

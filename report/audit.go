@@ -1,0 +1,130 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+)
+
+// Row is one line of the audit: a verdict, and what a sweep would do about
+// it and when.
+type Row struct {
+	Verdict    string    `json:"verdict"`
+	Namespace  string    `json:"namespace,omitempty"`
+	Pod        string    `json:"pod,omitempty"`
+	RunnerName string    `json:"runner_name,omitempty"`
+	RunnerID   int64     `json:"runner_id,omitempty"`
+	Scope      string    `json:"scope"`
+	AgeSeconds float64   `json:"age_seconds"`
+	Evidence   string    `json:"evidence"`
+	ExitClass  string    `json:"exit_class,omitempty"`
+	Would      string    `json:"would"`
+	MaturesAt  time.Time `json:"matures_at,omitzero"`
+}
+
+// Rows lists what the sweep found: actionable candidates in act order, then
+// those waiting for their marks to mature, soonest first.
+func Rows(res sweep.Result) []Row {
+	rows := make([]Row, 0, len(res.Outcomes)+len(res.Pending))
+	for _, o := range res.Outcomes {
+		r := row(res.Started, o.Candidate)
+		switch o.Result {
+		case reap.WouldDelete:
+			r.Would = "now: " + strings.ReplaceAll(o.Action, "-", " ")
+		case reap.Deferred:
+			r.Would = "deferred: over this sweep's bound"
+		default:
+			r.Would = string(o.Result)
+		}
+		rows = append(rows, r)
+	}
+	pending := append([]reconcile.Candidate(nil), res.Pending...)
+	reconcile.Order(pending)
+	for _, c := range pending {
+		r := row(res.Started, c)
+		r.MaturesAt = c.MatureAt
+		if c.Mark.FirstSeen.Equal(res.Started) {
+			r.Would = "mark: first seen now, confirm on a later sweep"
+		} else {
+			r.Would = "wait: mark not yet confirmed"
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func row(now time.Time, c reconcile.Candidate) Row {
+	r := Row{Verdict: string(c.Verdict), Scope: c.ScopeKey, Evidence: c.Evidence}
+	if c.Pod != nil {
+		r.Namespace, r.Pod, r.RunnerName = c.Pod.Namespace, c.Pod.Name, c.Pod.RunnerName
+		r.AgeSeconds = now.Sub(c.Pod.CreatedAt).Seconds()
+	} else if !c.Mark.FirstSeen.IsZero() {
+		r.AgeSeconds = now.Sub(c.Mark.FirstSeen).Seconds()
+	}
+	if c.Registration != nil {
+		r.RunnerID, r.RunnerName = c.Registration.ID, c.Registration.Name
+	}
+	if c.Exit != nil {
+		r.ExitClass = string(c.Exit.Class)
+	}
+	return r
+}
+
+// WriteTable prints the audit for a person.
+func WriteTable(w io.Writer, res sweep.Result) error {
+	rows := Rows(res)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERDICT\tPOD\tRUNNER\tSCOPE\tAGE\tWOULD\tMATURES\tEVIDENCE")
+	for _, r := range rows {
+		pod, runner, matures := "-", "-", "-"
+		if r.Pod != "" {
+			pod = r.Namespace + "/" + r.Pod
+		}
+		if r.RunnerName != "" {
+			runner = r.RunnerName
+			if r.RunnerID != 0 {
+				runner += fmt.Sprintf(" (#%d)", r.RunnerID)
+			}
+		}
+		if !r.MaturesAt.IsZero() {
+			matures = r.MaturesAt.UTC().Format(time.TimeOnly) + " (in " + r.MaturesAt.Sub(res.Started).Round(time.Second).String() + ")"
+		}
+		evidence := r.Evidence
+		if r.ExitClass != "" {
+			evidence = "[" + r.ExitClass + "] " + evidence
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Verdict, pod, runner, r.Scope,
+			(time.Duration(r.AgeSeconds) * time.Second).String(), r.Would, matures, evidence)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write audit table: %w", err)
+	}
+	for _, s := range res.Class.Skipped {
+		if _, err := fmt.Fprintf(w, "scope %s skipped: %s\n", s.ScopeKey, s.Reason); err != nil {
+			return fmt.Errorf("write audit table: %w", err)
+		}
+	}
+	_, err := fmt.Fprintf(w, "%d pod(s), %d finding(s), %d ready, %d waiting for confirmation\n",
+		len(res.Observation.Pods), len(rows), len(res.Outcomes), len(res.Pending))
+	if err != nil {
+		return fmt.Errorf("write audit table: %w", err)
+	}
+	return nil
+}
+
+// WriteJSON prints the audit rows for machines.
+func WriteJSON(w io.Writer, res sweep.Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(Rows(res)); err != nil {
+		return fmt.Errorf("write audit json: %w", err)
+	}
+	return nil
+}

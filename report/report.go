@@ -1,0 +1,172 @@
+// Package report turns a sweep's result into what people and machines read
+// afterwards: one JSON line per action, one summary line per sweep, and the
+// audit table. Field names are a contract: dashboards and alerts key on them.
+package report
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+)
+
+// Log writes a sweep's lines: warnings for skipped scopes and mass
+// suspicion first, then one line per ready candidate, then the summary.
+func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
+	for _, s := range res.Class.Skipped {
+		log.LogAttrs(ctx, slog.LevelWarn, "scope skipped",
+			slog.String("scope", s.ScopeKey), slog.String("reason", s.Reason),
+			slog.String("effect", "no GitHub-based verdict for this scope's pods; their marks are held"))
+	}
+	for _, m := range res.Confirmation.MassSuspicion {
+		log.LogAttrs(ctx, slog.LevelWarn, "mass suspicion",
+			slog.String("scope", m.ScopeKey), slog.Int("newly_suspect", m.NewlySuspect), slog.Int("pods", m.Pods),
+			slog.String("effect", "confirmation and bounds still apply; check GitHub's status before raising the bounds"))
+	}
+	for _, o := range res.Outcomes {
+		level := slog.LevelInfo
+		if o.Result == reap.Failed || o.EventErr != nil {
+			level = slog.LevelError
+		}
+		log.LogAttrs(ctx, level, "action", actionAttrs(res.Started, o)...)
+	}
+	log.LogAttrs(ctx, summaryLevel(res), "sweep", summaryAttrs(res)...)
+}
+
+func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
+	c := o.Candidate
+	a := []slog.Attr{
+		slog.String("verdict", string(c.Verdict)),
+		slog.String("evidence", c.Evidence),
+		slog.String("scope", c.ScopeKey),
+		slog.String("action", o.Action),
+		slog.String("result", string(o.Result)),
+		slog.Bool("dry_run", o.DryRun),
+	}
+	ns, pod, runnerName := "", "", ""
+	var runnerID int64
+	if c.Pod != nil {
+		ns, pod, runnerName = c.Pod.Namespace, c.Pod.Name, c.Pod.RunnerName
+		a = append(a, slog.Float64("pod_age_seconds", now.Sub(c.Pod.CreatedAt).Seconds()))
+	}
+	if c.Registration != nil {
+		runnerID, runnerName = c.Registration.ID, c.Registration.Name
+	}
+	a = append(a, slog.String("namespace", ns), slog.String("pod", pod),
+		slog.Int64("runner_id", runnerID), slog.String("runner_name", runnerName))
+	if !c.Mark.FirstSeen.IsZero() {
+		a = append(a, slog.Float64("mark_age_seconds", now.Sub(c.Mark.FirstSeen).Seconds()))
+	}
+	if c.Verdict == reconcile.Zombie {
+		a = append(a, slog.Bool("registration_gone", c.Gone))
+	}
+	if e := c.Exit; e != nil {
+		a = append(a, slog.Int("exit_code", int(e.Code)), slog.Int("signal", int(e.Signal)),
+			slog.String("reason", e.Reason), slog.String("exit_class", string(e.Class)),
+			slog.Bool("exit_from_last_state", e.FromLastState))
+	}
+	if o.Registration != "" {
+		a = append(a, slog.String("registration_result", string(o.Registration)))
+	}
+	if o.Pod != "" {
+		a = append(a, slog.String("pod_result", string(o.Pod)))
+	}
+	if o.ServiceAccount != "" {
+		a = append(a, slog.String("serviceaccount_result", string(o.ServiceAccount)))
+	}
+	if o.Err != nil {
+		a = append(a, slog.String("error", o.Err.Error()))
+	}
+	if o.EventErr != nil {
+		a = append(a, slog.String("event_error", o.EventErr.Error()))
+	}
+	return a
+}
+
+func summaryLevel(res sweep.Result) slog.Level {
+	switch res.Status {
+	case sweep.Complete:
+		return slog.LevelInfo
+	case sweep.Degraded:
+		return slog.LevelWarn
+	default:
+		return slog.LevelError
+	}
+}
+
+func summaryAttrs(res sweep.Result) []slog.Attr {
+	verdicts := map[string]int{}
+	for _, c := range res.Confirmation.Candidates {
+		verdicts[string(c.Verdict)]++
+	}
+	results := map[string]int{}
+	for _, o := range res.Outcomes {
+		results[string(o.Result)]++
+	}
+	if len(res.Pending) > 0 {
+		results["pending-confirmation"] = len(res.Pending)
+	}
+	skipped := make([]string, 0, len(res.Class.Skipped))
+	for _, s := range res.Class.Skipped {
+		skipped = append(skipped, s.ScopeKey)
+	}
+	registrations := 0
+	for _, l := range res.Observation.Lists {
+		registrations += len(l.Runners)
+	}
+	a := []slog.Attr{
+		slog.String("mode", modeName(res.Mode)),
+		slog.Bool("dry_run", res.Mode != sweep.Act),
+		slog.Int("status", int(res.Status)),
+		slog.Int64("duration_ms", res.Duration.Milliseconds()),
+		slog.Int("pods_observed", len(res.Observation.Pods)),
+		slog.Int("registrations_observed", registrations),
+		slog.Int("scopes", len(res.Observation.Lists)),
+		slog.Any("scopes_skipped", skipped),
+		countsGroup("verdicts", verdicts),
+		countsGroup("results", results),
+		slog.Int("protected_busy", res.Class.Protected),
+		slog.Int("unscoped_pods", res.Class.Unscoped),
+		slog.Int("marks", len(res.Confirmation.Marks)),
+		slog.Int("marks_cleared", len(res.Confirmation.Cleared)),
+		slog.Int("marks_held", len(res.Confirmation.Held)),
+		slog.Int("mass_suspicion_scopes", len(res.Confirmation.MassSuspicion)),
+		slog.Int64("github_requests", res.GitHub.Requests),
+		slog.Int64("github_not_modified", res.GitHub.NotModified),
+		slog.Int64("kube_requests", res.Kube.Requests),
+	}
+	if res.Err != nil {
+		a = append(a, slog.String("error", res.Err.Error()))
+	}
+	return a
+}
+
+// countsGroup renders a count map with sorted keys, so that two summaries
+// of the same sweep are byte-identical.
+func countsGroup(name string, m map[string]int) slog.Attr {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	attrs := make([]any, 0, len(keys))
+	for _, k := range keys {
+		attrs = append(attrs, slog.Int(k, m[k]))
+	}
+	return slog.Group(name, attrs...)
+}
+
+func modeName(m sweep.Mode) string {
+	switch m {
+	case sweep.Act:
+		return "sweep"
+	case sweep.DryRun:
+		return "dry-run"
+	default:
+		return "audit"
+	}
+}
