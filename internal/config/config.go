@@ -106,7 +106,11 @@ func Load(inCluster bool, podNamespace string) (Config, error) {
 	var problems []Problem
 	if err := envconfig.CheckDisallowed(Prefix, &s); err != nil {
 		name := strings.TrimPrefix(err.Error(), "unknown environment variable ")
-		problems = append(problems, Problem{Var: name, What: "is not a variable runner-reaper reads (a typo?); see the README's configuration table"})
+		p := Problem{Var: name, What: "is not a variable runner-reaper reads; see the README's configuration table"}
+		if field, ok := nearest(name); ok {
+			p.What = "is not a variable runner-reaper reads; did you mean " + key(field) + "? (example: " + key(field) + "=" + example(field) + ")"
+		}
+		problems = append(problems, p)
 	}
 	if err := envconfig.Process(Prefix, &s); err != nil {
 		var pe *envconfig.ParseError
@@ -148,6 +152,45 @@ func example(field string) string {
 		return ""
 	}
 	return f.Tag.Get("example")
+}
+
+// nearest finds the spec field whose variable a typo most likely meant:
+// the same letters without underscores, or at most three edits away.
+func nearest(name string) (string, bool) {
+	squash := func(s string) string { return strings.ReplaceAll(s, "_", "") }
+	t := reflect.TypeOf(spec{})
+	best, bestDist := "", 4
+	for i := range t.NumField() {
+		f := t.Field(i).Name
+		if squash(key(f)) == squash(name) {
+			return f, true
+		}
+		if d := editDistance(key(f), name); d < bestDist {
+			best, bestDist = f, d
+		}
+	}
+	return best, best != ""
+}
+
+// editDistance is Levenshtein's distance, for typo suggestions only.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // key is a field's variable name, so messages and the spec cannot drift.

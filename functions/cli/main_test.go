@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
+
+const secret = "ghp_cli_test_secret_value"
+
+// world is a namespace with one dead runner pod and one zombie, a
+// simulator, and the environment the CLI reads.
+type world struct {
+	ns  string
+	sim *ghsim.Sim
+}
+
+func setup(t *testing.T) world {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "REAPER_") {
+			k, _, _ := strings.Cut(kv, "=")
+			t.Setenv(k, "")
+			require.NoError(t, os.Unsetenv(k))
+		}
+	}
+	sim := ghsim.New(ghsim.Options{Token: secret})
+	url, err := sim.Start()
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	sim.AddScope("org:acme")
+	sim.AddRunner("org:acme", ghsim.Runner{Name: "acme-zombie", OS: "linux", Status: "offline"})
+	ns := env.Namespace(t, "cli")
+	kubeconfig, err := env.Kubeconfig(t.TempDir())
+	require.NoError(t, err)
+	t.Setenv("KUBECONFIG", kubeconfig)
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for k, v := range map[string]string{
+		"REAPER_SCOPES":         "org:acme",
+		"REAPER_NAMESPACES":     ns,
+		"REAPER_GITHUB_TOKEN":   secret,
+		"REAPER_GITHUB_API_URL": url,
+		"REAPER_LEDGER":         "configmap:" + ns + "/reaper-ledger",
+	} {
+		t.Setenv(k, v)
+	}
+	makePod(t, ns, "acme-dead", corev1.PodFailed, &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"})
+	makePod(t, ns, "acme-zombie", corev1.PodRunning, nil)
+	return world{ns: ns, sim: sim}
+}
+
+func makePod(t *testing.T, ns, name string, phase corev1.PodPhase, term *corev1.ContainerStateTerminated) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := env.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			"actions-ephemeral-runner": "True", "actions.github.com/organization": "acme"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Image: "runner"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	cs := corev1.ContainerStatus{Name: "runner", Image: "runner"}
+	if term != nil {
+		cs.State.Terminated = term
+	} else {
+		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}
+	}
+	p.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{cs}}
+	_, err = env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+func (w world) podExists(t *testing.T, name string) bool {
+	t.Helper()
+	_, err := env.Client.CoreV1().Pods(w.ns).Get(context.Background(), name, metav1.GetOptions{})
+	return err == nil
+}
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestSweepExitsZeroAndReapsTerminal(t *testing.T) {
+	w := setup(t)
+	code, out, stderr := runCLI("sweep")
+	assert.Equal(t, 0, code, stderr)
+	assert.False(t, w.podExists(t, "acme-dead"))
+	assert.True(t, w.podExists(t, "acme-zombie"), "a zombie waits for confirmation")
+	assert.Contains(t, out, `"msg":"action"`)
+	assert.Contains(t, out, `"exit_class":"oom-host"`)
+	assert.Contains(t, out, `"msg":"sweep"`)
+	assert.NotContains(t, out+stderr, secret, "safety rule 5: no secret in any line")
+}
+
+func TestBadConfigurationExitsTwoAndTouchesNothing(t *testing.T) {
+	cases := map[string][2]string{
+		"bad duration":    {"REAPER_CONFIRM_AFTER", "5 minutes"},
+		"bad scope":       {"REAPER_SCOPES", "team:acme"},
+		"bad selector":    {"REAPER_POD_SELECTOR", "app in (x"},
+		"typo'd variable": {"REAPER_DRYRUN", "true"},
+	}
+	for name, kv := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := setup(t)
+			t.Setenv(kv[0], kv[1])
+			code, out, stderr := runCLI("sweep")
+			assert.Equal(t, 2, code)
+			assert.Contains(t, stderr, kv[0], "the message names the variable")
+			assert.Contains(t, stderr, "example", "the message gives a right example")
+			assert.Empty(t, out)
+			assert.Empty(t, w.sim.Requests(), "nothing was asked of GitHub")
+			assert.True(t, w.podExists(t, "acme-dead"), "nothing was deleted")
+			assert.NotContains(t, stderr, secret)
+		})
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, args := range [][]string{{}, {"reap"}, {"audit", "--output", "yaml"}, {"sweep", "--force"}} {
+		code, _, _ := runCLI(args...)
+		assert.Equal(t, 2, code, "%v", args)
+	}
+}
+
+func TestAuditPrintsTableAndChangesNothing(t *testing.T) {
+	w := setup(t)
+	code, out, stderr := runCLI("audit")
+	assert.Equal(t, 0, code, stderr)
+	assert.True(t, w.podExists(t, "acme-dead"), "an audit deletes nothing")
+	for _, want := range []string{"VERDICT", "terminal", w.ns + "/acme-dead", "now: delete pod", "[oom-host]", "zombie", "acme-zombie", "mark: first seen now"} {
+		assert.Contains(t, out, want)
+	}
+	_, err := env.Client.CoreV1().ConfigMaps(w.ns).Get(context.Background(), "reaper-ledger", metav1.GetOptions{})
+	assert.Error(t, err, "an audit writes no ledger")
+
+	code, out, _ = runCLI("audit", "--output", "json")
+	assert.Equal(t, 0, code)
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	assert.Len(t, rows, 2)
+}
+
+func TestDegradedScopeExitsThree(t *testing.T) {
+	w := setup(t)
+	w.sim.Fault("org:acme", "list", ghsim.Fault{Status: 502})
+	code, out, _ := runCLI("sweep")
+	assert.Equal(t, 3, code)
+	assert.Contains(t, out, `"msg":"scope skipped"`)
+	assert.False(t, w.podExists(t, "acme-dead"), "the kubelet's word needs no list")
+}
+
+func TestCannotObserveExitsOne(t *testing.T) {
+	w := setup(t)
+	// Credentials GitHub refuses are a skipped scope; a kubeconfig that
+	// points nowhere is a sweep that cannot observe.
+	t.Setenv("KUBECONFIG", writeKubeconfig(t, "https://127.0.0.1:1"))
+	code, _, stderr := runCLI("sweep")
+	assert.Equal(t, 1, code, stderr)
+	assert.True(t, w.podExists(t, "acme-dead"))
+}
+
+func TestWrongTokenNeverLogged(t *testing.T) {
+	setup(t)
+	wrong := "ghp_wrong_token_must_not_leak"
+	t.Setenv("REAPER_GITHUB_TOKEN", wrong)
+	code, out, stderr := runCLI("sweep")
+	assert.Equal(t, 3, code, "GitHub refusing the token skips the scope")
+	assert.NotContains(t, out+stderr, wrong)
+}
+
+func writeKubeconfig(t *testing.T, server string) string {
+	t.Helper()
+	path := t.TempDir() + "/kubeconfig"
+	cfg := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "` + server + `", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+	return path
+}
