@@ -44,8 +44,11 @@ test: envtest-assets vet
 unit:
 	$(GO) test -count=1 ./reconcile/... ./ghclient/... ./state/... ./internal/config/...
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./reconcile/...
+# The pure classify-and-plan benchmark, then whole sweeps over a fleet of
+# 10,000 pods on the real API server and 10,000 registrations in 100 scopes.
+bench: envtest-assets
+	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
+	$(GO) test -run '^$$' -bench SweepFleet -benchtime 10x -benchmem ./reconcile/sweep/
 
 demo:
 	@echo "The demo arrives with the GitHub simulator (see the next release)."

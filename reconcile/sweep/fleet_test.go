@@ -1,0 +1,226 @@
+package sweep_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/internal/app"
+	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/kube"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+)
+
+const (
+	orgScope = "org:acme"
+	token    = "ghp_test_secret_token"
+)
+
+// clock is a settable time source, so confirm-after can pass without the
+// test waiting for it.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// rig is one test's world: a namespace on the real API server, a GitHub
+// simulator, and a sweeper wired the way the CLI wires it.
+type rig struct {
+	t     testing.TB
+	ns    string
+	sim   *ghsim.Sim
+	url   string
+	cfg   config.Config
+	clock *clock
+	logs  *bytes.Buffer
+	mu    sync.Mutex
+}
+
+func newRig(t testing.TB, mods ...func(*config.Config)) *rig {
+	t.Helper()
+	sim := ghsim.New(ghsim.Options{Token: token})
+	url, err := sim.Start()
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	sim.AddScope(orgScope)
+	ns := env.Namespace(t, "sweep")
+	scope, err := reconcile.ParseScope(orgScope)
+	require.NoError(t, err)
+	cfg := config.Config{
+		Scopes:          []reconcile.Scope{scope},
+		Namespaces:      []string{ns},
+		PodSelector:     "actions-ephemeral-runner=True",
+		RunnerContainer: "runner",
+		RunnerName:      kube.Source{Kind: kube.PodName},
+		StampLabel:      "pool.example.com/claimed-by",
+		Policy: reconcile.Policy{
+			RegistrationDeadline: 10 * time.Minute,
+			StampEnabled:         true,
+			GhostNamePrefix:      "acme-",
+		},
+		Hold:            reconcile.Hold{ConfirmAfter: 5 * time.Minute, StampMaxAge: 5 * time.Minute, MassSuspicionFraction: 0.5, MassSuspicionMin: 5},
+		Limits:          reconcile.Limits{MaxActions: 50, MaxFraction: 1},
+		Ledger:          config.Ledger{Kind: config.LedgerConfigMap, Namespace: ns, Name: "runner-reaper-ledger"},
+		KubeConcurrency: 4,
+		GitHub:          config.GitHub{APIURL: url, Token: token, Timeout: 5 * time.Second},
+	}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	return &rig{t: t, ns: ns, sim: sim, url: url, cfg: cfg, clock: &clock{now: time.Now()}, logs: &bytes.Buffer{}}
+}
+
+// sweeper builds a fresh Sweeper each time, as each CronJob run does: the
+// process keeps nothing, only the ledger carries over.
+func (r *rig) sweeper() *sweep.Sweeper {
+	r.t.Helper()
+	s, err := app.Build(r.cfg, env.Config, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+	require.NoError(r.t, err)
+	s.Now = r.clock.Now
+	return s
+}
+
+func (r *rig) logWriter() *lockedWriter { return &lockedWriter{mu: &r.mu, buf: r.logs} }
+
+type lockedWriter struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (r *rig) run(mode sweep.Mode) sweep.Result {
+	r.t.Helper()
+	s := r.sweeper()
+	return app.Sweep(context.Background(), s, mode, s.Log)
+}
+
+// lines returns the JSON log lines with the given msg.
+func (r *rig) lines(msg string) []map[string]any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(r.logs.String(), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(r.t, json.Unmarshal([]byte(l), &m), l)
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// podState is how a kubelet would have left a pod.
+type podState struct {
+	phase    corev1.PodPhase
+	running  bool
+	term     *corev1.ContainerStateTerminated
+	lastTerm *corev1.ContainerStateTerminated
+	noStatus bool
+	stamped  bool
+}
+
+// pod creates a runner pod the way ARC labels it, and writes its status
+// through the status subresource as a kubelet would.
+func (r *rig) pod(name string, st podState) *corev1.Pod {
+	r.t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{
+		"actions-ephemeral-runner":        "True",
+		"actions.github.com/organization": "acme",
+	}
+	if st.stamped {
+		labels["pool.example.com/claimed-by"] = "job-1234"
+	}
+	p, err := env.Client.CoreV1().Pods(r.ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(r.t, err)
+	phase := st.phase
+	if phase == "" {
+		phase = corev1.PodRunning
+	}
+	p.Status.Phase = phase
+	p.Status.StartTime = &p.CreationTimestamp
+	if !st.noStatus {
+		cs := corev1.ContainerStatus{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest", Ready: st.running}
+		switch {
+		case st.term != nil:
+			cs.State.Terminated = st.term
+		case st.running:
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}
+		default:
+			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+		}
+		if st.lastTerm != nil {
+			cs.LastTerminationState.Terminated = st.lastTerm
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+	}
+	p, err = env.Client.CoreV1().Pods(r.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(r.t, err)
+	return p
+}
+
+func (r *rig) podExists(name string) bool {
+	r.t.Helper()
+	_, err := env.Client.CoreV1().Pods(r.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	require.NoError(r.t, err)
+	return true
+}
+
+func (r *rig) runner(name, status string, busy bool) ghsim.Runner {
+	x := ghRunner(name)
+	x.Status, x.Busy = status, busy
+	return r.sim.AddRunner(orgScope, x)
+}
+
+func (r *rig) runnerExists(id int64) bool {
+	for _, x := range r.sim.Runners(orgScope) {
+		if x.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func terminated(code int32, signal int32, reason string) *corev1.ContainerStateTerminated {
+	now := metav1.Now()
+	return &corev1.ContainerStateTerminated{ExitCode: code, Signal: signal, Reason: reason, StartedAt: now, FinishedAt: now}
+}
+
+func running() podState { return podState{running: true} }
+
+func ghRunner(name string) ghsim.Runner {
+	return ghsim.Runner{Name: name, OS: "linux", Status: "online",
+		Labels: []ghsim.Label{{ID: 1, Name: "self-hosted", Type: "read-only"}}}
+}

@@ -1,0 +1,60 @@
+package sweep_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+)
+
+// Requests per sweep are counted exactly: one pod list per namespace page,
+// plus, per scope, ceil(runners / 100) list pages; the ledger costs one get
+// and one write. A second sweep with nothing changed is answered 304 on
+// every page, which costs no rate limit.
+func TestRequestsPerSweep(t *testing.T) {
+	second := env.Namespace(t, "sweep-b")
+	repo, err := reconcile.ParseScope("repo:acme/web")
+	require.NoError(t, err)
+	r := newRig(t, func(c *config.Config) {
+		c.Namespaces = append(c.Namespaces, second)
+		c.Scopes = append(c.Scopes, repo)
+	})
+	r.sim.AddScope("repo:acme/web")
+	for i := 0; i < 250; i++ {
+		r.runner(fmt.Sprintf("acme-%03d", i), "online", false)
+		if i < 20 {
+			r.pod(fmt.Sprintf("acme-%03d", i), running())
+		}
+	}
+	for i := 0; i < 100; i++ {
+		r.sim.AddRunner("repo:acme/web", ghRunner(fmt.Sprintf("web-%03d", i)))
+	}
+	budget := r.sim.RateRemaining()
+
+	first := r.run(sweep.Act)
+	require.NoError(t, first.Err)
+	// 3 pages for 250 runners + 1 page for 100.
+	assert.EqualValues(t, 4, first.GitHub.Requests)
+	assert.EqualValues(t, 0, first.GitHub.NotModified)
+	// 2 namespaces, one page each; ledger get; ledger create.
+	assert.EqualValues(t, 4, first.Kube.Requests)
+	assert.Equal(t, budget-4, r.sim.RateRemaining())
+
+	again := r.run(sweep.Act)
+	require.NoError(t, again.Err)
+	assert.EqualValues(t, 4, again.GitHub.Requests)
+	assert.EqualValues(t, 4, again.GitHub.NotModified, "every unchanged page is answered 304")
+	assert.EqualValues(t, 4, again.Kube.Requests)
+	assert.Equal(t, budget-4, r.sim.RateRemaining(), "304s cost no rate limit")
+
+	summary := r.lines("sweep")
+	require.Len(t, summary, 2)
+	assert.EqualValues(t, 4, summary[1]["github_requests"])
+	assert.EqualValues(t, 4, summary[1]["github_not_modified"])
+	assert.EqualValues(t, 4, summary[1]["kube_requests"])
+}
