@@ -3,24 +3,33 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// RESTConfig finds the cluster to sweep. Run as a CronJob, the reaper talks to
-// its own cluster as its ServiceAccount, so in-cluster config comes first; run
-// by hand for an audit, it uses whatever kubectl would (KUBECONFIG, else
-// ~/.kube/config). The error names both attempts, because "no configuration"
-// alone does not say whether the pod lacked its token or the laptop its file.
+// RESTConfig finds the cluster to sweep. A KUBECONFIG that is set says which
+// cluster a person means, so it wins, as it does for controller-runtime and
+// kubectl, even inside a pod. Otherwise, run as a CronJob, the reaper talks to
+// its own cluster as its ServiceAccount; run by hand, it uses ~/.kube/config.
+// The error names every attempt, because "no configuration" alone does not
+// say whether the pod lacked its token or the laptop its file.
 func RESTConfig() (*rest.Config, error) {
-	return restConfig(rest.InClusterConfig, clientcmd.NewDefaultClientConfigLoadingRules())
+	return restConfig(os.Getenv(clientcmd.RecommendedConfigPathEnvVar), rest.InClusterConfig, clientcmd.NewDefaultClientConfigLoadingRules())
 }
 
-// restConfig is RESTConfig with its two sources passed in, so that both
-// orders of success and failure can be tested outside a pod.
-func restConfig(inCluster func() (*rest.Config, error), rules *clientcmd.ClientConfigLoadingRules) (*rest.Config, error) {
+// restConfig is RESTConfig with its sources passed in, so that every order
+// of success and failure can be tested outside a pod.
+func restConfig(explicit string, inCluster func() (*rest.Config, error), rules *clientcmd.ClientConfigLoadingRules) (*rest.Config, error) {
+	if explicit != "" {
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("cluster config from KUBECONFIG=%s: %w", explicit, err)
+		}
+		return cfg, nil
+	}
 	cfg, inErr := inCluster()
 	if inErr == nil {
 		return cfg, nil

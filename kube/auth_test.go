@@ -64,20 +64,27 @@ current-context: x
 
 	tests := []struct {
 		name      string
+		explicit  bool
 		inCluster func() (*rest.Config, error)
 		path      string
 		wantHost  string
 		wantErr   []string
 	}{
-		{"in a pod", inCluster, kubeconfig, "https://10.0.0.1:443", nil},
-		{"not in a pod: kubeconfig", notInCluster, kubeconfig, "https://from-kubeconfig.example:6443", nil},
-		{"in a pod without a token: kubeconfig", noToken, kubeconfig, "https://from-kubeconfig.example:6443", nil},
-		{"neither", notInCluster, missing, "", []string{"not running in a pod", "KUBERNETES_SERVICE_HOST", "kubeconfig (tried " + missing}},
-		{"in-cluster broken and no kubeconfig", noToken, missing, "", []string{"in-cluster config failed", "serviceaccount/token", "kubeconfig (tried " + missing}},
+		{"in a pod", false, inCluster, kubeconfig, "https://10.0.0.1:443", nil},
+		{"in a pod with KUBECONFIG set: KUBECONFIG wins", true, inCluster, kubeconfig, "https://from-kubeconfig.example:6443", nil},
+		{"KUBECONFIG set but missing: an error, not another cluster", true, inCluster, missing, "", []string{"KUBECONFIG=" + missing}},
+		{"not in a pod: kubeconfig", false, notInCluster, kubeconfig, "https://from-kubeconfig.example:6443", nil},
+		{"in a pod without a token: kubeconfig", false, noToken, kubeconfig, "https://from-kubeconfig.example:6443", nil},
+		{"neither", false, notInCluster, missing, "", []string{"not running in a pod", "KUBERNETES_SERVICE_HOST", "kubeconfig (tried " + missing}},
+		{"in-cluster broken and no kubeconfig", false, noToken, missing, "", []string{"in-cluster config failed", "serviceaccount/token", "kubeconfig (tried " + missing}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := restConfig(tc.inCluster, &clientcmd.ClientConfigLoadingRules{ExplicitPath: tc.path})
+			explicit := ""
+			if tc.explicit {
+				explicit = tc.path
+			}
+			cfg, err := restConfig(explicit, tc.inCluster, &clientcmd.ClientConfigLoadingRules{ExplicitPath: tc.path})
 			if tc.wantErr != nil {
 				require.Error(t, err)
 				for _, s := range tc.wantErr {
