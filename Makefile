@@ -16,10 +16,15 @@ build:
 
 # Debian packages the tests need; installed only when missing, so the second
 # run on a machine costs nothing.
+# kubectl comes with the machine image; Debian's kubernetes-client stands in
+# where it does not.
 deps:
-	@if ! command -v etcd >/dev/null 2>&1 || ! command -v kubectl >/dev/null 2>&1; then \
-		echo "installing etcd-server and kubectl from Debian"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server kubectl >/dev/null; \
+	@pkgs=""; \
+	command -v etcd >/dev/null 2>&1 || pkgs="$$pkgs etcd-server"; \
+	command -v kubectl >/dev/null 2>&1 || pkgs="$$pkgs kubernetes-client"; \
+	if [ -n "$$pkgs" ]; then \
+		echo "installing from Debian:$$pkgs"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
 	fi
 
 # kube-apiserver is built from the k8s.io/kubernetes module in a tools module
