@@ -1,0 +1,94 @@
+package sweep_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/internal/app"
+	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+)
+
+// leastPrivilege is every permission a sweep with the default options
+// needs, and nothing more: no ServiceAccount deletes, no cluster scope.
+func leastPrivilege() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{"runner-reaper-ledger"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update"}, ResourceNames: []string{"runner-reaper-ledger"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+	}
+}
+
+// Safety rule 5: the sweep needs no more than its actions; with any one
+// permission taken away it says which action was refused, and never
+// deletes what it could not first record or mark.
+func TestSafetyRule5LeastPrivilege(t *testing.T) {
+	cases := []struct {
+		name    string
+		drop    int // index into leastPrivilege; -1 drops nothing
+		status  sweep.Status
+		podGone bool
+		want    string // in the logs
+	}{
+		{"exactly the needed rules: the whole job", -1, sweep.Complete, true, `"result":"deleted"`},
+		{"no pod list: cannot observe, deletes nothing", 0, sweep.Failed, false, `observe pods`},
+		{"no pod delete: the refusal is an action error", 1, sweep.Failed, false, `delete pod`},
+		{"no event create: the pod goes, the missing Event is reported", 2, sweep.Complete, true, `"event_error"`},
+		{"no ledger read: cannot observe, deletes nothing", 3, sweep.Failed, false, `load ledger`},
+		{"no ledger write: no action at all", 4, sweep.Failed, false, `save ledger before acting`},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.pod("acme-dead", podState{phase: corev1.PodFailed, term: terminated(137, 0, "OOMKilled")})
+			rules := leastPrivilege()
+			if tc.drop >= 0 {
+				rules = append(rules[:tc.drop:tc.drop], rules[tc.drop+1:]...)
+			}
+			// Seed the ledger as an admin, so that "no ledger write"
+			// is an update refused, not a create.
+			if tc.drop == 4 {
+				_, err := env.Client.CoreV1().ConfigMaps(r.ns).Create(context.Background(), &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: "runner-reaper-ledger"}}, metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+			user := "reaper-" + string(rune('a'+i))
+			ctx := context.Background()
+			_, err := env.Client.RbacV1().Roles(r.ns).Create(ctx, &rbacv1.Role{
+				ObjectMeta: metav1.ObjectMeta{Name: "runner-reaper"}, Rules: rules}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			_, err = env.Client.RbacV1().RoleBindings(r.ns).Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: "runner-reaper"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "runner-reaper"},
+				Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
+			}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			cfg, err := env.AddUser(user)
+			require.NoError(t, err)
+
+			var logs bytes.Buffer
+			log := slog.New(slog.NewJSONHandler(&logs, nil))
+			s, err := app.Build(r.cfg, cfg, log)
+			require.NoError(t, err)
+			s.Now = r.clock.Now
+			res := app.Sweep(ctx, s, sweep.Act, log)
+			assert.Equal(t, tc.status, res.Status, logs.String())
+			assert.Equal(t, tc.podGone, !r.podExists("acme-dead"))
+			assert.Contains(t, logs.String(), tc.want)
+			if tc.status == sweep.Failed {
+				assert.True(t, strings.Contains(logs.String(), "forbidden"), "the log says what was refused: %s", logs.String())
+			}
+		})
+	}
+}
