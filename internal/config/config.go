@@ -254,12 +254,12 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 
 	switch {
 	case len(s.Namespaces) == 0:
-		bad("Namespaces", "is required: the namespaces of the runner pods, or * for all")
+		bad("Namespaces", "is required: the namespaces of the runner pods, comma-separated, or * for all")
 	case len(s.Namespaces) == 1 && s.Namespaces[0] == "*":
 	default:
 		for _, ns := range s.Namespaces {
 			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-				bad("Namespaces", fmt.Sprintf("%q is not a namespace name: %s", ns, strings.Join(errs, "; ")))
+				bad("Namespaces", fmt.Sprintf("%q is not a namespace name (lower-case letters, digits and '-'; or * alone for all)", ns))
 			}
 		}
 		c.Namespaces = s.Namespaces

@@ -17,10 +17,10 @@ const Prefix = "REAPER"
 // The example tag is shown in error messages.
 type spec struct {
 	Scopes          []string `split_words:"true" example:"org:acme,repo:acme/web,enterprise:acme-corp"`
-	Namespaces      []string `split_words:"true" example:"arc-runners (or * for all namespaces)"`
+	Namespaces      []string `split_words:"true" example:"arc-runners,arc-runners-gpu"`
 	PodSelector     string   `split_words:"true" default:"actions-ephemeral-runner=True" example:"app.kubernetes.io/component=runner"`
 	RunnerContainer string   `split_words:"true" default:"runner" example:"runner"`
-	RunnerNameFrom  string   `split_words:"true" default:"pod-name" example:"pod-name, label:KEY or annotation:KEY"`
+	RunnerNameFrom  string   `split_words:"true" default:"pod-name" example:"annotation:runners.example.com/github-name"`
 	ScopeLabel      string   `split_words:"true" example:"runners.example.com/github-scope"`
 
 	OwnerStampLabel string        `split_words:"true" example:"pool.example.com/claimed-by"`
@@ -35,15 +35,15 @@ type spec struct {
 	MassSuspicionFraction float64       `split_words:"true" default:"0.5" example:"0.5"`
 	MassSuspicionMin      int           `split_words:"true" default:"5" example:"5"`
 	DryRun                bool          `split_words:"true" default:"false" example:"true"`
-	Ledger                string        `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger or file:/var/lib/reaper/ledger.json"`
+	Ledger                string        `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger"`
 	DeleteServiceAccount  bool          `split_words:"true" default:"false" example:"true"`
 	KubeConcurrency       int           `split_words:"true" default:"4" example:"4"`
-	LogLevel              string        `split_words:"true" default:"info" example:"info, debug, warn or error"`
+	LogLevel              string        `split_words:"true" default:"info" example:"debug"`
 
-	GithubToken          string        `split_words:"true" example:"a token with admin on the scopes (never logged)"`
+	GithubToken          string        `split_words:"true" example:"ghp_xxxxxxxxxxxxxxxxxxxx"`
 	GithubAppId          int64         `split_words:"true" example:"123456"`
 	GithubInstallationId int64         `split_words:"true" example:"7890123"`
-	GithubPrivateKey     string        `split_words:"true" example:"-----BEGIN RSA PRIVATE KEY-----..."`
+	GithubPrivateKey     string        `split_words:"true" example:"\"$(cat app-private-key.pem)\""`
 	GithubPrivateKeyFile string        `split_words:"true" example:"/var/run/secrets/github/private-key.pem"`
 	GithubApiUrl         string        `split_words:"true" default:"https://api.github.com/" example:"https://ghes.example.com/api/v3/"`
 	GithubTimeout        time.Duration `split_words:"true" default:"30s" example:"30s"`
