@@ -1,55 +1,22 @@
 package ghclient
 
 import (
-	"bufio"
 	"context"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
-
-const modulePath = "github.com/runner-reaper/runner-reaper"
-
-// sharedFixture finds a file under shared/fixtures/github/, the directory
-// beside the module root, by walking up from the test's directory to the
-// go.mod that declares this module.
-func sharedFixture(t *testing.T, name string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if isModuleRoot(filepath.Join(dir, "go.mod")) {
-			return filepath.Join(dir, "..", "shared", "fixtures", "github", name)
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, dir, parent, "no go.mod declaring %s above the test directory", modulePath)
-		dir = parent
-	}
-}
-
-// isModuleRoot tells whether path is a go.mod whose first line declares
-// this module.
-func isModuleRoot(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	return s.Scan() && strings.TrimSpace(s.Text()) == "module "+modulePath
-}
 
 // TestContractRunnerPaginated decodes GitHub's own response example with
 // the same code that decodes live answers.
 func TestContractRunnerPaginated(t *testing.T) {
-	body, err := os.ReadFile(sharedFixture(t, "runner-paginated.json"))
+	body, err := os.ReadFile(testenv.Fixture(t, "github", "runner-paginated.json"))
 	require.NoError(t, err)
 
 	for _, sc := range scopeCases() {

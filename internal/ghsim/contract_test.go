@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-github/v60/github"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 )
 
 // TestContractFixtureBody proves that a scope holding the fixture's runners
@@ -22,7 +24,7 @@ import (
 // structurally, on each of the three list paths, and that go-github decodes
 // the sim's answer exactly as it decodes the fixture.
 func TestContractFixtureBody(t *testing.T) {
-	fixture, err := os.ReadFile(fixturePath(t, "runner-paginated.json"))
+	fixture, err := os.ReadFile(testenv.Fixture(t, "github", "runner-paginated.json"))
 	require.NoError(t, err)
 	var compact bytes.Buffer
 	require.NoError(t, json.Compact(&compact, fixture))

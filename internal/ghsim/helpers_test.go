@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -67,23 +65,6 @@ func decodeMap(t *testing.T, b []byte) map[string]any {
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(b, &m), "body %s", b)
 	return m
-}
-
-// fixturePath finds shared/fixtures/github/NAME beside the module root by
-// walking up from the test's directory to this module's go.mod.
-func fixturePath(t *testing.T, name string) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
-			strings.HasPrefix(string(b), "module github.com/runner-reaper/runner-reaper\n") {
-			return filepath.Join(dir, "..", "shared", "fixtures", "github", name)
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, dir, parent, "module root not found above the test directory")
-		dir = parent
-	}
 }
 
 // fixtureRunners are the two runners of runner-paginated.json.

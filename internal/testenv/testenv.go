@@ -157,3 +157,14 @@ func (e *Env) Namespace(t testing.TB, prefix string) string {
 	}
 	return ns.Name
 }
+
+// Fixture is the path of a file under ../shared/fixtures beside the
+// repository, e.g. Fixture(t, "github", "runner-paginated.json").
+func Fixture(t testing.TB, parts ...string) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatalf("find fixture %v: %v", parts, err)
+	}
+	return filepath.Join(append([]string{root, "..", "shared", "fixtures"}, parts...)...)
+}
