@@ -88,6 +88,10 @@ type Runner struct {
 	Busy      bool
 	Ephemeral bool
 	Labels    []Label
+	// ListedIdle models GitHub's documented lag: busy can read false for
+	// tens of seconds after a job has started. While set, lists and gets
+	// show busy false, but a delete still meets the job and answers 422.
+	ListedIdle bool
 }
 
 // Label is a runner label. Labels with the same name share an ID across the

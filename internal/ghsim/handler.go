@@ -497,7 +497,7 @@ type labelJSON struct {
 }
 
 func toJSON(r Runner) runnerJSON {
-	out := runnerJSON{ID: r.ID, Name: r.Name, OS: r.OS, Status: r.Status, Busy: r.Busy, Ephemeral: r.Ephemeral,
+	out := runnerJSON{ID: r.ID, Name: r.Name, OS: r.OS, Status: r.Status, Busy: r.Busy && !r.ListedIdle, Ephemeral: r.Ephemeral,
 		Labels: make([]labelJSON, 0, len(r.Labels))}
 	for _, l := range r.Labels {
 		out.Labels = append(out.Labels, labelJSON(l))
