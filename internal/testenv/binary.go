@@ -1,0 +1,75 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// BuildBinary builds the runner-reaper command into dir and returns its
+// path, so tests run the very binary the CronJob runs.
+func BuildBinary(dir string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "runner-reaper")
+	cmd := exec.Command("go", "build", "-o", out, "./functions/cli")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build runner-reaper: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// Run is one run of a binary.
+type Run struct {
+	Code   int
+	Stdout string
+	Stderr string
+}
+
+// Lines returns the stdout lines that contain every one of the given
+// fragments, for picking JSON log lines out of a run.
+func (r Run) Lines(fragments ...string) []string {
+	var out []string
+	for _, l := range strings.Split(r.Stdout, "\n") {
+		ok := l != ""
+		for _, f := range fragments {
+			ok = ok && strings.Contains(l, f)
+		}
+		if ok {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// RunBinary runs bin with exactly env (plus PATH and HOME), so that nothing
+// from the test process's own environment, such as a stray REAPER_
+// variable, leaks into the run.
+func RunBinary(ctx context.Context, bin string, env map[string]string, args ...string) (Run, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	run := Run{Stdout: stdout.String(), Stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		run.Code = exit.ExitCode()
+		return run, nil
+	case err != nil:
+		return run, fmt.Errorf("run %s %v: %w", bin, args, err)
+	}
+	return run, nil
+}
