@@ -130,18 +130,26 @@ func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
 	return u.Config(), nil
 }
 
-// Kubeconfig writes a kubeconfig file for cfg, for tests that run the
-// binary as a process.
+// Kubeconfig writes an administrator's kubeconfig file into dir, for tests
+// that run the binary as a process.
 func (e *Env) Kubeconfig(dir string) (string, error) {
-	u, err := e.env.ControlPlane.AddUser(envtest.User{Name: "reaper-admin", Groups: []string{"system:masters"}}, nil)
+	return e.UserKubeconfig(dir, "reaper-admin", "system:masters")
+}
+
+// UserKubeconfig writes a kubeconfig file for a user who gets exactly what
+// RBAC grants it. A name of the form system:serviceaccount:NS:NAME is
+// matched by RoleBindings whose subject is that ServiceAccount, so a test
+// can run the binary with the identity a manifest gives the CronJob.
+func (e *Env) UserKubeconfig(dir, name string, groups ...string) (string, error) {
+	u, err := e.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
-		return "", fmt.Errorf("add kubeconfig user: %w", err)
+		return "", fmt.Errorf("add kubeconfig user %s: %w", name, err)
 	}
 	b, err := u.KubeConfig()
 	if err != nil {
-		return "", fmt.Errorf("render kubeconfig: %w", err)
+		return "", fmt.Errorf("render kubeconfig for %s: %w", name, err)
 	}
-	path := filepath.Join(dir, "kubeconfig")
+	path := filepath.Join(dir, "kubeconfig-"+strings.NewReplacer(":", "_", "/", "_").Replace(name))
 	return path, os.WriteFile(path, b, 0o600)
 }
 
