@@ -55,8 +55,10 @@ bench: envtest-assets
 	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
 	$(GO) test -run '^$$' -bench SweepFleet -benchtime 10x -benchmem ./reconcile/sweep/
 
-demo:
-	@echo "The demo arrives with the GitHub simulator (see the next release)."
+# A local control plane, a simulated GitHub, a fleet in every failure state,
+# and the real binary: audit, a sweep that marks, a sweep that reaps.
+demo: envtest-assets build
+	$(GO) run ./demo --binary $(BIN)/runner-reaper
 
 clean:
 	rm -rf $(BIN) $(CACHE)/envtest

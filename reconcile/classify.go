@@ -224,12 +224,18 @@ func terminal(p *Pod, reg *Registration) (Finding, bool) {
 		return Finding{}, false
 	}
 	exit := Fingerprint(p.Runner)
-	if !p.Runner.Found {
-		why += "; no runner container status"
+	evidence := fmt.Sprintf("%s; runner exit %s (code %d, reason %q)", why, exit.Class, exit.Code, exit.Reason)
+	switch {
+	case !p.Runner.Found:
+		evidence = why + "; no runner container status: runner exit unknown (was the node or VM killed?)"
+	case exit.Class == ExitUnknown:
+		evidence = why + "; the runner container recorded no termination: runner exit unknown"
+	case exit.FromLastState:
+		evidence += " from lastState"
 	}
 	return Finding{
 		Verdict:      Terminal,
-		Evidence:     fmt.Sprintf("%s; runner exit %s (code %d, reason %q)", why, exit.Class, exit.Code, exit.Reason),
+		Evidence:     evidence,
 		Key:          PodMarkKey(p.UID),
 		ScopeKey:     p.ScopeKey,
 		Pod:          p,

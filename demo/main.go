@@ -1,0 +1,303 @@
+// Command demo shows runner-reaper at work on a machine with nothing but Go:
+// a local control plane (kube-apiserver and etcd), a simulated GitHub, a
+// fleet with a runner in every failure state, and the real binary run the
+// way a CronJob runs it: an audit, a sweep that marks, a sweep that reaps,
+// and the audit again. It stops everything it started.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
+)
+
+const (
+	namespace    = "arc-runners"
+	scope        = "org:acme"
+	token        = "ghp_demo_token_never_printed"
+	stampLabel   = "pool.example.com/claimed-by"
+	confirmAfter = 5 * time.Second
+)
+
+func main() {
+	bin := flag.String("binary", "bin/runner-reaper", "the runner-reaper binary to run")
+	flag.Parse()
+	if err := run(*bin); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(bin string) error {
+	say("Starting a local control plane (kube-apiserver and etcd) with ARC's CRDs")
+	env, err := testenv.Start()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		say("Stopping the control plane and the simulated GitHub")
+		_ = env.Stop()
+	}()
+	sim := ghsim.New(ghsim.Options{Token: token})
+	url, err := sim.Start()
+	if err != nil {
+		return fmt.Errorf("start GitHub simulator: %w", err)
+	}
+	defer sim.Close()
+	say("Simulated GitHub API at " + url)
+
+	dir, err := os.MkdirTemp("", "runner-reaper-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig, err := env.Kubeconfig(dir)
+	if err != nil {
+		return err
+	}
+
+	say("Creating a fleet in namespace " + namespace + ": healthy, busy, and one of every leak")
+	if err := createFleet(context.Background(), env.Client, sim); err != nil {
+		return err
+	}
+	printFleet(context.Background(), env.Client, sim)
+	time.Sleep(1500 * time.Millisecond) // let the unregistered pod pass its 1s registration deadline
+
+	reaper := map[string]string{
+		"KUBECONFIG":                   kubeconfig,
+		"REAPER_SCOPES":                scope,
+		"REAPER_NAMESPACES":            namespace,
+		"REAPER_GITHUB_API_URL":        url,
+		"REAPER_GITHUB_TOKEN":          token,
+		"REAPER_LEDGER":                "configmap:" + namespace + "/runner-reaper-ledger",
+		"REAPER_OWNER_STAMP_LABEL":     stampLabel,
+		"REAPER_GHOST_NAME_PREFIX":     "acme-",
+		"REAPER_CONFIRM_AFTER":         confirmAfter.String(),
+		"REAPER_STAMP_MAX_AGE":         confirmAfter.String(),
+		"REAPER_REGISTRATION_DEADLINE": "1s",
+		"REAPER_MAX_ACTIONS":           "10",
+		"REAPER_MAX_FRACTION":          "0.5",
+	}
+	say("The reaper's configuration (short durations so the demo is quick; the defaults are 5m and 10m):")
+	keys := make([]string, 0, len(reaper))
+	for k := range reaper {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := reaper[k]
+		if k == "REAPER_GITHUB_TOKEN" {
+			v = "(secret)"
+		}
+		if k != "KUBECONFIG" {
+			fmt.Printf("    %s=%s\n", k, v)
+		}
+	}
+
+	ctx := context.Background()
+	step := func(title string, args ...string) error {
+		say(title + ":  runner-reaper " + strings.Join(args, " "))
+		r, err := testenv.RunBinary(ctx, bin, reaper, args...)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(r.Stdout+r.Stderr, token) {
+			return fmt.Errorf("the token appeared in the reaper's output")
+		}
+		if args[0] == "audit" {
+			fmt.Print(indent(r.Stdout))
+		} else {
+			printSweep(r)
+		}
+		fmt.Printf("    exit status %d\n", r.Code)
+		return nil
+	}
+	if err := step("Audit before: what a sweep would do, and when (changes nothing)", "audit"); err != nil {
+		return err
+	}
+	if err := step("Sweep 1: terminal pods go now (the kubelet's word is final); GitHub-based verdicts are marked", "sweep"); err != nil {
+		return err
+	}
+	say(fmt.Sprintf("Waiting %s so the marks mature (REAPER_CONFIRM_AFTER)", confirmAfter+time.Second))
+	time.Sleep(confirmAfter + time.Second)
+	if err := step("Sweep 2: marks held for confirm-after; registrations deleted first, then pods", "sweep"); err != nil {
+		return err
+	}
+	if err := step("Audit after", "audit"); err != nil {
+		return err
+	}
+	say("What is left")
+	printFleet(ctx, env.Client, sim)
+	return nil
+}
+
+func say(s string) { fmt.Printf("\n==> %s\n", s) }
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("    " + l + "\n")
+	}
+	return b.String()
+}
+
+// printSweep shows each action line in a column a person can read, then the
+// warnings and the summary line as the reaper wrote them.
+func printSweep(r testenv.Run) {
+	for _, line := range strings.Split(r.Stdout, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		switch m["msg"] {
+		case "action":
+			target := fmt.Sprint(m["namespace"], "/", m["pod"])
+			if m["pod"] == "" {
+				target = fmt.Sprint("registration ", m["runner_name"])
+			}
+			extra := ""
+			switch c, ok := m["exit_class"]; {
+			case ok && c == "unknown":
+				extra = "  exit unknown (no terminated state)"
+			case ok:
+				extra = fmt.Sprintf("  exit %v (%v, code %v)", c, m["reason"], m["exit_code"])
+			}
+			fmt.Printf("    %-15v %-36s %-30v -> %v%s\n", m["verdict"], target, m["action"], m["result"], extra)
+		case "sweep", "mass suspicion", "scope skipped":
+			fmt.Println("    " + line)
+		}
+	}
+	if r.Stderr != "" {
+		fmt.Print(indent(r.Stderr))
+	}
+}
+
+func printFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim) {
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		fmt.Println("    list pods:", err)
+		return
+	}
+	fmt.Printf("    pods (%d):", len(pods.Items))
+	for _, p := range pods.Items {
+		fmt.Print(" ", p.Name)
+	}
+	regs := sim.Runners(scope)
+	fmt.Printf("\n    registrations on GitHub (%d):", len(regs))
+	for _, r := range regs {
+		busy := ""
+		if r.Busy {
+			busy = ",busy"
+		}
+		fmt.Printf(" %s(%s%s)", r.Name, r.Status, busy)
+	}
+	fmt.Println()
+}
+
+// member is one runner of the demo fleet: its pod as a kubelet would leave
+// it, and its registration on GitHub.
+type member struct {
+	name    string
+	pod     bool
+	phase   corev1.PodPhase
+	term    *corev1.ContainerStateTerminated
+	last    *corev1.ContainerStateTerminated
+	noState bool
+	stamped bool
+	reg     string // "", "online", "offline"
+	busy    bool
+}
+
+func createFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim) error {
+	exit := func(code int32, reason string) *corev1.ContainerStateTerminated {
+		now := metav1.Now()
+		return &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, StartedAt: now, FinishedAt: now}
+	}
+	fleet := []member{
+		{name: "acme-healthy-1", pod: true, reg: "online"},
+		{name: "acme-healthy-2", pod: true, reg: "online"},
+		{name: "acme-busy", pod: true, reg: "online", busy: true},
+		{name: "acme-zombie-1", pod: true, reg: "offline"},
+		{name: "acme-zombie-2", pod: true, reg: "offline"},
+		{name: "acme-unregistered", pod: true},
+		{name: "acme-stamped", pod: true, stamped: true, reg: "online"},
+		{name: "acme-done", pod: true, phase: corev1.PodSucceeded, term: exit(0, "Completed"), reg: "offline"},
+		{name: "acme-oom", pod: true, phase: corev1.PodFailed, term: exit(137, "OOMKilled")},
+		{name: "acme-sigkill", pod: true, phase: corev1.PodFailed, term: exit(137, "Error")},
+		{name: "acme-drained", pod: true, phase: corev1.PodFailed, term: exit(143, "Error")},
+		{name: "acme-outdated", pod: true, phase: corev1.PodFailed, term: exit(7, "Error")},
+		{name: "acme-crashed", pod: true, phase: corev1.PodFailed, last: exit(139, "Error")},
+		{name: "acme-vanished", pod: true, phase: corev1.PodFailed, noState: true},
+		{name: "acme-ghost", reg: "offline"},
+		{name: "build-box-7", reg: "offline"}, // another team's runner: never touched
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create namespace: %w", err)
+	}
+	sim.AddScope(scope)
+	for _, m := range fleet {
+		if m.reg != "" {
+			sim.AddRunner(scope, ghsim.Runner{Name: m.name, Status: m.reg, Busy: m.busy, Ephemeral: true,
+				Labels: []ghsim.Label{{Name: "self-hosted", Type: "read-only"}, {Name: "linux", Type: "read-only"}}})
+		}
+		if !m.pod {
+			continue
+		}
+		if err := createPod(ctx, cs, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createPod creates the pod as ARC labels it, then writes its status
+// through the status subresource, as a kubelet would.
+func createPod(ctx context.Context, cs kubernetes.Interface, m member) error {
+	labels := map[string]string{"actions-ephemeral-runner": "True", "actions.github.com/organization": "acme"}
+	if m.stamped {
+		labels[stampLabel] = "job-4711"
+	}
+	p, err := cs.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: m.name, Labels: labels},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create pod %s: %w", m.name, err)
+	}
+	phase := m.phase
+	if phase == "" {
+		phase = corev1.PodRunning
+	}
+	p.Status = corev1.PodStatus{Phase: phase, StartTime: &p.CreationTimestamp}
+	if !m.noState {
+		st := corev1.ContainerStatus{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}
+		switch {
+		case m.term != nil:
+			st.State.Terminated = m.term
+		case m.last != nil:
+			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
+			st.LastTerminationState.Terminated = m.last
+		default:
+			st.State.Running = &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}
+			st.Ready = true
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{st}
+	}
+	if _, err := cs.CoreV1().Pods(namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("write status of pod %s: %w", m.name, err)
+	}
+	return nil
+}
