@@ -19,10 +19,21 @@ const (
 	OrphanStamped Verdict = "orphan-stamped"
 	Terminal      Verdict = "terminal"
 	Ghost         Verdict = "ghost"
+	// ARCFailed: an EphemeralRunner in phase Failed for too long. ARC
+	// counts it against the scale set's maximum, so it blocks capacity.
+	ARCFailed Verdict = "arc-failed"
+	// ARCPodless: an EphemeralRunner with no pod for too long, not being
+	// deleted.
+	ARCPodless Verdict = "arc-podless"
+	// ARCStuckDeleting: an EphemeralRunner whose deletion has waited too
+	// long on a finalizer nobody can satisfy any more.
+	ARCStuckDeleting Verdict = "arc-stuck-deleting"
 )
 
-// Verdicts lists every verdict in the order the bound lets them act.
-var Verdicts = []Verdict{Terminal, OrphanStamped, Zombie, Unregistered, Ghost}
+// Verdicts lists every verdict in the order the bound lets them act: the
+// five of DESIGN.md, with ARC's own leaks after the pod-level ones and
+// before ghosts, which cost nothing but clutter.
+var Verdicts = []Verdict{Terminal, OrphanStamped, Zombie, Unregistered, ARCFailed, ARCPodless, ARCStuckDeleting, Ghost}
 
 // Priority is the verdict's rank in DESIGN.md's act order; lower acts first.
 func (v Verdict) Priority() int {
@@ -121,6 +132,22 @@ type Pod struct {
 	RunnerID int64
 }
 
+// Owner kinds the reaper deletes instead of the pod, because their
+// controllers would otherwise recreate the pod from a dead runner config.
+const (
+	EphemeralRunnerAPIVersion = "actions.github.com/v1alpha1"
+	EphemeralRunnerKind       = "EphemeralRunner"
+	LegacyRunnerAPIVersion    = "actions.summerwind.dev/v1alpha1"
+	LegacyRunnerKind          = "Runner"
+)
+
+// ARCOwned reports whether the owner is an ARC runner object whose deletion
+// is the right way to remove its pod.
+func (o *Owner) ARCOwned() bool {
+	return o != nil && ((o.APIVersion == EphemeralRunnerAPIVersion && o.Kind == EphemeralRunnerKind) ||
+		(o.APIVersion == LegacyRunnerAPIVersion && o.Kind == LegacyRunnerKind))
+}
+
 // Owner is a controller owner reference.
 type Owner struct {
 	APIVersion string
@@ -187,10 +214,32 @@ type CachedPage struct {
 	NextPage int `json:"next,omitempty"`
 }
 
+// EphemeralRunner is what the classifier needs of an ARC
+// actions.github.com/v1alpha1 EphemeralRunner.
+type EphemeralRunner struct {
+	Namespace       string
+	Name            string
+	UID             string
+	ResourceVersion string
+	// ScopeKey is the Scope.Key of spec.githubConfigUrl; empty when the URL
+	// names no scope.
+	ScopeKey  string
+	Phase     string
+	Reason    string
+	Message   string
+	RunnerID  int64
+	CreatedAt time.Time
+	// DeletingSince is the deletion timestamp; zero when not deleting.
+	DeletingSince time.Time
+	Finalizers    []string
+}
+
 // Observation is everything one sweep saw.
 type Observation struct {
 	Now  time.Time
 	Pods []Pod
+	// EphemeralRunners is set only when ARC's leaks are watched.
+	EphemeralRunners []EphemeralRunner
 	// Lists holds one entry per configured scope, by Scope.Key.
 	Lists map[string]ScopeList
 }
