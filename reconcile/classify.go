@@ -19,6 +19,13 @@ type Policy struct {
 	// are ever touched.
 	GhostNamePrefix string
 	GhostLabel      string
+	// ARC turns on ARC's own leaks, judged from the EphemeralRunners
+	// observed; its ages are in Hold, since they are how long a verdict
+	// must stand.
+	ARC bool
+	// ARCStuckDeletingAfter is how long an EphemeralRunner may wait on a
+	// finalizer after its deletion before it is reported.
+	ARCStuckDeletingAfter time.Duration
 	// Claimed says whether a live claim backs a stamped pod. Nil means the
 	// claim source of this release: GitHub says the runner is busy. It is a
 	// seam for pools that keep claims elsewhere.
@@ -60,6 +67,8 @@ type Finding struct {
 	// there is none (or, for a terminal pod, when its scope's list could
 	// not be read).
 	Registration *Registration
+	// EphemeralRunner is set for ARC's own leaks: the object to act on.
+	EphemeralRunner *EphemeralRunner
 	// Exit is set for terminal pods.
 	Exit *Exit
 	// Since is when the leaking object appeared, for oldest-first order.
@@ -187,6 +196,10 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 		}
 	}
 
+	if pol.ARC {
+		out.Findings = append(out.Findings, classifyARC(obs, pol, byID(obs.Lists))...)
+	}
+
 	if pol.GhostsEnabled() {
 		for _, key := range keys {
 			l := obs.Lists[key]
@@ -286,4 +299,66 @@ func onlineWord(online bool) string {
 		return "online"
 	}
 	return "offline"
+}
+
+// byID indexes the complete lists' registrations by scope and id, for
+// EphemeralRunners, which know their runner's id but have no pod to name it.
+func byID(lists map[string]ScopeList) map[string]map[int64]*Registration {
+	out := make(map[string]map[int64]*Registration, len(lists))
+	for key, l := range lists {
+		if !l.Complete {
+			continue
+		}
+		m := make(map[int64]*Registration, len(l.Runners))
+		for i := range l.Runners {
+			m[l.Runners[i].ID] = &l.Runners[i]
+		}
+		out[key] = m
+	}
+	return out
+}
+
+// classifyARC judges ARC's own leaks. An EphemeralRunner that still has a
+// pod is left to the pod's verdict, which removes it through its owner, so
+// that one object is never acted on twice in a sweep.
+func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*Registration) []Finding {
+	owners := make(map[string]bool, len(obs.Pods))
+	for _, p := range obs.Pods {
+		if p.Owner != nil {
+			owners[p.Owner.UID] = true
+		}
+	}
+	var out []Finding
+	for i := range obs.EphemeralRunners {
+		er := &obs.EphemeralRunners[i]
+		if owners[er.UID] {
+			continue
+		}
+		f := Finding{Key: EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt}
+		if er.RunnerID != 0 {
+			f.Registration = regs[er.ScopeKey][er.RunnerID]
+		}
+		name := fmt.Sprintf("EphemeralRunner %s/%s", er.Namespace, er.Name)
+		switch {
+		case !er.DeletingSince.IsZero():
+			waited := obs.Now.Sub(er.DeletingSince)
+			if waited <= pol.ARCStuckDeletingAfter || len(er.Finalizers) == 0 {
+				continue
+			}
+			// Deleting already: there is no registration to remove
+			// first, only a finalizer that cannot finish.
+			f.Verdict, f.Registration, f.Since = ARCStuckDeleting, nil, er.DeletingSince
+			f.Evidence = fmt.Sprintf("%s deleted %s ago, still held by finalizers %v", name, waited.Round(time.Second), er.Finalizers)
+		case f.Registration != nil && f.Registration.Busy:
+			continue // rule 2: GitHub says a job runs on it
+		case er.Phase == "Failed":
+			f.Verdict = ARCFailed
+			f.Evidence = fmt.Sprintf("%s is in phase Failed (reason %q, message %q) with no pod", name, er.Reason, er.Message)
+		default:
+			f.Verdict = ARCPodless
+			f.Evidence = fmt.Sprintf("%s (phase %q) has no pod and is not being deleted", name, er.Phase)
+		}
+		out = append(out, f)
+	}
+	return out
 }

@@ -12,6 +12,11 @@ type Hold struct {
 	// StampMaxAge is how long a stamp may stand with no live claim; an
 	// orphan-stamped mark waits for the longer of the two.
 	StampMaxAge time.Duration
+	// ARCFailedAfter and ARCPodlessAfter are how long an EphemeralRunner
+	// may stay Failed, or without a pod, before it is removed; ARC gives
+	// no time of the transition, so the mark measures it.
+	ARCFailedAfter  time.Duration
+	ARCPodlessAfter time.Duration
 	// MassSuspicionFraction and MassSuspicionMin set off the alarm of
 	// safety rule 4: at least Min newly suspect pods making up at least
 	// Fraction of a scope's running pods in one sweep.
@@ -25,6 +30,10 @@ func (h Hold) of(v Verdict) time.Duration {
 		return 0
 	case OrphanStamped:
 		return max(h.ConfirmAfter, h.StampMaxAge)
+	case ARCFailed:
+		return max(h.ConfirmAfter, h.ARCFailedAfter)
+	case ARCPodless:
+		return max(h.ConfirmAfter, h.ARCPodlessAfter)
 	default:
 		return h.ConfirmAfter
 	}
@@ -87,6 +96,9 @@ func Confirm(now time.Time, c Classification, old map[string]Mark, hold Hold) Co
 		m.Scope = f.ScopeKey
 		if f.Pod != nil {
 			m.Namespace, m.Pod, m.RunnerName = f.Pod.Namespace, f.Pod.Name, f.Pod.RunnerName
+		}
+		if er := f.EphemeralRunner; er != nil {
+			m.Namespace, m.Pod, m.RunnerID = er.Namespace, er.Name, er.RunnerID
 		}
 		if f.Registration != nil {
 			m.RunnerID, m.RunnerName = f.Registration.ID, f.Registration.Name

@@ -264,6 +264,9 @@ type Mark struct {
 // pod recreated under the same name is a different pod.
 func PodMarkKey(uid string) string { return "pod/" + uid }
 
+// EphemeralRunnerMarkKey is the ledger key of an EphemeralRunner's mark.
+func EphemeralRunnerMarkKey(uid string) string { return "er/" + uid }
+
 // RegistrationMarkKey is the ledger key of a registration's mark.
 func RegistrationMarkKey(scopeKey string, id int64) string {
 	return fmt.Sprintf("reg/%s/%d", scopeKey, id)

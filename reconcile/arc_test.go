@@ -1,0 +1,109 @@
+package reconcile
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func er(name string, mods ...func(*EphemeralRunner)) EphemeralRunner {
+	e := EphemeralRunner{Namespace: "runners", Name: name, UID: "er-" + name, ResourceVersion: "1",
+		ScopeKey: org, Phase: "Running", CreatedAt: t0.Add(-time.Hour)}
+	for _, m := range mods {
+		m(&e)
+	}
+	return e
+}
+
+func arcPolicy() Policy {
+	p := policy()
+	p.ARC, p.ARCStuckDeletingAfter = true, 30*time.Minute
+	return p
+}
+
+func TestClassifyARCLeaks(t *testing.T) {
+	owned := running("scale-a-runner-1", func(p *Pod) {
+		p.Owner = &Owner{APIVersion: EphemeralRunnerAPIVersion, Kind: EphemeralRunnerKind, Name: "scale-a-runner-1", UID: "er-scale-a-runner-1"}
+	})
+	cases := []struct {
+		name   string
+		er     EphemeralRunner
+		pods   []Pod
+		regs   []Registration
+		arcOff bool
+		want   Verdict
+		withR  bool
+	}{
+		{name: "Failed with no pod", er: er("x", func(e *EphemeralRunner) { e.Phase, e.Reason = "Failed", "TooManyPodFailures" }), want: ARCFailed},
+		{name: "Failed with its registration: deleted first", er: er("x", func(e *EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
+			regs: []Registration{reg(42, "x", false, false)}, want: ARCFailed, withR: true},
+		{name: "no pod, not deleting", er: er("x", func(e *EphemeralRunner) { e.Phase = "Pending" }), want: ARCPodless},
+		{name: "stuck deleting past the limit with a finalizer", er: er("x", func(e *EphemeralRunner) {
+			e.DeletingSince, e.Finalizers = t0.Add(-31*time.Minute), []string{"ephemeralrunner.actions.github.com/finalizer"}
+		}), want: ARCStuckDeleting},
+		{name: "deleting, not yet past the limit", er: er("x", func(e *EphemeralRunner) {
+			e.DeletingSince, e.Finalizers = t0.Add(-29*time.Minute), []string{"f"}
+		})},
+		{name: "deleting with no finalizer left: the API server finishes it", er: er("x", func(e *EphemeralRunner) {
+			e.DeletingSince = t0.Add(-time.Hour)
+		})},
+		{name: "has a pod: the pod's verdict removes it", er: er("scale-a-runner-1", func(e *EphemeralRunner) { e.Phase = "Failed" }), pods: []Pod{owned}},
+		{name: "its registration is busy (rule 2)", er: er("x", func(e *EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
+			regs: []Registration{reg(42, "x", true, true)}},
+		{name: "ARC leaks off", er: er("x", func(e *EphemeralRunner) { e.Phase = "Failed" }), arcOff: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := observe(tc.pods, tc.regs...)
+			obs.EphemeralRunners = []EphemeralRunner{tc.er}
+			pol := arcPolicy()
+			pol.ARC = !tc.arcOff
+			c := Classify(obs, pol, nil)
+			var arc []Finding
+			for _, f := range c.Findings {
+				if f.EphemeralRunner != nil {
+					arc = append(arc, f)
+				}
+			}
+			if tc.want == "" {
+				assert.Empty(t, arc)
+				return
+			}
+			require.Len(t, arc, 1)
+			f := arc[0]
+			assert.Equal(t, tc.want, f.Verdict)
+			assert.Equal(t, EphemeralRunnerMarkKey(tc.er.UID), f.Key)
+			assert.Nil(t, f.Pod)
+			assert.Equal(t, tc.withR, f.Registration != nil)
+			assert.Contains(t, f.Evidence, "EphemeralRunner runners/"+tc.er.Name)
+		})
+	}
+}
+
+func TestConfirmARCHolds(t *testing.T) {
+	h := hold()
+	h.ARCFailedAfter, h.ARCPodlessAfter = 20*time.Minute, 15*time.Minute
+	for _, tc := range []struct {
+		phase string
+		age   time.Duration
+		ready bool
+	}{
+		{"Failed", 19 * time.Minute, false},
+		{"Failed", 20 * time.Minute, true},
+		{"Pending", 14 * time.Minute, false},
+		{"Pending", 15 * time.Minute, true},
+	} {
+		obs := observe(nil)
+		obs.EphemeralRunners = []EphemeralRunner{er("x", func(e *EphemeralRunner) { e.Phase = tc.phase })}
+		c := Classify(obs, arcPolicy(), nil)
+		require.Len(t, c.Findings, 1)
+		key := EphemeralRunnerMarkKey("er-x")
+		old := map[string]Mark{key: {Verdict: c.Findings[0].Verdict, FirstSeen: t0.Add(-tc.age), Scope: org}}
+		conf := Confirm(t0, c, old, h)
+		require.Len(t, conf.Candidates, 1)
+		assert.Equal(t, tc.ready, conf.Candidates[0].Ready, "%s held %s", tc.phase, tc.age)
+		assert.Equal(t, "x", conf.Marks[key].Pod)
+	}
+}
