@@ -107,3 +107,26 @@ func TestConfirmARCHolds(t *testing.T) {
 		assert.Equal(t, "x", conf.Marks[key].Pod)
 	}
 }
+
+// ARC's status.runnerId tells a zombie whose registration has gone from a
+// pod that never registered.
+func TestClassifyUsesEphemeralRunnerID(t *testing.T) {
+	pod := running("set-runner-a", func(p *Pod) {
+		p.Owner = &Owner{APIVersion: EphemeralRunnerAPIVersion, Kind: EphemeralRunnerKind, Name: "set-runner-a", UID: "er-set-runner-a"}
+	})
+	for _, tc := range []struct {
+		runnerID int64
+		want     Verdict
+		gone     bool
+	}{{42, Zombie, true}, {0, Unregistered, false}} {
+		obs := observe([]Pod{pod})
+		obs.EphemeralRunners = []EphemeralRunner{er("set-runner-a", func(e *EphemeralRunner) { e.RunnerID = tc.runnerID })}
+		c := Classify(obs, arcPolicy(), nil)
+		require.Len(t, c.Findings, 1)
+		assert.Equal(t, tc.want, c.Findings[0].Verdict)
+		assert.Equal(t, tc.gone, c.Findings[0].Gone)
+		if tc.gone {
+			assert.Contains(t, c.Findings[0].Evidence, "was registered (runner id known from Kubernetes)")
+		}
+	}
+}

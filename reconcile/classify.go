@@ -159,6 +159,15 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 		backed[scope][name] = true
 	}
 
+	// An EphemeralRunner's status.runnerId is its pod's registration id:
+	// what tells "was registered, now gone" from "never registered".
+	arcIDs := make(map[string]int64, len(obs.EphemeralRunners))
+	for _, er := range obs.EphemeralRunners {
+		if er.RunnerID != 0 {
+			arcIDs[er.UID] = er.RunnerID
+		}
+	}
+
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
 		back(p.ScopeKey, p.RunnerName)
@@ -187,7 +196,11 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 		if !complete {
 			continue
 		}
-		f, protected := judgeRunning(obs.Now, p, reg, pol, claimed, marks)
+		runnerID := p.RunnerID
+		if runnerID == 0 && p.Owner != nil {
+			runnerID = arcIDs[p.Owner.UID]
+		}
+		f, protected := judgeRunning(obs.Now, p, runnerID, reg, pol, claimed, marks)
 		if protected {
 			out.Protected++
 		}
@@ -259,7 +272,7 @@ func terminal(p *Pod, reg *Registration) (Finding, bool) {
 }
 
 // judgeRunning classifies a running pod whose scope's list is complete.
-func judgeRunning(now time.Time, p *Pod, reg *Registration, pol Policy, claimed func(Pod, *Registration) bool, marks map[string]Mark) (*Finding, bool) {
+func judgeRunning(now time.Time, p *Pod, runnerID int64, reg *Registration, pol Policy, claimed func(Pod, *Registration) bool, marks map[string]Mark) (*Finding, bool) {
 	// Rule 2: a runner GitHub reports busy is never a suspect.
 	if reg != nil && reg.Busy {
 		return nil, true
@@ -281,9 +294,12 @@ func judgeRunning(now time.Time, p *Pod, reg *Registration, pol Policy, claimed 
 		f.Evidence = fmt.Sprintf("pod running; registration %d %q is offline", reg.ID, reg.Name)
 	case reg != nil:
 		return nil, false
-	case p.RunnerID != 0 || marks[f.Key].Verdict == Zombie:
+	case runnerID != 0:
 		f.Verdict, f.Gone = Zombie, true
-		f.Evidence = fmt.Sprintf("pod running; its registration %q was known and is gone from the complete list", p.RunnerName)
+		f.Evidence = fmt.Sprintf("pod running; its registration %d %q was registered (runner id known from Kubernetes) and is gone from the complete list", runnerID, p.RunnerName)
+	case marks[f.Key].Verdict == Zombie:
+		f.Verdict, f.Gone = Zombie, true
+		f.Evidence = fmt.Sprintf("pod running; its registration %q was seen offline and is now gone from the complete list", p.RunnerName)
 	case now.Sub(p.CreatedAt) > pol.RegistrationDeadline:
 		f.Verdict = Unregistered
 		f.Evidence = fmt.Sprintf("pod running for %s, past the %s registration deadline; runner %q never appeared",

@@ -44,6 +44,7 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 		slog.String("evidence", c.Evidence),
 		slog.String("scope", c.ScopeKey),
 		slog.String("action", o.Action),
+		slog.String("object", o.Object),
 		slog.String("result", string(o.Result)),
 		slog.Bool("dry_run", o.DryRun),
 	}
@@ -52,6 +53,10 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	if c.Pod != nil {
 		ns, pod, runnerName = c.Pod.Namespace, c.Pod.Name, c.Pod.RunnerName
 		a = append(a, slog.Float64("pod_age_seconds", now.Sub(c.Pod.CreatedAt).Seconds()))
+	}
+	if er := c.EphemeralRunner; er != nil {
+		ns, runnerID, runnerName = er.Namespace, er.RunnerID, er.Name
+		a = append(a, slog.String("ephemeralrunner", er.Name), slog.String("phase", er.Phase))
 	}
 	if c.Registration != nil {
 		runnerID, runnerName = c.Registration.ID, c.Registration.Name

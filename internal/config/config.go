@@ -62,6 +62,9 @@ type Config struct {
 	Hold   reconcile.Hold
 	Limits reconcile.Limits
 
+	// RemoveFinalizers lets the reaper clear the finalizers of an
+	// EphemeralRunner stuck deleting.
+	RemoveFinalizers     bool
 	DryRun               bool
 	Ledger               Ledger
 	DeleteServiceAccount bool
@@ -217,6 +220,7 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 		ScopeLabel:           s.ScopeLabel,
 		StampLabel:           s.OwnerStampLabel,
 		DryRun:               s.DryRun,
+		RemoveFinalizers:     s.ArcRemoveFinalizers,
 		DeleteServiceAccount: s.DeleteServiceAccount,
 		KubeConcurrency:      s.KubeConcurrency,
 		Limits:               reconcile.Limits{MaxActions: s.MaxActions, MaxFraction: s.MaxFraction},
@@ -225,12 +229,16 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 			StampMaxAge:           s.StampMaxAge,
 			MassSuspicionFraction: s.MassSuspicionFraction,
 			MassSuspicionMin:      s.MassSuspicionMin,
+			ARCFailedAfter:        s.ArcFailedAfter,
+			ARCPodlessAfter:       s.ArcPodlessAfter,
 		},
 		Policy: reconcile.Policy{
-			RegistrationDeadline: s.RegistrationDeadline,
-			StampEnabled:         s.OwnerStampLabel != "",
-			GhostNamePrefix:      s.GhostNamePrefix,
-			GhostLabel:           s.GhostLabel,
+			RegistrationDeadline:  s.RegistrationDeadline,
+			StampEnabled:          s.OwnerStampLabel != "",
+			GhostNamePrefix:       s.GhostNamePrefix,
+			GhostLabel:            s.GhostLabel,
+			ARC:                   s.ArcLeaks,
+			ARCStuckDeletingAfter: s.ArcStuckDeletingAfter,
 		},
 	}
 
@@ -286,6 +294,7 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	for field, d := range map[string]time.Duration{
 		"RegistrationDeadline": s.RegistrationDeadline, "ConfirmAfter": s.ConfirmAfter,
 		"StampMaxAge": s.StampMaxAge, "GithubTimeout": s.GithubTimeout,
+		"ArcFailedAfter": s.ArcFailedAfter, "ArcPodlessAfter": s.ArcPodlessAfter, "ArcStuckDeletingAfter": s.ArcStuckDeletingAfter,
 	} {
 		if d <= 0 {
 			bad(field, fmt.Sprintf("must be a positive duration, got %s", d))
@@ -308,6 +317,9 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(s.LogLevel)); err != nil {
 		bad("LogLevel", fmt.Sprintf("%q is not a log level", s.LogLevel))
+	}
+	if s.ArcRemoveFinalizers && !s.ArcLeaks {
+		bad("ArcRemoveFinalizers", "needs REAPER_ARC_LEAKS=true: finalizers are only removed from EphemeralRunners the reaper watches")
 	}
 	c.Ledger = parseLedger(s.Ledger, inCluster, podNamespace, bad)
 	c.GitHub = validateGitHub(s, c.Scopes, bad)

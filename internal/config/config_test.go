@@ -79,6 +79,9 @@ func TestLoadDefaults(t *testing.T) {
 	assert.Equal(t, reconcile.Limits{MaxActions: 10, MaxFraction: 0.25}, c.Limits)
 	assert.False(t, c.Policy.StampEnabled, "orphan-stamped is off without a stamp label")
 	assert.False(t, c.Policy.GhostsEnabled(), "ghost is off without ownership")
+	assert.False(t, c.Policy.ARC, "ARC's own leaks are watched only when asked, so a non-ARC Role needs no ARC rights")
+	assert.Equal(t, 30*time.Minute, c.Policy.ARCStuckDeletingAfter)
+	assert.Equal(t, 10*time.Minute, c.Hold.ARCFailedAfter)
 	assert.False(t, c.DryRun)
 	assert.Equal(t, Ledger{Kind: LedgerFile, Path: "runner-reaper-ledger.json"}, c.Ledger)
 	assert.Equal(t, "https://api.github.com/", c.GitHub.APIURL)
@@ -149,6 +152,8 @@ func TestLoadRejects(t *testing.T) {
 		{"enterprise with app auth", with(minimal(), "REAPER_SCOPES", "enterprise:acme-corp", "REAPER_GITHUB_TOKEN", "<unset>",
 			"REAPER_GITHUB_APP_ID", "1", "REAPER_GITHUB_INSTALLATION_ID", "2", "REAPER_GITHUB_PRIVATE_KEY", testKey(t)),
 			"REAPER_SCOPES", "does not accept App installation tokens"},
+		{"finalizers without ARC leaks", with(minimal(), "REAPER_ARC_REMOVE_FINALIZERS", "true"), "REAPER_ARC_REMOVE_FINALIZERS", "needs REAPER_ARC_LEAKS=true"},
+		{"bad ARC duration", with(minimal(), "REAPER_ARC_FAILED_AFTER", "0s"), "REAPER_ARC_FAILED_AFTER", "positive"},
 		{"bad api url", with(minimal(), "REAPER_GITHUB_API_URL", "ftp://x"), "REAPER_GITHUB_API_URL", "not an http(s) URL"},
 	}
 	for _, tc := range cases {

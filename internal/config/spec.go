@@ -28,6 +28,12 @@ type spec struct {
 	GhostNamePrefix string        `split_words:"true" example:"arc-runners-"`
 	GhostLabel      string        `split_words:"true" example:"reaper-owned"`
 
+	ArcLeaks              bool          `split_words:"true" default:"false" example:"true"`
+	ArcFailedAfter        time.Duration `split_words:"true" default:"10m" example:"10m"`
+	ArcPodlessAfter       time.Duration `split_words:"true" default:"10m" example:"10m"`
+	ArcStuckDeletingAfter time.Duration `split_words:"true" default:"30m" example:"30m"`
+	ArcRemoveFinalizers   bool          `split_words:"true" default:"false" example:"true"`
+
 	RegistrationDeadline  time.Duration `split_words:"true" default:"10m" example:"10m"`
 	ConfirmAfter          time.Duration `split_words:"true" default:"5m" example:"5m"`
 	MaxActions            int           `split_words:"true" default:"10" example:"10"`

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -27,6 +28,15 @@ type Pods interface {
 	RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error
 }
 
+// ARCObjects removes ARC's runner objects. A pod that ARC owns is removed
+// through its owner: its controller would recreate a pod deleted on its own,
+// from a runner config that is already dead.
+type ARCObjects interface {
+	DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reconcile.DeleteResult, error)
+	DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
+	RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
+}
+
 // Options configure a Reaper.
 type Options struct {
 	DryRun bool
@@ -39,21 +49,26 @@ type Options struct {
 	Concurrency int
 	// Scopes resolves a finding's scope key to the scope to call.
 	Scopes map[string]reconcile.Scope
+	// RemoveFinalizers lets the reaper clear the finalizers of an
+	// EphemeralRunner stuck deleting; without it such objects are only
+	// reported.
+	RemoveFinalizers bool
 }
 
 // Reaper carries out admitted candidates.
 type Reaper struct {
 	gh   Registrations
 	kube Pods
+	arc  ARCObjects
 	opts Options
 }
 
 // New returns a Reaper.
-func New(gh Registrations, kube Pods, opts Options) *Reaper {
+func New(gh Registrations, kube Pods, arc ARCObjects, opts Options) *Reaper {
 	if opts.Concurrency < 1 {
 		opts.Concurrency = 1
 	}
-	return &Reaper{gh: gh, kube: kube, opts: opts}
+	return &Reaper{gh: gh, kube: kube, arc: arc, opts: opts}
 }
 
 // Result is what became of one candidate.
@@ -77,25 +92,56 @@ const (
 	Deferred Result = "deferred"
 	// NotReached: the sweep's deadline came first.
 	NotReached Result = "not-reached"
-	Failed     Result = "error"
+	// Reported: an EphemeralRunner stuck deleting, whose finalizers the
+	// reaper is not allowed to remove; it takes no place in the bound.
+	Reported Result = "reported"
+	Failed   Result = "error"
 )
 
 // Action names what the protocol does for a candidate.
-func Action(c reconcile.Candidate) string {
+func (r *Reaper) Action(c reconcile.Candidate) string {
+	then := "delete-"
+	if c.Registration != nil {
+		then = "delete-registration-then-"
+	}
 	switch {
+	case c.EphemeralRunner != nil && c.Verdict == reconcile.ARCStuckDeleting:
+		if r.opts.RemoveFinalizers {
+			return "remove-finalizers"
+		}
+		return "report"
+	case c.EphemeralRunner != nil:
+		return then + "ephemeralrunner"
 	case c.Pod == nil:
 		return "delete-registration"
-	case c.Registration != nil:
-		return "delete-registration-then-pod"
+	case c.Pod.Owner.ARCOwned():
+		return then + strings.ToLower(c.Pod.Owner.Kind)
 	default:
-		return "delete-pod"
+		return then + "pod"
+	}
+}
+
+// Object names the Kubernetes object the action removes or changes, which
+// for a pod that ARC owns is its owner, not the pod.
+func Object(c reconcile.Candidate) string {
+	switch {
+	case c.EphemeralRunner != nil:
+		return reconcile.EphemeralRunnerKind + " " + c.EphemeralRunner.Namespace + "/" + c.EphemeralRunner.Name
+	case c.Pod == nil:
+		return ""
+	case c.Pod.Owner.ARCOwned():
+		return c.Pod.Owner.Kind + " " + c.Pod.Namespace + "/" + c.Pod.Owner.Name
+	default:
+		return "Pod " + c.Pod.Namespace + "/" + c.Pod.Name
 	}
 }
 
 // Outcome is one candidate's fate, everything the report needs.
 type Outcome struct {
-	Candidate      reconcile.Candidate
-	Action         string
+	Candidate reconcile.Candidate
+	Action    string
+	// Object is the Kubernetes object acted on (see Object).
+	Object         string
 	Result         Result
 	Registration   reconcile.DeleteResult
 	Pod            reconcile.DeleteResult
@@ -117,8 +163,11 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	budget := reconcile.NewBudget(r.opts.Limits, managedPods)
 	out := make([]Outcome, len(cs))
 	for i, c := range cs {
-		out[i] = Outcome{Candidate: c, Action: Action(c), DryRun: r.opts.DryRun, Result: Deferred}
-		if budget.Admit(c) {
+		out[i] = Outcome{Candidate: c, Action: r.Action(c), Object: Object(c), DryRun: r.opts.DryRun, Result: Deferred}
+		switch {
+		case out[i].Action == "report":
+			out[i].Result = Reported
+		case budget.Admit(c):
 			out[i].Result = ""
 		}
 	}
@@ -159,6 +208,10 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		wg.Add(1)
 		go func(o *Outcome) {
 			defer func() { <-sem; wg.Done() }()
+			if o.Candidate.EphemeralRunner != nil {
+				r.removeEphemeralRunner(ctx, o)
+				return
+			}
 			r.removePod(ctx, o)
 		}(&out[i])
 	}
@@ -172,7 +225,9 @@ func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 	c := o.Candidate
 	terminal := c.Verdict == reconcile.Terminal
 	if c.Registration == nil {
-		if terminal {
+		// A terminal pod's runner is dead, and an EphemeralRunner's has
+		// no pod to run in: neither can take a job.
+		if terminal || c.Pod == nil {
 			return true
 		}
 		return r.recheckAbsence(ctx, o)
@@ -197,7 +252,7 @@ func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 	case res == reconcile.RunnerBusy && !terminal:
 		o.Result = SparedBusy
 		return false
-	case c.Pod == nil:
+	case c.Pod == nil && c.EphemeralRunner == nil:
 		o.Result = resultOf(res)
 		return false
 	default:
@@ -243,27 +298,63 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 	if err := r.kube.RecordEvent(ctx, p, "RunnerReaped", msg); err != nil {
 		o.EventErr = fmt.Errorf("record event on %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	res, err := r.kube.DeletePod(ctx, p)
+	var res reconcile.DeleteResult
+	var err error
+	if p.Owner.ARCOwned() {
+		res, err = r.arc.DeleteOwner(ctx, p.Namespace, *p.Owner)
+	} else {
+		res, err = r.kube.DeletePod(ctx, p)
+	}
 	o.Pod = res
-	if err != nil {
-		o.Result, o.Err = Failed, errors.Join(o.Err, fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err))
+	if !r.settle(o, res, err) {
 		return
 	}
-	if res == reconcile.Changed {
-		o.Result = SkippedChanged
-		return
-	}
-	o.Result = resultOf(res)
-	if o.Registration == reconcile.Deleted {
-		o.Result = Done
-	}
-	if r.opts.DeleteServiceAccount {
+	// The same-named ServiceAccount belongs to bare pods; ARC cleans up
+	// after its own.
+	if r.opts.DeleteServiceAccount && !p.Owner.ARCOwned() {
 		sa, err := r.kube.DeleteServiceAccount(ctx, p.Namespace, p.Name)
 		o.ServiceAccount = sa
 		if err != nil {
 			o.Result, o.Err = Failed, errors.Join(o.Err, fmt.Errorf("delete serviceaccount %s/%s: %w", p.Namespace, p.Name, err))
 		}
 	}
+}
+
+// removeEphemeralRunner acts on one of ARC's own leaks.
+func (r *Reaper) removeEphemeralRunner(ctx context.Context, o *Outcome) {
+	er := *o.Candidate.EphemeralRunner
+	var res reconcile.DeleteResult
+	var err error
+	if o.Action == "remove-finalizers" {
+		res, err = r.arc.RemoveFinalizers(ctx, er)
+	} else {
+		res, err = r.arc.DeleteEphemeralRunner(ctx, er)
+	}
+	o.Pod = res
+	r.settle(o, res, err)
+}
+
+// settle records the result of deleting the Kubernetes object and reports
+// whether it is gone.
+func (r *Reaper) settle(o *Outcome, res reconcile.DeleteResult, err error) bool {
+	switch {
+	case err != nil:
+		verb := "delete "
+		if o.Action == "remove-finalizers" {
+			verb = "remove finalizers of "
+		}
+		kind, name, _ := strings.Cut(o.Object, " ")
+		o.Result, o.Err = Failed, errors.Join(o.Err, fmt.Errorf("%s%s %s: %w", verb, strings.ToLower(kind), name, err))
+		return false
+	case res == reconcile.Changed:
+		o.Result = SkippedChanged
+		return false
+	case o.Registration == reconcile.Deleted:
+		o.Result = Done
+	default:
+		o.Result = resultOf(res)
+	}
+	return true
 }
 
 func resultOf(r reconcile.DeleteResult) Result {

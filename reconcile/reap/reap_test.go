@@ -63,6 +63,21 @@ func (r *recorder) DeletePod(_ context.Context, p reconcile.Pod) (reconcile.Dele
 	return reconcile.Deleted, nil
 }
 
+func (r *recorder) DeleteOwner(_ context.Context, ns string, o reconcile.Owner) (reconcile.DeleteResult, error) {
+	r.log("owner:" + o.Kind + ":" + o.Name)
+	return reconcile.Deleted, nil
+}
+
+func (r *recorder) DeleteEphemeralRunner(_ context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+	r.log("er:" + er.Name)
+	return reconcile.Deleted, nil
+}
+
+func (r *recorder) RemoveFinalizers(_ context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+	r.log("finalizers:" + er.Name)
+	return reconcile.Deleted, nil
+}
+
 func (r *recorder) DeleteServiceAccount(_ context.Context, _, name string) (reconcile.DeleteResult, error) {
 	r.log("sa:" + name)
 	return reconcile.Deleted, nil
@@ -105,7 +120,7 @@ func TestReapProtocol(t *testing.T) {
 		ghErr:    map[int64]error{4: errors.New("502 bad gateway")},
 		podRes:   map[string]reconcile.DeleteResult{"replaced": reconcile.Changed, "gone": reconcile.AlreadyGone},
 	}
-	outs := New(rec, rec, opts()).Reap(context.Background(), 100, []reconcile.Candidate{
+	outs := New(rec, rec, rec, opts()).Reap(context.Background(), 100, []reconcile.Candidate{
 		cand(reconcile.Zombie, "zombie", 1),
 		cand(reconcile.Zombie, "took-a-job", 2),
 		cand(reconcile.Zombie, "reg-404", 3),
@@ -172,7 +187,7 @@ func TestReapRechecksAbsenceBeforeDeletingPod(t *testing.T) {
 			cs[i].Pod.RunnerName = cs[i].Pod.Name
 		}
 	}
-	outs := New(rec, rec, opts()).Reap(context.Background(), 100, cs)
+	outs := New(rec, rec, rec, opts()).Reap(context.Background(), 100, cs)
 	assert.Equal(t, map[string]Result{
 		"still-absent":  Done,
 		"appeared-busy": SparedBusy,
@@ -207,7 +222,7 @@ func TestReapBoundsAndDryRunShareOneChokePoint(t *testing.T) {
 			rec := &recorder{}
 			o := opts()
 			o.DryRun, o.Limits.MaxActions = dry, 2
-			outs := New(rec, rec, o).Reap(context.Background(), 100, cs)
+			outs := New(rec, rec, rec, o).Reap(context.Background(), 100, cs)
 			admitted := Done
 			if dry {
 				admitted = WouldDelete
@@ -226,7 +241,7 @@ func TestReapServiceAccountWhenConfigured(t *testing.T) {
 	rec := &recorder{podRes: map[string]reconcile.DeleteResult{"replaced": reconcile.Changed}}
 	o := opts()
 	o.DeleteServiceAccount = true
-	outs := New(rec, rec, o).Reap(context.Background(), 10, []reconcile.Candidate{
+	outs := New(rec, rec, rec, o).Reap(context.Background(), 10, []reconcile.Candidate{
 		cand(reconcile.Unregistered, "bare", 0), cand(reconcile.Unregistered, "replaced", 0),
 	})
 	require.Len(t, outs, 2)
@@ -238,7 +253,75 @@ func TestReapStopsAtDeadline(t *testing.T) {
 	rec := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	outs := New(rec, rec, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
+	outs := New(rec, rec, rec, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
 	assert.Equal(t, NotReached, outs[0].Result)
 	assert.Empty(t, rec.calls)
+}
+
+// A pod that ARC owns is removed through its owner, after its registration;
+// ARC's own leaks delete the EphemeralRunner; a stuck one is only reported
+// unless finalizer removal is on, and being reported takes no place in the
+// bound.
+func TestReapARCOwnerAware(t *testing.T) {
+	owned := func(kind, apiVersion, name string, regID int64) reconcile.Candidate {
+		c := cand(reconcile.Zombie, name, regID)
+		c.Pod.Owner = &reconcile.Owner{APIVersion: apiVersion, Kind: kind, Name: name, UID: "owner-" + name}
+		c.Pod.RunnerName = name
+		return c
+	}
+	arcLeak := func(v reconcile.Verdict, name string, regID int64) reconcile.Candidate {
+		c := cand(reconcile.Ghost, name, regID) // no pod
+		c.Verdict = v
+		c.EphemeralRunner = &reconcile.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name}
+		return c
+	}
+	for _, removeFinalizers := range []bool{false, true} {
+		t.Run(fmt.Sprintf("remove-finalizers=%v", removeFinalizers), func(t *testing.T) {
+			rec := &recorder{}
+			o := opts()
+			o.RemoveFinalizers, o.DeleteServiceAccount = removeFinalizers, true
+			o.Limits.MaxActions = 4
+			r := New(rec, rec, rec, o)
+			cs := []reconcile.Candidate{
+				owned(reconcile.EphemeralRunnerKind, reconcile.EphemeralRunnerAPIVersion, "set-runner-a", 1),
+				owned(reconcile.LegacyRunnerKind, reconcile.LegacyRunnerAPIVersion, "legacy-b", 0),
+				arcLeak(reconcile.ARCFailed, "set-runner-failed", 3),
+				arcLeak(reconcile.ARCPodless, "set-runner-podless", 0),
+				arcLeak(reconcile.ARCStuckDeleting, "set-runner-stuck", 0),
+			}
+			outs := r.Reap(context.Background(), 10, cs)
+			byKey := map[string]Outcome{}
+			for _, out := range outs {
+				byKey[out.Candidate.Key] = out
+			}
+			assert.Equal(t, "delete-registration-then-ephemeralrunner", byKey["set-runner-a"].Action)
+			assert.Equal(t, "EphemeralRunner ns/set-runner-a", byKey["set-runner-a"].Object)
+			assert.Equal(t, "delete-runner", byKey["legacy-b"].Action)
+			assert.Equal(t, "Runner ns/legacy-b", byKey["legacy-b"].Object)
+			assert.Equal(t, "delete-registration-then-ephemeralrunner", byKey["set-runner-failed"].Action)
+			assert.Equal(t, "delete-ephemeralrunner", byKey["set-runner-podless"].Action)
+			for _, k := range []string{"set-runner-a", "legacy-b", "set-runner-failed", "set-runner-podless"} {
+				assert.Equal(t, Done, byKey[k].Result, k)
+			}
+			// Owners deleted, never the pods; no ServiceAccount for ARC's pods.
+			assert.Contains(t, rec.calls, "owner:EphemeralRunner:set-runner-a")
+			assert.Contains(t, rec.calls, "owner:Runner:legacy-b")
+			assert.Contains(t, rec.calls, "er:set-runner-failed")
+			assert.Contains(t, rec.calls, "er:set-runner-podless")
+			assert.NotContains(t, fmt.Sprint(rec.calls), "pod:")
+			assert.NotContains(t, fmt.Sprint(rec.calls), "sa:")
+			assert.Less(t, indexOf(rec.calls, "gh:org:acme:3"), indexOf(rec.calls, "er:set-runner-failed"), "registration first")
+			assert.Less(t, indexOf(rec.calls, "event:set-runner-a"), indexOf(rec.calls, "owner:EphemeralRunner:set-runner-a"))
+
+			stuck := byKey["set-runner-stuck"]
+			if removeFinalizers {
+				assert.Equal(t, "remove-finalizers", stuck.Action)
+				assert.Equal(t, Deferred, stuck.Result, "it takes its place in the bound of 4")
+			} else {
+				assert.Equal(t, "report", stuck.Action)
+				assert.Equal(t, Reported, stuck.Result)
+				assert.NotContains(t, fmt.Sprint(rec.calls), "finalizers:")
+			}
+		})
+	}
 }

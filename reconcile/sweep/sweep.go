@@ -29,6 +29,12 @@ type RunnerLister interface {
 	ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error)
 }
 
+// EphemeralRunnerLister lists ARC's EphemeralRunners, for ARC's own leaks
+// and for the runner ids they know.
+type EphemeralRunnerLister interface {
+	ListEphemeralRunners(ctx context.Context) ([]reconcile.EphemeralRunner, error)
+}
+
 // Counter reports the requests a client has sent.
 type Counter interface {
 	Counts() httpcount.Counts
@@ -61,13 +67,15 @@ const (
 type Sweeper struct {
 	Pods    PodLister
 	Runners RunnerLister
-	Ledger  state.Store
-	Reaper  func(dryRun bool) *reap.Reaper
-	Scopes  []reconcile.Scope
-	Policy  reconcile.Policy
-	Hold    reconcile.Hold
-	Log     *slog.Logger
-	Now     func() time.Time
+	// EphemeralRunners is consulted only when Policy.ARC is on.
+	EphemeralRunners EphemeralRunnerLister
+	Ledger           state.Store
+	Reaper           func(dryRun bool) *reap.Reaper
+	Scopes           []reconcile.Scope
+	Policy           reconcile.Policy
+	Hold             reconcile.Hold
+	Log              *slog.Logger
+	Now              func() time.Time
 	// GitHub and Kube count requests for the summary; either may be nil.
 	GitHub Counter
 	Kube   Counter
@@ -117,10 +125,20 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		res.Status, res.Err = Failed, fmt.Errorf("observe pods: %w", err)
 		return res
 	}
+	var ers []reconcile.EphemeralRunner
+	if s.Policy.ARC {
+		// Like the pod list: an incomplete view would make a runner
+		// look podless.
+		ers, err = s.EphemeralRunners.ListEphemeralRunners(ctx)
+		if err != nil {
+			res.Status, res.Err = Failed, fmt.Errorf("observe ephemeralrunners: %w", err)
+			return res
+		}
+	}
 	if ledger.Lists == nil {
 		ledger.Lists = map[string]reconcile.ListCache{}
 	}
-	obs := reconcile.Observation{Now: now, Pods: pods, Lists: make(map[string]reconcile.ScopeList, len(s.Scopes))}
+	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Lists: make(map[string]reconcile.ScopeList, len(s.Scopes))}
 	for _, scope := range s.Scopes {
 		key := scope.Key()
 		var cache *reconcile.ListCache
