@@ -315,7 +315,7 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 		sa, err := r.kube.DeleteServiceAccount(ctx, p.Namespace, p.Name)
 		o.ServiceAccount = sa
 		if err != nil {
-			o.Result, o.Err = Failed, errors.Join(o.Err, fmt.Errorf("delete serviceaccount %s/%s: %w", p.Namespace, p.Name, err))
+			o.Result, o.Err = Failed, errors.Join(o.Err, err)
 		}
 	}
 }
@@ -339,12 +339,9 @@ func (r *Reaper) removeEphemeralRunner(ctx context.Context, o *Outcome) {
 func (r *Reaper) settle(o *Outcome, res reconcile.DeleteResult, err error) bool {
 	switch {
 	case err != nil:
-		verb := "delete "
-		if o.Action == "remove-finalizers" {
-			verb = "remove finalizers of "
-		}
-		kind, name, _ := strings.Cut(o.Object, " ")
-		o.Result, o.Err = Failed, errors.Join(o.Err, fmt.Errorf("%s%s %s: %w", verb, strings.ToLower(kind), name, err))
+		// The adapters' errors already say what was being done to which
+		// object; wrapping them again would only repeat it.
+		o.Result, o.Err = Failed, errors.Join(o.Err, err)
 		return false
 	case res == reconcile.Changed:
 		o.Result = SkippedChanged
