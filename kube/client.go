@@ -10,6 +10,7 @@ import (
 	"os"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -29,8 +30,8 @@ const (
 
 // Options tune a Client. The zero value is usable.
 type Options struct {
-	// PageSize is the Limit of each pod list request; 0 means
-	// DefaultPageSize.
+	// PageSize is the Limit of each list request (pods and ARC's
+	// EphemeralRunners); 0 means DefaultPageSize.
 	PageSize int64
 	// Component is the Event source and reporting controller; "" means
 	// DefaultComponent.
@@ -44,6 +45,7 @@ type Options struct {
 // requests per sweep is the reaper's first performance figure.
 type Client struct {
 	cs        kubernetes.Interface
+	dyn       dynamic.Interface
 	counter   *httpcount.Transport
 	pageSize  int64
 	component string
@@ -92,8 +94,15 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: clientset for %s: %w", c.Host, err)
 	}
+	// ARC's resources have no typed clientset here: the dynamic client
+	// reads and deletes them, over the same counted HTTP client.
+	dyn, err := dynamic.NewForConfigAndClient(c, hc)
+	if err != nil {
+		return nil, fmt.Errorf("kube client: dynamic client for %s: %w", c.Host, err)
+	}
 	return &Client{
 		cs:        cs,
+		dyn:       dyn,
 		counter:   counter,
 		pageSize:  opts.PageSize,
 		component: opts.Component,

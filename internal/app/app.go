@@ -78,16 +78,18 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger) (*sweep.Sw
 		},
 	}
 	return &sweep.Sweeper{
-		Pods:    pods,
-		Runners: gh,
-		Ledger:  store,
+		Pods:             pods,
+		Runners:          gh,
+		EphemeralRunners: ephemeralRunners{client: kc, namespaces: cfg.Namespaces},
+		Ledger:           store,
 		Reaper: func(dryRun bool) *reap.Reaper {
-			return reap.New(gh, kc, reap.Options{
+			return reap.New(gh, kc, kc, reap.Options{
 				DryRun:               dryRun || cfg.DryRun,
 				Limits:               cfg.Limits,
 				DeleteServiceAccount: cfg.DeleteServiceAccount,
 				Concurrency:          cfg.KubeConcurrency,
 				Scopes:               scopes,
+				RemoveFinalizers:     cfg.RemoveFinalizers,
 			})
 		},
 		Scopes: cfg.Scopes,
@@ -132,4 +134,15 @@ func Sweep(ctx context.Context, s *sweep.Sweeper, mode sweep.Mode, log *slog.Log
 	res := s.Run(ctx, mode)
 	report.Log(ctx, log, res)
 	return res
+}
+
+// ephemeralRunners binds the configured namespaces to the kube client's
+// EphemeralRunner list.
+type ephemeralRunners struct {
+	client     *kube.Client
+	namespaces []string
+}
+
+func (e ephemeralRunners) ListEphemeralRunners(ctx context.Context) ([]reconcile.EphemeralRunner, error) {
+	return e.client.ListEphemeralRunners(ctx, e.namespaces)
 }

@@ -1,0 +1,262 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// The resources of ARC's runner objects; their group versions are the
+// owner API versions reconcile.Owner.ARCOwned accepts.
+var (
+	ephemeralRunners = resourceOf(reconcile.EphemeralRunnerAPIVersion, "ephemeralrunners")
+	legacyRunners    = resourceOf(reconcile.LegacyRunnerAPIVersion, "runners")
+)
+
+func resourceOf(apiVersion, resource string) schema.GroupVersionResource {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		panic(fmt.Sprintf("kube: API version %q: %v", apiVersion, err))
+	}
+	return gv.WithResource(resource)
+}
+
+// ListEphemeralRunners lists ARC's EphemeralRunners in each namespace (all
+// namespaces, in one list, when namespaces is empty) and returns their
+// views. Like ListPods it reduces each page as it arrives and is all or
+// nothing: any failed page, an expired continue token included, fails the
+// whole call, because a runner missing from the list would look podless or
+// its pod's runner id unknown.
+func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) ([]reconcile.EphemeralRunner, error) {
+	if len(namespaces) == 0 {
+		return c.listEphemeralRunners(ctx, metav1.NamespaceAll, nil)
+	}
+	for _, ns := range namespaces {
+		if ns == "" {
+			return nil, fmt.Errorf("list ephemeralrunners: empty namespace name in %q (leave the list empty for all namespaces)", namespaces)
+		}
+	}
+	var out []reconcile.EphemeralRunner
+	seen := make(map[string]bool, len(namespaces))
+	for _, ns := range namespaces {
+		if seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		var err error
+		if out, err = c.listEphemeralRunners(ctx, ns, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// listEphemeralRunners appends the views of one namespace's (or, for "",
+// the cluster's) EphemeralRunners to out, page by page.
+func (c *Client) listEphemeralRunners(ctx context.Context, ns string, out []reconcile.EphemeralRunner) ([]reconcile.EphemeralRunner, error) {
+	where := ns
+	if ns == metav1.NamespaceAll {
+		where = "all namespaces"
+	}
+	// ResourceVersion unset: a consistent read, as for pods.
+	opts := metav1.ListOptions{Limit: c.pageSize}
+	for page := 1; ; page++ {
+		list, err := c.dyn.Resource(ephemeralRunners).Namespace(ns).List(ctx, opts)
+		if err != nil {
+			if opts.Continue != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
+				return nil, fmt.Errorf("list ephemeralrunners in %s: continue token of page %d expired, refusing a partial list: %w", where, page, err)
+			}
+			return nil, fmt.Errorf("list ephemeralrunners in %s: %w", where, err)
+		}
+		for i := range list.Items {
+			out = append(out, ephemeralRunnerView(&list.Items[i]))
+		}
+		if list.GetContinue() == "" {
+			return out, nil
+		}
+		opts.Continue = list.GetContinue()
+	}
+}
+
+// ephemeralRunnerView reduces an EphemeralRunner to what the classifier
+// needs. A runner ARC has not written a status for yet has empty status
+// fields, not an error.
+func ephemeralRunnerView(u *unstructured.Unstructured) reconcile.EphemeralRunner {
+	obj := u.Object
+	configURL, _, _ := unstructured.NestedString(obj, "spec", "githubConfigUrl")
+	phase, _, _ := unstructured.NestedString(obj, "status", "phase")
+	reason, _, _ := unstructured.NestedString(obj, "status", "reason")
+	message, _, _ := unstructured.NestedString(obj, "status", "message")
+	v := reconcile.EphemeralRunner{
+		Namespace:       u.GetNamespace(),
+		Name:            u.GetName(),
+		UID:             string(u.GetUID()),
+		ResourceVersion: u.GetResourceVersion(),
+		ScopeKey:        scopeKeyOfConfigURL(configURL),
+		Phase:           phase,
+		Reason:          reason,
+		Message:         message,
+		RunnerID:        nestedInt64(obj, "status", "runnerId"),
+		CreatedAt:       u.GetCreationTimestamp().Time,
+		Finalizers:      u.GetFinalizers(),
+	}
+	if ts := u.GetDeletionTimestamp(); ts != nil {
+		v.DeletingSince = ts.Time
+	}
+	return v
+}
+
+// nestedInt64 reads an integer field, 0 when it is missing or not a whole
+// number. JSON decoding gives int64 for integers; a float64 is accepted in
+// case a writer sent 1.0.
+func nestedInt64(obj map[string]any, fields ...string) int64 {
+	if n, found, err := unstructured.NestedInt64(obj, fields...); err == nil && found {
+		return n
+	}
+	if f, found, err := unstructured.NestedFloat64(obj, fields...); err == nil && found && f == float64(int64(f)) {
+		return int64(f)
+	}
+	return 0
+}
+
+// scopeKeyOfConfigURL is the Scope.Key of an EphemeralRunner's
+// spec.githubConfigUrl, read as ARC reads it (actions.ParseGitHubConfigFromURL):
+// on any host, github.com or GHES, the path "/ORG" is an organization,
+// "/enterprises/SLUG" an enterprise and "/OWNER/REPO" a repository,
+// trailing slashes aside. Anything else, including a URL without an http(s)
+// scheme and host, is "": a runner with no scope is never judged against a
+// runner list that is not its own.
+func scopeKeyOfConfigURL(raw string) string {
+	u, err := url.Parse(strings.Trim(raw, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	for _, p := range parts {
+		// ParseScope's rule for a name, so that every key made here is
+		// one a configured scope can have.
+		if p == "" || strings.ContainsAny(p, " /:?#%") {
+			return ""
+		}
+	}
+	switch {
+	case len(parts) == 1:
+		return reconcile.Scope{Kind: reconcile.OrgScope, Name: parts[0]}.Key()
+	case len(parts) == 2 && strings.EqualFold(parts[0], "enterprises"):
+		return reconcile.Scope{Kind: reconcile.EnterpriseScope, Name: parts[1]}.Key()
+	case len(parts) == 2:
+		return reconcile.Scope{Kind: reconcile.RepoScope, Owner: parts[0], Name: parts[1]}.Key()
+	default:
+		return ""
+	}
+}
+
+// DeleteOwner deletes the ARC runner object that controls a pod, an
+// EphemeralRunner or a legacy Runner, instead of the pod: deleting the pod
+// alone would have ARC recreate it from the same dead runner config. The
+// delete holds to the owner reference's UID, so an object recreated under
+// the same name since is not touched (Changed). Any other kind of owner is
+// refused without a request.
+func (c *Client) DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reconcile.DeleteResult, error) {
+	if !o.ARCOwned() {
+		return "", fmt.Errorf("delete owner %s %s %s/%s: not an ARC runner (%s %s or %s %s), refusing",
+			o.APIVersion, o.Kind, namespace, o.Name,
+			reconcile.EphemeralRunnerAPIVersion, reconcile.EphemeralRunnerKind, reconcile.LegacyRunnerAPIVersion, reconcile.LegacyRunnerKind)
+	}
+	if namespace == "" || o.Name == "" || o.UID == "" {
+		return "", fmt.Errorf("delete owner %s %s/%s: no namespace, name or UID to hold the delete to, refusing an unconditional delete", o.Kind, namespace, o.Name)
+	}
+	gvr := ephemeralRunners
+	if o.Kind == reconcile.LegacyRunnerKind {
+		gvr = legacyRunners
+	}
+	uid := types.UID(o.UID)
+	res, err := c.deleteARC(ctx, gvr, namespace, o.Name, &metav1.Preconditions{UID: &uid})
+	if err != nil {
+		return "", fmt.Errorf("delete owner %s %s/%s: %w", o.Kind, namespace, o.Name, err)
+	}
+	return res, nil
+}
+
+// DeleteEphemeralRunner deletes an EphemeralRunner only if it is still the
+// object that was judged: same UID and same resourceVersion. A failed
+// precondition is Changed, a skip for this sweep.
+func (c *Client) DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+	if er.UID == "" || er.ResourceVersion == "" {
+		return "", fmt.Errorf("delete ephemeralrunner %s/%s: the view has no UID or resourceVersion to hold the delete to, refusing an unconditional delete", er.Namespace, er.Name)
+	}
+	uid := types.UID(er.UID)
+	rv := er.ResourceVersion
+	res, err := c.deleteARC(ctx, ephemeralRunners, er.Namespace, er.Name, &metav1.Preconditions{UID: &uid, ResourceVersion: &rv})
+	if err != nil {
+		return "", fmt.Errorf("delete ephemeralrunner %s/%s: %w", er.Namespace, er.Name, err)
+	}
+	return res, nil
+}
+
+// deleteARC deletes one ARC object under the preconditions and maps the
+// answer to a result. Propagation is background, as for any custom
+// resource, said out loud: the object's pod must go with it.
+func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, pre *metav1.Preconditions) (reconcile.DeleteResult, error) {
+	background := metav1.DeletePropagationBackground
+	err := c.dyn.Resource(gvr).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{
+		Preconditions:     pre,
+		PropagationPolicy: &background,
+	})
+	switch {
+	case err == nil:
+		return reconcile.Deleted, nil
+	case apierrors.IsNotFound(err):
+		return reconcile.AlreadyGone, nil
+	case apierrors.IsConflict(err):
+		return reconcile.Changed, nil
+	default:
+		return "", err
+	}
+}
+
+// RemoveFinalizers clears the finalizers of an EphemeralRunner that is
+// stuck deleting, so that the API server can finish the deletion. It is a
+// JSON merge patch that carries the observed resourceVersion, so it applies
+// only to the object as it was judged: anything written since (ARC's
+// controller coming back, a recreated object) is Changed. Only a view that
+// was already deleting is accepted; clearing the finalizers of a live
+// EphemeralRunner would skip ARC's cleanup of its runner.
+func (c *Client) RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+	if er.ResourceVersion == "" {
+		return "", fmt.Errorf("remove finalizers of ephemeralrunner %s/%s: the view has no resourceVersion to hold the patch to, refusing an unconditional patch", er.Namespace, er.Name)
+	}
+	if er.DeletingSince.IsZero() {
+		return "", fmt.Errorf("remove finalizers of ephemeralrunner %s/%s: it was not being deleted when observed, refusing", er.Namespace, er.Name)
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"finalizers":      nil,
+			"resourceVersion": er.ResourceVersion,
+		},
+	})
+	if err != nil {
+		return "", fmt.Errorf("remove finalizers of ephemeralrunner %s/%s: %w", er.Namespace, er.Name, err)
+	}
+	_, err = c.dyn.Resource(ephemeralRunners).Namespace(er.Namespace).Patch(ctx, er.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case err == nil:
+		return reconcile.Deleted, nil
+	case apierrors.IsNotFound(err):
+		return reconcile.AlreadyGone, nil
+	case apierrors.IsConflict(err):
+		return reconcile.Changed, nil
+	default:
+		return "", fmt.Errorf("remove finalizers of ephemeralrunner %s/%s: %w", er.Namespace, er.Name, err)
+	}
+}

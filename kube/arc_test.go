@@ -1,0 +1,890 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// arcFinalizer is the finalizer ARC's controller puts on every
+// EphemeralRunner; nothing removes it in the test control plane, so an
+// EphemeralRunner deleted with it stays, deleting, as one does when ARC's
+// controller is gone.
+const arcFinalizer = "ephemeralrunner.actions.github.com/finalizer"
+
+// erName is a name of ARC's form: scale set, EphemeralRunnerSet suffix,
+// "runner", runner suffix.
+const erName = "arc-runner-set-abcde-runner-x1y2z"
+
+// adminDynamic is an administrator's dynamic client, for setting up ARC
+// objects the way ARC's controller would.
+func adminDynamic(t *testing.T) dynamic.Interface {
+	t.Helper()
+	d, err := dynamic.NewForConfig(env.Config)
+	require.NoError(t, err)
+	return d
+}
+
+// ephemeralRunner is an EphemeralRunner as ARC's EphemeralRunnerSet
+// controller creates it: ARC's labels and a spec with the fields the CRD
+// requires and a minimal pod template.
+func ephemeralRunner(name, configURL string, finalizers ...string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": reconcile.EphemeralRunnerAPIVersion,
+		"kind":       reconcile.EphemeralRunnerKind,
+		"metadata": map[string]any{
+			"name": name,
+			"labels": map[string]any{
+				"actions.github.com/scale-set-name":      "arc-runner-set",
+				"actions.github.com/scale-set-namespace": "arc-runners",
+				"app.kubernetes.io/component":            "runner",
+				"app.kubernetes.io/part-of":              "gha-runner-scale-set",
+			},
+		},
+		"spec": map[string]any{
+			"githubConfigUrl":    configURL,
+			"githubConfigSecret": "arc-runner-set-gha-rs-github-secret",
+			"runnerScaleSetId":   int64(1),
+			"spec": map[string]any{
+				"restartPolicy": "Never",
+				"containers": []any{map[string]any{
+					"name":    "runner",
+					"image":   runnerImage,
+					"command": []any{"/home/runner/run.sh"},
+				}},
+			},
+		},
+	}}
+	if len(finalizers) > 0 {
+		u.SetFinalizers(finalizers)
+	}
+	return u
+}
+
+// erStatus is an EphemeralRunner status as ARC's controller writes it.
+func erStatus(phase string, runnerID int64, reason, message string) map[string]any {
+	s := map[string]any{"phase": phase, "runnerName": erName}
+	if runnerID != 0 {
+		s["runnerId"] = runnerID
+	}
+	if reason != "" {
+		s["reason"] = reason
+	}
+	if message != "" {
+		s["message"] = message
+	}
+	return s
+}
+
+// createEphemeralRunner creates the EphemeralRunner, then, as ARC's
+// controller does, writes its status through the status subresource.
+func createEphemeralRunner(t *testing.T, ns string, u *unstructured.Unstructured, status map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	ctx := context.Background()
+	ers := adminDynamic(t).Resource(ephemeralRunners).Namespace(ns)
+	created, err := ers.Create(ctx, u, metav1.CreateOptions{})
+	require.NoError(t, err, "create ephemeralrunner %s/%s", ns, u.GetName())
+	if status == nil {
+		return created
+	}
+	require.NoError(t, unstructured.SetNestedMap(created.Object, status, "status"))
+	updated, err := ers.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	require.NoError(t, err, "write status of ephemeralrunner %s/%s", ns, u.GetName())
+	return updated
+}
+
+// createLegacyRunner creates a legacy (summerwind) Runner for a repository.
+func createLegacyRunner(t *testing.T, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": reconcile.LegacyRunnerAPIVersion,
+		"kind":       reconcile.LegacyRunnerKind,
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"repository": "acme/api",
+			"image":      "summerwind/actions-runner:latest",
+			"ephemeral":  true,
+		},
+	}}
+	created, err := adminDynamic(t).Resource(legacyRunners).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
+	require.NoError(t, err, "create runner %s/%s", ns, name)
+	return created
+}
+
+// createOwnedPod creates the runner pod of an ARC object, named like it and
+// controlled by it, and returns its view.
+func createOwnedPod(t *testing.T, owner *unstructured.Unstructured) reconcile.Pod {
+	t.Helper()
+	p := runnerPod(owner.GetName(), map[string]string{"app": "runner", "actions-ephemeral-runner": "True"}, false)
+	block := true
+	p.OwnerReferences = []metav1.OwnerReference{{
+		APIVersion:         owner.GetAPIVersion(),
+		Kind:               owner.GetKind(),
+		Name:               owner.GetName(),
+		UID:                owner.GetUID(),
+		Controller:         controller(),
+		BlockOwnerDeletion: &block,
+	}}
+	created := createPod(t, owner.GetNamespace(), p, podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), corev1.ContainerState{})))
+	return Mapping{}.View(created)
+}
+
+// getARC reads an ARC object back as the administrator; nil when it is gone.
+func getARC(t *testing.T, gvr, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	res := ephemeralRunners
+	if gvr == "runners" {
+		res = legacyRunners
+	}
+	u, err := adminDynamic(t).Resource(res).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	return u
+}
+
+// deleteAsAdmin deletes an EphemeralRunner by name, unconditionally.
+func deleteAsAdmin(t *testing.T, ns, name string) {
+	t.Helper()
+	require.NoError(t, adminDynamic(t).Resource(ephemeralRunners).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{}))
+}
+
+// clearFinalizersAsAdmin does what a returning ARC controller would do to
+// a deleting EphemeralRunner: drop its finalizer, so it goes away.
+func clearFinalizersAsAdmin(t *testing.T, ns, name string) {
+	t.Helper()
+	_, err := adminDynamic(t).Resource(ephemeralRunners).Namespace(ns).Patch(context.Background(), name,
+		types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
+// writeStatusAsAdmin changes an EphemeralRunner's status, as ARC's
+// controller does when the runner moves on.
+func writeStatusAsAdmin(t *testing.T, ns, name string, status map[string]any) {
+	t.Helper()
+	ers := adminDynamic(t).Resource(ephemeralRunners).Namespace(ns)
+	u, err := ers.Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedMap(u.Object, status, "status"))
+	_, err = ers.UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// ersByName indexes views by namespace/name.
+func ersByName(ers []reconcile.EphemeralRunner) map[string]reconcile.EphemeralRunner {
+	m := make(map[string]reconcile.EphemeralRunner, len(ers))
+	for _, er := range ers {
+		m[er.Namespace+"/"+er.Name] = er
+	}
+	return m
+}
+
+// TestListEphemeralRunnersReadsFields creates EphemeralRunners as ARC
+// does, in every state the classifier cares about, and checks what the
+// view makes of each after a round trip through the API server.
+func TestListEphemeralRunnersReadsFields(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t, "arc")
+	tests := []struct {
+		name      string
+		url       string
+		finalizer bool
+		status    map[string]any
+		// deleted: deleted after its status was written; with the
+		// finalizer it stays, deleting.
+		deleted     bool
+		wantPhase   string
+		wantReason  string
+		wantMessage string
+		wantID      int64
+		wantScope   string
+	}{
+		{name: erName, url: "https://github.com/Acme/API",
+			status:    erStatus("Running", 1234, "", ""),
+			wantPhase: "Running", wantID: 1234, wantScope: "repo:acme/api"},
+		{name: "arc-runner-set-abcde-runner-f41l3", url: "https://github.com/acme",
+			status:    erStatus("Failed", 88, "TooManyPodFailures", "Pod has failed to start more than 5 times"),
+			wantPhase: "Failed", wantReason: "TooManyPodFailures", wantMessage: "Pod has failed to start more than 5 times",
+			wantID: 88, wantScope: "org:acme"},
+		{name: "arc-runner-set-abcde-runner-n0st4", url: "https://github.com/enterprises/Big-Corp/",
+			wantScope: "enterprise:big-corp"},
+		{name: "arc-runner-set-abcde-runner-gh3s1", url: "https://ghes.example.com/platform/builds",
+			status:    erStatus("Pending", 0, "", ""),
+			wantPhase: "Pending", wantScope: "repo:platform/builds"},
+		{name: "arc-runner-set-abcde-runner-junk1", url: "https://github.com/acme/api/tree/main",
+			status:    erStatus("Running", 5, "", ""),
+			wantPhase: "Running", wantID: 5, wantScope: ""},
+		{name: "arc-runner-set-abcde-runner-dy1ng", url: "https://github.com/acme", finalizer: true, deleted: true,
+			status:    erStatus("Running", 42, "", ""),
+			wantPhase: "Running", wantID: 42, wantScope: "org:acme"},
+	}
+	before := time.Now().Add(-time.Second)
+	want := map[string]*unstructured.Unstructured{}
+	for _, tc := range tests {
+		var fin []string
+		if tc.finalizer {
+			fin = []string{arcFinalizer}
+		}
+		createEphemeralRunner(t, ns, ephemeralRunner(tc.name, tc.url, fin...), tc.status)
+		if tc.deleted {
+			deleteAsAdmin(t, ns, tc.name)
+		}
+		want[tc.name] = getARC(t, "ephemeralrunners", ns, tc.name)
+		require.NotNil(t, want[tc.name], "%s is still there", tc.name)
+	}
+
+	c := newClient(t, Options{})
+	ers, err := c.ListEphemeralRunners(ctx, []string{ns})
+	require.NoError(t, err)
+	require.Len(t, ers, len(tests))
+	assert.Equal(t, int64(1), c.Counts().Requests)
+	got := ersByName(ers)
+
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v, ok := got[ns+"/"+tc.name]
+			require.True(t, ok)
+			obj := want[tc.name]
+			assert.Equal(t, ns, v.Namespace)
+			assert.Equal(t, tc.name, v.Name)
+			assert.Equal(t, string(obj.GetUID()), v.UID)
+			assert.Equal(t, obj.GetResourceVersion(), v.ResourceVersion, "the view holds the latest resourceVersion")
+			assert.Equal(t, tc.wantScope, v.ScopeKey)
+			assert.Equal(t, tc.wantPhase, v.Phase)
+			assert.Equal(t, tc.wantReason, v.Reason)
+			assert.Equal(t, tc.wantMessage, v.Message)
+			assert.Equal(t, tc.wantID, v.RunnerID)
+			assert.WithinDuration(t, obj.GetCreationTimestamp().Time, v.CreatedAt, 0)
+			if tc.deleted {
+				require.NotNil(t, obj.GetDeletionTimestamp())
+				assert.WithinDuration(t, obj.GetDeletionTimestamp().Time, v.DeletingSince, 0)
+				assert.False(t, v.DeletingSince.Before(before.Truncate(time.Second)), "deleting since the test deleted it")
+				assert.Equal(t, []string{arcFinalizer}, v.Finalizers)
+			} else {
+				assert.True(t, v.DeletingSince.IsZero())
+				assert.Empty(t, v.Finalizers)
+			}
+		})
+	}
+}
+
+// TestScopeKeyOfConfigURL: spec.githubConfigUrl read as ARC reads it.
+func TestScopeKeyOfConfigURL(t *testing.T) {
+	tests := []struct {
+		url  string
+		want string
+	}{
+		{"https://github.com/acme", "org:acme"},
+		{"https://github.com/Acme/", "org:acme"},
+		{"https://github.com/acme///", "org:acme"},
+		{"https://github.com/acme/api", "repo:acme/api"},
+		{"https://github.com/Acme/API/", "repo:acme/api"},
+		{"https://github.com/enterprises/big-corp", "enterprise:big-corp"},
+		{"https://github.com/Enterprises/Big-Corp/", "enterprise:big-corp"},
+		{"https://www.github.com/acme/api", "repo:acme/api"},
+		{"https://ghes.example.com/platform", "org:platform"},
+		{"https://ghes.example.com:8443/platform/builds", "repo:platform/builds"},
+		{"http://ghes.internal/enterprises/corp", "enterprise:corp"},
+		{"https://github.com/acme/api?tab=settings", "repo:acme/api"},
+		{"https://github.com/acme/api#runners", "repo:acme/api"},
+		// Not a scope.
+		{"", ""},
+		{"https://github.com", ""},
+		{"https://github.com/", ""},
+		{"https://github.com/acme/api/tree/main", ""},
+		{"https://github.com/enterprises/big-corp/extra", ""},
+		{"https://github.com/acme//api", ""},
+		{"https://github.com/acme%20corp", ""},
+		{"github.com/acme/api", ""},
+		{"/acme/api", ""},
+		{"acme", ""},
+		{"ftp://github.com/acme", ""},
+		{"https://%zz/acme", ""},
+		{"not a url at all", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.url, func(t *testing.T) {
+			assert.Equal(t, tc.want, scopeKeyOfConfigURL(tc.url))
+		})
+	}
+}
+
+// TestListEphemeralRunners checks which EphemeralRunners each list returns
+// and that it costs exactly one request per page per namespace.
+func TestListEphemeralRunners(t *testing.T) {
+	ctx := context.Background()
+	nsA := env.Namespace(t, "arc")
+	nsB := env.Namespace(t, "arc")
+	nsP := env.Namespace(t, "arc")
+	nsEmpty := env.Namespace(t, "arc")
+	const url = "https://github.com/acme"
+	running := erStatus("Running", 7, "", "")
+
+	var mine []string
+	add := func(ns, name string) {
+		createEphemeralRunner(t, ns, ephemeralRunner(name, url), running)
+		mine = append(mine, ns+"/"+name)
+	}
+	for i := 1; i <= 2; i++ {
+		add(nsA, fmt.Sprintf("arc-runner-set-aaaaa-runner-a%d", i))
+	}
+	add(nsB, "arc-runner-set-bbbbb-runner-b1")
+	for i := 1; i <= 5; i++ {
+		add(nsP, fmt.Sprintf("arc-runner-set-ppppp-runner-p%d", i))
+	}
+	names := func(ns, prefix string, n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s/arc-runner-set-%s-runner-%c%d", ns, prefix, prefix[0], i+1)
+		}
+		return out
+	}
+	cat := func(lists ...[]string) []string {
+		var out []string
+		for _, l := range lists {
+			out = append(out, l...)
+		}
+		return out
+	}
+	aERs, bERs, pERs := names(nsA, "aaaaa", 2), names(nsB, "bbbbb", 1), names(nsP, "ppppp", 5)
+
+	// The all-namespaces list sees every test's EphemeralRunners; its
+	// page count follows from how many there are in the cluster.
+	all, err := adminDynamic(t).Resource(ephemeralRunners).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	total := int64(len(all.Items))
+	require.GreaterOrEqual(t, total, int64(len(mine)))
+
+	tests := []struct {
+		name         string
+		namespaces   []string
+		pageSize     int64
+		want         []string
+		wantRequests int64
+		// mineOnly: the list spans all namespaces; only this test's
+		// EphemeralRunners are compared.
+		mineOnly bool
+	}{
+		{"one namespace", []string{nsA}, 0, aERs, 1, false},
+		{"two namespaces", []string{nsA, nsB}, 0, cat(aERs, bERs), 2, false},
+		{"a namespace named twice is listed once", []string{nsA, nsB, nsA}, 0, cat(aERs, bERs), 2, false},
+		{"none is an empty list, one request", []string{nsEmpty}, 0, nil, 1, false},
+		{"five in pages of two", []string{nsP}, 2, pERs, 3, false},
+		{"pages per namespace", []string{nsP, nsB}, 2, cat(pERs, bERs), 4, false},
+		{"one per page", []string{nsP}, 1, pERs, 5, false},
+		{"all namespaces, one list", nil, 0, mine, 1, true},
+		{"all namespaces in pages of two", nil, 2, mine, (total + 1) / 2, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, Options{PageSize: tc.pageSize})
+			ers, err := c.ListEphemeralRunners(ctx, tc.namespaces)
+			require.NoError(t, err)
+			seen := map[string]int{}
+			got := make([]string, 0, len(ers))
+			for _, er := range ers {
+				key := er.Namespace + "/" + er.Name
+				seen[key]++
+				if tc.mineOnly && er.Namespace != nsA && er.Namespace != nsB && er.Namespace != nsP && er.Namespace != nsEmpty {
+					continue
+				}
+				got = append(got, key)
+			}
+			for key, n := range seen {
+				assert.Equal(t, 1, n, "%s listed once", key)
+			}
+			if tc.mineOnly {
+				assert.Len(t, ers, int(total), "every EphemeralRunner in the cluster")
+			}
+			want := append([]string(nil), tc.want...)
+			sort.Strings(got)
+			sort.Strings(want)
+			if want == nil {
+				want = []string{}
+			}
+			assert.Equal(t, want, got, "none missing, none twice")
+			assert.Equal(t, tc.wantRequests, c.Counts().Requests, "requests")
+			for _, er := range ers {
+				if er.Namespace == nsA || er.Namespace == nsB || er.Namespace == nsP {
+					assert.Equal(t, "Running", er.Phase, "%s converted", er.Name)
+					assert.Equal(t, int64(7), er.RunnerID)
+					assert.Equal(t, "org:acme", er.ScopeKey)
+				}
+			}
+		})
+	}
+
+	t.Run("an empty namespace name among named ones is refused", func(t *testing.T) {
+		c := newClient(t, Options{})
+		ers, err := c.ListEphemeralRunners(ctx, []string{nsA, ""})
+		require.Error(t, err)
+		assert.Nil(t, ers)
+		assert.Zero(t, c.Counts().Requests)
+	})
+	t.Run("a namespace that does not exist is an empty list", func(t *testing.T) {
+		c := newClient(t, Options{})
+		ers, err := c.ListEphemeralRunners(ctx, []string{nsA + "-missing"})
+		require.NoError(t, err)
+		assert.Empty(t, ers)
+	})
+}
+
+// TestListEphemeralRunnersPageFails: a real API server expires a continue
+// token only after etcd compaction, so a small server stands in for it.
+// The first page arrives, the second fails: the list must fail, never
+// return the first page alone.
+func TestListEphemeralRunnersPageFails(t *testing.T) {
+	const path = "/apis/actions.github.com/v1alpha1/namespaces/ci/ephemeralrunners"
+	item := func(name, uid string) map[string]any {
+		return map[string]any{
+			"apiVersion": reconcile.EphemeralRunnerAPIVersion,
+			"kind":       reconcile.EphemeralRunnerKind,
+			"metadata":   map[string]any{"namespace": "ci", "name": name, "uid": uid, "resourceVersion": "9"},
+			"spec":       map[string]any{"githubConfigUrl": "https://github.com/acme"},
+		}
+	}
+	tests := []struct {
+		name       string
+		second     metav1.Status
+		wantErr    string
+		wantExpiry bool
+	}{
+		{"continue token expired", metav1.Status{
+			TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status:   metav1.StatusFailure, Reason: metav1.StatusReasonExpired, Code: http.StatusGone,
+			Message: "The provided continue parameter is too old to display a consistent list result.",
+		}, "list ephemeralrunners in ci: continue token of page 2 expired, refusing a partial list", true},
+		{"second page fails otherwise", metav1.Status{
+			TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status:   metav1.StatusFailure, Reason: metav1.StatusReasonInternalError, Code: http.StatusInternalServerError,
+			Message: "etcdserver: request timed out",
+		}, "list ephemeralrunners in ci: ", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				if r.URL.Path != path {
+					w.WriteHeader(http.StatusNotFound)
+					return
+				}
+				if r.URL.Query().Get("continue") == "" {
+					assert.Equal(t, "2", r.URL.Query().Get("limit"))
+					_ = json.NewEncoder(w).Encode(map[string]any{
+						"apiVersion": reconcile.EphemeralRunnerAPIVersion,
+						"kind":       "EphemeralRunnerList",
+						"metadata":   map[string]any{"continue": "page-2", "resourceVersion": "10"},
+						"items":      []any{item("runner-1", "u1"), item("runner-2", "u2")},
+					})
+					return
+				}
+				assert.Equal(t, "page-2", r.URL.Query().Get("continue"))
+				w.WriteHeader(int(tc.second.Code))
+				_ = json.NewEncoder(w).Encode(tc.second)
+			}))
+			defer srv.Close()
+
+			c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 2})
+			require.NoError(t, err)
+			ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
+			require.ErrorContains(t, err, tc.wantErr)
+			assert.Nil(t, ers, "no partial list")
+			assert.Equal(t, tc.wantExpiry, apierrors.IsResourceExpired(err))
+			assert.Equal(t, int64(2), c.Counts().Requests)
+			assert.Equal(t, int64(2), calls.Load())
+		})
+	}
+}
+
+// TestDeleteOwner deletes a runner pod's ARC owner as the act step does:
+// from the owner reference in the pod's view.
+func TestDeleteOwner(t *testing.T) {
+	ctx := context.Background()
+	const legacyName = "acme-api-runner-7xk2p"
+	tests := []struct {
+		name string
+		// legacy: the pod's owner is a summerwind Runner.
+		legacy    bool
+		finalizer bool
+		// after runs between the view and the delete.
+		after func(t *testing.T, ns, name string)
+		want  reconcile.DeleteResult
+		// wantLeft: what is left under the name afterwards: "" nothing,
+		// "deleting" the judged object, deleting, "new" another object.
+		wantLeft string
+	}{
+		{name: "deletes the EphemeralRunner", want: reconcile.Deleted},
+		{name: "an EphemeralRunner with ARC's finalizer is left deleting", finalizer: true,
+			want: reconcile.Deleted, wantLeft: "deleting"},
+		{name: "deletes the legacy Runner", legacy: true, want: reconcile.Deleted},
+		{name: "already deleted by someone else", after: func(t *testing.T, ns, name string) {
+			deleteAsAdmin(t, ns, name)
+		}, want: reconcile.AlreadyGone},
+		{name: "legacy Runner already deleted", legacy: true, after: func(t *testing.T, ns, name string) {
+			require.NoError(t, adminDynamic(t).Resource(legacyRunners).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+		}, want: reconcile.AlreadyGone},
+		{name: "replaced by a new EphemeralRunner of the same name", after: func(t *testing.T, ns, name string) {
+			deleteAsAdmin(t, ns, name)
+			createEphemeralRunner(t, ns, ephemeralRunner(name, "https://github.com/acme"), erStatus("Running", 99, "", ""))
+		}, want: reconcile.Changed, wantLeft: "new"},
+		{name: "legacy Runner replaced", legacy: true, after: func(t *testing.T, ns, name string) {
+			require.NoError(t, adminDynamic(t).Resource(legacyRunners).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+			createLegacyRunner(t, ns, name)
+		}, want: reconcile.Changed, wantLeft: "new"},
+		{name: "status written after the view still deletes: only the UID is held", after: func(t *testing.T, ns, name string) {
+			writeStatusAsAdmin(t, ns, name, erStatus("Failed", 1, "TooManyPodFailures", "failed"))
+		}, want: reconcile.Deleted},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t, "arc")
+			var owner *unstructured.Unstructured
+			resource := "ephemeralrunners"
+			if tc.legacy {
+				resource = "runners"
+				owner = createLegacyRunner(t, ns, legacyName)
+			} else {
+				var fin []string
+				if tc.finalizer {
+					fin = []string{arcFinalizer}
+				}
+				owner = createEphemeralRunner(t, ns, ephemeralRunner(erName, "https://github.com/acme", fin...), erStatus("Running", 1234, "", ""))
+			}
+			createOwnedPod(t, owner)
+			c := newClient(t, Options{})
+			pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
+			require.NoError(t, err)
+			require.Len(t, pods, 1)
+			require.NotNil(t, pods[0].Owner)
+			require.True(t, pods[0].Owner.ARCOwned())
+			if tc.after != nil {
+				tc.after(t, ns, owner.GetName())
+			}
+
+			before := c.Counts()
+			got, err := c.DeleteOwner(ctx, ns, *pods[0].Owner)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
+
+			left := getARC(t, resource, ns, owner.GetName())
+			switch tc.wantLeft {
+			case "":
+				assert.Nil(t, left, "the owner is gone")
+			case "deleting":
+				require.NotNil(t, left)
+				assert.Equal(t, owner.GetUID(), left.GetUID())
+				assert.NotNil(t, left.GetDeletionTimestamp(), "deleting, waiting on its finalizer")
+			case "new":
+				require.NotNil(t, left, "the new object survives")
+				assert.NotEqual(t, owner.GetUID(), left.GetUID())
+				assert.Nil(t, left.GetDeletionTimestamp())
+			}
+		})
+	}
+
+	t.Run("refused without a request", func(t *testing.T) {
+		ns := env.Namespace(t, "arc")
+		owner := createEphemeralRunner(t, ns, ephemeralRunner(erName, "https://github.com/acme"), nil)
+		uid := string(owner.GetUID())
+		refused := []struct {
+			name  string
+			ns    string
+			owner reconcile.Owner
+		}{
+			{"a ReplicaSet", ns, reconcile.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: erName, UID: uid}},
+			{"a StatefulSet", ns, reconcile.Owner{APIVersion: "apps/v1", Kind: "StatefulSet", Name: erName, UID: uid}},
+			{"an EphemeralRunner of another API version", ns, reconcile.Owner{APIVersion: "actions.github.com/v1beta1", Kind: reconcile.EphemeralRunnerKind, Name: erName, UID: uid}},
+			{"a Runner of ARC's new group", ns, reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.LegacyRunnerKind, Name: erName, UID: uid}},
+			{"no owner at all", ns, reconcile.Owner{}},
+			{"no UID", ns, reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind, Name: erName}},
+			{"no namespace", "", reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind, Name: erName, UID: uid}},
+		}
+		for _, tc := range refused {
+			t.Run(tc.name, func(t *testing.T) {
+				c := newClient(t, Options{})
+				got, err := c.DeleteOwner(ctx, tc.ns, tc.owner)
+				require.Error(t, err)
+				assert.Empty(t, got)
+				assert.Zero(t, c.Counts().Requests)
+			})
+		}
+		assert.NotNil(t, getARC(t, "ephemeralrunners", ns, erName), "the EphemeralRunner is untouched")
+	})
+}
+
+// TestDeleteEphemeralRunner deletes an EphemeralRunner judged from its own
+// view (a failed or podless one), held to its UID and resourceVersion.
+func TestDeleteEphemeralRunner(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name         string
+		after        func(t *testing.T, ns, name string)
+		want         reconcile.DeleteResult
+		wantSurvivor bool
+	}{
+		{"deletes the EphemeralRunner that was judged", nil, reconcile.Deleted, false},
+		{"already deleted by someone else", func(t *testing.T, ns, name string) {
+			deleteAsAdmin(t, ns, name)
+		}, reconcile.AlreadyGone, false},
+		{"status written after it was observed", func(t *testing.T, ns, name string) {
+			writeStatusAsAdmin(t, ns, name, erStatus("Running", 1234, "", ""))
+		}, reconcile.Changed, true},
+		{"replaced by a new EphemeralRunner of the same name", func(t *testing.T, ns, name string) {
+			deleteAsAdmin(t, ns, name)
+			createEphemeralRunner(t, ns, ephemeralRunner(name, "https://github.com/acme"), nil)
+		}, reconcile.Changed, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t, "arc")
+			createEphemeralRunner(t, ns, ephemeralRunner(erName, "https://github.com/acme"),
+				erStatus("Failed", 1234, "TooManyPodFailures", "Pod has failed to start more than 5 times"))
+			c := newClient(t, Options{})
+			ers, err := c.ListEphemeralRunners(ctx, []string{ns})
+			require.NoError(t, err)
+			require.Len(t, ers, 1)
+			view := ers[0]
+			if tc.after != nil {
+				tc.after(t, ns, view.Name)
+			}
+
+			before := c.Counts()
+			got, err := c.DeleteEphemeralRunner(ctx, view)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
+			left := getARC(t, "ephemeralrunners", ns, view.Name)
+			if tc.wantSurvivor {
+				require.NotNil(t, left, "the changed EphemeralRunner survives")
+				assert.Nil(t, left.GetDeletionTimestamp())
+			} else {
+				assert.Nil(t, left)
+			}
+		})
+	}
+
+	t.Run("a view without UID or resourceVersion is refused without a request", func(t *testing.T) {
+		c := newClient(t, Options{})
+		for _, er := range []reconcile.EphemeralRunner{
+			{Namespace: "ci", Name: erName, ResourceVersion: "5"},
+			{Namespace: "ci", Name: erName, UID: "u1"},
+		} {
+			got, err := c.DeleteEphemeralRunner(ctx, er)
+			require.Error(t, err)
+			assert.Empty(t, got)
+		}
+		assert.Zero(t, c.Counts().Requests)
+	})
+}
+
+// TestRemoveFinalizers: an EphemeralRunner stuck deleting, its finalizer
+// waiting on an ARC controller that is gone, is let go, but only as it was
+// observed.
+func TestRemoveFinalizers(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		after func(t *testing.T, ns, name string)
+		want  reconcile.DeleteResult
+		// wantLeft: "" gone, "same" the judged object still deleting
+		// with its finalizer, "new" another object.
+		wantLeft string
+	}{
+		{name: "stuck deleting: the finalizer is removed and it is gone", want: reconcile.Deleted},
+		{name: "status written after it was observed", after: func(t *testing.T, ns, name string) {
+			writeStatusAsAdmin(t, ns, name, erStatus("Succeeded", 1234, "", ""))
+		}, want: reconcile.Changed, wantLeft: "same"},
+		{name: "finished by someone else", after: func(t *testing.T, ns, name string) {
+			clearFinalizersAsAdmin(t, ns, name)
+		}, want: reconcile.AlreadyGone},
+		{name: "replaced by a new stuck EphemeralRunner of the same name", after: func(t *testing.T, ns, name string) {
+			clearFinalizersAsAdmin(t, ns, name)
+			createEphemeralRunner(t, ns, ephemeralRunner(name, "https://github.com/acme", arcFinalizer), nil)
+			deleteAsAdmin(t, ns, name)
+		}, want: reconcile.Changed, wantLeft: "new"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t, "arc")
+			created := createEphemeralRunner(t, ns, ephemeralRunner(erName, "https://github.com/acme", arcFinalizer), erStatus("Running", 1234, "", ""))
+			deleteAsAdmin(t, ns, erName)
+			c := newClient(t, Options{})
+			ers, err := c.ListEphemeralRunners(ctx, []string{ns})
+			require.NoError(t, err)
+			require.Len(t, ers, 1)
+			view := ers[0]
+			require.False(t, view.DeletingSince.IsZero(), "observed stuck deleting")
+			require.Equal(t, []string{arcFinalizer}, view.Finalizers)
+			if tc.after != nil {
+				tc.after(t, ns, view.Name)
+			}
+
+			before := c.Counts()
+			got, err := c.RemoveFinalizers(ctx, view)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
+
+			left := getARC(t, "ephemeralrunners", ns, erName)
+			switch tc.wantLeft {
+			case "":
+				assert.Nil(t, left, "gone")
+			case "same", "new":
+				require.NotNil(t, left)
+				assert.Equal(t, tc.wantLeft == "same", left.GetUID() == created.GetUID())
+				assert.Equal(t, []string{arcFinalizer}, left.GetFinalizers(), "the finalizer stays")
+				assert.NotNil(t, left.GetDeletionTimestamp())
+			}
+		})
+	}
+
+	t.Run("refused without a request", func(t *testing.T) {
+		ns := env.Namespace(t, "arc")
+		createEphemeralRunner(t, ns, ephemeralRunner(erName, "https://github.com/acme", arcFinalizer), erStatus("Running", 1234, "", ""))
+		c := newClient(t, Options{})
+		ers, err := c.ListEphemeralRunners(ctx, []string{ns})
+		require.NoError(t, err)
+		require.Len(t, ers, 1)
+		live := ers[0]
+		require.True(t, live.DeletingSince.IsZero())
+		noRV := live
+		noRV.ResourceVersion = ""
+		noRV.DeletingSince = time.Now()
+
+		before := c.Counts()
+		for name, er := range map[string]reconcile.EphemeralRunner{"not deleting": live, "no resourceVersion": noRV} {
+			got, err := c.RemoveFinalizers(ctx, er)
+			require.Error(t, err, name)
+			assert.Empty(t, got, name)
+		}
+		assert.Zero(t, c.Counts().Sub(before).Requests)
+		left := getARC(t, "ephemeralrunners", ns, erName)
+		require.NotNil(t, left)
+		assert.Equal(t, []string{arcFinalizer}, left.GetFinalizers(), "the live EphemeralRunner keeps ARC's finalizer")
+	})
+}
+
+func TestARCForbidden(t *testing.T) {
+	ctx := context.Background()
+	nsA := env.Namespace(t, "arc")
+	nsB := env.Namespace(t, "arc")
+	er := createEphemeralRunner(t, nsA, ephemeralRunner(erName, "https://github.com/acme", arcFinalizer), erStatus("Running", 1234, "", ""))
+	createEphemeralRunner(t, nsB, ephemeralRunner(erName, "https://github.com/acme"), nil)
+	legacy := createLegacyRunner(t, nsA, "acme-api-runner-7xk2p")
+	erPod := createOwnedPod(t, er)
+	legacyPod := createOwnedPod(t, legacy)
+
+	// lister may list EphemeralRunners in nsA and nothing else.
+	_, err := env.Client.RbacV1().Roles(nsA).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "list-ephemeralrunners"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{ephemeralRunners.Group},
+			Resources: []string{ephemeralRunners.Resource}, Verbs: []string{"list"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = env.Client.RbacV1().RoleBindings(nsA).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "lister"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "list-ephemeralrunners"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "arc-lister-" + nsA}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	client := func(t *testing.T, user string) *Client {
+		cfg, err := env.AddUser(user)
+		require.NoError(t, err)
+		c, err := New(cfg, Options{})
+		require.NoError(t, err)
+		return c
+	}
+	nobody := client(t, "arc-nobody-"+nsA)
+	lister := client(t, "arc-lister-"+nsA)
+
+	admin := newClient(t, Options{})
+	ers, err := admin.ListEphemeralRunners(ctx, []string{nsA})
+	require.NoError(t, err)
+	require.Len(t, ers, 1)
+	view := ers[0]
+	stuck := view
+	stuck.DeletingSince = time.Now()
+
+	listIn := func(c *Client, ns ...string) func() error {
+		return func() error {
+			ers, err := c.ListEphemeralRunners(ctx, ns)
+			assert.Nil(t, ers, "no partial list")
+			return err
+		}
+	}
+	deleted := func(f func() (reconcile.DeleteResult, error)) func() error {
+		return func() error {
+			res, err := f()
+			assert.Empty(t, res)
+			return err
+		}
+	}
+	tests := []struct {
+		name string
+		call func() error
+	}{
+		{"no rights: list one namespace", listIn(nobody, nsA)},
+		{"no rights: list all namespaces", listIn(nobody)},
+		{"no rights: delete EphemeralRunner owner", deleted(func() (reconcile.DeleteResult, error) {
+			return nobody.DeleteOwner(ctx, nsA, *erPod.Owner)
+		})},
+		{"no rights: delete legacy Runner owner", deleted(func() (reconcile.DeleteResult, error) {
+			return nobody.DeleteOwner(ctx, nsA, *legacyPod.Owner)
+		})},
+		{"no rights: delete EphemeralRunner", deleted(func() (reconcile.DeleteResult, error) {
+			return nobody.DeleteEphemeralRunner(ctx, view)
+		})},
+		{"no rights: remove finalizers", deleted(func() (reconcile.DeleteResult, error) {
+			return nobody.RemoveFinalizers(ctx, stuck)
+		})},
+		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
+		{"list rights in one namespace: all namespaces", listIn(lister)},
+		{"list rights: delete owner", deleted(func() (reconcile.DeleteResult, error) {
+			return lister.DeleteOwner(ctx, nsA, *erPod.Owner)
+		})},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			require.Error(t, err)
+			assert.True(t, IsForbidden(err), "IsForbidden(%v)", err)
+		})
+	}
+
+	t.Run("list rights in one namespace: that namespace lists", func(t *testing.T) {
+		ers, err := lister.ListEphemeralRunners(ctx, []string{nsA})
+		require.NoError(t, err)
+		assert.Len(t, ers, 1)
+	})
+	t.Run("the refused calls left everything", func(t *testing.T) {
+		left := getARC(t, "ephemeralrunners", nsA, erName)
+		require.NotNil(t, left)
+		assert.Nil(t, left.GetDeletionTimestamp())
+		assert.Equal(t, []string{arcFinalizer}, left.GetFinalizers())
+		assert.NotNil(t, getARC(t, "runners", nsA, legacy.GetName()))
+	})
+}
