@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,20 +17,27 @@ import (
 // it before each delete, while the pod still exists to point at. It is a
 // plain core/v1 Event with no aggregation: one Event per action.
 func (c *Client) RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error {
+	return c.record(ctx, corev1.ObjectReference{
+		APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name,
+		UID: types.UID(p.UID), ResourceVersion: p.ResourceVersion,
+	}, reason, message)
+}
+
+// RecordEphemeralRunnerEvent records the same Event on an EphemeralRunner
+// that the reaper acts on directly (one of ARC's own leaks), which has no
+// pod to carry it.
+func (c *Client) RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.EphemeralRunner, reason, message string) error {
+	return c.record(ctx, corev1.ObjectReference{
+		APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind,
+		Namespace: er.Namespace, Name: er.Name, UID: types.UID(er.UID), ResourceVersion: er.ResourceVersion,
+	}, reason, message)
+}
+
+func (c *Client) record(ctx context.Context, obj corev1.ObjectReference, reason, message string) error {
 	now := metav1.Now()
 	ev := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: p.Name + ".",
-			Namespace:    p.Namespace,
-		},
-		InvolvedObject: corev1.ObjectReference{
-			APIVersion:      "v1",
-			Kind:            "Pod",
-			Namespace:       p.Namespace,
-			Name:            p.Name,
-			UID:             types.UID(p.UID),
-			ResourceVersion: p.ResourceVersion,
-		},
+		ObjectMeta:          metav1.ObjectMeta{GenerateName: obj.Name + ".", Namespace: obj.Namespace},
+		InvolvedObject:      obj,
 		Reason:              reason,
 		Message:             message,
 		Type:                corev1.EventTypeWarning,
@@ -40,8 +48,8 @@ func (c *Client) RecordEvent(ctx context.Context, p reconcile.Pod, reason, messa
 		ReportingController: c.component,
 		ReportingInstance:   c.instance,
 	}
-	if _, err := c.cs.CoreV1().Events(p.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("record event %s on pod %s/%s: %w", reason, p.Namespace, p.Name, err)
+	if _, err := c.cs.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("record event %s on %s %s/%s: %w", reason, strings.ToLower(obj.Kind), obj.Namespace, obj.Name, err)
 	}
 	return nil
 }

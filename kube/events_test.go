@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -63,4 +64,24 @@ func TestRecordEvent(t *testing.T) {
 			assert.Equal(t, ev.FirstTimestamp, ev.LastTimestamp)
 		})
 	}
+}
+
+// An EphemeralRunner the reaper acts on directly carries the Event itself.
+func TestRecordEphemeralRunnerEvent(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t, "kube")
+	c, err := New(env.Config, Options{})
+	require.NoError(t, err)
+	u := createEphemeralRunner(t, ns, ephemeralRunner("set-runner-x", "https://github.com/acme"), map[string]any{"phase": "Failed"})
+	er := reconcile.EphemeralRunner{Namespace: ns, Name: u.GetName(), UID: string(u.GetUID()), ResourceVersion: u.GetResourceVersion()}
+	require.NoError(t, c.RecordEphemeralRunnerEvent(ctx, er, "RunnerReaped", "arc-failed: test"))
+	evs, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, evs.Items, 1)
+	ev := evs.Items[0]
+	assert.Equal(t, reconcile.EphemeralRunnerKind, ev.InvolvedObject.Kind)
+	assert.Equal(t, reconcile.EphemeralRunnerAPIVersion, ev.InvolvedObject.APIVersion)
+	assert.Equal(t, u.GetUID(), ev.InvolvedObject.UID)
+	assert.Equal(t, "RunnerReaped", ev.Reason)
+	assert.Equal(t, "Warning", ev.Type)
 }

@@ -35,6 +35,7 @@ type ARCObjects interface {
 	DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reconcile.DeleteResult, error)
 	DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
 	RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
+	RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.EphemeralRunner, reason, message string) error
 }
 
 // Options configure a Reaper.
@@ -323,6 +324,10 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 // removeEphemeralRunner acts on one of ARC's own leaks.
 func (r *Reaper) removeEphemeralRunner(ctx context.Context, o *Outcome) {
 	er := *o.Candidate.EphemeralRunner
+	msg := fmt.Sprintf("runner-reaper: %s: %s", o.Candidate.Verdict, o.Candidate.Evidence)
+	if err := r.arc.RecordEphemeralRunnerEvent(ctx, er, "RunnerReaped", msg); err != nil {
+		o.EventErr = err
+	}
 	var res reconcile.DeleteResult
 	var err error
 	if o.Action == "remove-finalizers" {

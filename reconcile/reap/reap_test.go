@@ -73,6 +73,11 @@ func (r *recorder) DeleteEphemeralRunner(_ context.Context, er reconcile.Ephemer
 	return reconcile.Deleted, nil
 }
 
+func (r *recorder) RecordEphemeralRunnerEvent(_ context.Context, er reconcile.EphemeralRunner, _, _ string) error {
+	r.log("er-event:" + er.Name)
+	return nil
+}
+
 func (r *recorder) RemoveFinalizers(_ context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
 	r.log("finalizers:" + er.Name)
 	return reconcile.Deleted, nil
@@ -312,6 +317,7 @@ func TestReapARCOwnerAware(t *testing.T) {
 			assert.NotContains(t, fmt.Sprint(rec.calls), "sa:")
 			assert.Less(t, indexOf(rec.calls, "gh:org:acme:3"), indexOf(rec.calls, "er:set-runner-failed"), "registration first")
 			assert.Less(t, indexOf(rec.calls, "event:set-runner-a"), indexOf(rec.calls, "owner:EphemeralRunner:set-runner-a"))
+			assert.Less(t, indexOf(rec.calls, "er-event:set-runner-podless"), indexOf(rec.calls, "er:set-runner-podless"), "an Event on the EphemeralRunner before its delete")
 
 			stuck := byKey["set-runner-stuck"]
 			if removeFinalizers {
