@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
@@ -50,6 +51,10 @@ type Options struct {
 	Concurrency int
 	// Scopes resolves a finding's scope key to the scope to call.
 	Scopes map[string]reconcile.Scope
+	// Spare is the time before the context's deadline after which no new
+	// action starts, so that one begun can finish and the sweep can still
+	// report (a Lambda's invocation deadline).
+	Spare time.Duration
 	// RemoveFinalizers lets the reaper clear the finalizers of an
 	// EphemeralRunner stuck deleting; without it such objects are only
 	// reported.
@@ -189,7 +194,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		if o.Result != "" {
 			continue
 		}
-		if ctx.Err() != nil {
+		if r.tooLate(ctx) {
 			o.Result = NotReached
 			continue
 		}
@@ -201,7 +206,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	sem := make(chan struct{}, r.opts.Concurrency)
 	var wg sync.WaitGroup
 	for _, i := range podsToGo {
-		if ctx.Err() != nil {
+		if r.tooLate(ctx) {
 			out[i].Result = NotReached
 			continue
 		}
@@ -218,6 +223,16 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	}
 	wg.Wait()
 	return out
+}
+
+// tooLate reports whether a new action must not start: the sweep was
+// cancelled, or its deadline is closer than the spare time.
+func (r *Reaper) tooLate(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && time.Until(deadline) < r.opts.Spare
 }
 
 // unregister deletes the candidate's registration, if it has one, and

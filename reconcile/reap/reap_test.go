@@ -331,3 +331,22 @@ func TestReapARCOwnerAware(t *testing.T) {
 		})
 	}
 }
+
+// A sweep near its deadline starts no new action, so that the one begun can
+// finish and the sweep can still report what it did not reach.
+func TestReapKeepsSpareTimeBeforeDeadline(t *testing.T) {
+	rec := &recorder{}
+	o := opts()
+	o.Spare = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	outs := New(rec, rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1), cand(reconcile.Terminal, "t", 0)})
+	for _, out := range outs {
+		assert.Equal(t, NotReached, out.Result)
+	}
+	assert.Empty(t, rec.calls)
+
+	o.Spare = time.Second
+	outs = New(rec, rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Terminal, "t", 0)})
+	assert.Equal(t, Done, outs[0].Result, "with time to spare the action runs")
+}
