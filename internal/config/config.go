@@ -27,6 +27,7 @@ const (
 	LedgerConfigMap LedgerKind = "configmap"
 	LedgerFile      LedgerKind = "file"
 	LedgerMemory    LedgerKind = "memory"
+	LedgerDynamoDB  LedgerKind = "dynamodb"
 )
 
 // Ledger locates the ledger.
@@ -35,11 +36,16 @@ type Ledger struct {
 	Namespace string
 	Name      string
 	Path      string
+	// Table is the DynamoDB table of a dynamodb ledger.
+	Table string
 }
 
 // GitHub is how to reach GitHub. Token and PrivateKey are secrets: they are
-// never formatted into a message.
+// never formatted into a message. With SecretARN set, the one that the auth
+// kind needs (the token, or the App's key when AppID is set) is read from
+// AWS Secrets Manager at start-up instead.
 type GitHub struct {
+	SecretARN      string
 	APIURL         string
 	Token          string
 	AppID          int64
@@ -70,7 +76,12 @@ type Config struct {
 	DeleteServiceAccount bool
 	KubeConcurrency      int
 	LogLevel             slog.Level
-	GitHub               GitHub
+	// EKSCluster, when set, reaches the cluster from outside through
+	// eks:DescribeCluster and an IAM token.
+	EKSCluster string
+	// MetricsNamespace, when set, adds CloudWatch EMF lines to the log.
+	MetricsNamespace string
+	GitHub           GitHub
 }
 
 // Problem is one bad variable.
@@ -223,6 +234,8 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 		RemoveFinalizers:     s.ArcRemoveFinalizers,
 		DeleteServiceAccount: s.DeleteServiceAccount,
 		KubeConcurrency:      s.KubeConcurrency,
+		EKSCluster:           s.EksCluster,
+		MetricsNamespace:     s.MetricsNamespace,
 		Limits:               reconcile.Limits{MaxActions: s.MaxActions, MaxFraction: s.MaxFraction},
 		Hold: reconcile.Hold{
 			ConfirmAfter:          s.ConfirmAfter,
@@ -318,6 +331,9 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	if err := c.LogLevel.UnmarshalText([]byte(s.LogLevel)); err != nil {
 		bad("LogLevel", fmt.Sprintf("%q is not a log level", s.LogLevel))
 	}
+	if s.EksCluster != "" && len(validation.IsDNS1123Subdomain(strings.ToLower(s.EksCluster))) > 0 {
+		bad("EksCluster", fmt.Sprintf("%q is not an EKS cluster name", s.EksCluster))
+	}
 	if s.ArcRemoveFinalizers && !s.ArcLeaks {
 		bad("ArcRemoveFinalizers", "needs REAPER_ARC_LEAKS=true: finalizers are only removed from EphemeralRunners the reaper watches")
 	}
@@ -351,6 +367,11 @@ func parseLedger(v string, inCluster bool, podNamespace string, bad func(field, 
 	switch LedgerKind(kind) {
 	case LedgerMemory:
 		return Ledger{Kind: LedgerMemory}
+	case LedgerDynamoDB:
+		if len(rest) < 3 || len(rest) > 255 || strings.Trim(rest, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != "" {
+			bad("Ledger", fmt.Sprintf("%q is not dynamodb:TABLE with a DynamoDB table name (3 to 255 of letters, digits, _ . -)", v))
+		}
+		return Ledger{Kind: LedgerDynamoDB, Table: rest}
 	case LedgerFile:
 		if rest == "" {
 			bad("Ledger", "file: needs a path")
@@ -363,13 +384,13 @@ func parseLedger(v string, inCluster bool, podNamespace string, bad func(field, 
 		}
 		return Ledger{Kind: LedgerConfigMap, Namespace: ns, Name: name}
 	default:
-		bad("Ledger", fmt.Sprintf("%q is not configmap:NAMESPACE/NAME, file:PATH or memory", v))
+		bad("Ledger", fmt.Sprintf("%q is not configmap:NAMESPACE/NAME, dynamodb:TABLE, file:PATH or memory", v))
 		return Ledger{}
 	}
 }
 
 func validateGitHub(s spec, scopes []reconcile.Scope, bad func(field, what string)) GitHub {
-	g := GitHub{APIURL: s.GithubApiUrl, Token: s.GithubToken, AppID: s.GithubAppId,
+	g := GitHub{SecretARN: s.GithubSecretArn, APIURL: s.GithubApiUrl, Token: s.GithubToken, AppID: s.GithubAppId,
 		InstallationID: s.GithubInstallationId, Timeout: s.GithubTimeout}
 	if u, err := url.Parse(s.GithubApiUrl); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		bad("GithubApiUrl", "is not an http(s) URL")
@@ -377,7 +398,23 @@ func validateGitHub(s spec, scopes []reconcile.Scope, bad func(field, what strin
 		g.APIURL += "/"
 	}
 	app := s.GithubAppId != 0 || s.GithubInstallationId != 0 || s.GithubPrivateKey != "" || s.GithubPrivateKeyFile != ""
+	fromSecret := s.GithubSecretArn != ""
+	if fromSecret && !strings.HasPrefix(s.GithubSecretArn, "arn:") {
+		bad("GithubSecretArn", "is not an ARN")
+	}
 	switch {
+	case fromSecret && (s.GithubToken != "" || s.GithubPrivateKey != "" || s.GithubPrivateKeyFile != ""):
+		bad("GithubSecretArn", "is set together with a token or key in the environment; choose one source")
+	case fromSecret && app:
+		if s.GithubAppId <= 0 {
+			bad("GithubAppId", "is required with GitHub App auth")
+		}
+		if s.GithubInstallationId <= 0 {
+			bad("GithubInstallationId", "is required with GitHub App auth")
+		}
+		refuseEnterpriseApp(scopes, bad)
+	case fromSecret:
+		// The token comes from the secret at start-up (SetSecret).
 	case s.GithubToken != "" && app:
 		bad("GithubToken", "is set together with GitHub App settings; choose one way to authenticate")
 	case s.GithubToken != "":
@@ -392,15 +429,38 @@ func validateGitHub(s spec, scopes []reconcile.Scope, bad func(field, what strin
 			bad("GithubInstallationId", "is required with GitHub App auth")
 		}
 		g.PrivateKey = loadKey(s, bad)
-		for _, sc := range scopes {
-			if sc.Kind == reconcile.EnterpriseScope {
-				bad("Scopes", fmt.Sprintf("%s needs a classic token (REAPER_GITHUB_TOKEN): GitHub does not accept App installation tokens for enterprise runners", sc))
-			}
-		}
+		refuseEnterpriseApp(scopes, bad)
 	default:
 		bad("GithubToken", "no GitHub credentials: set REAPER_GITHUB_TOKEN, or REAPER_GITHUB_APP_ID, REAPER_GITHUB_INSTALLATION_ID and a private key")
 	}
 	return g
+}
+
+func refuseEnterpriseApp(scopes []reconcile.Scope, bad func(field, what string)) {
+	for _, sc := range scopes {
+		if sc.Kind == reconcile.EnterpriseScope {
+			bad("Scopes", fmt.Sprintf("%s needs a classic token (REAPER_GITHUB_TOKEN): GitHub does not accept App installation tokens for enterprise runners", sc))
+		}
+	}
+}
+
+// SetSecret places the secret read from REAPER_GITHUB_SECRET_ARN: the App's
+// private key when App auth is configured (checked as such), else the token.
+// The message never contains the secret.
+func (g *GitHub) SetSecret(secret string) error {
+	secret = strings.TrimSpace(secret)
+	if g.AppID == 0 {
+		if secret == "" || strings.ContainsAny(secret, " \t\r\n") {
+			return fmt.Errorf("the secret %s does not hold a token (empty, or whitespace inside)", g.SecretARN)
+		}
+		g.Token = secret
+		return nil
+	}
+	if err := checkKey([]byte(secret)); err != "" {
+		return fmt.Errorf("the secret %s %s", g.SecretARN, err)
+	}
+	g.PrivateKey = []byte(secret)
+	return nil
 }
 
 // loadKey reads and parses the App's private key so that a wrong key fails
@@ -424,16 +484,23 @@ func loadKey(s spec, bad func(field, what string)) []byte {
 		bad("GithubPrivateKey", "is required with GitHub App auth (or REAPER_GITHUB_PRIVATE_KEY_FILE)")
 		return nil
 	}
+	if msg := checkKey(pemBytes); msg != "" {
+		bad(field, msg)
+		return nil
+	}
+	return pemBytes
+}
+
+// checkKey says what is wrong with a PEM private key, or "".
+func checkKey(pemBytes []byte) string {
 	block, _ := pem.Decode(pemBytes)
 	if block == nil {
-		bad(field, "holds no PEM block")
-		return nil
+		return "holds no PEM block"
 	}
 	if _, err := x509.ParsePKCS1PrivateKey(block.Bytes); err != nil {
 		if _, err8 := x509.ParsePKCS8PrivateKey(block.Bytes); err8 != nil {
-			bad(field, "holds a PEM block that is not an RSA private key")
-			return nil
+			return "holds a PEM block that is not an RSA private key"
 		}
 	}
-	return pemBytes
+	return ""
 }

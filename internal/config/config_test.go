@@ -154,6 +154,12 @@ func TestLoadRejects(t *testing.T) {
 			"REAPER_SCOPES", "does not accept App installation tokens"},
 		{"finalizers without ARC leaks", with(minimal(), "REAPER_ARC_REMOVE_FINALIZERS", "true"), "REAPER_ARC_REMOVE_FINALIZERS", "needs REAPER_ARC_LEAKS=true"},
 		{"bad ARC duration", with(minimal(), "REAPER_ARC_FAILED_AFTER", "0s"), "REAPER_ARC_FAILED_AFTER", "positive"},
+		{"secret ARN that is not an ARN", with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_SECRET_ARN", "runner-reaper-github"), "REAPER_GITHUB_SECRET_ARN", "not an ARN"},
+		{"secret ARN and a token", with(minimal(), "REAPER_GITHUB_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:x"), "REAPER_GITHUB_SECRET_ARN", "choose one source"},
+		{"secret ARN for an App without its ids", with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:x",
+			"REAPER_GITHUB_APP_ID", "5"), "REAPER_GITHUB_INSTALLATION_ID", "is required"},
+		{"bad dynamodb ledger", with(minimal(), "REAPER_LEDGER", "dynamodb:a"), "REAPER_LEDGER", "dynamodb:TABLE"},
+		{"bad eks cluster", with(minimal(), "REAPER_EKS_CLUSTER", "not a name!"), "REAPER_EKS_CLUSTER", "not an EKS cluster name"},
 		{"bad api url", with(minimal(), "REAPER_GITHUB_API_URL", "ftp://x"), "REAPER_GITHUB_API_URL", "not an http(s) URL"},
 	}
 	for _, tc := range cases {
@@ -214,4 +220,32 @@ func testKey(t *testing.T) string {
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
 	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))
+}
+
+func TestLoadLambdaSettings(t *testing.T) {
+	arn := "arn:aws:secretsmanager:eu-west-1:123456789012:secret:runner-reaper-github-AbCdEf"
+	setenv(t, with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_SECRET_ARN", arn,
+		"REAPER_LEDGER", "dynamodb:runner-reaper-ledger", "REAPER_EKS_CLUSTER", "build-fleet", "REAPER_METRICS_NAMESPACE", "RunnerReaper"))
+	c, err := Load(false, "")
+	require.NoError(t, err)
+	assert.Equal(t, Ledger{Kind: LedgerDynamoDB, Table: "runner-reaper-ledger"}, c.Ledger)
+	assert.Equal(t, "build-fleet", c.EKSCluster)
+	assert.Equal(t, "RunnerReaper", c.MetricsNamespace)
+	assert.Equal(t, arn, c.GitHub.SecretARN)
+
+	// A token from the secret.
+	g := c.GitHub
+	require.NoError(t, g.SetSecret("ghp_fromsecret\n"))
+	assert.Equal(t, "ghp_fromsecret", g.Token)
+	err = g.SetSecret("two words")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "two words", "the secret never reaches a message")
+
+	// An App's key from the secret.
+	app := GitHub{SecretARN: arn, AppID: 1, InstallationID: 2}
+	require.NoError(t, app.SetSecret(testKey(t)))
+	assert.NotEmpty(t, app.PrivateKey)
+	err = app.SetSecret("-----BEGIN RSA PRIVATE KEY-----\nc2VjcmV0\n-----END RSA PRIVATE KEY-----\n")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "c2VjcmV0")
 }

@@ -42,6 +42,8 @@ type spec struct {
 	MassSuspicionMin      int           `split_words:"true" default:"5" example:"5"`
 	DryRun                bool          `split_words:"true" default:"false" example:"true"`
 	Ledger                string        `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger"`
+	EksCluster            string        `split_words:"true" example:"build-fleet"`
+	MetricsNamespace      string        `split_words:"true" example:"RunnerReaper"`
 	DeleteServiceAccount  bool          `split_words:"true" default:"false" example:"true"`
 	KubeConcurrency       int           `split_words:"true" default:"4" example:"4"`
 	LogLevel              string        `split_words:"true" default:"info" example:"debug"`
@@ -51,6 +53,7 @@ type spec struct {
 	GithubInstallationId int64         `split_words:"true" example:"7890123"`
 	GithubPrivateKey     string        `split_words:"true" example:"\"$(cat app-private-key.pem)\""`
 	GithubPrivateKeyFile string        `split_words:"true" example:"/var/run/secrets/github/private-key.pem"`
+	GithubSecretArn      string        `split_words:"true" example:"arn:aws:secretsmanager:eu-west-1:123456789012:secret:runner-reaper-github-AbCdEf"`
 	GithubApiUrl         string        `split_words:"true" default:"https://api.github.com/" example:"https://ghes.example.com/api/v3/"`
 	GithubTimeout        time.Duration `split_words:"true" default:"30s" example:"30s"`
 }
