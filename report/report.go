@@ -175,3 +175,22 @@ func modeName(m sweep.Mode) string {
 		return "audit"
 	}
 }
+
+// Summary is the sweep's summary line as a JSON object, with the same keys:
+// the Lambda's response.
+func Summary(res sweep.Result) map[string]any {
+	return attrsMap(summaryAttrs(res))
+}
+
+func attrsMap(attrs []slog.Attr) map[string]any {
+	m := make(map[string]any, len(attrs))
+	for _, a := range attrs {
+		v := a.Value.Resolve()
+		if v.Kind() == slog.KindGroup {
+			m[a.Key] = attrsMap(v.Group())
+			continue
+		}
+		m[a.Key] = v.Any()
+	}
+	return m
+}

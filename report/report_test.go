@@ -1,0 +1,48 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/internal/httpcount"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+)
+
+// The Lambda's response and the summary log line carry the same keys and
+// values, so one dashboard reads both.
+func TestSummaryMatchesTheLogLine(t *testing.T) {
+	res := sweep.Result{
+		Status: sweep.Degraded,
+		Class:  reconcile.Classification{Skipped: []reconcile.Skip{{ScopeKey: "org:acme", Reason: "502"}}},
+		Confirmation: reconcile.Confirmation{Candidates: []reconcile.Candidate{
+			{Finding: reconcile.Finding{Verdict: reconcile.Zombie}}, {Finding: reconcile.Finding{Verdict: reconcile.Terminal}}}},
+		Outcomes: []reap.Outcome{{Result: reap.Done}},
+		GitHub:   httpcount.Counts{Requests: 3, NotModified: 2},
+		Kube:     httpcount.Counts{Requests: 4},
+	}
+	var buf bytes.Buffer
+	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
+	var line map[string]any
+	lines := bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n"))
+	require.NoError(t, json.Unmarshal(lines[len(lines)-1], &line))
+
+	b, err := json.Marshal(Summary(res))
+	require.NoError(t, err)
+	var summary map[string]any
+	require.NoError(t, json.Unmarshal(b, &summary))
+	for k, v := range summary {
+		assert.Equal(t, v, line[k], k)
+	}
+	assert.EqualValues(t, 3, summary["status"])
+	assert.Equal(t, map[string]any{"terminal": 1.0, "zombie": 1.0}, summary["verdicts"])
+	assert.Equal(t, []any{"org:acme"}, summary["scopes_skipped"])
+	assert.EqualValues(t, 2, summary["github_not_modified"])
+}
