@@ -334,6 +334,13 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	if s.EksCluster != "" && len(validation.IsDNS1123Subdomain(strings.ToLower(s.EksCluster))) > 0 {
 		bad("EksCluster", fmt.Sprintf("%q is not an EKS cluster name", s.EksCluster))
 	}
+	// An EphemeralRunner is podless only if no observed pod is its own, so
+	// the selector must see every scale-set pod; one that sees fewer would
+	// make healthy EphemeralRunners look podless.
+	if sel, err := labels.Parse(s.PodSelector); err == nil && s.ArcLeaks &&
+		!sel.Matches(labels.Set{"actions-ephemeral-runner": "True"}) {
+		bad("ArcLeaks", fmt.Sprintf("needs REAPER_POD_SELECTOR to select every scale-set pod (a pod labelled only actions-ephemeral-runner=True); %q does not, and would make healthy EphemeralRunners look podless", s.PodSelector))
+	}
 	if s.ArcRemoveFinalizers && !s.ArcLeaks {
 		bad("ArcRemoveFinalizers", "needs REAPER_ARC_LEAKS=true: finalizers are only removed from EphemeralRunners the reaper watches")
 	}

@@ -153,6 +153,8 @@ func TestLoadRejects(t *testing.T) {
 			"REAPER_GITHUB_APP_ID", "1", "REAPER_GITHUB_INSTALLATION_ID", "2", "REAPER_GITHUB_PRIVATE_KEY", testKey(t)),
 			"REAPER_SCOPES", "does not accept App installation tokens"},
 		{"finalizers without ARC leaks", with(minimal(), "REAPER_ARC_REMOVE_FINALIZERS", "true"), "REAPER_ARC_REMOVE_FINALIZERS", "needs REAPER_ARC_LEAKS=true"},
+		{"ARC leaks with a selector that misses scale-set pods", with(minimal(), "REAPER_ARC_LEAKS", "true",
+			"REAPER_POD_SELECTOR", "actions-ephemeral-runner=True,actions.github.com/scale-set-name=gpu"), "REAPER_ARC_LEAKS", "select every scale-set pod"},
 		{"bad ARC duration", with(minimal(), "REAPER_ARC_FAILED_AFTER", "0s"), "REAPER_ARC_FAILED_AFTER", "positive"},
 		{"secret ARN that is not an ARN", with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_SECRET_ARN", "runner-reaper-github"), "REAPER_GITHUB_SECRET_ARN", "not an ARN"},
 		{"secret ARN and a token", with(minimal(), "REAPER_GITHUB_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:x"), "REAPER_GITHUB_SECRET_ARN", "choose one source"},

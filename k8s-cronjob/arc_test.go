@@ -1,0 +1,588 @@
+package cronjob_test
+
+// The ARC components proven like the base: components/arc (ARC-aware
+// reaping: REAPER_ARC_LEAKS and get, list, delete on EphemeralRunners and
+// legacy Runners) and components/arc-finalizers (REAPER_ARC_REMOVE_FINALIZERS
+// and ephemeralrunners patch). What they render is accepted by a real API
+// server with ARC's CRDs installed; the Role is exactly the base's plus
+// those rules; and the real binary, run as the manifest's ServiceAccount
+// against EphemeralRunners, legacy Runners and pods created the way ARC
+// creates them, does the whole job with the component's Role and names the
+// action any one missing ARC rule refuses.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+const (
+	arcComponent          = "arc"
+	arcFinalizerComponent = "arc-finalizers"
+	// ARC's finalizers on every EphemeralRunner its controller has
+	// reconciled, and the legacy controller's on a Runner. Nothing removes
+	// them in the test control plane, so a deleted object stays, deleting,
+	// as one does when ARC's controller cannot finish.
+	erFinalizer             = "ephemeralrunner.actions.github.com/finalizer"
+	erRegistrationFinalizer = "ephemeralrunner.actions.github.com/runner-registration-finalizer"
+	legacyFinalizer         = "runner.actions.summerwind.dev"
+	arcScaleSet             = "arc-runner-set"
+)
+
+var (
+	ephemeralRunnersGVR = schema.GroupVersionResource{Group: "actions.github.com", Version: "v1alpha1", Resource: "ephemeralrunners"}
+	legacyRunnersGVR    = schema.GroupVersionResource{Group: "actions.summerwind.dev", Version: "v1alpha1", Resource: "runners"}
+
+	// arcRules is what components/arc adds to the base's Role, as rule()
+	// names them.
+	arcRules = []string{
+		"get ephemeralrunners.actions.github.com",
+		"list ephemeralrunners.actions.github.com",
+		"delete ephemeralrunners.actions.github.com",
+		"get runners.actions.summerwind.dev",
+		"list runners.actions.summerwind.dev",
+		"delete runners.actions.summerwind.dev",
+	}
+	// arcFinalizerRule is what components/arc-finalizers adds.
+	arcFinalizerRule = "patch ephemeralrunners.actions.github.com"
+)
+
+// renderWith renders the base with the named components (directories under
+// components/), in order, through a temporary overlay.
+func renderWith(t testing.TB, components ...string) manifest {
+	t.Helper()
+	base := baseDir(t)
+	overlay := t.TempDir()
+	rel := func(p string) string {
+		r, err := filepath.Rel(overlay, p)
+		require.NoError(t, err)
+		return r
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n", rel(base))
+	for _, c := range components {
+		fmt.Fprintf(&b, "  - %s\n", rel(filepath.Join(base, "components", c)))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(b.String()), 0o600))
+	return renderDir(t, overlay)
+}
+
+func renderDir(t testing.TB, dir string) manifest {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command("kubectl", "kustomize", dir)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "kubectl kustomize: %s", stderr.String())
+	return parse(t, stdout.Bytes())
+}
+
+// ---------------------------------------------------------------------------
+// Rendering: accepted by the API server, and exactly the base plus ARC.
+
+func TestARCComponentsRenderExactlyTheBasePlusARC(t *testing.T) {
+	shippedNamespaceExists(t)
+	base := render(t, false)
+	for _, tc := range []struct {
+		name       string
+		components []string
+		rules      []string
+		config     map[string]string
+	}{
+		{"base+arc", []string{arcComponent}, arcRules,
+			map[string]string{"REAPER_ARC_LEAKS": "true"}},
+		{"base+arc+arc-finalizers", []string{arcComponent, arcFinalizerComponent}, append(append([]string(nil), arcRules...), arcFinalizerRule),
+			map[string]string{"REAPER_ARC_LEAKS": "true", "REAPER_ARC_REMOVE_FINALIZERS": "true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := renderWith(t, tc.components...)
+
+			stdout, stderr, err := serverDryRun(t, m.YAML)
+			require.NoError(t, err, "kubectl apply --dry-run=server:\n%s%s", stdout, stderr)
+			for _, obj := range m.Kinds {
+				kind, objName, _ := strings.Cut(obj, "/")
+				assert.Regexp(t, `(?i)`+kind+`[^ ]*/`+objName+` (created|configured|unchanged) \(server dry run\)`, stdout)
+			}
+			assert.NotContains(t, strings.ToLower(stderr), "warning")
+			assert.Equal(t, base.Kinds, m.Kinds, "the components add no object")
+
+			// The Role: the base's rules first, untouched, then exactly
+			// the component's, one verb and one resource per rule.
+			want := append(append([]string(nil), leastPrivilege...), tc.rules...)
+			sort.Strings(want)
+			assert.Equal(t, want, permissions(m.Role.Rules))
+			require.Greater(t, len(m.Role.Rules), len(base.Role.Rules))
+			assert.Equal(t, base.Role.Rules, m.Role.Rules[:len(base.Role.Rules)], "the base's rules are kept as they are")
+			for _, r := range m.Role.Rules {
+				assert.Len(t, r.Verbs, 1, "one verb per rule, so one can be dropped: %v", r)
+				assert.Len(t, r.Resources, 1, "one resource per rule: %v", r)
+				assert.Len(t, r.APIGroups, 1, "one group per rule: %v", r)
+				assert.Empty(t, r.NonResourceURLs)
+				for _, s := range append(append(r.Verbs, r.Resources...), r.APIGroups...) {
+					assert.NotContains(t, s, "*", "no wildcard: %v", r)
+				}
+			}
+			for _, obj := range m.Kinds {
+				assert.False(t, strings.HasPrefix(obj, "Cluster"), "nothing cluster-scoped: %s", obj)
+			}
+
+			// The config: the base's, plus exactly the ARC settings; dry-run
+			// is left alone.
+			wantData := map[string]string{}
+			for k, v := range base.Config.Data {
+				wantData[k] = v
+			}
+			for k, v := range tc.config {
+				wantData[k] = v
+			}
+			assert.Equal(t, wantData, m.Config.Data)
+			assert.Equal(t, "true", m.Config.Data["REAPER_DRY_RUN"], "the components leave dry-run alone")
+
+			// Everything else as the base has it.
+			assert.Equal(t, base.SA, m.SA)
+			assert.Equal(t, base.Binding, m.Binding)
+			assert.Equal(t, base.Ledger, m.Ledger)
+			assert.Equal(t, base.CronJob, m.CronJob)
+		})
+	}
+}
+
+// ---------------------------------------------------------------------------
+// The real binary as the CronJob's ServiceAccount, against ARC's objects.
+
+// arcWorldOpts say which fleet to plant and which rule to take away.
+type arcWorldOpts struct {
+	// legacy plants a legacy summerwind fleet (its pods selected with a
+	// selector of their own) instead of the scale-set fleet.
+	legacy bool
+	// dropRule removes the Role rule rule() names so (e.g. "delete
+	// ephemeralrunners.actions.github.com").
+	dropRule string
+}
+
+// arcWorld is a cronjob world (namespace, the manifest's RBAC objects moved
+// into it, a simulator) planted with an ARC fleet:
+//
+//   - scale-set fleet: an EphemeralRunner whose running pod's registration
+//     is offline (zombie), a Failed EphemeralRunner with no pod (arc-failed),
+//     and one deleted but held by ARC's finalizers (arc-stuck-deleting);
+//   - legacy fleet: a summerwind Runner whose running pod's registration is
+//     offline (zombie).
+type arcWorld struct {
+	*world
+	zombie, failed, stuck, legacy string
+	zombieReg                     ghsim.Runner
+	legacyReg                     ghsim.Runner
+}
+
+func newARCWorld(t *testing.T, bin string, m manifest, o arcWorldOpts) *arcWorld {
+	t.Helper()
+	ctx := context.Background()
+	ns := env.Namespace(t, "cronjob-arc")
+	w := &arcWorld{world: &world{t: t, ns: ns, bin: bin}}
+
+	sa := m.SA.DeepCopy()
+	sa.Namespace = ns
+	_, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	role := m.Role.DeepCopy()
+	role.Namespace = ns
+	if o.dropRule != "" {
+		var kept []rbacv1.PolicyRule
+		dropped := 0
+		for _, r := range role.Rules {
+			if p := rule(r); len(p) == 1 && p[0] == o.dropRule {
+				dropped++
+				continue
+			}
+			kept = append(kept, r)
+		}
+		require.Equal(t, 1, dropped, "exactly one rule grants %q", o.dropRule)
+		role.Rules = kept
+	}
+	_, err = env.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	rb := m.Binding.DeepCopy()
+	rb.Namespace = ns
+	require.Len(t, rb.Subjects, 1)
+	rb.Subjects[0].Namespace = ns
+	_, err = env.Client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	l := m.Ledger.DeepCopy()
+	l.Namespace = ns
+	_, err = env.Client.CoreV1().ConfigMaps(ns).Create(ctx, l, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	w.sim = ghsim.New(ghsim.Options{Token: token})
+	url, err := w.sim.Start()
+	require.NoError(t, err)
+	t.Cleanup(w.sim.Close)
+	w.sim.AddScope(scope)
+
+	selector := "" // the shipped default, actions-ephemeral-runner=True
+	if o.legacy {
+		w.legacy = "acme-runnerdeploy-q8w2n-zx4vb"
+		w.legacyReg = w.sim.AddRunner(scope, ghsim.Runner{Name: w.legacy, Status: "offline"})
+		r := w.createARC(legacyRunnersGVR, legacyRunner(w.legacy))
+		w.ownedPod(r, map[string]string{"actions-runner": "", "runner-template-hash": "6d5f8c7b9"})
+		// The legacy controller's pods carry none of ARC's scale-set
+		// labels; a deployment selects them with a selector of its own.
+		selector = "actions-runner"
+	} else {
+		w.zombie = arcScaleSet + "-x7k2p-runner-z0mb1"
+		w.zombieReg = w.sim.AddRunner(scope, ghsim.Runner{Name: w.zombie, Status: "offline"})
+		er := w.createARC(ephemeralRunnersGVR, ephemeralRunner(ns, w.zombie))
+		er = w.writeStatus(er, map[string]any{"phase": "Running", "runnerName": w.zombie, "runnerId": w.zombieReg.ID})
+		w.ownedPod(er, map[string]string{
+			"actions-ephemeral-runner":               "True",
+			"actions.github.com/scale-set-name":      arcScaleSet,
+			"actions.github.com/scale-set-namespace": ns,
+			"actions.github.com/organization":        "acme",
+			"app.kubernetes.io/component":            "runner",
+			"app.kubernetes.io/part-of":              "gha-runner-scale-set",
+		})
+
+		w.failed = arcScaleSet + "-x7k2p-runner-f41l3"
+		er = w.createARC(ephemeralRunnersGVR, ephemeralRunner(ns, w.failed))
+		w.writeStatus(er, map[string]any{"phase": "Failed", "runnerName": w.failed,
+			"reason": "TooManyPodFailures", "message": "Pod has failed to start more than 5 times"})
+
+		w.stuck = arcScaleSet + "-x7k2p-runner-stuck"
+		er = w.createARC(ephemeralRunnersGVR, ephemeralRunner(ns, w.stuck))
+		w.writeStatus(er, map[string]any{"phase": "Running", "runnerName": w.stuck})
+		require.NoError(t, w.dyn().Resource(ephemeralRunnersGVR).Namespace(ns).Delete(ctx, w.stuck, metav1.DeleteOptions{}))
+	}
+
+	userMu.Lock()
+	kubeconfig, err := env.UserKubeconfig(t.TempDir(), "system:serviceaccount:"+ns+":"+sa.Name,
+		"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
+	userMu.Unlock()
+	require.NoError(t, err)
+
+	w.reap = map[string]string{}
+	for k, v := range m.Config.Data {
+		w.reap[k] = v
+	}
+	for k, v := range map[string]string{
+		"KUBECONFIG":                      kubeconfig,
+		"REAPER_NAMESPACES":               ns,
+		"REAPER_LEDGER":                   "configmap:" + ns + "/" + ledgerName,
+		"REAPER_DRY_RUN":                  "false",
+		"REAPER_SCOPES":                   scope,
+		"REAPER_GITHUB_API_URL":           url,
+		"REAPER_GITHUB_TOKEN":             token,
+		"REAPER_CONFIRM_AFTER":            "1s",
+		"REAPER_ARC_FAILED_AFTER":         "1s",
+		"REAPER_ARC_PODLESS_AFTER":        "1s",
+		"REAPER_ARC_STUCK_DELETING_AFTER": "1s",
+	} {
+		w.reap[k] = v
+	}
+	if selector != "" {
+		// A legacy fleet's own selector misses scale-set pods, so ARC
+		// leaks (which would take every EphemeralRunner for podless) are
+		// refused with it; the owner-aware delete needs no list.
+		w.reap["REAPER_POD_SELECTOR"] = selector
+		w.reap["REAPER_ARC_LEAKS"] = "false"
+	}
+	return w
+}
+
+func (w *arcWorld) dyn() dynamic.Interface {
+	d, err := dynamic.NewForConfig(env.Config)
+	require.NoError(w.t, err)
+	return d
+}
+
+// ephemeralRunner is an EphemeralRunner as ARC's EphemeralRunnerSet
+// controller creates it, with the finalizers ARC's EphemeralRunner
+// controller adds.
+func ephemeralRunner(ns, name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": reconcile.EphemeralRunnerAPIVersion,
+		"kind":       reconcile.EphemeralRunnerKind,
+		"metadata": map[string]any{
+			"name":       name,
+			"finalizers": []any{erFinalizer, erRegistrationFinalizer},
+			"labels": map[string]any{
+				"actions.github.com/scale-set-name":      arcScaleSet,
+				"actions.github.com/scale-set-namespace": ns,
+				"app.kubernetes.io/component":            "runner",
+				"app.kubernetes.io/part-of":              "gha-runner-scale-set",
+			},
+		},
+		"spec": map[string]any{
+			"githubConfigUrl":    "https://github.com/acme",
+			"githubConfigSecret": arcScaleSet + "-gha-rs-github-secret",
+			"runnerScaleSetId":   int64(1),
+			"spec": map[string]any{
+				"restartPolicy": "Never",
+				"containers": []any{map[string]any{
+					"name": "runner", "image": "ghcr.io/actions/actions-runner:latest",
+					"command": []any{"/home/runner/run.sh"},
+				}},
+			},
+		},
+	}}
+}
+
+// legacyRunner is a legacy summerwind Runner of the org.
+func legacyRunner(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": reconcile.LegacyRunnerAPIVersion,
+		"kind":       reconcile.LegacyRunnerKind,
+		"metadata":   map[string]any{"name": name, "finalizers": []any{legacyFinalizer}},
+		"spec":       map[string]any{"organization": "acme", "image": "summerwind/actions-runner:latest", "ephemeral": true},
+	}}
+}
+
+func (w *arcWorld) createARC(gvr schema.GroupVersionResource, u *unstructured.Unstructured) *unstructured.Unstructured {
+	w.t.Helper()
+	created, err := w.dyn().Resource(gvr).Namespace(w.ns).Create(context.Background(), u, metav1.CreateOptions{})
+	require.NoError(w.t, err, "create %s %s", gvr.Resource, u.GetName())
+	return created
+}
+
+// writeStatus writes an EphemeralRunner's status through the status
+// subresource, as ARC's controller does.
+func (w *arcWorld) writeStatus(u *unstructured.Unstructured, status map[string]any) *unstructured.Unstructured {
+	w.t.Helper()
+	require.NoError(w.t, unstructured.SetNestedMap(u.Object, status, "status"))
+	updated, err := w.dyn().Resource(ephemeralRunnersGVR).Namespace(w.ns).UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
+	require.NoError(w.t, err)
+	return updated
+}
+
+// ownedPod creates the running runner pod of an ARC object: its name, the
+// given labels, the object as controller owner, then the kubelet's status.
+func (w *arcWorld) ownedPod(owner *unstructured.Unstructured, labels map[string]string) {
+	w.t.Helper()
+	ctx := context.Background()
+	yes := true
+	p, err := env.Client.CoreV1().Pods(w.ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: owner.GetName(), Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
+				Controller: &yes, BlockOwnerDeletion: &yes,
+			}}},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(w.t, err)
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &p.CreationTimestamp,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest", Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}}}}}
+	_, err = env.Client.CoreV1().Pods(w.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	require.NoError(w.t, err)
+}
+
+// state is "live", "deleting" (a delete was accepted; finalizers hold it)
+// or "gone".
+func (w *arcWorld) state(gvr schema.GroupVersionResource, name string) string {
+	w.t.Helper()
+	u, err := w.dyn().Resource(gvr).Namespace(w.ns).Get(context.Background(), name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "gone"
+	case err != nil:
+		require.NoError(w.t, err)
+	case u.GetDeletionTimestamp() != nil:
+		return "deleting"
+	}
+	return "live"
+}
+
+// arcState is the world's ARC objects' states, by kind/name.
+func (w *arcWorld) arcState() map[string]string {
+	out := map[string]string{}
+	for _, n := range []string{w.zombie, w.failed, w.stuck} {
+		if n != "" {
+			out["EphemeralRunner/"+n] = w.state(ephemeralRunnersGVR, n)
+		}
+	}
+	if w.legacy != "" {
+		out["Runner/"+w.legacy] = w.state(legacyRunnersGVR, w.legacy)
+	}
+	return out
+}
+
+// TestARCSweepAsTheCronJob runs the CronJob's binary as the manifest's
+// ServiceAccount, with the ARC components' Roles, each subtest in its own
+// namespace with its own simulator, in parallel.
+func TestARCSweepAsTheCronJob(t *testing.T) {
+	bin, err := testenv.BuildBinary(t.TempDir())
+	require.NoError(t, err)
+	arc := renderWith(t, arcComponent)
+	arcFin := renderWith(t, arcComponent, arcFinalizerComponent)
+
+	// The component's Role does the whole job: the scale-set fleet's
+	// zombie through its EphemeralRunner (registration first), the Failed
+	// EphemeralRunner deleted, the stuck one reported only (arc) or its
+	// finalizers removed (arc + arc-finalizers); the legacy fleet's zombie
+	// through its Runner.
+	for _, tc := range []struct {
+		name      string
+		m         manifest
+		legacy    bool
+		stuckLine []string
+		want      func(w *arcWorld) map[string]string
+	}{
+		{name: "arc: scale-set fleet", m: arc,
+			stuckLine: []string{`"verdict":"arc-stuck-deleting"`, `"action":"report"`, `"result":"reported"`},
+			want: func(w *arcWorld) map[string]string {
+				return map[string]string{"EphemeralRunner/" + w.zombie: "deleting", "EphemeralRunner/" + w.failed: "deleting",
+					"EphemeralRunner/" + w.stuck: "deleting"}
+			}},
+		{name: "arc+arc-finalizers: scale-set fleet", m: arcFin,
+			stuckLine: []string{`"verdict":"arc-stuck-deleting"`, `"action":"remove-finalizers"`, `"result":"deleted"`},
+			want: func(w *arcWorld) map[string]string {
+				return map[string]string{"EphemeralRunner/" + w.zombie: "deleting", "EphemeralRunner/" + w.failed: "deleting",
+					"EphemeralRunner/" + w.stuck: "gone"}
+			}},
+		{name: "arc: legacy fleet", m: arc, legacy: true,
+			want: func(w *arcWorld) map[string]string { return map[string]string{"Runner/" + w.legacy: "deleting"} }},
+	} {
+		t.Run("whole job/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newARCWorld(t, bin, tc.m, arcWorldOpts{legacy: tc.legacy})
+			time.Sleep(1200 * time.Millisecond)
+			first := w.sweep()
+			require.Equal(t, 0, first.Code, describe(first))
+			assert.Empty(t, first.Lines(`"msg":"action"`), "every ARC verdict here waits for confirmation: %s", describe(first))
+			time.Sleep(1500 * time.Millisecond)
+			second := w.sweep()
+			require.Equal(t, 0, second.Code, describe(second))
+			assert.NotContains(t, output(second), "forbidden", describe(second))
+			assert.NotContains(t, second.Stdout, "event_error")
+
+			if tc.legacy {
+				assert.Len(t, second.Lines(`"msg":"action"`), 1, describe(second))
+				assert.Len(t, second.Lines(`"verdict":"zombie"`, `"action":"delete-registration-then-runner"`,
+					`"object":"Runner `+w.ns+`/`+w.legacy+`"`, `"result":"deleted"`), 1, describe(second))
+				assert.False(t, w.registered(w.legacyReg.ID), "registration first")
+				assert.True(t, w.podExists(w.legacy), "the pod is the Runner's to remove (no garbage collector here)")
+			} else {
+				assert.Len(t, second.Lines(`"msg":"action"`), 3, describe(second))
+				assert.Len(t, second.Lines(`"verdict":"zombie"`, `"action":"delete-registration-then-ephemeralrunner"`,
+					`"object":"EphemeralRunner `+w.ns+`/`+w.zombie+`"`, `"result":"deleted"`), 1, describe(second))
+				assert.Len(t, second.Lines(`"verdict":"arc-failed"`, `"action":"delete-ephemeralrunner"`,
+					`"object":"EphemeralRunner `+w.ns+`/`+w.failed+`"`, `"result":"deleted"`), 1, describe(second))
+				assert.Len(t, second.Lines(append([]string{`"object":"EphemeralRunner ` + w.ns + `/` + w.stuck + `"`}, tc.stuckLine...)...), 1, describe(second))
+				assert.False(t, w.registered(w.zombieReg.ID), "registration first")
+				assert.True(t, w.podExists(w.zombie), "the pod is the EphemeralRunner's to remove (no garbage collector here)")
+			}
+			assert.Equal(t, tc.want(w), w.arcState())
+		})
+	}
+
+	// Each ARC rule taken away in turn. A rule the sweep really uses is
+	// refused by name and the exit status says so; a rule the sweep does
+	// not use (the gets, and list on legacy Runners: the product lists
+	// only EphemeralRunners, deletes by name, and never reads one object
+	// back) changes nothing, which the table records rather than pretend
+	// a refusal. The issue asks for get, list and delete, so the component
+	// keeps them.
+	for _, tc := range []struct {
+		drop   string
+		m      manifest
+		legacy bool
+		code   int
+		// line: fragments one line of the last run holds; NS is the
+		// namespace. want: the refusal in the output.
+		line []string
+		want string
+		// after is the ARC objects' states once the sweeps are done.
+		after func(w *arcWorld) map[string]string
+		// regKept: the registration is still on GitHub.
+		regKept bool
+	}{
+		{drop: "get ephemeralrunners.actions.github.com", m: arc, code: 0,
+			line: []string{`"msg":"sweep"`, `"status":0`},
+			after: func(w *arcWorld) map[string]string {
+				return map[string]string{"EphemeralRunner/" + w.zombie: "deleting", "EphemeralRunner/" + w.failed: "deleting", "EphemeralRunner/" + w.stuck: "deleting"}
+			}},
+		{drop: "list ephemeralrunners.actions.github.com", m: arc, code: 1,
+			line: []string{`"msg":"sweep"`, `"status":1`, `"error":"observe ephemeralrunners: list ephemeralrunners in NS: `},
+			want: `ephemeralrunners.actions.github.com is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot list resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
+			after: func(w *arcWorld) map[string]string {
+				return map[string]string{"EphemeralRunner/" + w.zombie: "live", "EphemeralRunner/" + w.failed: "live", "EphemeralRunner/" + w.stuck: "deleting"}
+			}, regKept: true},
+		{drop: "delete ephemeralrunners.actions.github.com", m: arc, code: 1,
+			line: []string{`"msg":"action"`, `"verdict":"arc-failed"`, `"object":"EphemeralRunner NS/` + arcScaleSet + `-x7k2p-runner-f41l3"`, `"result":"error"`},
+			want: `ephemeralrunners.actions.github.com "` + arcScaleSet + `-x7k2p-runner-f41l3" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
+			after: func(w *arcWorld) map[string]string {
+				return map[string]string{"EphemeralRunner/" + w.zombie: "live", "EphemeralRunner/" + w.failed: "live", "EphemeralRunner/" + w.stuck: "deleting"}
+			}},
+		{drop: "get runners.actions.summerwind.dev", m: arc, legacy: true, code: 0,
+			line:  []string{`"msg":"sweep"`, `"status":0`},
+			after: func(w *arcWorld) map[string]string { return map[string]string{"Runner/" + w.legacy: "deleting"} }},
+		{drop: "list runners.actions.summerwind.dev", m: arc, legacy: true, code: 0,
+			line:  []string{`"msg":"sweep"`, `"status":0`},
+			after: func(w *arcWorld) map[string]string { return map[string]string{"Runner/" + w.legacy: "deleting"} }},
+		{drop: "delete runners.actions.summerwind.dev", m: arc, legacy: true, code: 1,
+			line:  []string{`"msg":"action"`, `"verdict":"zombie"`, `"object":"Runner NS/acme-runnerdeploy-q8w2n-zx4vb"`, `"result":"error"`},
+			want:  `runners.actions.summerwind.dev "acme-runnerdeploy-q8w2n-zx4vb" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "runners" in API group "actions.summerwind.dev" in the namespace "NS"`,
+			after: func(w *arcWorld) map[string]string { return map[string]string{"Runner/" + w.legacy: "live"} }},
+		{drop: arcFinalizerRule, m: arcFin, code: 1,
+			line: []string{`"msg":"action"`, `"verdict":"arc-stuck-deleting"`, `"action":"remove-finalizers"`, `"result":"error"`},
+			want: `ephemeralrunners.actions.github.com "` + arcScaleSet + `-x7k2p-runner-stuck" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot patch resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
+			after: func(w *arcWorld) map[string]string {
+				return map[string]string{"EphemeralRunner/" + w.zombie: "deleting", "EphemeralRunner/" + w.failed: "deleting", "EphemeralRunner/" + w.stuck: "deleting"}
+			}},
+	} {
+		t.Run("without "+tc.drop, func(t *testing.T) {
+			t.Parallel()
+			w := newARCWorld(t, bin, tc.m, arcWorldOpts{legacy: tc.legacy, dropRule: tc.drop})
+			time.Sleep(1200 * time.Millisecond)
+			first := w.sweep()
+			time.Sleep(1500 * time.Millisecond)
+			last := w.sweep()
+			assert.Equal(t, tc.code, last.Code, describe(last))
+			if tc.code == 0 {
+				assert.Equal(t, 0, first.Code, describe(first))
+				assert.NotContains(t, output(first)+output(last), "forbidden", "a rule the sweep does not use")
+			}
+			var line []string
+			for _, f := range tc.line {
+				line = append(line, strings.ReplaceAll(f, "NS", w.ns))
+			}
+			assert.Len(t, last.Lines(line...), 1, "one line holds %q: %s", line, describe(last))
+			if tc.want != "" {
+				assert.Contains(t, output(last), strings.ReplaceAll(tc.want, "NS", w.ns), describe(last))
+			}
+			assert.Len(t, last.Lines(`"msg":"sweep"`), 1, "the sweep still reports: %s", describe(last))
+			assert.Equal(t, tc.after(w), w.arcState(), describe(last))
+			reg := w.zombieReg
+			if tc.legacy {
+				reg = w.legacyReg
+			}
+			// Registrations go first, before the refused delete, so a
+			// refusal there leaves the runner unregistered but its
+			// object live: the next sweep's zombie has registration_gone.
+			assert.Equal(t, tc.regKept, w.registered(reg.ID), describe(last))
+		})
+	}
+}
