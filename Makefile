@@ -7,7 +7,8 @@ BIN := $(CURDIR)/bin
 KUBE_APISERVER := $(CACHE)/bin/kube-apiserver
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
-.PHONY: all build test unit bench vet demo envtest-assets deps clean
+.PHONY: all build test unit bench vet demo envtest-assets deps dynalite package clean
+DYNALITE := tools/dynalite/node_modules/dynalite/cli.js
 
 all: build
 
@@ -22,6 +23,7 @@ deps:
 	@pkgs=""; \
 	command -v etcd >/dev/null 2>&1 || pkgs="$$pkgs etcd-server"; \
 	command -v kubectl >/dev/null 2>&1 || pkgs="$$pkgs kubernetes-client"; \
+	command -v npm >/dev/null 2>&1 || pkgs="$$pkgs nodejs npm"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing from Debian:$$pkgs"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
@@ -39,11 +41,19 @@ envtest-assets: deps $(KUBE_APISERVER)
 	@ln -sf $$(command -v etcd) $(ASSETS)/etcd
 	@ln -sf $$(command -v kubectl) $(ASSETS)/kubectl
 
+# dynalite, the DynamoDB-compatible server the ledger's tests run against,
+# from the npm registry at the version the committed lockfile pins.
+$(DYNALITE): tools/dynalite/package.json tools/dynalite/package-lock.json | deps
+	npm ci --prefix tools/dynalite --no-audit --no-fund
+	@touch $(DYNALITE)
+
+dynalite: $(DYNALITE)
+
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-test: envtest-assets vet
+test: envtest-assets dynalite vet
 	$(GO) test -count=1 -timeout 30m ./...
 
 unit:
@@ -61,4 +71,4 @@ demo: envtest-assets build
 	$(GO) run ./demo --binary $(BIN)/runner-reaper
 
 clean:
-	rm -rf $(BIN) $(CACHE)/envtest
+	rm -rf $(BIN) $(CACHE)/envtest dist tools/dynalite/node_modules

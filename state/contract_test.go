@@ -37,6 +37,11 @@ func backends() []backend {
 			ns := env.Namespace(t, "ledger")
 			return func() Store { return NewConfigMap(env.Client, ns, "runner-reaper-ledger", nil) }
 		}},
+		{"dynamodb", func(t *testing.T) func() Store {
+			srv := dynalite(t)
+			key := srv.freshKey(t)
+			return func() Store { return srv.open(key, nil) }
+		}},
 	}
 }
 

@@ -1,0 +1,226 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The DynamoDB item layout: one item per ledger, at partition key pk. Marks
+// are plain JSON so that the console or `aws dynamodb get-item` shows what
+// the reaper suspects; the list cache is bulky and of no interest to a
+// reader, so it is gzip'd, and left out when empty.
+const (
+	dynamoAttrKey     = "pk"      // S: the ledger's key
+	dynamoAttrVersion = "version" // N: a counter, 1 on create, +1 per save
+	dynamoAttrMarks   = "marks"   // S: JSON of Ledger.Marks
+	dynamoAttrLists   = "lists"   // B: gzip'd JSON of Ledger.Lists; absent when empty
+	dynamoAttrUpdated = "updated" // S: RFC 3339 time of the save, for a reader
+)
+
+// DefaultDynamoLimitBytes is the size the DynamoDB backend keeps a ledger
+// under. DynamoDB refuses an item over 400 KB (names and values of all its
+// attributes); the margin covers the key, version and time attributes, which
+// are a few dozen bytes, and the ledger growing between sweeps.
+const DefaultDynamoLimitBytes = 350 * 1024
+
+// DynamoTableSchema is the table the DynamoDB backend needs: partition key
+// pk of type S and nothing else, on demand. The tests create their table
+// from it, so it is what template.yaml must declare.
+func DynamoTableSchema(table string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
+		TableName: aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(dynamoAttrKey), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(dynamoAttrKey), KeyType: types.KeyTypeHash},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	}
+}
+
+// Dynamo is a Store in one item of a DynamoDB table, for the Lambda, which
+// has no cluster of its own to keep a ConfigMap in. The version is the
+// item's version counter; Save is a conditional PutItem on it, so two sweeps
+// saving over the same version cannot both succeed. It makes no Transact*
+// calls.
+//
+// An item holds at most 400 KB, so Save keeps the ledger under LimitBytes by
+// dropping first the list cache and then the oldest marks, and says so in a
+// warning and through LastTrim.
+type Dynamo struct {
+	client *dynamodb.Client
+	table  string
+	key    string
+	logger *slog.Logger
+
+	// LimitBytes is the size Save keeps the ledger's marks and list cache
+	// under, counted as fit counts them; zero means
+	// DefaultDynamoLimitBytes. Set it before the first Save.
+	LimitBytes int
+
+	mu       sync.Mutex
+	lastTrim Trim
+}
+
+// NewDynamo returns a store in the item with pk = key of table. A nil
+// logger discards the trim warnings (LastTrim still reports them).
+func NewDynamo(client *dynamodb.Client, table, key string, logger *slog.Logger) *Dynamo {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Dynamo{client: client, table: table, key: key, logger: logger}
+}
+
+// where names the item in errors.
+func (d *Dynamo) where() string {
+	return fmt.Sprintf("ledger item %s=%q in dynamodb table %s", dynamoAttrKey, d.key, d.table)
+}
+
+func (d *Dynamo) itemKey() map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{dynamoAttrKey: &types.AttributeValueMemberS{Value: d.key}}
+}
+
+// Load reads the item with a strongly consistent read, so that a sweep sees
+// the last save however soon after it runs; a missing item is an empty
+// ledger at Version "".
+func (d *Dynamo) Load(ctx context.Context) (Ledger, Version, error) {
+	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(d.table),
+		Key:            d.itemKey(),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Ledger{}, "", fmt.Errorf("get %s: %w", d.where(), err)
+	}
+	if len(out.Item) == 0 {
+		return normalize(Ledger{}), "", nil
+	}
+	return d.decode(out.Item)
+}
+
+// decode reads a stored item. A missing marks attribute is no marks, as a
+// missing lists attribute is no list cache; anything present must decode.
+func (d *Dynamo) decode(item map[string]types.AttributeValue) (Ledger, Version, error) {
+	n, ok := item[dynamoAttrVersion].(*types.AttributeValueMemberN)
+	if !ok {
+		return Ledger{}, "", fmt.Errorf("decode %s: attribute %s is missing or not a number", d.where(), dynamoAttrVersion)
+	}
+	if _, err := strconv.ParseUint(n.Value, 10, 64); err != nil {
+		return Ledger{}, "", fmt.Errorf("decode %s: attribute %s is %q, not a counter: %w", d.where(), dynamoAttrVersion, n.Value, err)
+	}
+	var l Ledger
+	if av, present := item[dynamoAttrMarks]; present {
+		s, ok := av.(*types.AttributeValueMemberS)
+		if !ok {
+			return Ledger{}, "", fmt.Errorf("decode %s: attribute %s is not a string", d.where(), dynamoAttrMarks)
+		}
+		if err := json.Unmarshal([]byte(s.Value), &l.Marks); err != nil {
+			return Ledger{}, "", fmt.Errorf("decode %s of %s: %w", dynamoAttrMarks, d.where(), err)
+		}
+	}
+	if av, present := item[dynamoAttrLists]; present {
+		b, ok := av.(*types.AttributeValueMemberB)
+		if !ok {
+			return Ledger{}, "", fmt.Errorf("decode %s: attribute %s is not binary", d.where(), dynamoAttrLists)
+		}
+		if err := gunzipJSON(b.Value, &l.Lists); err != nil {
+			return Ledger{}, "", fmt.Errorf("decode %s of %s: %w", dynamoAttrLists, d.where(), err)
+		}
+	}
+	return normalize(l), Version(n.Value), nil
+}
+
+// Save writes l if the item is still at version v, creating it when v is
+// "". An item deleted since it was loaded is a conflict too: the ledger
+// changed under the caller.
+//
+// A conflict is only ever reported from DynamoDB's own verdict on the
+// condition. If a PutItem that succeeded is retried by the SDK (its response
+// was lost) the retry fails the condition and is reported as a conflict: a
+// sweep then starts no action, which is the safe way to be wrong.
+func (d *Dynamo) Save(ctx context.Context, l Ledger, v Version) (Version, error) {
+	limit := d.LimitBytes
+	if limit <= 0 {
+		limit = DefaultDynamoLimitBytes
+	}
+	enc, trim, err := fit(l, limit)
+	if err != nil {
+		return "", fmt.Errorf("fit %s: %w", d.where(), err)
+	}
+
+	var next uint64 = 1
+	in := &dynamodb.PutItemInput{TableName: aws.String(d.table)}
+	if v == "" {
+		in.ConditionExpression = aws.String("attribute_not_exists(" + dynamoAttrKey + ")")
+	} else {
+		cur, err := strconv.ParseUint(string(v), 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("save %s: version %q was not given by this store: %w", d.where(), v, err)
+		}
+		next = cur + 1
+		in.ConditionExpression = aws.String(dynamoAttrVersion + " = :v")
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{
+			":v": &types.AttributeValueMemberN{Value: string(v)},
+		}
+	}
+	nextVersion := strconv.FormatUint(next, 10)
+	in.Item = map[string]types.AttributeValue{
+		dynamoAttrKey:     &types.AttributeValueMemberS{Value: d.key},
+		dynamoAttrVersion: &types.AttributeValueMemberN{Value: nextVersion},
+		dynamoAttrMarks:   &types.AttributeValueMemberS{Value: string(enc.marks)},
+		dynamoAttrUpdated: &types.AttributeValueMemberS{Value: time.Now().UTC().Format(time.RFC3339)},
+	}
+	if enc.lists != nil {
+		in.Item[dynamoAttrLists] = &types.AttributeValueMemberB{Value: enc.lists}
+	}
+
+	if _, err := d.client.PutItem(ctx, in); err != nil {
+		doing := "create"
+		if v != "" {
+			doing = "update"
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			if v == "" {
+				return "", fmt.Errorf("create %s: %w: %w", d.where(), ErrConflict, err)
+			}
+			return "", fmt.Errorf("update %s at version %s: %w: %w", d.where(), v, ErrConflict, err)
+		}
+		return "", fmt.Errorf("%s %s: %w", doing, d.where(), err)
+	}
+
+	// Only a trim that was saved is reported: a ledger that lost the race
+	// trimmed nothing anyone will read.
+	d.mu.Lock()
+	d.lastTrim = trim
+	d.mu.Unlock()
+	if trim.Trimmed() {
+		d.logger.Warn("ledger trimmed",
+			"dynamodb_table", d.table,
+			"key", d.key,
+			"dropped_lists", trim.DroppedLists,
+			"dropped_marks", trim.DroppedMarks,
+			"limit_bytes", trim.LimitBytes)
+	}
+	return Version(nextVersion), nil
+}
+
+// LastTrim reports what the most recent successful Save left out to fit the
+// limit; the zero Trim (Trimmed false) when it left out nothing. With
+// several Saves on one Dynamo value at once it is whichever finished last.
+func (d *Dynamo) LastTrim() Trim {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lastTrim
+}

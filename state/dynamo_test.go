@@ -1,0 +1,563 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// dynaliteTable is the table every DynamoDB test shares; each test gets a
+// ledger of its own by key (freshKey).
+const dynaliteTable = "runner-reaper-ledger"
+
+// dynaliteServer is a running dynalite, the real DynamoDB-compatible server
+// installed from npm into tools/dynalite by `make test`.
+type dynaliteServer struct {
+	url    string
+	client *dynamodb.Client
+	// stdin is the write end of dynalite's stdin. It is never closed: the
+	// test process ending closes it, and dynalite, preloaded with
+	// tools/dynalite/exit-with-parent.js, exits on the end of its stdin.
+	// Holding it here also keeps its finalizer from closing it early.
+	stdin *os.File
+	cmd   *exec.Cmd
+	keys  atomic.Int64
+}
+
+var (
+	dynaliteOnce sync.Once
+	dynaliteSrv  *dynaliteServer
+	dynaliteErr  error
+)
+
+// dynalite returns the one dynalite of this test process, starting it with
+// the shared table on first use. It fails the test, never skips it, when
+// node or dynalite is missing: a test that quietly does not run proves
+// nothing.
+func dynalite(t testing.TB) *dynaliteServer {
+	t.Helper()
+	dynaliteOnce.Do(func() { dynaliteSrv, dynaliteErr = startDynalite() })
+	if dynaliteErr != nil {
+		t.Fatalf("dynalite: %v", dynaliteErr)
+	}
+	return dynaliteSrv
+}
+
+// freshKey returns a ledger key no other test uses, so that each test starts
+// from a missing ledger on the shared table.
+func (s *dynaliteServer) freshKey(t testing.TB) string {
+	return fmt.Sprintf("%s#%d", t.Name(), s.keys.Add(1))
+}
+
+// open returns a store on the shared table at key, as a separate sweep
+// would hold.
+func (s *dynaliteServer) open(key string, logger *slog.Logger) *Dynamo {
+	return NewDynamo(s.client, dynaliteTable, key, logger)
+}
+
+// syncBuffer collects dynalite's output, written by exec's copying
+// goroutine and read by the test on failure.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func startDynalite() (*dynaliteServer, error) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, fmt.Errorf("node is not installed (run `make test`, which installs dynalite with npm): %w", err)
+	}
+	dir := filepath.Join(root, "tools", "dynalite")
+	cli := filepath.Join(dir, "node_modules", "dynalite", "cli.js")
+	if _, err := os.Stat(cli); err != nil {
+		return nil, fmt.Errorf("dynalite is not installed in %s (run `make test`, which runs npm ci --prefix tools/dynalite): %w", dir, err)
+	}
+	watchdog := filepath.Join(dir, "exit-with-parent.js")
+
+	// A free port can be taken between finding it and dynalite listening
+	// on it; dynalite then exits at once, and another port is tried.
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		s, err := startDynaliteOnce(node, watchdog, cli)
+		if err == nil {
+			return s, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func startDynaliteOnce(node, watchdog, cli string) (*dynaliteServer, error) {
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("pipe for dynalite: %w", err)
+	}
+	out := &syncBuffer{}
+	cmd := exec.Command(node, "--require", watchdog, cli,
+		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, out, out
+	if err := cmd.Start(); err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return nil, fmt.Errorf("start %s: %w", cli, err)
+	}
+	stdinR.Close() // dynalite has its own copy
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		stdinW.Close()
+	}
+
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	if err := waitAnswers(url, exited, 20*time.Second); err != nil {
+		stop()
+		return nil, fmt.Errorf("dynalite on %s: %w\n%s", url, err, out.String())
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := dynaliteClient(ctx, url)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	if _, err := client.CreateTable(ctx, DynamoTableSchema(dynaliteTable)); err != nil {
+		stop()
+		return nil, fmt.Errorf("create table %s in dynalite: %w\n%s", dynaliteTable, err, out.String())
+	}
+	if err := dynamodb.NewTableExistsWaiter(client).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(dynaliteTable)}, 20*time.Second); err != nil {
+		stop()
+		return nil, fmt.Errorf("wait for table %s in dynalite: %w", dynaliteTable, err)
+	}
+	return &dynaliteServer{url: url, client: client, stdin: stdinW, cmd: cmd}, nil
+}
+
+// waitAnswers polls dynalite's health check until it answers, it exits, or
+// the time is up.
+func waitAnswers(url string, exited <-chan error, within time.Duration) error {
+	hc := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(within)
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("exited before answering: %v", err)
+		default:
+		}
+		if resp, err := hc.Get(url + "/"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer within %s", within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free loopback port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// dynaliteClient is the client the Lambda builds, with static credentials
+// and nothing from the machine's AWS configuration, pointed at url.
+func dynaliteClient(ctx context.Context, url string) (*dynamodb.Client, error) {
+	cfg, err := config.LoadDefaultConfig(ctx,
+		config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")),
+		config.WithSharedConfigFiles([]string{}),
+		config.WithSharedCredentialsFiles([]string{}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("aws config for dynalite: %w", err)
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(url)
+	}), nil
+}
+
+// rawItem reads the stored item as DynamoDB holds it.
+func rawItem(t *testing.T, s *dynaliteServer, key string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := s.client.GetItem(ctx(t), &dynamodb.GetItemInput{
+		TableName:      aws.String(dynaliteTable),
+		Key:            map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}},
+		ConsistentRead: aws.Bool(true),
+	})
+	require.NoError(t, err)
+	return out.Item
+}
+
+// TestDynamoItemAttributes checks the stored item as `aws dynamodb
+// get-item` shows it: exactly pk, version, marks, lists and updated, with
+// the documented types, and no lists once the list cache is empty.
+func TestDynamoItemAttributes(t *testing.T) {
+	t.Parallel()
+	srv := dynalite(t)
+	key := srv.freshKey(t)
+	s := srv.open(key, nil)
+	want := sample()
+	before := time.Now().UTC().Truncate(time.Second)
+	v, err := s.Save(ctx(t), want, "")
+	require.NoError(t, err)
+	after := time.Now().UTC()
+
+	item := rawItem(t, srv, key)
+	names := make([]string, 0, len(item))
+	for n := range item {
+		names = append(names, n)
+	}
+	assert.ElementsMatch(t, []string{"pk", "version", "marks", "lists", "updated"}, names)
+
+	require.IsType(t, &types.AttributeValueMemberS{}, item["pk"])
+	assert.Equal(t, key, item["pk"].(*types.AttributeValueMemberS).Value)
+
+	require.IsType(t, &types.AttributeValueMemberN{}, item["version"])
+	assert.Equal(t, "1", item["version"].(*types.AttributeValueMemberN).Value)
+	assert.Equal(t, Version("1"), v)
+
+	require.IsType(t, &types.AttributeValueMemberS{}, item["marks"])
+	raw := item["marks"].(*types.AttributeValueMemberS).Value
+	require.True(t, json.Valid([]byte(raw)), "marks is JSON: %s", raw)
+	assert.NotContains(t, raw, "\n", "marks is compact")
+	assert.Contains(t, raw, `"verdict":"ghost"`)
+	var gotMarks map[string]reconcile.Mark
+	require.NoError(t, json.Unmarshal([]byte(raw), &gotMarks))
+	assert.Equal(t, want.Marks, gotMarks)
+
+	require.IsType(t, &types.AttributeValueMemberB{}, item["lists"])
+	var gotLists map[string]reconcile.ListCache
+	require.NoError(t, gunzipJSON(item["lists"].(*types.AttributeValueMemberB).Value, &gotLists))
+	assert.Equal(t, want.Lists, gotLists)
+
+	require.IsType(t, &types.AttributeValueMemberS{}, item["updated"])
+	updated, err := time.Parse(time.RFC3339, item["updated"].(*types.AttributeValueMemberS).Value)
+	require.NoError(t, err, "updated is RFC 3339")
+	assert.False(t, updated.Before(before) || updated.After(after), "updated %s is the time of the save (%s to %s)", updated, before, after)
+
+	// A save without a list cache leaves no lists attribute, and counts on.
+	v2, err := s.Save(ctx(t), Ledger{Marks: marks(2)}, v)
+	require.NoError(t, err)
+	assert.Equal(t, Version("2"), v2)
+	item = rawItem(t, srv, key)
+	assert.NotContains(t, item, "lists")
+	assert.Equal(t, "2", item["version"].(*types.AttributeValueMemberN).Value)
+	l, lv, err := s.Load(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, v2, lv)
+	assert.Equal(t, Ledger{Marks: marks(2), Lists: map[string]reconcile.ListCache{}}, l)
+}
+
+// TestDynamoTableSchema checks the table the tests run on, made from
+// DynamoTableSchema, is what the backend documents: pk, a string, the only
+// key, on demand.
+func TestDynamoTableSchema(t *testing.T) {
+	t.Parallel()
+	srv := dynalite(t)
+	out, err := srv.client.DescribeTable(ctx(t), &dynamodb.DescribeTableInput{TableName: aws.String(dynaliteTable)})
+	require.NoError(t, err)
+	td := out.Table
+	require.Len(t, td.KeySchema, 1)
+	assert.Equal(t, "pk", aws.ToString(td.KeySchema[0].AttributeName))
+	assert.Equal(t, types.KeyTypeHash, td.KeySchema[0].KeyType)
+	require.Len(t, td.AttributeDefinitions, 1)
+	assert.Equal(t, "pk", aws.ToString(td.AttributeDefinitions[0].AttributeName))
+	assert.Equal(t, types.ScalarAttributeTypeS, td.AttributeDefinitions[0].AttributeType)
+	require.NotNil(t, td.BillingModeSummary)
+	assert.Equal(t, types.BillingModePayPerRequest, td.BillingModeSummary.BillingMode)
+}
+
+// TestDynamoSweepsRace is two sweeps on one ledger version: both load, both
+// save at once. Exactly one save succeeds, the other is ErrConflict, and the
+// stored ledger is the winner's. Repeated, since one interleaving proves
+// little about a conditional write.
+func TestDynamoSweepsRace(t *testing.T) {
+	t.Parallel()
+	srv := dynalite(t)
+	for round := 0; round < 20; round++ {
+		key := srv.freshKey(t)
+		_, err := srv.open(key, nil).Save(ctx(t), sample(), "")
+		require.NoError(t, err)
+
+		sweeps := []*Dynamo{srv.open(key, nil), srv.open(key, nil)}
+		ledgers := make([]Ledger, 2)
+		loaded := make([]Version, 2)
+		for i, s := range sweeps {
+			ledgers[i], loaded[i], err = s.Load(ctx(t))
+			require.NoError(t, err)
+			k, m := mark(100 + i)
+			ledgers[i].Marks[k] = m
+			delete(ledgers[i].Lists, fmt.Sprintf("org:scope-%d", i))
+		}
+		require.Equal(t, loaded[0], loaded[1])
+
+		saved := make([]Version, 2)
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, s := range sweeps {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				saved[i], errs[i] = s.Save(ctx(t), ledgers[i], loaded[i])
+			}()
+		}
+		close(start)
+		wg.Wait()
+
+		var winner, loser int
+		switch {
+		case errs[0] == nil && errs[1] == nil:
+			t.Fatalf("round %d: both sweeps saved over version %s", round, loaded[0])
+		case errs[0] == nil:
+			winner, loser = 0, 1
+		case errs[1] == nil:
+			winner, loser = 1, 0
+		default:
+			t.Fatalf("round %d: neither sweep saved: %v; %v", round, errs[0], errs[1])
+		}
+		require.ErrorIs(t, errs[loser], ErrConflict, "round %d", round)
+		var ccf *types.ConditionalCheckFailedException
+		assert.ErrorAs(t, errs[loser], &ccf, "the conflict is DynamoDB's own verdict")
+
+		got, gv, err := srv.open(key, nil).Load(ctx(t))
+		require.NoError(t, err)
+		assert.Equal(t, saved[winner], gv, "round %d", round)
+		assert.Equal(t, ledgers[winner], got, "round %d: the stored ledger is the winner's", round)
+	}
+}
+
+// TestDynamoTrim saves a ledger over a small limit: the list cache goes
+// first, then the oldest marks, and the trim is reported through LastTrim
+// and a warning. A later save that fits reports no trim.
+func TestDynamoTrim(t *testing.T) {
+	t.Parallel()
+	srv := dynalite(t)
+	var logs bytes.Buffer
+	s := srv.open(srv.freshKey(t), slog.New(slog.NewJSONHandler(&logs, nil)))
+	s.LimitBytes = 2048
+
+	l := Ledger{Marks: marks(40), Lists: lists(3, 50)}
+	v, err := s.Save(ctx(t), l, "")
+	require.NoError(t, err)
+
+	trim := s.LastTrim()
+	assert.True(t, trim.Trimmed())
+	assert.Equal(t, 3, trim.DroppedLists)
+	assert.Equal(t, 2048, trim.LimitBytes)
+	require.Greater(t, trim.DroppedMarks, 0)
+	require.Less(t, trim.DroppedMarks, 40)
+
+	got, _, err := s.Load(ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, got.Lists)
+	require.NotNil(t, got.Lists)
+	kept := 40 - trim.DroppedMarks
+	require.Len(t, got.Marks, kept)
+	for i := 40 - kept; i < 40; i++ { // the newest marks are kept
+		k, m := mark(i)
+		assert.Equal(t, m, got.Marks[k], "mark %d", i)
+	}
+
+	lines := logLines(t, &logs)
+	require.Len(t, lines, 1)
+	assert.Equal(t, "WARN", lines[0]["level"])
+	assert.Equal(t, "ledger trimmed", lines[0]["msg"])
+	assert.Equal(t, dynaliteTable, lines[0]["dynamodb_table"])
+	assert.Equal(t, float64(3), lines[0]["dropped_lists"])
+	assert.Equal(t, float64(trim.DroppedMarks), lines[0]["dropped_marks"])
+	assert.Equal(t, float64(2048), lines[0]["limit_bytes"])
+
+	_, err = s.Save(ctx(t), Ledger{Marks: marks(1)}, v)
+	require.NoError(t, err)
+	assert.False(t, s.LastTrim().Trimmed(), "a save that fits reports no trim")
+	assert.Empty(t, logLines(t, &logs), "and logs no warning")
+}
+
+// TestDynamoDefaultLimitFitsAnItem saves a ledger over DynamoDB's 400 KB
+// item limit. Without trimming dynalite refuses it, as DynamoDB does, with an
+// error that is not a conflict; with the default limit it is trimmed, saved
+// and reported.
+func TestDynamoDefaultLimitFitsAnItem(t *testing.T) {
+	t.Parallel()
+	srv := dynalite(t)
+	big := Ledger{Marks: marks(2500)}
+	b, err := json.Marshal(big.Marks)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 400*1024, "the ledger must be over the item limit")
+
+	unlimited := srv.open(srv.freshKey(t), nil)
+	unlimited.LimitBytes = 4 << 20
+	_, err = unlimited.Save(ctx(t), big, "")
+	require.Error(t, err, "dynalite enforces the 400 KB item limit")
+	assert.False(t, errorsIsConflict(err), "an item too large is not a conflict: %v", err)
+	assert.False(t, unlimited.LastTrim().Trimmed())
+
+	s := srv.open(srv.freshKey(t), nil)
+	_, err = s.Save(ctx(t), big, "")
+	require.NoError(t, err)
+	trim := s.LastTrim()
+	assert.True(t, trim.Trimmed())
+	assert.Equal(t, DefaultDynamoLimitBytes, trim.LimitBytes)
+	got, _, err := s.Load(ctx(t))
+	require.NoError(t, err)
+	assert.Len(t, got.Marks, 2500-trim.DroppedMarks)
+}
+
+// TestDynamoCorruptItem checks an item Load cannot read is an error, and
+// never a conflict nor an empty ledger.
+func TestDynamoCorruptItem(t *testing.T) {
+	t.Parallel()
+	srv := dynalite(t)
+	good := func(key string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{
+			"pk":      &types.AttributeValueMemberS{Value: key},
+			"version": &types.AttributeValueMemberN{Value: "3"},
+			"marks":   &types.AttributeValueMemberS{Value: "{}"},
+			"updated": &types.AttributeValueMemberS{Value: "2026-03-14T09:00:00Z"},
+		}
+	}
+	cases := []struct {
+		name   string
+		change func(item map[string]types.AttributeValue)
+		want   string
+	}{
+		{"marks not JSON", func(i map[string]types.AttributeValue) {
+			i["marks"] = &types.AttributeValueMemberS{Value: `{"pod/0000-uid": {not json`}
+		}, "decode marks"},
+		{"marks not a string", func(i map[string]types.AttributeValue) {
+			i["marks"] = &types.AttributeValueMemberN{Value: "7"}
+		}, "marks is not a string"},
+		{"lists not gzip", func(i map[string]types.AttributeValue) {
+			i["lists"] = &types.AttributeValueMemberB{Value: []byte("not gzip")}
+		}, "decode lists"},
+		{"no version", func(i map[string]types.AttributeValue) {
+			delete(i, "version")
+		}, "version is missing"},
+		{"version not a counter", func(i map[string]types.AttributeValue) {
+			i["version"] = &types.AttributeValueMemberN{Value: "1.5"}
+		}, "not a counter"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			key := srv.freshKey(t)
+			item := good(key)
+			c.change(item)
+			_, err := srv.client.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(dynaliteTable), Item: item})
+			require.NoError(t, err)
+
+			_, _, err = srv.open(key, nil).Load(ctx(t))
+			require.Error(t, err)
+			assert.False(t, errorsIsConflict(err), "a corrupt ledger is not a conflict: %v", err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.Contains(t, err.Error(), key, "the error names the item")
+		})
+	}
+}
+
+// TestDynamoMissingTable checks that a table that is not there (a wrong
+// name, a stack not deployed) is an error on Load and Save, and never a
+// conflict: a sweep must not take it for a lost race.
+func TestDynamoMissingTable(t *testing.T) {
+	t.Parallel()
+	srv := dynalite(t)
+	s := NewDynamo(srv.client, "no-such-table", "ledger", nil)
+	var notFound *types.ResourceNotFoundException
+
+	_, _, err := s.Load(ctx(t))
+	require.Error(t, err)
+	assert.False(t, errorsIsConflict(err), "%v", err)
+	assert.ErrorAs(t, err, &notFound)
+	assert.Contains(t, err.Error(), "get ledger item")
+	assert.Contains(t, err.Error(), "no-such-table")
+
+	for _, v := range []Version{"", "4"} {
+		_, err = s.Save(ctx(t), sample(), v)
+		require.Error(t, err, "save at version %q", v)
+		assert.False(t, errorsIsConflict(err), "save at version %q: %v", v, err)
+		assert.ErrorAs(t, err, &notFound)
+		assert.Contains(t, err.Error(), "no-such-table")
+	}
+}
+
+// TestDynamoVersions checks the versions Save accepts: one it never gave is
+// an error but not a conflict (a caller's bug, not a race), and a ledger
+// deleted since it was loaded is a conflict, as with the ConfigMap.
+func TestDynamoVersions(t *testing.T) {
+	t.Parallel()
+	srv := dynalite(t)
+	key := srv.freshKey(t)
+	s := srv.open(key, nil)
+	v, err := s.Save(ctx(t), sample(), "")
+	require.NoError(t, err)
+
+	_, err = s.Save(ctx(t), sample(), "v1")
+	require.Error(t, err)
+	assert.False(t, errorsIsConflict(err), "%v", err)
+	assert.True(t, strings.Contains(err.Error(), "not given by this store"), "%v", err)
+
+	_, err = srv.client.DeleteItem(ctx(t), &dynamodb.DeleteItemInput{
+		TableName: aws.String(dynaliteTable),
+		Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}},
+	})
+	require.NoError(t, err)
+	_, err = s.Save(ctx(t), sample(), v)
+	require.ErrorIs(t, err, ErrConflict)
+	_, lv, err := s.Load(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, Version(""), lv, "the conflicting save created nothing")
+}
