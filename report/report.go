@@ -124,7 +124,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		registrations += len(l.Runners)
 	}
 	a := []slog.Attr{
-		slog.String("mode", modeName(res.Mode)),
+		slog.String("mode", res.Mode.String()),
 		slog.Bool("dry_run", res.Mode != sweep.Act),
 		slog.Int("status", int(res.Status)),
 		slog.Int64("duration_ms", res.Duration.Milliseconds()),
@@ -163,17 +163,6 @@ func countsGroup(name string, m map[string]int) slog.Attr {
 		attrs = append(attrs, slog.Int(k, m[k]))
 	}
 	return slog.Group(name, attrs...)
-}
-
-func modeName(m sweep.Mode) string {
-	switch m {
-	case sweep.Act:
-		return "sweep"
-	case sweep.DryRun:
-		return "dry-run"
-	default:
-		return "audit"
-	}
 }
 
 // Summary is the sweep's summary line as a JSON object, with the same keys:

@@ -53,6 +53,18 @@ const (
 	Audit
 )
 
+// String is the mode's name in log lines and metrics.
+func (m Mode) String() string {
+	switch m {
+	case Act:
+		return "sweep"
+	case DryRun:
+		return "dry-run"
+	default:
+		return "audit"
+	}
+}
+
 // Status is the process exit status a sweep maps to.
 type Status int
 
