@@ -6,12 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
@@ -39,13 +31,10 @@ const dynaliteTable = "runner-reaper-ledger"
 type dynaliteServer struct {
 	url    string
 	client *dynamodb.Client
-	// stdin is the write end of dynalite's stdin. It is never closed: the
-	// test process ending closes it, and dynalite, preloaded with
-	// tools/dynalite/exit-with-parent.js, exits on the end of its stdin.
-	// Holding it here also keeps its finalizer from closing it early.
-	stdin *os.File
-	cmd   *exec.Cmd
-	keys  atomic.Int64
+	keys   atomic.Int64
+	// dyn is held so that dynalite's stdin pipe, whose closing stops it,
+	// is not collected while the tests run.
+	dyn *testenv.Dynalite
 }
 
 var (
@@ -60,7 +49,7 @@ var (
 // nothing.
 func dynalite(t testing.TB) *dynaliteServer {
 	t.Helper()
-	dynaliteOnce.Do(func() { dynaliteSrv, dynaliteErr = startDynalite() })
+	dynaliteOnce.Do(func() { dynaliteSrv, dynaliteErr = startDynalite(t) })
 	if dynaliteErr != nil {
 		t.Fatalf("dynalite: %v", dynaliteErr)
 	}
@@ -73,160 +62,24 @@ func (s *dynaliteServer) freshKey(t testing.TB) string {
 	return fmt.Sprintf("%s#%d", t.Name(), s.keys.Add(1))
 }
 
+// startDynalite starts the process's dynalite and creates the shared table.
+func startDynalite(t testing.TB) (*dynaliteServer, error) {
+	d, err := testenv.StartDynalite()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.CreateTable(ctx, DynamoTableSchema(dynaliteTable)); err != nil {
+		return nil, err
+	}
+	return &dynaliteServer{url: d.URL, client: d.Client, dyn: d}, nil
+}
+
 // open returns a store on the shared table at key, as a separate sweep
 // would hold.
 func (s *dynaliteServer) open(key string, logger *slog.Logger) *Dynamo {
 	return NewDynamo(s.client, dynaliteTable, key, logger)
-}
-
-// syncBuffer collects dynalite's output, written by exec's copying
-// goroutine and read by the test on failure.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func startDynalite() (*dynaliteServer, error) {
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		return nil, fmt.Errorf("node is not installed (run `make test`, which installs dynalite with npm): %w", err)
-	}
-	dir := filepath.Join(root, "tools", "dynalite")
-	cli := filepath.Join(dir, "node_modules", "dynalite", "cli.js")
-	if _, err := os.Stat(cli); err != nil {
-		return nil, fmt.Errorf("dynalite is not installed in %s (run `make test`, which runs npm ci --prefix tools/dynalite): %w", dir, err)
-	}
-	watchdog := filepath.Join(dir, "exit-with-parent.js")
-
-	// A free port can be taken between finding it and dynalite listening
-	// on it; dynalite then exits at once, and another port is tried.
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		s, err := startDynaliteOnce(node, watchdog, cli)
-		if err == nil {
-			return s, nil
-		}
-		lastErr = err
-	}
-	return nil, lastErr
-}
-
-func startDynaliteOnce(node, watchdog, cli string) (*dynaliteServer, error) {
-	port, err := freeLoopbackPort()
-	if err != nil {
-		return nil, err
-	}
-	stdinR, stdinW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("pipe for dynalite: %w", err)
-	}
-	out := &syncBuffer{}
-	cmd := exec.Command(node, "--require", watchdog, cli,
-		"--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, out, out
-	if err := cmd.Start(); err != nil {
-		stdinR.Close()
-		stdinW.Close()
-		return nil, fmt.Errorf("start %s: %w", cli, err)
-	}
-	stdinR.Close() // dynalite has its own copy
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		stdinW.Close()
-	}
-
-	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	if err := waitAnswers(url, exited, 20*time.Second); err != nil {
-		stop()
-		return nil, fmt.Errorf("dynalite on %s: %w\n%s", url, err, out.String())
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	client, err := dynaliteClient(ctx, url)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	if _, err := client.CreateTable(ctx, DynamoTableSchema(dynaliteTable)); err != nil {
-		stop()
-		return nil, fmt.Errorf("create table %s in dynalite: %w\n%s", dynaliteTable, err, out.String())
-	}
-	if err := dynamodb.NewTableExistsWaiter(client).Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(dynaliteTable)}, 20*time.Second); err != nil {
-		stop()
-		return nil, fmt.Errorf("wait for table %s in dynalite: %w", dynaliteTable, err)
-	}
-	return &dynaliteServer{url: url, client: client, stdin: stdinW, cmd: cmd}, nil
-}
-
-// waitAnswers polls dynalite's health check until it answers, it exits, or
-// the time is up.
-func waitAnswers(url string, exited <-chan error, within time.Duration) error {
-	hc := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(within)
-	for {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("exited before answering: %v", err)
-		default:
-		}
-		if resp, err := hc.Get(url + "/"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer within %s", within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free loopback port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// dynaliteClient is the client the Lambda builds, with static credentials
-// and nothing from the machine's AWS configuration, pointed at url.
-func dynaliteClient(ctx context.Context, url string) (*dynamodb.Client, error) {
-	cfg, err := config.LoadDefaultConfig(ctx,
-		config.WithRegion("us-east-1"),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", "")),
-		config.WithSharedConfigFiles([]string{}),
-		config.WithSharedCredentialsFiles([]string{}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("aws config for dynalite: %w", err)
-	}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		o.BaseEndpoint = aws.String(url)
-	}), nil
 }
 
 // rawItem reads the stored item as DynamoDB holds it.
