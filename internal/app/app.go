@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -40,8 +43,22 @@ func InCluster() (bool, string) {
 	return true, strings.TrimSpace(string(b))
 }
 
+// Options are what an entry point adds to the configuration.
+type Options struct {
+	// AWS is the AWS configuration for a DynamoDB ledger; the SDK's
+	// default chain is loaded when it is needed and nil.
+	AWS *aws.Config
+	// Spare is the time before a sweep's deadline after which it starts no
+	// new action (a Lambda's invocation deadline).
+	Spare time.Duration
+}
+
 // Build returns a Sweeper for cfg, talking to the cluster of restCfg.
-func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger) (*sweep.Sweeper, error) {
+func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Options) (*sweep.Sweeper, error) {
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
 	kc, err := kube.New(restCfg, kube.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -57,7 +74,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger) (*sweep.Sw
 	if err != nil {
 		return nil, fmt.Errorf("github client: %w", err)
 	}
-	store, err := ledger(cfg.Ledger, kc.Clientset(), log)
+	store, err := ledger(cfg.Ledger, kc.Clientset(), o.AWS, log)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +107,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger) (*sweep.Sw
 				Concurrency:          cfg.KubeConcurrency,
 				Scopes:               scopes,
 				RemoveFinalizers:     cfg.RemoveFinalizers,
+				Spare:                o.Spare,
 			})
 		},
 		Scopes: cfg.Scopes,
@@ -102,8 +120,20 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger) (*sweep.Sw
 	}, nil
 }
 
-func ledger(l config.Ledger, cs kubernetes.Interface, log *slog.Logger) (state.Store, error) {
+// ledgerKey is the DynamoDB item of the ledger: one per table.
+const ledgerKey = "runner-reaper"
+
+func ledger(l config.Ledger, cs kubernetes.Interface, awsCfg *aws.Config, log *slog.Logger) (state.Store, error) {
 	switch l.Kind {
+	case config.LedgerDynamoDB:
+		if awsCfg == nil {
+			c, err := awsconfig.LoadDefaultConfig(context.Background())
+			if err != nil {
+				return nil, fmt.Errorf("aws configuration for the dynamodb ledger: %w", err)
+			}
+			awsCfg = &c
+		}
+		return state.NewDynamo(dynamodb.NewFromConfig(*awsCfg), l.Table, ledgerKey, log), nil
 	case config.LedgerMemory:
 		return state.NewMemory(), nil
 	case config.LedgerFile:
