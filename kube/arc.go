@@ -38,54 +38,17 @@ func resourceOf(apiVersion, resource string) schema.GroupVersionResource {
 // whole call, because a runner missing from the list would look podless or
 // its pod's runner id unknown.
 func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) ([]reconcile.EphemeralRunner, error) {
-	if len(namespaces) == 0 {
-		return c.listEphemeralRunners(ctx, metav1.NamespaceAll, nil)
-	}
-	for _, ns := range namespaces {
-		if ns == "" {
-			return nil, fmt.Errorf("list ephemeralrunners: empty namespace name in %q (leave the list empty for all namespaces)", namespaces)
-		}
-	}
-	var out []reconcile.EphemeralRunner
-	seen := make(map[string]bool, len(namespaces))
-	for _, ns := range namespaces {
-		if seen[ns] {
-			continue
-		}
-		seen[ns] = true
-		var err error
-		if out, err = c.listEphemeralRunners(ctx, ns, out); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// listEphemeralRunners appends the views of one namespace's (or, for "",
-// the cluster's) EphemeralRunners to out, page by page.
-func (c *Client) listEphemeralRunners(ctx context.Context, ns string, out []reconcile.EphemeralRunner) ([]reconcile.EphemeralRunner, error) {
-	where := ns
-	if ns == metav1.NamespaceAll {
-		where = "all namespaces"
-	}
-	// ResourceVersion unset: a consistent read, as for pods.
-	opts := metav1.ListOptions{Limit: c.pageSize}
-	for page := 1; ; page++ {
-		list, err := c.dyn.Resource(ephemeralRunners).Namespace(ns).List(ctx, opts)
-		if err != nil {
-			if opts.Continue != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
-				return nil, fmt.Errorf("list ephemeralrunners in %s: continue token of page %d expired, refusing a partial list: %w", where, page, err)
+	return listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: c.pageSize},
+		func(ctx context.Context, ns string, opts metav1.ListOptions, out []reconcile.EphemeralRunner) ([]reconcile.EphemeralRunner, string, error) {
+			list, err := c.dyn.Resource(ephemeralRunners).Namespace(ns).List(ctx, opts)
+			if err != nil {
+				return out, "", err
 			}
-			return nil, fmt.Errorf("list ephemeralrunners in %s: %w", where, err)
-		}
-		for i := range list.Items {
-			out = append(out, ephemeralRunnerView(&list.Items[i]))
-		}
-		if list.GetContinue() == "" {
-			return out, nil
-		}
-		opts.Continue = list.GetContinue()
-	}
+			for i := range list.Items {
+				out = append(out, ephemeralRunnerView(&list.Items[i]))
+			}
+			return out, list.GetContinue(), nil
+		})
 }
 
 // ephemeralRunnerView reduces an EphemeralRunner to what the classifier

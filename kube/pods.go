@@ -19,59 +19,18 @@ import (
 // like ghosts, so any failed page, an expired continue token included, fails
 // the whole call.
 func (c *Client) ListPods(ctx context.Context, namespaces []string, selector string, m Mapping) ([]reconcile.Pod, error) {
-	if len(namespaces) == 0 {
-		return c.listPods(ctx, metav1.NamespaceAll, selector, m, nil)
-	}
-	// Checked before the first request: failing halfway would only have
-	// spent requests on a list that cannot be used.
-	for _, ns := range namespaces {
-		if ns == "" {
-			// "" is all namespaces to the API; listed beside named ones
-			// it would return their pods twice.
-			return nil, fmt.Errorf("list pods: empty namespace name in %q (leave the list empty for all namespaces)", namespaces)
-		}
-	}
-	var out []reconcile.Pod
-	seen := make(map[string]bool, len(namespaces))
-	for _, ns := range namespaces {
-		if seen[ns] {
-			continue
-		}
-		seen[ns] = true
-		var err error
-		if out, err = c.listPods(ctx, ns, selector, m, out); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// listPods appends the views of one namespace's (or, for "", the cluster's)
-// matching pods to out, page by page.
-func (c *Client) listPods(ctx context.Context, ns, selector string, m Mapping, out []reconcile.Pod) ([]reconcile.Pod, error) {
-	where := ns
-	if ns == metav1.NamespaceAll {
-		where = "all namespaces"
-	}
-	// ResourceVersion is left unset: a consistent read, never a possibly
-	// stale cache that could miss a pod created a moment ago.
 	opts := metav1.ListOptions{LabelSelector: selector, Limit: c.pageSize}
-	for page := 1; ; page++ {
-		list, err := c.cs.CoreV1().Pods(ns).List(ctx, opts)
-		if err != nil {
-			if opts.Continue != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
-				return nil, fmt.Errorf("list pods in %s: continue token of page %d expired, refusing a partial list: %w", where, page, err)
+	return listNamespaces(ctx, "pods", namespaces, opts,
+		func(ctx context.Context, ns string, opts metav1.ListOptions, out []reconcile.Pod) ([]reconcile.Pod, string, error) {
+			list, err := c.cs.CoreV1().Pods(ns).List(ctx, opts)
+			if err != nil {
+				return out, "", err
 			}
-			return nil, fmt.Errorf("list pods in %s: %w", where, err)
-		}
-		for i := range list.Items {
-			out = append(out, m.View(&list.Items[i]))
-		}
-		if list.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = list.Continue
-	}
+			for i := range list.Items {
+				out = append(out, m.View(&list.Items[i]))
+			}
+			return out, list.Continue, nil
+		})
 }
 
 // DeletePod deletes the pod only if it is still the object that was judged:

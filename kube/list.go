@@ -1,0 +1,67 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// page fetches one page of a list and converts its items as they arrive,
+// so that the full objects of a page are dropped before the next is read.
+type page[T any] func(ctx context.Context, ns string, opts metav1.ListOptions, out []T) ([]T, string, error)
+
+// listNamespaces reads what (a resource's plural, for messages) in every
+// namespace with one list, or in each distinct named namespace. An empty
+// name beside named ones is refused before any request: it means all
+// namespaces to the API and would return their objects twice.
+func listNamespaces[T any](ctx context.Context, what string, namespaces []string, opts metav1.ListOptions, fetch page[T]) ([]T, error) {
+	if len(namespaces) == 0 {
+		return listPages(ctx, what, metav1.NamespaceAll, opts, fetch, nil)
+	}
+	for _, ns := range namespaces {
+		if ns == "" {
+			return nil, fmt.Errorf("list %s: empty namespace name in %q (leave the list empty for all namespaces)", what, namespaces)
+		}
+	}
+	var out []T
+	seen := make(map[string]bool, len(namespaces))
+	for _, ns := range namespaces {
+		if seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		var err error
+		if out, err = listPages(ctx, what, ns, opts, fetch, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// listPages appends one namespace's (or, for "", the cluster's) items to
+// out, page by page. A page that fails fails the whole list: a partial list
+// would make the missing objects look absent. ResourceVersion stays unset,
+// so each list is a consistent read, never a possibly stale cache.
+func listPages[T any](ctx context.Context, what, ns string, opts metav1.ListOptions, fetch page[T], out []T) ([]T, error) {
+	where := ns
+	if ns == metav1.NamespaceAll {
+		where = "all namespaces"
+	}
+	for n := 1; ; n++ {
+		var cont string
+		var err error
+		out, cont, err = fetch(ctx, ns, opts, out)
+		if err != nil {
+			if opts.Continue != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
+				return nil, fmt.Errorf("list %s in %s: continue token of page %d expired, refusing a partial list: %w", what, where, n, err)
+			}
+			return nil, fmt.Errorf("list %s in %s: %w", what, where, err)
+		}
+		if cont == "" {
+			return out, nil
+		}
+		opts.Continue = cont
+	}
+}
