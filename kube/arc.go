@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -176,16 +175,7 @@ func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource,
 		Preconditions:     pre,
 		PropagationPolicy: &background,
 	})
-	switch {
-	case err == nil:
-		return reconcile.Deleted, nil
-	case apierrors.IsNotFound(err):
-		return reconcile.AlreadyGone, nil
-	case apierrors.IsConflict(err):
-		return reconcile.Changed, nil
-	default:
-		return "", err
-	}
+	return result(err)
 }
 
 // RemoveFinalizers clears the finalizers of an EphemeralRunner that is
@@ -212,14 +202,9 @@ func (c *Client) RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRun
 		return "", fmt.Errorf("remove finalizers of ephemeralrunner %s/%s: %w", er.Namespace, er.Name, err)
 	}
 	_, err = c.dyn.Resource(ephemeralRunners).Namespace(er.Namespace).Patch(ctx, er.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	switch {
-	case err == nil:
-		return reconcile.Deleted, nil
-	case apierrors.IsNotFound(err):
-		return reconcile.AlreadyGone, nil
-	case apierrors.IsConflict(err):
-		return reconcile.Changed, nil
-	default:
+	res, err := result(err)
+	if err != nil {
 		return "", fmt.Errorf("remove finalizers of ephemeralrunner %s/%s: %w", er.Namespace, er.Name, err)
 	}
+	return res, nil
 }

@@ -6,7 +6,26 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
 )
+
+// result maps a write's answer to what the act protocol needs: 404 means
+// someone else finished the job, a 409 means a precondition failed (the
+// object is not the one that was judged). Any other error is returned as
+// it is, for the caller to wrap.
+func result(err error) (reconcile.DeleteResult, error) {
+	switch {
+	case err == nil:
+		return reconcile.Deleted, nil
+	case apierrors.IsNotFound(err):
+		return reconcile.AlreadyGone, nil
+	case apierrors.IsConflict(err):
+		return reconcile.Changed, nil
+	default:
+		return "", err
+	}
+}
 
 // page fetches one page of a list and converts its items as they arrive,
 // so that the full objects of a page are dropped before the next is read.

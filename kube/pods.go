@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -46,16 +45,11 @@ func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.Dele
 	err := c.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
 	})
-	switch {
-	case err == nil:
-		return reconcile.Deleted, nil
-	case apierrors.IsNotFound(err):
-		return reconcile.AlreadyGone, nil
-	case apierrors.IsConflict(err):
-		return reconcile.Changed, nil
-	default:
+	res, err := result(err)
+	if err != nil {
 		return "", fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
+	return res, nil
 }
 
 // DeleteServiceAccount deletes the ServiceAccount a bare runner pod was
@@ -63,12 +57,9 @@ func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.Dele
 // state the reaper judged.
 func (c *Client) DeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error) {
 	err := c.cs.CoreV1().ServiceAccounts(namespace).Delete(ctx, name, metav1.DeleteOptions{})
-	switch {
-	case err == nil:
-		return reconcile.Deleted, nil
-	case apierrors.IsNotFound(err):
-		return reconcile.AlreadyGone, nil
-	default:
+	res, err := result(err)
+	if err != nil {
 		return "", fmt.Errorf("delete service account %s/%s: %w", namespace, name, err)
 	}
+	return res, nil
 }
