@@ -90,7 +90,13 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: http client for %s: %w", c.Host, err)
 	}
-	cs, err := kubernetes.NewForConfigAndClient(c, hc)
+	// Core types in protobuf: a fleet's pod pages decode with a fraction of
+	// the memory and time of JSON. The dynamic client below sets JSON for
+	// itself, as custom resources have no protobuf form.
+	typed := rest.CopyConfig(c)
+	typed.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	typed.ContentType = "application/vnd.kubernetes.protobuf"
+	cs, err := kubernetes.NewForConfigAndClient(typed, hc)
 	if err != nil {
 		return nil, fmt.Errorf("kube client: clientset for %s: %w", c.Host, err)
 	}
