@@ -222,8 +222,7 @@ type member struct {
 
 func createFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim) error {
 	exit := func(code int32, reason string) *corev1.ContainerStateTerminated {
-		now := metav1.Now()
-		return &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, StartedAt: now, FinishedAt: now}
+		return testenv.Terminated(code, 0, reason)
 	}
 	fleet := []member{
 		{name: "acme-healthy-1", pod: true, reg: "online"},
@@ -262,42 +261,23 @@ func createFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim) e
 	return nil
 }
 
-// createPod creates the pod as ARC labels it, then writes its status
-// through the status subresource, as a kubelet would.
+// createPod creates the member's pod as ARC labels it, then writes its
+// status as a kubelet would: a runner still running unless it has ended,
+// or, after a crash, waiting to be restarted.
 func createPod(ctx context.Context, cs kubernetes.Interface, m member) error {
-	labels := map[string]string{"actions-ephemeral-runner": "True", "actions.github.com/organization": "acme"}
+	p := testenv.RunnerPod{Name: m.name, Org: "acme", PodState: testenv.PodState{
+		Phase:          m.phase,
+		Running:        m.term == nil && m.last == nil,
+		Terminated:     m.term,
+		LastTerminated: m.last,
+		NoStatus:       m.noState,
+	}}
+	if m.last != nil {
+		p.Waiting = "CrashLoopBackOff"
+	}
 	if m.stamped {
-		labels[stampLabel] = "job-4711"
+		p.Labels = map[string]string{stampLabel: "job-4711"}
 	}
-	p, err := cs.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: m.name, Labels: labels},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("create pod %s: %w", m.name, err)
-	}
-	phase := m.phase
-	if phase == "" {
-		phase = corev1.PodRunning
-	}
-	p.Status = corev1.PodStatus{Phase: phase, StartTime: &p.CreationTimestamp}
-	if !m.noState {
-		st := corev1.ContainerStatus{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}
-		switch {
-		case m.term != nil:
-			st.State.Terminated = m.term
-		case m.last != nil:
-			st.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
-			st.LastTerminationState.Terminated = m.last
-		default:
-			st.State.Running = &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}
-			st.Ready = true
-		}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{st}
-	}
-	if _, err := cs.CoreV1().Pods(namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("write status of pod %s: %w", m.name, err)
-	}
-	return nil
+	_, err := testenv.CreateRunnerPod(ctx, cs, namespace, p)
+	return err
 }

@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -828,37 +827,17 @@ func walk(v any, f func(obj)) {
 // ---------------------------------------------------------------------------
 // The Kubernetes side: components/lambda-access
 
-// renderWithLambdaAccess renders the CronJob base with the component
-// through a temporary overlay (kustomize refuses absolute paths, so the
-// overlay names them relative to itself), optionally moving everything to
-// namespace.
+// renderWithLambdaAccess renders the CronJob base with the component,
+// optionally moving everything to namespace.
 func renderWithLambdaAccess(t *testing.T, namespace string) []byte {
 	t.Helper()
 	root, err := testenv.RepoRoot()
 	require.NoError(t, err)
-	base := filepath.Join(root, "k8s-cronjob")
-	overlay := t.TempDir()
-	rel := func(p string) string {
-		r, err := filepath.Rel(overlay, p)
-		require.NoError(t, err)
-		return r
-	}
-	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - %s
-components:
-  - %s
-`, rel(base), rel(filepath.Join(base, "components", "lambda-access")))
-	if namespace != "" {
-		k += "namespace: " + namespace + "\n"
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o600))
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("kubectl", "kustomize", overlay)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "kubectl kustomize: %s", stderr.String())
-	return stdout.Bytes()
+	return testenv.Kustomize(t, testenv.Kustomization{
+		Base:       filepath.Join(root, "k8s-cronjob"),
+		Components: []string{filepath.Join("components", "lambda-access")},
+		Namespace:  namespace,
+	})
 }
 
 type rendered struct {

@@ -26,30 +26,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
-var (
-	ephemeralRunnersGVR = schema.GroupVersionResource{Group: "actions.github.com", Version: "v1alpha1", Resource: "ephemeralrunners"}
-	legacyRunnersGVR    = schema.GroupVersionResource{Group: "actions.summerwind.dev", Version: "v1alpha1", Resource: "runners"}
-)
-
 const (
-	// ARC's two finalizers on every EphemeralRunner its controller has
-	// reconciled; nothing removes them here.
-	erFinalizer             = "ephemeralrunner.actions.github.com/finalizer"
-	erRegistrationFinalizer = "ephemeralrunner.actions.github.com/runner-registration-finalizer"
-	// The legacy controller's finalizer on a Runner.
-	legacyFinalizer = "runner.actions.summerwind.dev"
-	scaleSet        = "arc-runner-set"
-
 	// The ARC holds every ARC world runs with.
 	arcFailedAfter        = 2 * time.Second
 	arcPodlessAfter       = 2 * time.Second
@@ -74,187 +60,36 @@ func arcEnv(extra map[string]string) map[string]string {
 	return e
 }
 
-func dyn(t *testing.T) dynamic.Interface {
-	t.Helper()
-	d, err := dynamic.NewForConfig(env.Config)
-	require.NoError(t, err)
-	return d
-}
-
 // erName is a name of ARC's form: scale set, EphemeralRunnerSet suffix,
 // "runner", a five-character suffix. It is also the pod's name and the
 // runner's name on GitHub.
-func erName(suffix string) string { return scaleSet + "-x7k2p-runner-" + suffix }
+func erName(suffix string) string { return testenv.ScaleSet + "-x7k2p-runner-" + suffix }
 
-// ephemeralRunner creates an EphemeralRunner as ARC's EphemeralRunnerSet
-// controller creates it, with the finalizers ARC's EphemeralRunner
-// controller adds, then writes its status through the status subresource as
-// that controller does. A nil status leaves it as created.
-func (w *world) ephemeralRunner(name string, status map[string]any) *unstructured.Unstructured {
+// legacyPodLabels are the labels of a legacy Runner's pod: none of ARC's
+// scale-set labels; a deployment selects them with a selector of its own.
+var legacyPodLabels = map[string]string{"actions-runner": "", "runner-template-hash": "6d5f8c7b9"}
+
+// legacyRunner creates a legacy summerwind Runner for the org, with the
+// legacy controller's finalizer, and its pod in state st, as the legacy
+// controller would.
+func (w *world) legacyRunner(name string, st testenv.PodState) *unstructured.Unstructured {
 	w.t.Helper()
-	ctx := context.Background()
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": reconcile.EphemeralRunnerAPIVersion,
-		"kind":       reconcile.EphemeralRunnerKind,
-		"metadata": map[string]any{
-			"name":       name,
-			"finalizers": []any{erFinalizer, erRegistrationFinalizer},
-			"labels": map[string]any{
-				"actions.github.com/scale-set-name":      scaleSet,
-				"actions.github.com/scale-set-namespace": w.ns,
-				"app.kubernetes.io/component":            "runner",
-				"app.kubernetes.io/part-of":              "gha-runner-scale-set",
-			},
-		},
-		"spec": map[string]any{
-			"githubConfigUrl":    "https://github.com/acme",
-			"githubConfigSecret": scaleSet + "-gha-rs-github-secret",
-			"runnerScaleSetId":   int64(1),
-			"spec": map[string]any{
-				"restartPolicy": "Never",
-				"containers": []any{map[string]any{
-					"name":    "runner",
-					"image":   "ghcr.io/actions/actions-runner:latest",
-					"command": []any{"/home/runner/run.sh"},
-				}},
-			},
-		},
-	}}
-	ers := dyn(w.t).Resource(ephemeralRunnersGVR).Namespace(w.ns)
-	created, err := ers.Create(ctx, u, metav1.CreateOptions{})
-	require.NoError(w.t, err, "create ephemeralrunner %s", name)
-	if status == nil {
-		return created
-	}
-	require.NoError(w.t, unstructured.SetNestedMap(created.Object, status, "status"))
-	updated, err := ers.UpdateStatus(ctx, created, metav1.UpdateOptions{})
-	require.NoError(w.t, err, "write status of ephemeralrunner %s", name)
-	return updated
+	r := env.LegacyRunner(w.t, w.ns, testenv.LegacyRunner{Name: name, Organization: "acme",
+		Finalizers: []string{testenv.LegacyRunnerFinalizer}})
+	env.RunnerPod(w.t, w.ns, testenv.RunnerPod{Owner: testenv.ControllerRef(r), Labels: legacyPodLabels, PodState: st})
+	return r
 }
 
-// erStatus is an EphemeralRunner status as ARC's controller writes it; a
-// zero runnerID leaves status.runnerId unset, as before registration.
-func erStatus(name, phase string, runnerID int64, reason, message string) map[string]any {
-	s := map[string]any{"phase": phase, "runnerName": name}
-	if runnerID != 0 {
-		s["runnerId"] = runnerID
-	}
-	if reason != "" {
-		s["reason"] = reason
-	}
-	if message != "" {
-		s["message"] = message
-	}
-	return s
-}
-
-// legacyRunner creates a legacy actions.summerwind.dev Runner for the org,
-// with the legacy controller's finalizer.
-func (w *world) legacyRunner(name string) *unstructured.Unstructured {
+// arcRunner creates an EphemeralRunner as ARC's controllers leave it (with
+// their finalizers and, when not nil, the status) and, when st is not nil,
+// its pod, labelled as ARC labels a scale set's runner pods.
+func (w *world) arcRunner(name string, status *testenv.EphemeralRunnerStatus, st *testenv.PodState) (*unstructured.Unstructured, *corev1.Pod) {
 	w.t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": reconcile.LegacyRunnerAPIVersion,
-		"kind":       reconcile.LegacyRunnerKind,
-		"metadata":   map[string]any{"name": name, "finalizers": []any{legacyFinalizer}},
-		"spec": map[string]any{
-			"organization": "acme",
-			"image":        "summerwind/actions-runner:latest",
-			"ephemeral":    true,
-		},
-	}}
-	created, err := dyn(w.t).Resource(legacyRunnersGVR).Namespace(w.ns).Create(context.Background(), u, metav1.CreateOptions{})
-	require.NoError(w.t, err, "create runner %s", name)
-	return created
-}
-
-// ownedPod creates the runner pod of an ARC object the way its controller
-// does: the object's name, the given labels, the object as its controller
-// owner (blocking owner deletion), then the kubelet's status.
-func (w *world) ownedPod(owner *unstructured.Unstructured, labels map[string]string, st podState) *corev1.Pod {
-	w.t.Helper()
-	ctx := context.Background()
-	yes := true
-	p, err := env.Client.CoreV1().Pods(w.ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   owner.GetName(),
-			Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         owner.GetAPIVersion(),
-				Kind:               owner.GetKind(),
-				Name:               owner.GetName(),
-				UID:                owner.GetUID(),
-				Controller:         &yes,
-				BlockOwnerDeletion: &yes,
-			}},
-		},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest", Command: []string{"/home/runner/run.sh"}}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(w.t, err)
-	p.Status.Phase = st.phase
-	if p.Status.Phase == "" {
-		p.Status.Phase = corev1.PodRunning
-	}
-	p.Status.StartTime = &p.CreationTimestamp
-	cs := corev1.ContainerStatus{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest", Ready: st.running}
-	switch {
-	case st.term != nil:
-		cs.State.Terminated = st.term
-	default:
-		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}
-	}
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-	p, err = env.Client.CoreV1().Pods(w.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	require.NoError(w.t, err)
-	return p
-}
-
-// arcPodLabels are the labels ARC gives a scale set's runner pod.
-func (w *world) arcPodLabels() map[string]string {
-	return map[string]string{
-		"actions-ephemeral-runner":               "True",
-		"actions.github.com/scale-set-name":      scaleSet,
-		"actions.github.com/scale-set-namespace": w.ns,
-		"actions.github.com/organization":        "acme",
-		"app.kubernetes.io/component":            "runner",
-		"app.kubernetes.io/part-of":              "gha-runner-scale-set",
-	}
-}
-
-// arcRunner creates an EphemeralRunner with its status and, when st is not
-// nil, its pod.
-func (w *world) arcRunner(name string, status map[string]any, st *podState) (*unstructured.Unstructured, *corev1.Pod) {
-	w.t.Helper()
-	er := w.ephemeralRunner(name, status)
+	er := env.EphemeralRunner(w.t, w.ns, testenv.EphemeralRunner{Name: name, Finalizers: testenv.ARCFinalizers(), Status: status})
 	if st == nil {
 		return er, nil
 	}
-	return er, w.ownedPod(er, w.arcPodLabels(), *st)
-}
-
-// deleteARC deletes an ARC object as a user or ARC's scale-down would;
-// with its finalizers it stays, deleting.
-func (w *world) deleteARC(gvr schema.GroupVersionResource, name string) {
-	w.t.Helper()
-	require.NoError(w.t, dyn(w.t).Resource(gvr).Namespace(w.ns).Delete(context.Background(), name, metav1.DeleteOptions{}))
-}
-
-// arcState is what became of an ARC object: "live", "deleting" (a delete
-// was accepted; ARC's finalizers hold it) or "gone".
-func (w *world) arcState(gvr schema.GroupVersionResource, name string) string {
-	w.t.Helper()
-	u, err := dyn(w.t).Resource(gvr).Namespace(w.ns).Get(context.Background(), name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return "gone"
-	case err != nil:
-		require.NoError(w.t, err)
-	case u.GetDeletionTimestamp() != nil:
-		return "deleting"
-	}
-	return "live"
+	return er, env.RunnerPod(w.t, w.ns, testenv.RunnerPod{Owner: testenv.ControllerRef(er), Org: "acme", ScaleSet: testenv.ScaleSet, PodState: *st})
 }
 
 // arcObjects is the state of every ARC object in the world, by
@@ -262,11 +97,11 @@ func (w *world) arcState(gvr schema.GroupVersionResource, name string) string {
 func (w *world) arcObjects() map[string]string {
 	w.t.Helper()
 	out := map[string]string{}
-	for _, gvr := range []schema.GroupVersionResource{ephemeralRunnersGVR, legacyRunnersGVR} {
-		l, err := dyn(w.t).Resource(gvr).Namespace(w.ns).List(context.Background(), metav1.ListOptions{})
+	for _, gvr := range []schema.GroupVersionResource{testenv.EphemeralRunners, testenv.LegacyRunners} {
+		l, err := env.Dynamic.Resource(gvr).Namespace(w.ns).List(context.Background(), metav1.ListOptions{})
 		require.NoError(w.t, err)
 		for _, u := range l.Items {
-			out[gvr.Resource+"/"+u.GetName()] = w.arcState(gvr, u.GetName())
+			out[gvr.Resource+"/"+u.GetName()] = env.ARCState(w.t, gvr, w.ns, u.GetName())
 		}
 	}
 	return out
@@ -304,15 +139,15 @@ func arcNeighbours(w *world) (ers, pods []string, regs []ghsim.Runner) {
 	healthy := erName("h3a1t")
 	reg := w.runner(healthy, "online", false)
 	regs = append(regs, reg)
-	w.arcRunner(healthy, erStatus(healthy, "Running", reg.ID, "", ""), &podState{running: true})
+	w.arcRunner(healthy, &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: reg.ID}, &testenv.PodState{Running: true})
 
 	busy := erName("b5sy0")
 	reg = w.runner(busy, "offline", true)
 	regs = append(regs, reg)
-	w.arcRunner(busy, erStatus(busy, "Running", reg.ID, "", ""), &podState{running: true})
+	w.arcRunner(busy, &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: reg.ID}, &testenv.PodState{Running: true})
 
 	regs = append(regs, w.runner("acme-bare", "online", false))
-	w.pod("acme-bare", running())
+	w.pod("acme-bare", testenv.Running())
 	return []string{"ephemeralrunners/" + healthy, "ephemeralrunners/" + busy}, []string{healthy, busy, "acme-bare"}, regs
 }
 
@@ -361,7 +196,7 @@ func TestARCIncidents(t *testing.T) {
 		plant: func(w *world) arcIncident {
 			name := erName("z0mb1")
 			reg := w.runner(name, "offline", false)
-			w.arcRunner(name, erStatus(name, "Running", reg.ID, "", ""), &podState{running: true})
+			w.arcRunner(name, &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: reg.ID}, &testenv.PodState{Running: true})
 			return arcIncident{object: "EphemeralRunner " + ns(w) + "/" + name, res: "ephemeralrunners", name: name, after: "deleting", pod: name, reg: reg}
 		},
 		verdict: "zombie", action: "delete-registration-then-ephemeralrunner", result: "deleted",
@@ -376,7 +211,7 @@ func TestARCIncidents(t *testing.T) {
 			name := erName("g0n3r")
 			// status.runnerId says it registered as 4242; GitHub lists no
 			// such runner.
-			w.arcRunner(name, erStatus(name, "Running", 4242, "", ""), &podState{running: true})
+			w.arcRunner(name, &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 4242}, &testenv.PodState{Running: true})
 			return arcIncident{object: "EphemeralRunner " + ns(w) + "/" + name, res: "ephemeralrunners", name: name, after: "deleting", pod: name}
 		},
 		verdict: "zombie", action: "delete-ephemeralrunner", result: "deleted",
@@ -397,7 +232,7 @@ func TestARCIncidents(t *testing.T) {
 		name: "unregistered: pod of an EphemeralRunner with no runnerId past the deadline",
 		plant: func(w *world) arcIncident {
 			name := erName("n0reg")
-			w.arcRunner(name, erStatus(name, "Running", 0, "", ""), &podState{running: true})
+			w.arcRunner(name, &testenv.EphemeralRunnerStatus{Phase: "Running"}, &testenv.PodState{Running: true})
 			time.Sleep(pastDeadline)
 			return arcIncident{object: "EphemeralRunner " + ns(w) + "/" + name, res: "ephemeralrunners", name: name, after: "deleting", pod: name}
 		},
@@ -409,8 +244,8 @@ func TestARCIncidents(t *testing.T) {
 		name: "terminal pod of an EphemeralRunner",
 		plant: func(w *world) arcIncident {
 			name := erName("d34d1")
-			w.arcRunner(name, erStatus(name, "Running", 0, "", ""),
-				&podState{phase: corev1.PodFailed, term: terminated(137, 0, "OOMKilled")})
+			w.arcRunner(name, &testenv.EphemeralRunnerStatus{Phase: "Running"},
+				&testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
 			return arcIncident{object: "EphemeralRunner " + ns(w) + "/" + name, res: "ephemeralrunners", name: name, after: "deleting", pod: name}
 		},
 		immediate: true,
@@ -433,8 +268,7 @@ func TestARCIncidents(t *testing.T) {
 		plant: func(w *world) arcIncident {
 			name := "acme-runnerdeploy-q8w2n-zx4vb"
 			reg := w.runner(name, "offline", false)
-			r := w.legacyRunner(name)
-			w.ownedPod(r, map[string]string{"actions-runner": "", "runner-template-hash": "6d5f8c7b9"}, podState{running: true})
+			w.legacyRunner(name, testenv.Running())
 			return arcIncident{object: "Runner " + ns(w) + "/" + name, res: "runners", name: name, after: "deleting", pod: name, reg: reg}
 		},
 		verdict: "zombie", action: "delete-registration-then-runner", result: "deleted",
@@ -443,7 +277,7 @@ func TestARCIncidents(t *testing.T) {
 		plant: func(w *world) arcIncident {
 			name := erName("f41l3")
 			reg := w.runner(name, "offline", false)
-			w.arcRunner(name, erStatus(name, "Failed", reg.ID, "TooManyPodFailures", "Pod has failed to start more than 5 times"), nil)
+			w.arcRunner(name, &testenv.EphemeralRunnerStatus{Phase: "Failed", RunnerID: reg.ID, Reason: "TooManyPodFailures", Message: "Pod has failed to start more than 5 times"}, nil)
 			return arcIncident{object: "EphemeralRunner " + ns(w) + "/" + name, res: "ephemeralrunners", name: name, after: "deleting", reg: reg}
 		},
 		verdict: "arc-failed", action: "delete-registration-then-ephemeralrunner", result: "deleted",
@@ -458,7 +292,7 @@ func TestARCIncidents(t *testing.T) {
 		name: "arc-podless: an EphemeralRunner with no pod, not being deleted",
 		plant: func(w *world) arcIncident {
 			name := erName("p0d1s")
-			w.arcRunner(name, erStatus(name, "Pending", 0, "", ""), nil)
+			w.arcRunner(name, &testenv.EphemeralRunnerStatus{Phase: "Pending"}, nil)
 			return arcIncident{object: "EphemeralRunner " + ns(w) + "/" + name, res: "ephemeralrunners", name: name, after: "deleting"}
 		},
 		verdict: "arc-podless", action: "delete-ephemeralrunner", result: "deleted",
@@ -471,8 +305,8 @@ func TestARCIncidents(t *testing.T) {
 		plant: func(w *world) arcIncident {
 			name := erName("stuck")
 			reg := w.runner(name, "offline", false)
-			w.arcRunner(name, erStatus(name, "Running", reg.ID, "", ""), nil)
-			w.deleteARC(ephemeralRunnersGVR, name)
+			w.arcRunner(name, &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: reg.ID}, nil)
+			env.DeleteARC(t, testenv.EphemeralRunners, w.ns, name)
 			time.Sleep(pastStuck)
 			// Deleting already: no registration is deleted first, and
 			// without the option nothing is changed at all.
@@ -480,7 +314,7 @@ func TestARCIncidents(t *testing.T) {
 		},
 		verdict: "arc-stuck-deleting", action: "report", result: "reported",
 		check: func(t *testing.T, w *world, inc arcIncident, l map[string]any) {
-			assert.Contains(t, l["evidence"], erFinalizer)
+			assert.Contains(t, l["evidence"], testenv.EphemeralRunnerFinalizer)
 			assert.NotContains(t, l, "pod_result", "nothing was sent")
 		},
 	}, {
@@ -489,8 +323,8 @@ func TestARCIncidents(t *testing.T) {
 		plant: func(w *world) arcIncident {
 			name := erName("stuk2")
 			reg := w.runner(name, "offline", false)
-			w.arcRunner(name, erStatus(name, "Running", reg.ID, "", ""), nil)
-			w.deleteARC(ephemeralRunnersGVR, name)
+			w.arcRunner(name, &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: reg.ID}, nil)
+			env.DeleteARC(t, testenv.EphemeralRunners, w.ns, name)
 			time.Sleep(pastStuck)
 			return arcIncident{object: "EphemeralRunner " + ns(w) + "/" + name, res: "ephemeralrunners", name: name, after: "gone", keepReg: reg}
 		},
@@ -512,8 +346,7 @@ func TestARCIncidents(t *testing.T) {
 				// and its pod, online.
 				name := "acme-runnerdeploy-q8w2n-h3a1t"
 				nRegs = append(nRegs, w.runner(name, "online", false))
-				r := w.legacyRunner(name)
-				w.ownedPod(r, map[string]string{"actions-runner": "", "runner-template-hash": "6d5f8c7b9"}, podState{running: true})
+				w.legacyRunner(name, testenv.Running())
 				nERs, nPods = []string{"runners/" + name}, []string{name}
 			}
 			inc := tc.plant(w)
@@ -551,9 +384,9 @@ func TestARCIncidents(t *testing.T) {
 
 			// The incident's object, and nothing else.
 			want := objects
-			gvr := ephemeralRunnersGVR
+			gvr := testenv.EphemeralRunners
 			if inc.res == "runners" {
-				gvr = legacyRunnersGVR
+				gvr = testenv.LegacyRunners
 			}
 			if inc.after == "gone" {
 				delete(want, inc.res+"/"+inc.name)
@@ -561,7 +394,7 @@ func TestARCIncidents(t *testing.T) {
 				want[inc.res+"/"+inc.name] = inc.after
 			}
 			assert.Equal(t, want, w.arcObjects(), "only the incident's object changed")
-			assert.Equal(t, inc.after, w.arcState(gvr, inc.name))
+			assert.Equal(t, inc.after, env.ARCState(t, gvr, w.ns, inc.name))
 			for _, n := range nERs {
 				assert.Equal(t, "live", objects[n], "neighbour %s", n)
 			}
@@ -608,11 +441,11 @@ func markKeyOf(t *testing.T, w *world, inc arcIncident) string {
 		require.NoError(t, err)
 		return podMarkKey(p)
 	}
-	gvr := ephemeralRunnersGVR
+	gvr := testenv.EphemeralRunners
 	if inc.res == "runners" {
-		gvr = legacyRunnersGVR
+		gvr = testenv.LegacyRunners
 	}
-	u, err := dyn(t).Resource(gvr).Namespace(w.ns).Get(context.Background(), inc.name, metav1.GetOptions{})
+	u, err := env.Dynamic.Resource(gvr).Namespace(w.ns).Get(context.Background(), inc.name, metav1.GetOptions{})
 	require.NoError(t, err)
 	return reconcile.EphemeralRunnerMarkKey(string(u.GetUID()))
 }

@@ -119,9 +119,9 @@ func TestLambdaBootstrapSweeps(t *testing.T) {
 	sm, secretCalls := secretsManager(t, w.token)
 	table := newTable(t, d)
 
-	w.pod("acme-dead", podState{phase: corev1.PodFailed, term: terminated(137, 0, "OOMKilled")})
+	w.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
 	zombie := w.runner("acme-zombie", "offline", false)
-	w.pod("acme-zombie", running())
+	w.pod("acme-zombie", testenv.Running())
 
 	rt, err := testenv.StartRuntime()
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestLambdaBootstrapSweeps(t *testing.T) {
 
 	// The deadline: with less time left than the spare, no action starts
 	// and the sweep says what it did not reach.
-	w.pod("acme-dead-2", podState{phase: corev1.PodFailed, term: terminated(1, 0, "Error")})
+	w.pod("acme-dead-2", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
 	late, s3 := invoke(4 * time.Second)
 	assert.Equal(t, map[string]any{"not-reached": 1.0}, s3["results"])
 	assert.True(t, w.podExists("acme-dead-2"), "nothing started past the spare time")

@@ -266,80 +266,25 @@ func (r run) requireCode(t *testing.T, code int) {
 	require.Equal(t, code, r.Code, "exit status; stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
 }
 
-// podState is how a kubelet would have left a pod.
-type podState struct {
-	phase    corev1.PodPhase
-	running  bool
-	term     *corev1.ContainerStateTerminated
-	lastTerm *corev1.ContainerStateTerminated
-	noStatus bool
-	stamped  bool
-}
-
-func running() podState { return podState{running: true} }
-
-// pod creates a runner pod labelled the way ARC labels it, then writes its
-// status through the status subresource as a kubelet would (a create drops
-// status). It has no node, so a delete removes it at once.
-func (w *world) pod(name string, st podState) *corev1.Pod {
+// pod creates a runner pod of org acme, labelled the way ARC labels it,
+// then writes its status as a kubelet would.
+func (w *world) pod(name string, st testenv.PodState) *corev1.Pod {
 	w.t.Helper()
-	ctx := context.Background()
-	labels := map[string]string{
-		"actions-ephemeral-runner":        "True",
-		"actions.github.com/organization": "acme",
-	}
-	if st.stamped {
-		labels[stampLabel] = "job-1234"
-	}
-	p, err := env.Client.CoreV1().Pods(w.ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(w.t, err)
-	p.Status.Phase = st.phase
-	if p.Status.Phase == "" {
-		p.Status.Phase = corev1.PodRunning
-	}
-	p.Status.StartTime = &p.CreationTimestamp
-	if !st.noStatus {
-		cs := corev1.ContainerStatus{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest", Ready: st.running}
-		switch {
-		case st.term != nil:
-			cs.State.Terminated = st.term
-		case st.running:
-			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}
-		default:
-			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
-		}
-		if st.lastTerm != nil {
-			cs.LastTerminationState.Terminated = st.lastTerm
-		}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-	}
-	p, err = env.Client.CoreV1().Pods(w.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	require.NoError(w.t, err)
-	return p
+	return env.RunnerPod(w.t, w.ns, testenv.RunnerPod{Name: name, Org: "acme", PodState: st})
 }
 
-func terminated(code, signal int32, reason string) *corev1.ContainerStateTerminated {
-	now := metav1.Now()
-	return &corev1.ContainerStateTerminated{ExitCode: code, Signal: signal, Reason: reason, StartedAt: now, FinishedAt: now}
+// stampedPod is pod, stamped with an owner's label.
+func (w *world) stampedPod(name string, st testenv.PodState) *corev1.Pod {
+	w.t.Helper()
+	return env.RunnerPod(w.t, w.ns, testenv.RunnerPod{Name: name, Org: "acme",
+		Labels: map[string]string{stampLabel: "job-1234"}, PodState: st})
 }
 
 func (w *world) podExists(name string) bool {
 	w.t.Helper()
-	_, err := env.Client.CoreV1().Pods(w.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false
-	}
-	require.NoError(w.t, err)
-	return true
+	return env.PodExists(w.t, w.ns, name)
 }
 
-// runner registers a runner on the simulator.
 func (w *world) runner(name, status string, busy bool) ghsim.Runner {
 	return w.sim.AddRunner(scope, ghsim.Runner{Name: name, Status: status, Busy: busy,
 		Labels: []ghsim.Label{{Name: "self-hosted", Type: "read-only"}}})

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 )
 
 // An unchanged fleet costs no rate limit: the ETags of the first sweep
@@ -26,8 +27,8 @@ func TestUnchangedFleetIsAllNotModified(t *testing.T) {
 	for i := 0; i < 150; i++ {
 		w.runner(fmt.Sprintf("acme-r-%03d", i), "online", false)
 	}
-	w.pod("acme-r-000", running())
-	w.pod("acme-r-001", running())
+	w.pod("acme-r-000", testenv.Running())
+	w.pod("acme-r-001", testenv.Running())
 	budget := w.sim.RateRemaining()
 
 	first := w.sweep()
@@ -64,10 +65,10 @@ func TestDryRunAndAuditChangeNothing(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
 	zombie := w.runner("acme-zombie", "offline", false)
-	w.pod("acme-zombie", running())
-	w.pod("acme-dead", podState{phase: corev1.PodFailed, term: terminated(137, 0, "Error")})
+	w.pod("acme-zombie", testenv.Running())
+	w.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "Error")})
 	w.runner("acme-healthy", "online", false)
-	w.pod("acme-healthy", running())
+	w.pod("acme-healthy", testenv.Running())
 	untouched := func() {
 		t.Helper()
 		for _, name := range []string{"acme-zombie", "acme-dead", "acme-healthy"} {
@@ -152,7 +153,7 @@ func TestBadConfiguration(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, tc.env)
 			w.runner("acme-dead", "offline", false)
-			w.pod("acme-dead", podState{phase: corev1.PodFailed, term: terminated(1, 0, "Error")})
+			w.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
 			for _, args := range [][]string{{"sweep"}, {"audit"}} {
 				r := w.exec(args...)
 				r.requireCode(t, 2)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 )
 
 // Safety rule 4 as an operator lives through it: GitHub invalidates every
@@ -27,10 +28,10 @@ func TestMassInvalidationDrainsAtTheBound(t *testing.T) {
 	for i := 0; i < fleet; i++ {
 		name := fmt.Sprintf("acme-z-%02d", i)
 		w.runner(name, "offline", false)
-		w.pod(name, running())
+		w.pod(name, testenv.Running())
 	}
 	ok := w.runner("acme-ok", "online", false)
-	w.pod("acme-ok", running())
+	w.pod("acme-ok", testenv.Running())
 
 	first := w.sweep()
 	first.requireCode(t, 0)
@@ -99,9 +100,9 @@ func TestScopeFaultHoldsMarks(t *testing.T) {
 			t.Parallel()
 			w := newWorld(t, tc.extra)
 			zombie := w.runner("acme-zombie", "offline", false)
-			zpod := w.pod("acme-zombie", running())
+			zpod := w.pod("acme-zombie", testenv.Running())
 			healthy := w.runner("acme-healthy", "online", false)
-			w.pod("acme-healthy", running())
+			w.pod("acme-healthy", testenv.Running())
 
 			first := w.sweep()
 			first.requireCode(t, 0)
@@ -110,7 +111,7 @@ func TestScopeFaultHoldsMarks(t *testing.T) {
 			require.Contains(t, before, podMarkKey(zpod))
 
 			w.sim.Fault(scope, ghsim.EndpointList, tc.fault)
-			w.pod("acme-dead", podState{phase: corev1.PodFailed, term: terminated(137, 0, "Error")})
+			w.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "Error")})
 			time.Sleep(pastConfirm) // the mark is mature: only the fault holds it
 			faulted := w.sweep()
 			faulted.requireCode(t, 3)
@@ -164,9 +165,9 @@ func TestBusyLagSparesThePod(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
 	z := w.runner("acme-zombie", "offline", false)
-	zpod := w.pod("acme-zombie", running())
+	zpod := w.pod("acme-zombie", testenv.Running())
 	w.runner("acme-healthy", "online", false)
-	w.pod("acme-healthy", running())
+	w.pod("acme-healthy", testenv.Running())
 
 	w.sweep().requireCode(t, 0)
 	require.Contains(t, w.marks(), podMarkKey(zpod))
@@ -203,8 +204,8 @@ func TestTokenNeverLogged(t *testing.T) {
 	sent := "ghp_wrong_" + randomHex(t)
 	w.env["REAPER_GITHUB_TOKEN"] = sent
 	w.runner("acme-zombie", "offline", false)
-	w.pod("acme-zombie", running())
-	w.pod("acme-dead", podState{phase: corev1.PodFailed, term: terminated(1, 0, "Error")})
+	w.pod("acme-zombie", testenv.Running())
+	w.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
 
 	for _, args := range [][]string{{"sweep"}, {"sweep", "--dry-run"}, {"audit"}, {"audit", "--output", "json"}} {
 		r := w.exec(args...)

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
@@ -31,11 +32,11 @@ type incident struct {
 // job, i.e. a live claim.
 func neighbours(w *world) (pods []string, regs []ghsim.Runner) {
 	regs = append(regs, w.runner("acme-healthy", "online", false))
-	w.pod("acme-healthy", running())
+	w.pod("acme-healthy", testenv.Running())
 	regs = append(regs, w.runner("acme-busy", "offline", true))
-	w.pod("acme-busy", running())
+	w.pod("acme-busy", testenv.Running())
 	regs = append(regs, w.runner("acme-claimed", "online", true))
-	w.pod("acme-claimed", podState{running: true, stamped: true})
+	w.stampedPod("acme-claimed", testenv.Running())
 	return []string{"acme-healthy", "acme-busy", "acme-claimed"}, regs
 }
 
@@ -59,14 +60,14 @@ func TestVerdictIncidents(t *testing.T) {
 	}{{
 		name: "zombie: registration offline while the pod runs",
 		plant: func(w *world) incident {
-			return incident{key: "acme-zombie", reg: w.runner("acme-zombie", "offline", false), pod: w.pod("acme-zombie", running())}
+			return incident{key: "acme-zombie", reg: w.runner("acme-zombie", "offline", false), pod: w.pod("acme-zombie", testenv.Running())}
 		},
 		verdict: "zombie",
 		action:  "delete-registration-then-pod",
 	}, {
 		name: "zombie whose registration vanished after it was marked",
 		plant: func(w *world) incident {
-			return incident{key: "acme-vanished", reg: w.runner("acme-vanished", "offline", false), pod: w.pod("acme-vanished", running())}
+			return incident{key: "acme-vanished", reg: w.runner("acme-vanished", "offline", false), pod: w.pod("acme-vanished", testenv.Running())}
 		},
 		between: func(w *world, inc incident) {
 			require.True(t, w.sim.RemoveRunner(scope, inc.reg.ID))
@@ -76,7 +77,7 @@ func TestVerdictIncidents(t *testing.T) {
 	}, {
 		name: "unregistered: running past the registration deadline",
 		plant: func(w *world) incident {
-			p := w.pod("acme-unregistered", running())
+			p := w.pod("acme-unregistered", testenv.Running())
 			time.Sleep(pastDeadline)
 			return incident{key: "acme-unregistered", pod: p}
 		},
@@ -87,7 +88,7 @@ func TestVerdictIncidents(t *testing.T) {
 		extra: map[string]string{"REAPER_OWNER_STAMP_LABEL": stampLabel},
 		plant: func(w *world) incident {
 			return incident{key: "acme-stamped", reg: w.runner("acme-stamped", "online", false),
-				pod: w.pod("acme-stamped", podState{running: true, stamped: true})}
+				pod: w.stampedPod("acme-stamped", testenv.Running())}
 		},
 		verdict: "orphan-stamped",
 		action:  "delete-registration-then-pod",
@@ -95,7 +96,7 @@ func TestVerdictIncidents(t *testing.T) {
 		name: "terminal: the runner exited and its registration lingers",
 		plant: func(w *world) incident {
 			return incident{key: "acme-done", reg: w.runner("acme-done", "offline", false),
-				pod: w.pod("acme-done", podState{phase: corev1.PodFailed, term: terminated(137, 0, "OOMKilled")})}
+				pod: w.pod("acme-done", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})}
 		},
 		verdict:   "terminal",
 		action:    "delete-registration-then-pod",
@@ -252,25 +253,25 @@ func TestExitFingerprints(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
 	cases := map[string]struct {
-		st       podState
+		st       testenv.PodState
 		class    string
 		code     int
 		signal   int
 		reason   string
 		fromLast bool
 	}{
-		"acme-clean":    {podState{phase: corev1.PodSucceeded, term: terminated(0, 0, "Completed")}, "clean", 0, 0, "Completed", false},
-		"acme-oom":      {podState{phase: corev1.PodFailed, term: terminated(137, 0, "OOMKilled")}, "oom-host", 137, 0, "OOMKilled", false},
-		"acme-sigkill":  {podState{phase: corev1.PodFailed, term: terminated(137, 0, "Error")}, "sigkill", 137, 0, "Error", false},
-		"acme-143":      {podState{phase: corev1.PodFailed, term: terminated(143, 0, "Error")}, "sigterm", 143, 0, "Error", false},
-		"acme-signal15": {podState{phase: corev1.PodFailed, term: terminated(1, 15, "Error")}, "sigterm", 1, 15, "Error", false},
-		"acme-outdated": {podState{phase: corev1.PodFailed, term: terminated(7, 0, "Error")}, "outdated", 7, 0, "Error", false},
-		"acme-crash":    {podState{phase: corev1.PodFailed, term: terminated(139, 0, "Error")}, "crash", 139, 0, "Error", false},
-		"acme-laststate": {podState{phase: corev1.PodFailed, lastTerm: terminated(137, 0, "OOMKilled")},
+		"acme-clean":    {testenv.PodState{Phase: corev1.PodSucceeded, Terminated: testenv.Terminated(0, 0, "Completed")}, "clean", 0, 0, "Completed", false},
+		"acme-oom":      {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")}, "oom-host", 137, 0, "OOMKilled", false},
+		"acme-sigkill":  {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "Error")}, "sigkill", 137, 0, "Error", false},
+		"acme-143":      {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(143, 0, "Error")}, "sigterm", 143, 0, "Error", false},
+		"acme-signal15": {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 15, "Error")}, "sigterm", 1, 15, "Error", false},
+		"acme-outdated": {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(7, 0, "Error")}, "outdated", 7, 0, "Error", false},
+		"acme-crash":    {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(139, 0, "Error")}, "crash", 139, 0, "Error", false},
+		"acme-laststate": {testenv.PodState{Phase: corev1.PodFailed, LastTerminated: testenv.Terminated(137, 0, "OOMKilled")},
 			"oom-host", 137, 0, "OOMKilled", true},
-		"acme-nostatus": {podState{phase: corev1.PodFailed, noStatus: true}, "unknown", 0, 0, "", false},
+		"acme-nostatus": {testenv.PodState{Phase: corev1.PodFailed, NoStatus: true}, "unknown", 0, 0, "", false},
 		// The runner container died, the pod still says Running.
-		"acme-inrunning": {podState{phase: corev1.PodRunning, term: terminated(1, 0, "Error")}, "crash", 1, 0, "Error", false},
+		"acme-inrunning": {testenv.PodState{Phase: corev1.PodRunning, Terminated: testenv.Terminated(1, 0, "Error")}, "crash", 1, 0, "Error", false},
 	}
 	for name, tc := range cases {
 		w.pod(name, tc.st)

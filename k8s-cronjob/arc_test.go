@@ -11,12 +11,6 @@ package cronjob_test
 // action any one missing ARC rule refuses.
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -24,36 +18,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
 const (
 	arcComponent          = "arc"
 	arcFinalizerComponent = "arc-finalizers"
-	// ARC's finalizers on every EphemeralRunner its controller has
-	// reconciled, and the legacy controller's on a Runner. Nothing removes
-	// them in the test control plane, so a deleted object stays, deleting,
-	// as one does when ARC's controller cannot finish.
-	erFinalizer             = "ephemeralrunner.actions.github.com/finalizer"
-	erRegistrationFinalizer = "ephemeralrunner.actions.github.com/runner-registration-finalizer"
-	legacyFinalizer         = "runner.actions.summerwind.dev"
-	arcScaleSet             = "arc-runner-set"
 )
 
 var (
-	ephemeralRunnersGVR = schema.GroupVersionResource{Group: "actions.github.com", Version: "v1alpha1", Resource: "ephemeralrunners"}
-	legacyRunnersGVR    = schema.GroupVersionResource{Group: "actions.summerwind.dev", Version: "v1alpha1", Resource: "runners"}
-
 	// arcRules is what components/arc adds to the base's Role, as rule()
 	// names them.
 	arcRules = []string{
@@ -67,35 +43,6 @@ var (
 	// arcFinalizerRule is what components/arc-finalizers adds.
 	arcFinalizerRule = "patch ephemeralrunners.actions.github.com"
 )
-
-// renderWith renders the base with the named components (directories under
-// components/), in order, through a temporary overlay.
-func renderWith(t testing.TB, components ...string) manifest {
-	t.Helper()
-	base := baseDir(t)
-	overlay := t.TempDir()
-	rel := func(p string) string {
-		r, err := filepath.Rel(overlay, p)
-		require.NoError(t, err)
-		return r
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n", rel(base))
-	for _, c := range components {
-		fmt.Fprintf(&b, "  - %s\n", rel(filepath.Join(base, "components", c)))
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(b.String()), 0o600))
-	return renderDir(t, overlay)
-}
-
-func renderDir(t testing.TB, dir string) manifest {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("kubectl", "kustomize", dir)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "kubectl kustomize: %s", stderr.String())
-	return parse(t, stdout.Bytes())
-}
 
 // ---------------------------------------------------------------------------
 // Rendering: accepted by the API server, and exactly the base plus ARC.
@@ -197,44 +144,10 @@ type arcWorld struct {
 
 func newARCWorld(t *testing.T, bin string, m manifest, o arcWorldOpts) *arcWorld {
 	t.Helper()
-	ctx := context.Background()
 	ns := env.Namespace(t, "cronjob-arc")
 	w := &arcWorld{world: &world{t: t, ns: ns, bin: bin}}
 
-	sa := m.SA.DeepCopy()
-	sa.Namespace = ns
-	_, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{})
-	require.NoError(t, err)
-
-	role := m.Role.DeepCopy()
-	role.Namespace = ns
-	if o.dropRule != "" {
-		var kept []rbacv1.PolicyRule
-		dropped := 0
-		for _, r := range role.Rules {
-			if p := rule(r); len(p) == 1 && p[0] == o.dropRule {
-				dropped++
-				continue
-			}
-			kept = append(kept, r)
-		}
-		require.Equal(t, 1, dropped, "exactly one rule grants %q", o.dropRule)
-		role.Rules = kept
-	}
-	_, err = env.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
-	require.NoError(t, err)
-
-	rb := m.Binding.DeepCopy()
-	rb.Namespace = ns
-	require.Len(t, rb.Subjects, 1)
-	rb.Subjects[0].Namespace = ns
-	_, err = env.Client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{})
-	require.NoError(t, err)
-
-	l := m.Ledger.DeepCopy()
-	l.Namespace = ns
-	_, err = env.Client.CoreV1().ConfigMaps(ns).Create(ctx, l, metav1.CreateOptions{})
-	require.NoError(t, err)
+	kubeconfig := installManifest(t, ns, m, o.dropRule, true)
 
 	w.sim = ghsim.New(ghsim.Options{Token: token})
 	url, err := w.sim.Start()
@@ -246,41 +159,34 @@ func newARCWorld(t *testing.T, bin string, m manifest, o arcWorldOpts) *arcWorld
 	if o.legacy {
 		w.legacy = "acme-runnerdeploy-q8w2n-zx4vb"
 		w.legacyReg = w.sim.AddRunner(scope, ghsim.Runner{Name: w.legacy, Status: "offline"})
-		r := w.createARC(legacyRunnersGVR, legacyRunner(w.legacy))
-		w.ownedPod(r, map[string]string{"actions-runner": "", "runner-template-hash": "6d5f8c7b9"})
+		r := env.LegacyRunner(t, ns, testenv.LegacyRunner{Name: w.legacy, Organization: "acme",
+			Finalizers: []string{testenv.LegacyRunnerFinalizer}})
+		env.RunnerPod(t, ns, testenv.RunnerPod{Owner: testenv.ControllerRef(r),
+			Labels: map[string]string{"actions-runner": "", "runner-template-hash": "6d5f8c7b9"}, PodState: testenv.Running()})
 		// The legacy controller's pods carry none of ARC's scale-set
 		// labels; a deployment selects them with a selector of its own.
 		selector = "actions-runner"
 	} else {
-		w.zombie = arcScaleSet + "-x7k2p-runner-z0mb1"
+		// EphemeralRunners as ARC's controllers leave them, with their
+		// finalizers: nothing removes those in the test control plane, so
+		// a deleted one stays, deleting, as when ARC cannot finish.
+		arc := func(name string, status testenv.EphemeralRunnerStatus) *unstructured.Unstructured {
+			return env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name, Finalizers: testenv.ARCFinalizers(), Status: &status})
+		}
+		w.zombie = testenv.ScaleSet + "-x7k2p-runner-z0mb1"
 		w.zombieReg = w.sim.AddRunner(scope, ghsim.Runner{Name: w.zombie, Status: "offline"})
-		er := w.createARC(ephemeralRunnersGVR, ephemeralRunner(ns, w.zombie))
-		er = w.writeStatus(er, map[string]any{"phase": "Running", "runnerName": w.zombie, "runnerId": w.zombieReg.ID})
-		w.ownedPod(er, map[string]string{
-			"actions-ephemeral-runner":               "True",
-			"actions.github.com/scale-set-name":      arcScaleSet,
-			"actions.github.com/scale-set-namespace": ns,
-			"actions.github.com/organization":        "acme",
-			"app.kubernetes.io/component":            "runner",
-			"app.kubernetes.io/part-of":              "gha-runner-scale-set",
-		})
+		er := arc(w.zombie, testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: w.zombieReg.ID})
+		env.RunnerPod(t, ns, testenv.RunnerPod{Owner: testenv.ControllerRef(er), Org: "acme", ScaleSet: testenv.ScaleSet,
+			PodState: testenv.Running()})
 
-		w.failed = arcScaleSet + "-x7k2p-runner-f41l3"
-		er = w.createARC(ephemeralRunnersGVR, ephemeralRunner(ns, w.failed))
-		w.writeStatus(er, map[string]any{"phase": "Failed", "runnerName": w.failed,
-			"reason": "TooManyPodFailures", "message": "Pod has failed to start more than 5 times"})
+		w.failed = testenv.ScaleSet + "-x7k2p-runner-f41l3"
+		arc(w.failed, testenv.EphemeralRunnerStatus{Phase: "Failed",
+			Reason: "TooManyPodFailures", Message: "Pod has failed to start more than 5 times"})
 
-		w.stuck = arcScaleSet + "-x7k2p-runner-stuck"
-		er = w.createARC(ephemeralRunnersGVR, ephemeralRunner(ns, w.stuck))
-		w.writeStatus(er, map[string]any{"phase": "Running", "runnerName": w.stuck})
-		require.NoError(t, w.dyn().Resource(ephemeralRunnersGVR).Namespace(ns).Delete(ctx, w.stuck, metav1.DeleteOptions{}))
+		w.stuck = testenv.ScaleSet + "-x7k2p-runner-stuck"
+		arc(w.stuck, testenv.EphemeralRunnerStatus{Phase: "Running"})
+		env.DeleteARC(t, testenv.EphemeralRunners, ns, w.stuck)
 	}
-
-	userMu.Lock()
-	kubeconfig, err := env.UserKubeconfig(t.TempDir(), "system:serviceaccount:"+ns+":"+sa.Name,
-		"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
-	userMu.Unlock()
-	require.NoError(t, err)
 
 	w.reap = map[string]string{}
 	for k, v := range m.Config.Data {
@@ -311,120 +217,16 @@ func newARCWorld(t *testing.T, bin string, m manifest, o arcWorldOpts) *arcWorld
 	return w
 }
 
-func (w *arcWorld) dyn() dynamic.Interface {
-	d, err := dynamic.NewForConfig(env.Config)
-	require.NoError(w.t, err)
-	return d
-}
-
-// ephemeralRunner is an EphemeralRunner as ARC's EphemeralRunnerSet
-// controller creates it, with the finalizers ARC's EphemeralRunner
-// controller adds.
-func ephemeralRunner(ns, name string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": reconcile.EphemeralRunnerAPIVersion,
-		"kind":       reconcile.EphemeralRunnerKind,
-		"metadata": map[string]any{
-			"name":       name,
-			"finalizers": []any{erFinalizer, erRegistrationFinalizer},
-			"labels": map[string]any{
-				"actions.github.com/scale-set-name":      arcScaleSet,
-				"actions.github.com/scale-set-namespace": ns,
-				"app.kubernetes.io/component":            "runner",
-				"app.kubernetes.io/part-of":              "gha-runner-scale-set",
-			},
-		},
-		"spec": map[string]any{
-			"githubConfigUrl":    "https://github.com/acme",
-			"githubConfigSecret": arcScaleSet + "-gha-rs-github-secret",
-			"runnerScaleSetId":   int64(1),
-			"spec": map[string]any{
-				"restartPolicy": "Never",
-				"containers": []any{map[string]any{
-					"name": "runner", "image": "ghcr.io/actions/actions-runner:latest",
-					"command": []any{"/home/runner/run.sh"},
-				}},
-			},
-		},
-	}}
-}
-
-// legacyRunner is a legacy summerwind Runner of the org.
-func legacyRunner(name string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": reconcile.LegacyRunnerAPIVersion,
-		"kind":       reconcile.LegacyRunnerKind,
-		"metadata":   map[string]any{"name": name, "finalizers": []any{legacyFinalizer}},
-		"spec":       map[string]any{"organization": "acme", "image": "summerwind/actions-runner:latest", "ephemeral": true},
-	}}
-}
-
-func (w *arcWorld) createARC(gvr schema.GroupVersionResource, u *unstructured.Unstructured) *unstructured.Unstructured {
-	w.t.Helper()
-	created, err := w.dyn().Resource(gvr).Namespace(w.ns).Create(context.Background(), u, metav1.CreateOptions{})
-	require.NoError(w.t, err, "create %s %s", gvr.Resource, u.GetName())
-	return created
-}
-
-// writeStatus writes an EphemeralRunner's status through the status
-// subresource, as ARC's controller does.
-func (w *arcWorld) writeStatus(u *unstructured.Unstructured, status map[string]any) *unstructured.Unstructured {
-	w.t.Helper()
-	require.NoError(w.t, unstructured.SetNestedMap(u.Object, status, "status"))
-	updated, err := w.dyn().Resource(ephemeralRunnersGVR).Namespace(w.ns).UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
-	require.NoError(w.t, err)
-	return updated
-}
-
-// ownedPod creates the running runner pod of an ARC object: its name, the
-// given labels, the object as controller owner, then the kubelet's status.
-func (w *arcWorld) ownedPod(owner *unstructured.Unstructured, labels map[string]string) {
-	w.t.Helper()
-	ctx := context.Background()
-	yes := true
-	p, err := env.Client.CoreV1().Pods(w.ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: owner.GetName(), Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: owner.GetName(), UID: owner.GetUID(),
-				Controller: &yes, BlockOwnerDeletion: &yes,
-			}}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(w.t, err)
-	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &p.CreationTimestamp,
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest", Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}}}}}
-	_, err = env.Client.CoreV1().Pods(w.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	require.NoError(w.t, err)
-}
-
-// state is "live", "deleting" (a delete was accepted; finalizers hold it)
-// or "gone".
-func (w *arcWorld) state(gvr schema.GroupVersionResource, name string) string {
-	w.t.Helper()
-	u, err := w.dyn().Resource(gvr).Namespace(w.ns).Get(context.Background(), name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return "gone"
-	case err != nil:
-		require.NoError(w.t, err)
-	case u.GetDeletionTimestamp() != nil:
-		return "deleting"
-	}
-	return "live"
-}
-
 // arcState is the world's ARC objects' states, by kind/name.
 func (w *arcWorld) arcState() map[string]string {
 	out := map[string]string{}
 	for _, n := range []string{w.zombie, w.failed, w.stuck} {
 		if n != "" {
-			out["EphemeralRunner/"+n] = w.state(ephemeralRunnersGVR, n)
+			out["EphemeralRunner/"+n] = env.ARCState(w.t, testenv.EphemeralRunners, w.ns, n)
 		}
 	}
 	if w.legacy != "" {
-		out["Runner/"+w.legacy] = w.state(legacyRunnersGVR, w.legacy)
+		out["Runner/"+w.legacy] = env.ARCState(w.t, testenv.LegacyRunners, w.ns, w.legacy)
 	}
 	return out
 }
@@ -531,8 +333,8 @@ func TestARCSweepAsTheCronJob(t *testing.T) {
 				return map[string]string{"EphemeralRunner/" + w.zombie: "live", "EphemeralRunner/" + w.failed: "live", "EphemeralRunner/" + w.stuck: "deleting"}
 			}, regKept: true},
 		{drop: "delete ephemeralrunners.actions.github.com", m: arc, code: 1,
-			line: []string{`"msg":"action"`, `"verdict":"arc-failed"`, `"object":"EphemeralRunner NS/` + arcScaleSet + `-x7k2p-runner-f41l3"`, `"result":"error"`},
-			want: `ephemeralrunners.actions.github.com "` + arcScaleSet + `-x7k2p-runner-f41l3" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
+			line: []string{`"msg":"action"`, `"verdict":"arc-failed"`, `"object":"EphemeralRunner NS/` + testenv.ScaleSet + `-x7k2p-runner-f41l3"`, `"result":"error"`},
+			want: `ephemeralrunners.actions.github.com "` + testenv.ScaleSet + `-x7k2p-runner-f41l3" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
 			after: func(w *arcWorld) map[string]string {
 				return map[string]string{"EphemeralRunner/" + w.zombie: "live", "EphemeralRunner/" + w.failed: "live", "EphemeralRunner/" + w.stuck: "deleting"}
 			}},
@@ -548,7 +350,7 @@ func TestARCSweepAsTheCronJob(t *testing.T) {
 			after: func(w *arcWorld) map[string]string { return map[string]string{"Runner/" + w.legacy: "live"} }},
 		{drop: arcFinalizerRule, m: arcFin, code: 1,
 			line: []string{`"msg":"action"`, `"verdict":"arc-stuck-deleting"`, `"action":"remove-finalizers"`, `"result":"error"`},
-			want: `ephemeralrunners.actions.github.com "` + arcScaleSet + `-x7k2p-runner-stuck" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot patch resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
+			want: `ephemeralrunners.actions.github.com "` + testenv.ScaleSet + `-x7k2p-runner-stuck" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot patch resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
 			after: func(w *arcWorld) map[string]string {
 				return map[string]string{"EphemeralRunner/" + w.zombie: "deleting", "EphemeralRunner/" + w.failed: "deleting", "EphemeralRunner/" + w.stuck: "deleting"}
 			}},

@@ -74,40 +74,25 @@ func baseDir(t testing.TB) string {
 	return dir
 }
 
-// kustomizeDir is the directory to render: the base, or a temporary overlay
-// that adds the component to it. kustomize refuses absolute paths to a base
-// ("new root cannot be absolute"), so the overlay names the base and the
-// component by their absolute paths made relative to itself.
-func kustomizeDir(t testing.TB, withComponent bool) string {
-	t.Helper()
-	base := baseDir(t)
-	if !withComponent {
-		return base
-	}
-	overlay := t.TempDir()
-	rel := func(p string) string {
-		r, err := filepath.Rel(overlay, p)
-		require.NoError(t, err)
-		return r
-	}
-	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - %s
-components:
-  - %s
-`, rel(base), rel(filepath.Join(base, "components", "delete-serviceaccounts")))
-	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(k), 0o600))
-	return overlay
-}
-
+// render renders the base, or the base with the delete-serviceaccounts
+// component.
 func render(t testing.TB, withComponent bool) manifest {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("kubectl", "kustomize", kustomizeDir(t, withComponent))
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "kubectl kustomize: %s", stderr.String())
-	return parse(t, stdout.Bytes())
+	if withComponent {
+		return renderWith(t, "delete-serviceaccounts")
+	}
+	return renderWith(t)
+}
+
+// renderWith renders the base with the named components (directories under
+// components/), in order.
+func renderWith(t testing.TB, components ...string) manifest {
+	t.Helper()
+	k := testenv.Kustomization{Base: baseDir(t)}
+	for _, c := range components {
+		k.Components = append(k.Components, filepath.Join("components", c))
+	}
+	return parse(t, testenv.Kustomize(t, k))
 }
 
 // parse decodes every document strictly (an unknown or misspelt field fails)
@@ -435,10 +420,6 @@ func TestRoleIsExactlyTheSweepsActions(t *testing.T) {
 // ---------------------------------------------------------------------------
 // 3-5. The real binary, with the manifest's identity and Role.
 
-// userMu serialises client certificates for envtest users, whose CA is not
-// documented as safe for concurrent use.
-var userMu sync.Mutex
-
 // world is one namespace holding the manifest's RBAC objects, a dead runner
 // pod and a zombie, with a simulated GitHub beside it.
 type world struct {
@@ -462,13 +443,13 @@ type worldOpts struct {
 	serviceAccountFor []string
 }
 
-func newWorld(t *testing.T, bin string, m manifest, o worldOpts) *world {
+// installManifest creates the manifest's ServiceAccount, Role (less the
+// rule dropRule names, if any) and RoleBinding in ns, and its ledger
+// ConfigMap when ledger is true, and returns a kubeconfig for exactly the
+// identity the CronJob's pod has, as RBAC sees it.
+func installManifest(t *testing.T, ns string, m manifest, dropRule string, ledger bool) string {
 	t.Helper()
 	ctx := context.Background()
-	ns := env.Namespace(t, "cronjob")
-	w := &world{t: t, ns: ns, bin: bin}
-
-	// The manifest's own objects, moved into ns.
 	sa := m.SA.DeepCopy()
 	sa.Namespace = ns
 	_, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{})
@@ -476,18 +457,18 @@ func newWorld(t *testing.T, bin string, m manifest, o worldOpts) *world {
 
 	role := m.Role.DeepCopy()
 	role.Namespace = ns
-	if o.dropRule != "" {
+	if dropRule != "" {
 		var kept []rbacv1.PolicyRule
 		dropped := 0
 		for _, r := range role.Rules {
 			p := rule(r)
-			if len(p) == 1 && (p[0] == o.dropRule || strings.HasPrefix(p[0], o.dropRule+" ")) {
+			if len(p) == 1 && (p[0] == dropRule || strings.HasPrefix(p[0], dropRule+" ")) {
 				dropped++
 				continue
 			}
 			kept = append(kept, r)
 		}
-		require.Equal(t, 1, dropped, "exactly one rule grants %q", o.dropRule)
+		require.Equal(t, 1, dropped, "exactly one rule grants %q", dropRule)
 		role.Rules = kept
 	}
 	_, err = env.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
@@ -496,17 +477,31 @@ func newWorld(t *testing.T, bin string, m manifest, o worldOpts) *world {
 	rb := m.Binding.DeepCopy()
 	rb.Namespace = ns
 	require.Len(t, rb.Subjects, 1)
-	require.Equal(t, shippedNamespace, rb.Subjects[0].Namespace)
 	rb.Subjects[0].Namespace = ns
 	_, err = env.Client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	if !o.noLedger {
+	if ledger {
 		l := m.Ledger.DeepCopy()
 		l.Namespace = ns
 		_, err = env.Client.CoreV1().ConfigMaps(ns).Create(ctx, l, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
+
+	kubeconfig, err := env.ServiceAccountKubeconfig(t.TempDir(), ns, sa.Name)
+	require.NoError(t, err)
+	return kubeconfig
+}
+
+func newWorld(t *testing.T, bin string, m manifest, o worldOpts) *world {
+	t.Helper()
+	ctx := context.Background()
+	ns := env.Namespace(t, "cronjob")
+	w := &world{t: t, ns: ns, bin: bin}
+
+	require.Len(t, m.Binding.Subjects, 1)
+	require.Equal(t, shippedNamespace, m.Binding.Subjects[0].Namespace)
+	kubeconfig := installManifest(t, ns, m, o.dropRule, !o.noLedger)
 
 	// GitHub: one org, the zombie's registration offline.
 	w.sim = ghsim.New(ghsim.Options{Token: token})
@@ -517,20 +512,14 @@ func newWorld(t *testing.T, bin string, m manifest, o worldOpts) *world {
 	w.zomID = w.sim.AddRunner(scope, ghsim.Runner{Name: "acme-zombie", Status: "offline"}).ID
 
 	// The fleet: a runner OOM-killed in a Failed pod, and a zombie.
-	w.pod("acme-dead", corev1.PodFailed, &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"})
-	w.pod("acme-zombie", corev1.PodRunning, nil)
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "acme-dead", Org: "acme", PodState: testenv.PodState{
+		Phase: corev1.PodFailed, Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}})
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "acme-zombie", Org: "acme", PodState: testenv.Running()})
 	for _, name := range o.serviceAccountFor {
 		_, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
 			ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
-
-	// Exactly the identity the CronJob's pod has, as RBAC sees it.
-	userMu.Lock()
-	kubeconfig, err := env.UserKubeconfig(t.TempDir(), "system:serviceaccount:"+ns+":"+sa.Name,
-		"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
-	userMu.Unlock()
-	require.NoError(t, err)
 
 	// The rendered config, moved to ns and pointed at the sim.
 	w.reap = map[string]string{}
@@ -552,30 +541,6 @@ func newWorld(t *testing.T, bin string, m manifest, o worldOpts) *world {
 		w.reap[k] = v
 	}
 	return w
-}
-
-func (w *world) pod(name string, phase corev1.PodPhase, term *corev1.ContainerStateTerminated) {
-	t := w.t
-	t.Helper()
-	ctx := context.Background()
-	p, err := env.Client.CoreV1().Pods(w.ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"actions-ephemeral-runner":        "True",
-			"actions.github.com/organization": "acme",
-		}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	cs := corev1.ContainerStatus{Name: "runner", Image: "ghcr.io/actions/actions-runner"}
-	if term != nil {
-		cs.State.Terminated = term
-	} else {
-		cs.Ready = true
-		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}
-	}
-	p.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{cs}}
-	_, err = env.Client.CoreV1().Pods(w.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	require.NoError(t, err)
 }
 
 // sweep runs `runner-reaper sweep` as the CronJob's container does.
@@ -600,10 +565,8 @@ func (w *world) exists(get func(context.Context, string, metav1.GetOptions) erro
 }
 
 func (w *world) podExists(name string) bool {
-	return w.exists(func(ctx context.Context, n string, o metav1.GetOptions) error {
-		_, err := env.Client.CoreV1().Pods(w.ns).Get(ctx, n, o)
-		return err
-	}, name)
+	w.t.Helper()
+	return env.PodExists(w.t, w.ns, name)
 }
 
 func (w *world) serviceAccountExists(name string) bool {

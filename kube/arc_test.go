@@ -19,174 +19,34 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
-
-// arcFinalizer is the finalizer ARC's controller puts on every
-// EphemeralRunner; nothing removes it in the test control plane, so an
-// EphemeralRunner deleted with it stays, deleting, as one does when ARC's
-// controller is gone.
-const arcFinalizer = "ephemeralrunner.actions.github.com/finalizer"
 
 // erName is a name of ARC's form: scale set, EphemeralRunnerSet suffix,
 // "runner", runner suffix.
 const erName = "arc-runner-set-abcde-runner-x1y2z"
 
-// adminDynamic is an administrator's dynamic client, for setting up ARC
-// objects the way ARC's controller would.
-func adminDynamic(t *testing.T) dynamic.Interface {
-	t.Helper()
-	d, err := dynamic.NewForConfig(env.Config)
-	require.NoError(t, err)
-	return d
-}
-
-// ephemeralRunner is an EphemeralRunner as ARC's EphemeralRunnerSet
-// controller creates it: ARC's labels and a spec with the fields the CRD
-// requires and a minimal pod template.
-func ephemeralRunner(name, configURL string, finalizers ...string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": reconcile.EphemeralRunnerAPIVersion,
-		"kind":       reconcile.EphemeralRunnerKind,
-		"metadata": map[string]any{
-			"name": name,
-			"labels": map[string]any{
-				"actions.github.com/scale-set-name":      "arc-runner-set",
-				"actions.github.com/scale-set-namespace": "arc-runners",
-				"app.kubernetes.io/component":            "runner",
-				"app.kubernetes.io/part-of":              "gha-runner-scale-set",
-			},
-		},
-		"spec": map[string]any{
-			"githubConfigUrl":    configURL,
-			"githubConfigSecret": "arc-runner-set-gha-rs-github-secret",
-			"runnerScaleSetId":   int64(1),
-			"spec": map[string]any{
-				"restartPolicy": "Never",
-				"containers": []any{map[string]any{
-					"name":    "runner",
-					"image":   runnerImage,
-					"command": []any{"/home/runner/run.sh"},
-				}},
-			},
-		},
-	}}
-	if len(finalizers) > 0 {
-		u.SetFinalizers(finalizers)
-	}
-	return u
-}
-
-// erStatus is an EphemeralRunner status as ARC's controller writes it.
-func erStatus(phase string, runnerID int64, reason, message string) map[string]any {
-	s := map[string]any{"phase": phase, "runnerName": erName}
-	if runnerID != 0 {
-		s["runnerId"] = runnerID
-	}
-	if reason != "" {
-		s["reason"] = reason
-	}
-	if message != "" {
-		s["message"] = message
-	}
-	return s
-}
-
-// createEphemeralRunner creates the EphemeralRunner, then, as ARC's
-// controller does, writes its status through the status subresource.
-func createEphemeralRunner(t *testing.T, ns string, u *unstructured.Unstructured, status map[string]any) *unstructured.Unstructured {
-	t.Helper()
-	ctx := context.Background()
-	ers := adminDynamic(t).Resource(ephemeralRunners).Namespace(ns)
-	created, err := ers.Create(ctx, u, metav1.CreateOptions{})
-	require.NoError(t, err, "create ephemeralrunner %s/%s", ns, u.GetName())
-	if status == nil {
-		return created
-	}
-	require.NoError(t, unstructured.SetNestedMap(created.Object, status, "status"))
-	updated, err := ers.UpdateStatus(ctx, created, metav1.UpdateOptions{})
-	require.NoError(t, err, "write status of ephemeralrunner %s/%s", ns, u.GetName())
-	return updated
-}
-
-// createLegacyRunner creates a legacy (summerwind) Runner for a repository.
-func createLegacyRunner(t *testing.T, ns, name string) *unstructured.Unstructured {
-	t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": reconcile.LegacyRunnerAPIVersion,
-		"kind":       reconcile.LegacyRunnerKind,
-		"metadata":   map[string]any{"name": name},
-		"spec": map[string]any{
-			"repository": "acme/api",
-			"image":      "summerwind/actions-runner:latest",
-			"ephemeral":  true,
-		},
-	}}
-	created, err := adminDynamic(t).Resource(legacyRunners).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
-	require.NoError(t, err, "create runner %s/%s", ns, name)
-	return created
-}
-
 // createOwnedPod creates the runner pod of an ARC object, named like it and
 // controlled by it, and returns its view.
 func createOwnedPod(t *testing.T, owner *unstructured.Unstructured) reconcile.Pod {
 	t.Helper()
-	p := runnerPod(owner.GetName(), map[string]string{"app": "runner", "actions-ephemeral-runner": "True"}, false)
-	block := true
-	p.OwnerReferences = []metav1.OwnerReference{{
-		APIVersion:         owner.GetAPIVersion(),
-		Kind:               owner.GetKind(),
-		Name:               owner.GetName(),
-		UID:                owner.GetUID(),
-		Controller:         controller(),
-		BlockOwnerDeletion: &block,
-	}}
-	created := createPod(t, owner.GetNamespace(), p, podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), corev1.ContainerState{})))
+	created := env.RunnerPod(t, owner.GetNamespace(), testenv.RunnerPod{
+		Owner:  testenv.ControllerRef(owner),
+		Labels: map[string]string{"app": "runner", "actions-ephemeral-runner": "True"},
+		Status: podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), corev1.ContainerState{})),
+	})
 	return Mapping{}.View(created)
-}
-
-// getARC reads an ARC object back as the administrator; nil when it is gone.
-func getARC(t *testing.T, gvr, ns, name string) *unstructured.Unstructured {
-	t.Helper()
-	res := ephemeralRunners
-	if gvr == "runners" {
-		res = legacyRunners
-	}
-	u, err := adminDynamic(t).Resource(res).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	require.NoError(t, err)
-	return u
-}
-
-// deleteAsAdmin deletes an EphemeralRunner by name, unconditionally.
-func deleteAsAdmin(t *testing.T, ns, name string) {
-	t.Helper()
-	require.NoError(t, adminDynamic(t).Resource(ephemeralRunners).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{}))
 }
 
 // clearFinalizersAsAdmin does what a returning ARC controller would do to
 // a deleting EphemeralRunner: drop its finalizer, so it goes away.
 func clearFinalizersAsAdmin(t *testing.T, ns, name string) {
 	t.Helper()
-	_, err := adminDynamic(t).Resource(ephemeralRunners).Namespace(ns).Patch(context.Background(), name,
+	_, err := env.Dynamic.Resource(ephemeralRunners).Namespace(ns).Patch(context.Background(), name,
 		types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
-}
-
-// writeStatusAsAdmin changes an EphemeralRunner's status, as ARC's
-// controller does when the runner moves on.
-func writeStatusAsAdmin(t *testing.T, ns, name string, status map[string]any) {
-	t.Helper()
-	ers := adminDynamic(t).Resource(ephemeralRunners).Namespace(ns)
-	u, err := ers.Get(context.Background(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NoError(t, unstructured.SetNestedMap(u.Object, status, "status"))
-	_, err = ers.UpdateStatus(context.Background(), u, metav1.UpdateOptions{})
 	require.NoError(t, err)
 }
 
@@ -209,7 +69,7 @@ func TestListEphemeralRunnersReadsFields(t *testing.T) {
 		name      string
 		url       string
 		finalizer bool
-		status    map[string]any
+		status    *testenv.EphemeralRunnerStatus
 		// deleted: deleted after its status was written; with the
 		// finalizer it stays, deleting.
 		deleted     bool
@@ -220,22 +80,22 @@ func TestListEphemeralRunnersReadsFields(t *testing.T) {
 		wantScope   string
 	}{
 		{name: erName, url: "https://github.com/Acme/API",
-			status:    erStatus("Running", 1234, "", ""),
+			status:    &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234},
 			wantPhase: "Running", wantID: 1234, wantScope: "repo:acme/api"},
 		{name: "arc-runner-set-abcde-runner-f41l3", url: "https://github.com/acme",
-			status:    erStatus("Failed", 88, "TooManyPodFailures", "Pod has failed to start more than 5 times"),
+			status:    &testenv.EphemeralRunnerStatus{Phase: "Failed", RunnerID: 88, Reason: "TooManyPodFailures", Message: "Pod has failed to start more than 5 times"},
 			wantPhase: "Failed", wantReason: "TooManyPodFailures", wantMessage: "Pod has failed to start more than 5 times",
 			wantID: 88, wantScope: "org:acme"},
 		{name: "arc-runner-set-abcde-runner-n0st4", url: "https://github.com/enterprises/Big-Corp/",
 			wantScope: "enterprise:big-corp"},
 		{name: "arc-runner-set-abcde-runner-gh3s1", url: "https://ghes.example.com/platform/builds",
-			status:    erStatus("Pending", 0, "", ""),
+			status:    &testenv.EphemeralRunnerStatus{Phase: "Pending"},
 			wantPhase: "Pending", wantScope: "repo:platform/builds"},
 		{name: "arc-runner-set-abcde-runner-junk1", url: "https://github.com/acme/api/tree/main",
-			status:    erStatus("Running", 5, "", ""),
+			status:    &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 5},
 			wantPhase: "Running", wantID: 5, wantScope: ""},
 		{name: "arc-runner-set-abcde-runner-dy1ng", url: "https://github.com/acme", finalizer: true, deleted: true,
-			status:    erStatus("Running", 42, "", ""),
+			status:    &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 42},
 			wantPhase: "Running", wantID: 42, wantScope: "org:acme"},
 	}
 	before := time.Now().Add(-time.Second)
@@ -243,13 +103,13 @@ func TestListEphemeralRunnersReadsFields(t *testing.T) {
 	for _, tc := range tests {
 		var fin []string
 		if tc.finalizer {
-			fin = []string{arcFinalizer}
+			fin = []string{testenv.EphemeralRunnerFinalizer}
 		}
-		createEphemeralRunner(t, ns, ephemeralRunner(tc.name, tc.url, fin...), tc.status)
+		env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: tc.name, ConfigURL: tc.url, Finalizers: fin, Status: tc.status})
 		if tc.deleted {
-			deleteAsAdmin(t, ns, tc.name)
+			env.DeleteARC(t, testenv.EphemeralRunners, ns, tc.name)
 		}
-		want[tc.name] = getARC(t, "ephemeralrunners", ns, tc.name)
+		want[tc.name] = env.ARCObject(t, testenv.EphemeralRunners, ns, tc.name)
 		require.NotNil(t, want[tc.name], "%s is still there", tc.name)
 	}
 
@@ -279,7 +139,7 @@ func TestListEphemeralRunnersReadsFields(t *testing.T) {
 				require.NotNil(t, obj.GetDeletionTimestamp())
 				assert.WithinDuration(t, obj.GetDeletionTimestamp().Time, v.DeletingSince, 0)
 				assert.False(t, v.DeletingSince.Before(before.Truncate(time.Second)), "deleting since the test deleted it")
-				assert.Equal(t, []string{arcFinalizer}, v.Finalizers)
+				assert.Equal(t, []string{testenv.EphemeralRunnerFinalizer}, v.Finalizers)
 			} else {
 				assert.True(t, v.DeletingSince.IsZero())
 				assert.Empty(t, v.Finalizers)
@@ -338,11 +198,11 @@ func TestListEphemeralRunners(t *testing.T) {
 	nsP := env.Namespace(t, "arc")
 	nsEmpty := env.Namespace(t, "arc")
 	const url = "https://github.com/acme"
-	running := erStatus("Running", 7, "", "")
+	running := &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 7}
 
 	var mine []string
 	add := func(ns, name string) {
-		createEphemeralRunner(t, ns, ephemeralRunner(name, url), running)
+		env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name, ConfigURL: url, Status: running})
 		mine = append(mine, ns+"/"+name)
 	}
 	for i := 1; i <= 2; i++ {
@@ -370,7 +230,7 @@ func TestListEphemeralRunners(t *testing.T) {
 
 	// The all-namespaces list sees every test's EphemeralRunners; its
 	// page count follows from how many there are in the cluster.
-	all, err := adminDynamic(t).Resource(ephemeralRunners).List(ctx, metav1.ListOptions{})
+	all, err := env.Dynamic.Resource(ephemeralRunners).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	total := int64(len(all.Items))
 	require.GreaterOrEqual(t, total, int64(len(mine)))
@@ -540,37 +400,37 @@ func TestDeleteOwner(t *testing.T) {
 			want: reconcile.Deleted, wantLeft: "deleting"},
 		{name: "deletes the legacy Runner", legacy: true, want: reconcile.Deleted},
 		{name: "already deleted by someone else", after: func(t *testing.T, ns, name string) {
-			deleteAsAdmin(t, ns, name)
+			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
 		}, want: reconcile.AlreadyGone},
 		{name: "legacy Runner already deleted", legacy: true, after: func(t *testing.T, ns, name string) {
-			require.NoError(t, adminDynamic(t).Resource(legacyRunners).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+			require.NoError(t, env.Dynamic.Resource(legacyRunners).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 		}, want: reconcile.AlreadyGone},
 		{name: "replaced by a new EphemeralRunner of the same name", after: func(t *testing.T, ns, name string) {
-			deleteAsAdmin(t, ns, name)
-			createEphemeralRunner(t, ns, ephemeralRunner(name, "https://github.com/acme"), erStatus("Running", 99, "", ""))
+			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
+			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 99}})
 		}, want: reconcile.Changed, wantLeft: "new"},
 		{name: "legacy Runner replaced", legacy: true, after: func(t *testing.T, ns, name string) {
-			require.NoError(t, adminDynamic(t).Resource(legacyRunners).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
-			createLegacyRunner(t, ns, name)
+			require.NoError(t, env.Dynamic.Resource(legacyRunners).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+			env.LegacyRunner(t, ns, testenv.LegacyRunner{Name: name, Repository: "acme/api"})
 		}, want: reconcile.Changed, wantLeft: "new"},
 		{name: "status written after the view still deletes: only the UID is held", after: func(t *testing.T, ns, name string) {
-			writeStatusAsAdmin(t, ns, name, erStatus("Failed", 1, "TooManyPodFailures", "failed"))
+			env.WriteEphemeralRunnerStatus(t, ns, name, testenv.EphemeralRunnerStatus{Phase: "Failed", RunnerID: 1, Reason: "TooManyPodFailures", Message: "failed"})
 		}, want: reconcile.Deleted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.Namespace(t, "arc")
 			var owner *unstructured.Unstructured
-			resource := "ephemeralrunners"
+			resource := testenv.EphemeralRunners
 			if tc.legacy {
-				resource = "runners"
-				owner = createLegacyRunner(t, ns, legacyName)
+				resource = testenv.LegacyRunners
+				owner = env.LegacyRunner(t, ns, testenv.LegacyRunner{Name: legacyName, Repository: "acme/api"})
 			} else {
 				var fin []string
 				if tc.finalizer {
-					fin = []string{arcFinalizer}
+					fin = []string{testenv.EphemeralRunnerFinalizer}
 				}
-				owner = createEphemeralRunner(t, ns, ephemeralRunner(erName, "https://github.com/acme", fin...), erStatus("Running", 1234, "", ""))
+				owner = env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: erName, Finalizers: fin, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234}})
 			}
 			createOwnedPod(t, owner)
 			c := newClient(t, Options{})
@@ -589,7 +449,7 @@ func TestDeleteOwner(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
 
-			left := getARC(t, resource, ns, owner.GetName())
+			left := env.ARCObject(t, resource, ns, owner.GetName())
 			switch tc.wantLeft {
 			case "":
 				assert.Nil(t, left, "the owner is gone")
@@ -607,7 +467,7 @@ func TestDeleteOwner(t *testing.T) {
 
 	t.Run("refused without a request", func(t *testing.T) {
 		ns := env.Namespace(t, "arc")
-		owner := createEphemeralRunner(t, ns, ephemeralRunner(erName, "https://github.com/acme"), nil)
+		owner := env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: erName})
 		uid := string(owner.GetUID())
 		refused := []struct {
 			name  string
@@ -631,7 +491,7 @@ func TestDeleteOwner(t *testing.T) {
 				assert.Zero(t, c.Counts().Requests)
 			})
 		}
-		assert.NotNil(t, getARC(t, "ephemeralrunners", ns, erName), "the EphemeralRunner is untouched")
+		assert.NotNil(t, env.ARCObject(t, testenv.EphemeralRunners, ns, erName), "the EphemeralRunner is untouched")
 	})
 }
 
@@ -647,21 +507,20 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 	}{
 		{"deletes the EphemeralRunner that was judged", nil, reconcile.Deleted, false},
 		{"already deleted by someone else", func(t *testing.T, ns, name string) {
-			deleteAsAdmin(t, ns, name)
+			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
 		}, reconcile.AlreadyGone, false},
 		{"status written after it was observed", func(t *testing.T, ns, name string) {
-			writeStatusAsAdmin(t, ns, name, erStatus("Running", 1234, "", ""))
+			env.WriteEphemeralRunnerStatus(t, ns, name, testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234})
 		}, reconcile.Changed, true},
 		{"replaced by a new EphemeralRunner of the same name", func(t *testing.T, ns, name string) {
-			deleteAsAdmin(t, ns, name)
-			createEphemeralRunner(t, ns, ephemeralRunner(name, "https://github.com/acme"), nil)
+			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
+			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name})
 		}, reconcile.Changed, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.Namespace(t, "arc")
-			createEphemeralRunner(t, ns, ephemeralRunner(erName, "https://github.com/acme"),
-				erStatus("Failed", 1234, "TooManyPodFailures", "Pod has failed to start more than 5 times"))
+			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: erName, Status: &testenv.EphemeralRunnerStatus{Phase: "Failed", RunnerID: 1234, Reason: "TooManyPodFailures", Message: "Pod has failed to start more than 5 times"}})
 			c := newClient(t, Options{})
 			ers, err := c.ListEphemeralRunners(ctx, []string{ns})
 			require.NoError(t, err)
@@ -676,7 +535,7 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
-			left := getARC(t, "ephemeralrunners", ns, view.Name)
+			left := env.ARCObject(t, testenv.EphemeralRunners, ns, view.Name)
 			if tc.wantSurvivor {
 				require.NotNil(t, left, "the changed EphemeralRunner survives")
 				assert.Nil(t, left.GetDeletionTimestamp())
@@ -715,29 +574,29 @@ func TestRemoveFinalizers(t *testing.T) {
 	}{
 		{name: "stuck deleting: the finalizer is removed and it is gone", want: reconcile.Deleted},
 		{name: "status written after it was observed", after: func(t *testing.T, ns, name string) {
-			writeStatusAsAdmin(t, ns, name, erStatus("Succeeded", 1234, "", ""))
+			env.WriteEphemeralRunnerStatus(t, ns, name, testenv.EphemeralRunnerStatus{Phase: "Succeeded", RunnerID: 1234})
 		}, want: reconcile.Changed, wantLeft: "same"},
 		{name: "finished by someone else", after: func(t *testing.T, ns, name string) {
 			clearFinalizersAsAdmin(t, ns, name)
 		}, want: reconcile.AlreadyGone},
 		{name: "replaced by a new stuck EphemeralRunner of the same name", after: func(t *testing.T, ns, name string) {
 			clearFinalizersAsAdmin(t, ns, name)
-			createEphemeralRunner(t, ns, ephemeralRunner(name, "https://github.com/acme", arcFinalizer), nil)
-			deleteAsAdmin(t, ns, name)
+			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name, Finalizers: []string{testenv.EphemeralRunnerFinalizer}})
+			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
 		}, want: reconcile.Changed, wantLeft: "new"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.Namespace(t, "arc")
-			created := createEphemeralRunner(t, ns, ephemeralRunner(erName, "https://github.com/acme", arcFinalizer), erStatus("Running", 1234, "", ""))
-			deleteAsAdmin(t, ns, erName)
+			created := env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: erName, Finalizers: []string{testenv.EphemeralRunnerFinalizer}, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234}})
+			env.DeleteARC(t, testenv.EphemeralRunners, ns, erName)
 			c := newClient(t, Options{})
 			ers, err := c.ListEphemeralRunners(ctx, []string{ns})
 			require.NoError(t, err)
 			require.Len(t, ers, 1)
 			view := ers[0]
 			require.False(t, view.DeletingSince.IsZero(), "observed stuck deleting")
-			require.Equal(t, []string{arcFinalizer}, view.Finalizers)
+			require.Equal(t, []string{testenv.EphemeralRunnerFinalizer}, view.Finalizers)
 			if tc.after != nil {
 				tc.after(t, ns, view.Name)
 			}
@@ -748,14 +607,14 @@ func TestRemoveFinalizers(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
 
-			left := getARC(t, "ephemeralrunners", ns, erName)
+			left := env.ARCObject(t, testenv.EphemeralRunners, ns, erName)
 			switch tc.wantLeft {
 			case "":
 				assert.Nil(t, left, "gone")
 			case "same", "new":
 				require.NotNil(t, left)
 				assert.Equal(t, tc.wantLeft == "same", left.GetUID() == created.GetUID())
-				assert.Equal(t, []string{arcFinalizer}, left.GetFinalizers(), "the finalizer stays")
+				assert.Equal(t, []string{testenv.EphemeralRunnerFinalizer}, left.GetFinalizers(), "the finalizer stays")
 				assert.NotNil(t, left.GetDeletionTimestamp())
 			}
 		})
@@ -763,7 +622,7 @@ func TestRemoveFinalizers(t *testing.T) {
 
 	t.Run("refused without a request", func(t *testing.T) {
 		ns := env.Namespace(t, "arc")
-		createEphemeralRunner(t, ns, ephemeralRunner(erName, "https://github.com/acme", arcFinalizer), erStatus("Running", 1234, "", ""))
+		env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: erName, Finalizers: []string{testenv.EphemeralRunnerFinalizer}, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234}})
 		c := newClient(t, Options{})
 		ers, err := c.ListEphemeralRunners(ctx, []string{ns})
 		require.NoError(t, err)
@@ -781,9 +640,9 @@ func TestRemoveFinalizers(t *testing.T) {
 			assert.Empty(t, got, name)
 		}
 		assert.Zero(t, c.Counts().Sub(before).Requests)
-		left := getARC(t, "ephemeralrunners", ns, erName)
+		left := env.ARCObject(t, testenv.EphemeralRunners, ns, erName)
 		require.NotNil(t, left)
-		assert.Equal(t, []string{arcFinalizer}, left.GetFinalizers(), "the live EphemeralRunner keeps ARC's finalizer")
+		assert.Equal(t, []string{testenv.EphemeralRunnerFinalizer}, left.GetFinalizers(), "the live EphemeralRunner keeps ARC's finalizer")
 	})
 }
 
@@ -791,35 +650,18 @@ func TestARCForbidden(t *testing.T) {
 	ctx := context.Background()
 	nsA := env.Namespace(t, "arc")
 	nsB := env.Namespace(t, "arc")
-	er := createEphemeralRunner(t, nsA, ephemeralRunner(erName, "https://github.com/acme", arcFinalizer), erStatus("Running", 1234, "", ""))
-	createEphemeralRunner(t, nsB, ephemeralRunner(erName, "https://github.com/acme"), nil)
-	legacy := createLegacyRunner(t, nsA, "acme-api-runner-7xk2p")
+	er := env.EphemeralRunner(t, nsA, testenv.EphemeralRunner{Name: erName, Finalizers: []string{testenv.EphemeralRunnerFinalizer}, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234}})
+	env.EphemeralRunner(t, nsB, testenv.EphemeralRunner{Name: erName})
+	legacy := env.LegacyRunner(t, nsA, testenv.LegacyRunner{Name: "acme-api-runner-7xk2p", Repository: "acme/api"})
 	erPod := createOwnedPod(t, er)
 	legacyPod := createOwnedPod(t, legacy)
 
 	// lister may list EphemeralRunners in nsA and nothing else.
-	_, err := env.Client.RbacV1().Roles(nsA).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "list-ephemeralrunners"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{ephemeralRunners.Group},
-			Resources: []string{ephemeralRunners.Resource}, Verbs: []string{"list"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.Client.RbacV1().RoleBindings(nsA).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "lister"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "list-ephemeralrunners"},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "arc-lister-" + nsA}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	env.Grant(t, nsA, "list-ephemeralrunners", "arc-lister-"+nsA, rbacv1.PolicyRule{APIGroups: []string{ephemeralRunners.Group},
+		Resources: []string{ephemeralRunners.Resource}, Verbs: []string{"list"}})
 
-	client := func(t *testing.T, user string) *Client {
-		cfg, err := env.AddUser(user)
-		require.NoError(t, err)
-		c, err := New(cfg, Options{})
-		require.NoError(t, err)
-		return c
-	}
-	nobody := client(t, "arc-nobody-"+nsA)
-	lister := client(t, "arc-lister-"+nsA)
+	nobody := userClient(t, "arc-nobody-"+nsA)
+	lister := userClient(t, "arc-lister-"+nsA)
 
 	admin := newClient(t, Options{})
 	ers, err := admin.ListEphemeralRunners(ctx, []string{nsA})
@@ -881,10 +723,10 @@ func TestARCForbidden(t *testing.T) {
 		assert.Len(t, ers, 1)
 	})
 	t.Run("the refused calls left everything", func(t *testing.T) {
-		left := getARC(t, "ephemeralrunners", nsA, erName)
+		left := env.ARCObject(t, testenv.EphemeralRunners, nsA, erName)
 		require.NotNil(t, left)
 		assert.Nil(t, left.GetDeletionTimestamp())
-		assert.Equal(t, []string{arcFinalizer}, left.GetFinalizers())
-		assert.NotNil(t, getARC(t, "runners", nsA, legacy.GetName()))
+		assert.Equal(t, []string{testenv.EphemeralRunnerFinalizer}, left.GetFinalizers())
+		assert.NotNil(t, env.ARCObject(t, testenv.LegacyRunners, nsA, legacy.GetName()))
 	})
 }

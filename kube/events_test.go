@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,8 +30,8 @@ func TestRecordEvent(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.Namespace(t, "kube")
-			createPod(t, ns, runnerPod("runner-1", map[string]string{"app": "runner"}, false),
-				podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{})))
+			env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"},
+				Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
 			c := newClient(t, tc.opts)
 			pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
 			require.NoError(t, err)
@@ -72,7 +73,7 @@ func TestRecordEphemeralRunnerEvent(t *testing.T) {
 	ns := env.Namespace(t, "kube")
 	c, err := New(env.Config, Options{})
 	require.NoError(t, err)
-	u := createEphemeralRunner(t, ns, ephemeralRunner("set-runner-x", "https://github.com/acme"), map[string]any{"phase": "Failed"})
+	u := env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: "set-runner-x", Status: &testenv.EphemeralRunnerStatus{Phase: "Failed"}})
 	er := reconcile.EphemeralRunner{Namespace: ns, Name: u.GetName(), UID: string(u.GetUID()), ResourceVersion: u.GetResourceVersion()}
 	require.NoError(t, c.RecordEphemeralRunnerEvent(ctx, er, "RunnerReaped", "arc-failed: test"))
 	evs, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})

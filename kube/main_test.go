@@ -104,6 +104,16 @@ func newClient(t *testing.T, opts Options) *Client {
 	return c
 }
 
+// userClient is a Client for a user who has exactly what RBAC grants it.
+func userClient(t *testing.T, user string) *Client {
+	t.Helper()
+	cfg, err := env.AddUser(user)
+	require.NoError(t, err)
+	c, err := New(cfg, Options{})
+	require.NoError(t, err)
+	return c
+}
+
 // byName indexes views by namespace/name.
 func byName(pods []reconcile.Pod) map[string]reconcile.Pod {
 	m := make(map[string]reconcile.Pod, len(pods))

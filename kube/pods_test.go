@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
@@ -67,17 +68,17 @@ func TestListPodsReadsKubeletStatus(t *testing.T) {
 		for k, v := range tc.labels {
 			labels[k] = v
 		}
-		p := runnerPod(tc.name, labels, tc.sidecar)
+		p := testenv.RunnerPod{Name: tc.name, Labels: labels, Sidecar: tc.sidecar, Status: tc.status, Unscheduled: tc.status == nil}
 		if tc.name == "running-runner-restarted" {
-			p.Spec.RestartPolicy = corev1.RestartPolicyAlways
+			p.RestartPolicy = corev1.RestartPolicyAlways
 		}
 		if tc.owner {
-			p.OwnerReferences = []metav1.OwnerReference{{
+			p.Owner = &metav1.OwnerReference{
 				APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner",
 				Name: tc.name, UID: "0b7f3f1c-1111-4222-8333-944455556666", Controller: controller(),
-			}}
+			}
 		}
-		created[tc.name] = createPod(t, ns, p, tc.status)
+		created[tc.name] = env.RunnerPod(t, ns, p)
 	}
 
 	c := newClient(t, Options{})
@@ -140,13 +141,13 @@ func TestListPods(t *testing.T) {
 
 	var all []string
 	add := func(ns, name string, labels map[string]string) {
-		createPod(t, ns, runnerPod(name, labels, false), running)
+		env.RunnerPod(t, ns, testenv.RunnerPod{Name: name, Labels: labels, Status: running})
 		all = append(all, ns+"/"+name)
 	}
 	for i := 1; i <= 3; i++ {
 		add(nsA, fmt.Sprintf("a-%d", i), match)
 	}
-	createPod(t, nsA, runnerPod("a-other", map[string]string{"app": "other", "run": nsA}, false), running)
+	env.RunnerPod(t, nsA, testenv.RunnerPod{Name: "a-other", Labels: map[string]string{"app": "other", "run": nsA}, Status: running})
 	add(nsB, "b-1", match)
 	add(nsC, "c-1", match)
 	for i := 1; i <= 5; i++ {
@@ -250,7 +251,7 @@ func TestDeletePod(t *testing.T) {
 		}, reconcile.AlreadyGone, false},
 		{"replaced by a new pod of the same name", func(t *testing.T, ns, name string) {
 			require.NoError(t, admin.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
-			createPod(t, ns, runnerPod(name, map[string]string{"app": "runner"}, false), running)
+			env.RunnerPod(t, ns, testenv.RunnerPod{Name: name, Labels: map[string]string{"app": "runner"}, Status: running})
 		}, reconcile.Changed, true},
 		{"stamped after it was viewed", func(t *testing.T, ns, name string) {
 			p, err := admin.Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -270,7 +271,7 @@ func TestDeletePod(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := env.Namespace(t, "kube")
-			createPod(t, ns, runnerPod("runner-1", map[string]string{"app": "runner"}, false), running)
+			env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"}, Status: running})
 			c := newClient(t, Options{})
 			pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{StampLabel: "pool/claimed-by"})
 			require.NoError(t, err)
@@ -303,7 +304,7 @@ func TestDeletePod(t *testing.T) {
 
 	t.Run("a view without preconditions is refused without a request", func(t *testing.T) {
 		ns := env.Namespace(t, "kube")
-		p := createPod(t, ns, runnerPod("runner-1", nil, false), running)
+		p := env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Status: running})
 		c := newClient(t, Options{})
 		for _, v := range []reconcile.Pod{
 			{Namespace: ns, Name: p.Name, ResourceVersion: p.ResourceVersion},

@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
@@ -20,32 +21,16 @@ func TestForbidden(t *testing.T) {
 	nsA := env.Namespace(t, "kube")
 	nsB := env.Namespace(t, "kube")
 	running := podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), corev1.ContainerState{}))
-	pod := createPod(t, nsA, runnerPod("runner-1", map[string]string{"app": "runner"}, false), running)
-	createPod(t, nsB, runnerPod("runner-1", map[string]string{"app": "runner"}, false), running)
+	pod := env.RunnerPod(t, nsA, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"}, Status: running})
+	env.RunnerPod(t, nsB, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"}, Status: running})
 	view := Mapping{}.View(pod)
 
 	// lister may list pods in nsA and nothing else.
-	_, err := env.Client.RbacV1().Roles(nsA).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "list-pods"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = env.Client.RbacV1().RoleBindings(nsA).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "lister"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "list-pods"},
-		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "lister-" + nsA}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	env.Grant(t, nsA, "list-pods", "lister-"+nsA,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
 
-	client := func(t *testing.T, user string) *Client {
-		cfg, err := env.AddUser(user)
-		require.NoError(t, err)
-		c, err := New(cfg, Options{})
-		require.NoError(t, err)
-		return c
-	}
-	nobody := client(t, "nobody-"+nsA)
-	lister := client(t, "lister-"+nsA)
+	nobody := userClient(t, "nobody-"+nsA)
+	lister := userClient(t, "lister-"+nsA)
 
 	listIn := func(c *Client, ns ...string) func() error {
 		return func() error {

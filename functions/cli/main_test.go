@@ -59,35 +59,15 @@ func setup(t *testing.T) world {
 	} {
 		t.Setenv(k, v)
 	}
-	makePod(t, ns, "acme-dead", corev1.PodFailed, &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"})
-	makePod(t, ns, "acme-zombie", corev1.PodRunning, nil)
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "acme-dead", Org: "acme", PodState: testenv.PodState{
+		Phase: corev1.PodFailed, Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}})
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "acme-zombie", Org: "acme", PodState: testenv.Running()})
 	return world{ns: ns, sim: sim}
-}
-
-func makePod(t *testing.T, ns, name string, phase corev1.PodPhase, term *corev1.ContainerStateTerminated) {
-	t.Helper()
-	ctx := context.Background()
-	p, err := env.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"actions-ephemeral-runner": "True", "actions.github.com/organization": "acme"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Image: "runner"}}},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	cs := corev1.ContainerStatus{Name: "runner", Image: "runner"}
-	if term != nil {
-		cs.State.Terminated = term
-	} else {
-		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}
-	}
-	p.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{cs}}
-	_, err = env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	require.NoError(t, err)
 }
 
 func (w world) podExists(t *testing.T, name string) bool {
 	t.Helper()
-	_, err := env.Client.CoreV1().Pods(w.ns).Get(context.Background(), name, metav1.GetOptions{})
-	return err == nil
+	return env.PodExists(t, w.ns, name)
 }
 
 func runCLI(args ...string) (int, string, string) {

@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -25,10 +27,15 @@ const modulePath = "github.com/runner-reaper/runner-reaper"
 // Env is a running test control plane.
 type Env struct {
 	env *envtest.Environment
+	// users serialises user provisioning: envtest's client certificates
+	// for users are not documented as safe for concurrent use.
+	users sync.Mutex
 	// Config is an administrator's config.
 	Config *rest.Config
 	// Client is an administrator's clientset.
 	Client kubernetes.Interface
+	// Dynamic is an administrator's dynamic client, for ARC's objects.
+	Dynamic dynamic.Interface
 	// Root is the repository's top directory.
 	Root string
 }
@@ -98,7 +105,12 @@ func Start() (*Env, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("clientset for test control plane: %w", err)
 	}
-	return &Env{env: env, Config: cfg, Client: cs, Root: root}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("dynamic client for test control plane: %w", err)
+	}
+	return &Env{env: env, Config: cfg, Client: cs, Dynamic: dyn, Root: root}, nil
 }
 
 // Stop stops the control plane.
@@ -123,6 +135,8 @@ func Main(m *testing.M, env **Env) {
 // AddUser creates a user that authenticates to the control plane and gets
 // exactly what RBAC grants it, and returns its config.
 func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
+	e.users.Lock()
+	defer e.users.Unlock()
 	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("add test user %s: %w", name, err)
@@ -141,16 +155,27 @@ func (e *Env) Kubeconfig(dir string) (string, error) {
 // matched by RoleBindings whose subject is that ServiceAccount, so a test
 // can run the binary with the identity a manifest gives the CronJob.
 func (e *Env) UserKubeconfig(dir, name string, groups ...string) (string, error) {
+	e.users.Lock()
 	u, err := e.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
+		e.users.Unlock()
 		return "", fmt.Errorf("add kubeconfig user %s: %w", name, err)
 	}
+	e.users.Unlock()
 	b, err := u.KubeConfig()
 	if err != nil {
 		return "", fmt.Errorf("render kubeconfig for %s: %w", name, err)
 	}
 	path := filepath.Join(dir, "kubeconfig-"+strings.NewReplacer(":", "_", "/", "_").Replace(name))
 	return path, os.WriteFile(path, b, 0o600)
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig file for exactly the identity
+// a pod running as ServiceAccount ns/name has, as RBAC sees it: the
+// ServiceAccount's user name and groups.
+func (e *Env) ServiceAccountKubeconfig(dir, ns, name string) (string, error) {
+	return e.UserKubeconfig(dir, "system:serviceaccount:"+ns+":"+name,
+		"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
 }
 
 // Namespace creates a namespace with a unique name so tests do not see each

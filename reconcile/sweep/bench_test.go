@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 )
@@ -113,7 +112,8 @@ func newBenchRig(b *testing.B) *rig {
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < benchPods; i += 8 {
-				if err := createRunningPod(cs, r.ns, fmt.Sprintf("runner-%05d", i), scopes[i%benchScopes].Name); err != nil {
+				if _, err := testenv.CreateRunnerPod(context.Background(), cs, r.ns, testenv.RunnerPod{
+					Name: fmt.Sprintf("runner-%05d", i), Org: scopes[i%benchScopes].Name, PodState: testenv.Running()}); err != nil {
 					errs <- err
 					return
 				}
@@ -127,22 +127,4 @@ func newBenchRig(b *testing.B) *rig {
 	}
 	b.Logf("fleet of %d pods created in %s", benchPods, time.Since(start).Round(time.Second))
 	return r
-}
-
-func createRunningPod(cs kubernetes.Interface, ns, name, org string) error {
-	ctx := context.Background()
-	p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"actions-ephemeral-runner": "True", "actions.github.com/organization": org}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Image: "runner"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("create pod %s: %w", name, err)
-	}
-	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: "runner", Image: "runner", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}}}}}
-	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("write status of pod %s: %w", name, err)
-	}
-	return nil
 }

@@ -12,12 +12,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
@@ -132,70 +131,23 @@ func (r *rig) lines(msg string) []map[string]any {
 	return out
 }
 
-// podState is how a kubelet would have left a pod.
-type podState struct {
-	phase    corev1.PodPhase
-	running  bool
-	term     *corev1.ContainerStateTerminated
-	lastTerm *corev1.ContainerStateTerminated
-	noStatus bool
-	stamped  bool
+// pod creates a runner pod of org acme the way ARC labels it, and writes
+// its status as a kubelet would.
+func (r *rig) pod(name string, st testenv.PodState) *corev1.Pod {
+	r.t.Helper()
+	return env.RunnerPod(r.t, r.ns, testenv.RunnerPod{Name: name, Org: "acme", PodState: st})
 }
 
-// pod creates a runner pod the way ARC labels it, and writes its status
-// through the status subresource as a kubelet would.
-func (r *rig) pod(name string, st podState) *corev1.Pod {
+// stampedPod is pod, stamped with an owner's label.
+func (r *rig) stampedPod(name string, st testenv.PodState) *corev1.Pod {
 	r.t.Helper()
-	ctx := context.Background()
-	labels := map[string]string{
-		"actions-ephemeral-runner":        "True",
-		"actions.github.com/organization": "acme",
-	}
-	if st.stamped {
-		labels["pool.example.com/claimed-by"] = "job-1234"
-	}
-	p, err := env.Client.CoreV1().Pods(r.ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest"}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(r.t, err)
-	phase := st.phase
-	if phase == "" {
-		phase = corev1.PodRunning
-	}
-	p.Status.Phase = phase
-	p.Status.StartTime = &p.CreationTimestamp
-	if !st.noStatus {
-		cs := corev1.ContainerStatus{Name: "runner", Image: "ghcr.io/actions/actions-runner:latest", Ready: st.running}
-		switch {
-		case st.term != nil:
-			cs.State.Terminated = st.term
-		case st.running:
-			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: p.CreationTimestamp}
-		default:
-			cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
-		}
-		if st.lastTerm != nil {
-			cs.LastTerminationState.Terminated = st.lastTerm
-		}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-	}
-	p, err = env.Client.CoreV1().Pods(r.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	require.NoError(r.t, err)
-	return p
+	return env.RunnerPod(r.t, r.ns, testenv.RunnerPod{Name: name, Org: "acme",
+		Labels: map[string]string{"pool.example.com/claimed-by": "job-1234"}, PodState: st})
 }
 
 func (r *rig) podExists(name string) bool {
 	r.t.Helper()
-	_, err := env.Client.CoreV1().Pods(r.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false
-	}
-	require.NoError(r.t, err)
-	return true
+	return env.PodExists(r.t, r.ns, name)
 }
 
 func (r *rig) runner(name, status string, busy bool) ghsim.Runner {
@@ -212,13 +164,6 @@ func (r *rig) runnerExists(id int64) bool {
 	}
 	return false
 }
-
-func terminated(code int32, signal int32, reason string) *corev1.ContainerStateTerminated {
-	now := metav1.Now()
-	return &corev1.ContainerStateTerminated{ExitCode: code, Signal: signal, Reason: reason, StartedAt: now, FinishedAt: now}
-}
-
-func running() podState { return podState{running: true} }
 
 func ghRunner(name string) ghsim.Runner {
 	return ghsim.Runner{Name: name, OS: "linux", Status: "online",

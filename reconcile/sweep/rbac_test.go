@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 )
 
@@ -51,7 +52,7 @@ func TestSafetyRule5LeastPrivilege(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
-			r.pod("acme-dead", podState{phase: corev1.PodFailed, term: terminated(137, 0, "OOMKilled")})
+			r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
 			rules := leastPrivilege()
 			if tc.drop >= 0 {
 				rules = append(rules[:tc.drop:tc.drop], rules[tc.drop+1:]...)
@@ -65,15 +66,7 @@ func TestSafetyRule5LeastPrivilege(t *testing.T) {
 			}
 			user := "reaper-" + string(rune('a'+i))
 			ctx := context.Background()
-			_, err := env.Client.RbacV1().Roles(r.ns).Create(ctx, &rbacv1.Role{
-				ObjectMeta: metav1.ObjectMeta{Name: "runner-reaper"}, Rules: rules}, metav1.CreateOptions{})
-			require.NoError(t, err)
-			_, err = env.Client.RbacV1().RoleBindings(r.ns).Create(ctx, &rbacv1.RoleBinding{
-				ObjectMeta: metav1.ObjectMeta{Name: "runner-reaper"},
-				RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "runner-reaper"},
-				Subjects:   []rbacv1.Subject{{Kind: "User", Name: user}},
-			}, metav1.CreateOptions{})
-			require.NoError(t, err)
+			env.Grant(t, r.ns, "runner-reaper", user, rules...)
 			cfg, err := env.AddUser(user)
 			require.NoError(t, err)
 

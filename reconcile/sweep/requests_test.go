@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 )
@@ -28,7 +29,7 @@ func TestRequestsPerSweep(t *testing.T) {
 	for i := 0; i < 250; i++ {
 		r.runner(fmt.Sprintf("acme-%03d", i), "online", false)
 		if i < 20 {
-			r.pod(fmt.Sprintf("acme-%03d", i), running())
+			r.pod(fmt.Sprintf("acme-%03d", i), testenv.Running())
 		}
 	}
 	for i := 0; i < 100; i++ {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 	"github.com/runner-reaper/runner-reaper/state"
@@ -26,37 +27,37 @@ import (
 func TestSweepReapsEveryVerdictAndNothingElse(t *testing.T) {
 	r := newRig(t)
 	healthy := r.runner("acme-healthy", "online", false)
-	r.pod("acme-healthy", running())
+	r.pod("acme-healthy", testenv.Running())
 	busy := r.runner("acme-busy", "offline", true)
-	r.pod("acme-busy", running())
+	r.pod("acme-busy", testenv.Running())
 	zombie := r.runner("acme-zombie", "offline", false)
-	r.pod("acme-zombie", running())
-	r.pod("acme-unregistered", running())
+	r.pod("acme-zombie", testenv.Running())
+	r.pod("acme-unregistered", testenv.Running())
 	stamped := r.runner("acme-stamped", "online", false)
-	r.pod("acme-stamped", podState{running: true, stamped: true})
+	r.stampedPod("acme-stamped", testenv.Running())
 	ghost := r.runner("acme-ghost", "offline", false)
 	foreign := r.runner("build-box-7", "offline", false)
 	deadReg := r.runner("acme-t-clean", "offline", false)
 
 	fingerprints := map[string]struct {
-		st    podState
+		st    testenv.PodState
 		class string
 	}{
-		"acme-t-clean":     {podState{phase: corev1.PodSucceeded, term: terminated(0, 0, "Completed")}, "clean"},
-		"acme-t-oom":       {podState{phase: corev1.PodFailed, term: terminated(137, 0, "OOMKilled")}, "oom-host"},
-		"acme-t-sigkill":   {podState{phase: corev1.PodFailed, term: terminated(137, 0, "Error")}, "sigkill"},
-		"acme-t-sigterm":   {podState{phase: corev1.PodFailed, term: terminated(143, 0, "Error")}, "sigterm"},
-		"acme-t-outdated":  {podState{phase: corev1.PodFailed, term: terminated(7, 0, "Error")}, "outdated"},
-		"acme-t-crash":     {podState{phase: corev1.PodFailed, term: terminated(139, 0, "Error")}, "crash"},
-		"acme-t-last":      {podState{phase: corev1.PodFailed, lastTerm: terminated(137, 0, "OOMKilled")}, "oom-host"},
-		"acme-t-unknown":   {podState{phase: corev1.PodFailed, noStatus: true}, "unknown"},
-		"acme-t-inrunning": {podState{phase: corev1.PodRunning, term: terminated(1, 0, "Error")}, "crash"},
+		"acme-t-clean":     {testenv.PodState{Phase: corev1.PodSucceeded, Terminated: testenv.Terminated(0, 0, "Completed")}, "clean"},
+		"acme-t-oom":       {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")}, "oom-host"},
+		"acme-t-sigkill":   {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "Error")}, "sigkill"},
+		"acme-t-sigterm":   {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(143, 0, "Error")}, "sigterm"},
+		"acme-t-outdated":  {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(7, 0, "Error")}, "outdated"},
+		"acme-t-crash":     {testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(139, 0, "Error")}, "crash"},
+		"acme-t-last":      {testenv.PodState{Phase: corev1.PodFailed, LastTerminated: testenv.Terminated(137, 0, "OOMKilled")}, "oom-host"},
+		"acme-t-unknown":   {testenv.PodState{Phase: corev1.PodFailed, NoStatus: true}, "unknown"},
+		"acme-t-inrunning": {testenv.PodState{Phase: corev1.PodRunning, Terminated: testenv.Terminated(1, 0, "Error")}, "crash"},
 	}
 	for name, fp := range fingerprints {
 		r.pod(name, fp.st)
 	}
 	// A pod outside the selector is never judged, however dead.
-	outside := r.pod("not-a-runner", podState{phase: corev1.PodFailed, term: terminated(1, 0, "Error")})
+	outside := r.pod("not-a-runner", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
 	_, err := env.Client.CoreV1().Pods(r.ns).Patch(context.Background(), outside.Name, "application/merge-patch+json",
 		[]byte(`{"metadata":{"labels":{"actions-ephemeral-runner":null}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -163,8 +164,8 @@ func TestSafetyRule1ScopeFaultHoldsMarks(t *testing.T) {
 				r.runner(fmtName("acme-idle", i), "online", false)
 			}
 			r.runner("acme-zombie", "offline", false)
-			r.pod("acme-zombie", running())
-			r.pod("acme-dead", podState{phase: corev1.PodFailed, term: terminated(137, 0, "OOMKilled")})
+			r.pod("acme-zombie", testenv.Running())
+			r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
 
 			first := r.run(sweep.Act)
 			require.NoError(t, first.Err)
@@ -200,7 +201,7 @@ func TestSafetyRule1ScopeFaultHoldsMarks(t *testing.T) {
 func TestSafetyRule2RunnerTurnsBusyBeforeDelete(t *testing.T) {
 	r := newRig(t)
 	z := r.runner("acme-zombie", "offline", false)
-	r.pod("acme-zombie", running())
+	r.pod("acme-zombie", testenv.Running())
 	require.NoError(t, r.run(sweep.Act).Err)
 	r.clock.Add(6 * time.Minute)
 
@@ -236,7 +237,7 @@ func (b busyAfterList) ListRunners(ctx context.Context, s reconcile.Scope, c *re
 func TestSafetyRule3TransientDeleteErrorSparesPod(t *testing.T) {
 	r := newRig(t)
 	z := r.runner("acme-zombie", "offline", false)
-	r.pod("acme-zombie", running())
+	r.pod("acme-zombie", testenv.Running())
 	require.NoError(t, r.run(sweep.Act).Err)
 	r.clock.Add(6 * time.Minute)
 	r.sim.Fault(orgScope, "delete", ghsim.Fault{Status: 502})
@@ -253,10 +254,10 @@ func TestSafetyRule4MassInvalidationDrainsAtTheBound(t *testing.T) {
 	r := newRig(t, func(c *config.Config) { c.Limits = reconcile.Limits{MaxActions: 3, MaxFraction: 1} })
 	for i := 0; i < 8; i++ {
 		r.runner(fmtName("acme-z", i), "offline", false)
-		r.pod(fmtName("acme-z", i), running())
+		r.pod(fmtName("acme-z", i), testenv.Running())
 	}
 	r.runner("acme-ok", "online", false)
-	r.pod("acme-ok", running())
+	r.pod("acme-ok", testenv.Running())
 
 	first := r.run(sweep.Act)
 	require.NoError(t, first.Err)
@@ -289,7 +290,7 @@ func TestConfigMapLedgerConflictStopsSecondSweep(t *testing.T) {
 	regs := map[int64]bool{}
 	for i := 0; i < 3; i++ {
 		regs[r.runner(fmtName("acme-z", i), "offline", false).ID] = true
-		r.pod(fmtName("acme-z", i), running())
+		r.pod(fmtName("acme-z", i), testenv.Running())
 	}
 	require.NoError(t, r.run(sweep.Act).Err)
 	r.clock.Add(6 * time.Minute)
@@ -347,8 +348,8 @@ func (w waitForBoth) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
 func TestDryRunAndAuditDeleteNothing(t *testing.T) {
 	r := newRig(t)
 	z := r.runner("acme-zombie", "offline", false)
-	r.pod("acme-zombie", running())
-	r.pod("acme-dead", podState{phase: corev1.PodFailed, term: terminated(1, 0, "Error")})
+	r.pod("acme-zombie", testenv.Running())
+	r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
 	store := state.NewConfigMap(env.Client, r.ns, "runner-reaper-ledger", nil)
 
 	audit := r.run(sweep.Audit)
