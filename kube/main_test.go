@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -20,39 +19,6 @@ var env *testenv.Env
 func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 const runnerImage = "ghcr.io/actions/actions-runner:latest"
-
-// runnerPod is a pod spec like ARC's: a runner container, optionally a
-// sidecar, labels as given.
-func runnerPod(name string, labels map[string]string, sidecar bool) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "runner", Image: runnerImage}},
-		},
-	}
-	if sidecar {
-		p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "dind", Image: "docker:dind"})
-	}
-	return p
-}
-
-// createPod creates the pod, then, as a kubelet would, writes its status
-// through the status subresource (nothing runs in envtest: only status
-// writes make a pod look alive or dead).
-func createPod(t *testing.T, ns string, p *corev1.Pod, status *corev1.PodStatus) *corev1.Pod {
-	t.Helper()
-	ctx := context.Background()
-	created, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
-	require.NoError(t, err, "create pod %s/%s", ns, p.Name)
-	if status == nil {
-		return created
-	}
-	created.Status = *status
-	updated, err := env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
-	require.NoError(t, err, "write status of pod %s/%s", ns, p.Name)
-	return updated
-}
 
 // finished is a fixed past time at the second precision the API keeps.
 var finished = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
