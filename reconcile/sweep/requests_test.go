@@ -1,6 +1,7 @@
 package sweep_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/state"
 )
 
 // Requests per sweep are counted exactly: one pod list per namespace page,
@@ -58,4 +60,26 @@ func TestRequestsPerSweep(t *testing.T) {
 	assert.EqualValues(t, 4, summary[1]["github_requests"])
 	assert.EqualValues(t, 4, summary[1]["github_not_modified"])
 	assert.EqualValues(t, 4, summary[1]["kube_requests"])
+}
+
+// A scope dropped from the configuration leaves no list cache behind in the
+// ledger, which would otherwise grow until it had to be trimmed.
+func TestDroppedScopeLeavesNoCache(t *testing.T) {
+	repo, err := reconcile.ParseScope("repo:acme/web")
+	require.NoError(t, err)
+	r := newRig(t, func(c *config.Config) { c.Scopes = append(c.Scopes, repo) })
+	r.sim.AddScope("repo:acme/web")
+	r.sim.AddRunner("repo:acme/web", ghRunner("web-1"))
+	require.NoError(t, r.run(sweep.Act).Err)
+	store := state.NewConfigMap(env.Client, r.ns, "runner-reaper-ledger", nil)
+	l, _, err := store.Load(context.Background())
+	require.NoError(t, err)
+	assert.Contains(t, l.Lists, repo.Key())
+
+	r.cfg.Scopes = r.cfg.Scopes[:1]
+	require.NoError(t, r.run(sweep.Act).Err)
+	l, _, err = store.Load(context.Background())
+	require.NoError(t, err)
+	assert.NotContains(t, l.Lists, repo.Key())
+	assert.Contains(t, l.Lists, orgScope)
 }

@@ -147,15 +147,17 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			return res
 		}
 	}
-	if ledger.Lists == nil {
-		ledger.Lists = map[string]reconcile.ListCache{}
-	}
+	// The cache is rebuilt from the configured scopes, so a scope removed
+	// from the configuration leaves nothing behind in the ledger; a scope
+	// whose list failed keeps its old pages for the next conditional read.
+	lists := make(map[string]reconcile.ListCache, len(s.Scopes))
 	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Lists: make(map[string]reconcile.ScopeList, len(s.Scopes))}
 	for _, scope := range s.Scopes {
 		key := scope.Key()
 		var cache *reconcile.ListCache
 		if c, ok := ledger.Lists[key]; ok {
 			cache = &c
+			lists[key] = c
 		}
 		runners, fresh, err := s.Runners.ListRunners(ctx, scope, cache)
 		if err != nil {
@@ -164,9 +166,10 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		}
 		obs.Lists[key] = reconcile.ScopeList{Scope: scope, Complete: true, Runners: runners}
 		if fresh != nil {
-			ledger.Lists[key] = *fresh
+			lists[key] = *fresh
 		}
 	}
+	ledger.Lists = lists
 	res.Observation = obs
 
 	res.Class = reconcile.Classify(obs, s.Policy, ledger.Marks)
