@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,15 +23,13 @@ type ConfigMap struct {
 	client    kubernetes.Interface
 	namespace string
 	name      string
-	logger    *slog.Logger
 
 	// LimitBytes is the size Save keeps the ledger under (keys and values
 	// of data and binaryData); zero means DefaultLimitBytes. Set it before
 	// the first Save.
 	LimitBytes int
 
-	mu       sync.Mutex
-	lastTrim Trim
+	trimLog
 }
 
 // ledgerLabels are the labels the ledger ConfigMap carries, so that it can
@@ -48,10 +45,7 @@ func ledgerLabels() map[string]string {
 // NewConfigMap returns a store in the ConfigMap namespace/name. A nil logger
 // discards the trim warnings (LastTrim still reports them).
 func NewConfigMap(client kubernetes.Interface, namespace, name string, logger *slog.Logger) *ConfigMap {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &ConfigMap{client: client, namespace: namespace, name: name, logger: logger}
+	return &ConfigMap{client: client, namespace: namespace, name: name, trimLog: newTrimLog(logger)}
 }
 
 // Load reads the ConfigMap; a missing one is an empty ledger at Version "".
@@ -121,26 +115,6 @@ func (c *ConfigMap) Save(ctx context.Context, l Ledger, v Version) (Version, err
 		}
 	}
 
-	// Only a trim that was saved is reported: a ledger that lost the race
-	// trimmed nothing anyone will read.
-	c.mu.Lock()
-	c.lastTrim = trim
-	c.mu.Unlock()
-	if trim.Trimmed() {
-		c.logger.Warn("ledger trimmed",
-			"configmap", c.namespace+"/"+c.name,
-			"dropped_lists", trim.DroppedLists,
-			"dropped_marks", trim.DroppedMarks,
-			"limit_bytes", trim.LimitBytes)
-	}
+	c.saved(trim, "configmap", c.namespace+"/"+c.name)
 	return Version(saved.ResourceVersion), nil
-}
-
-// LastTrim reports what the most recent successful Save left out to fit the
-// limit; the zero Trim (Trimmed false) when it left out nothing. With
-// several Saves on one ConfigMap value at once it is whichever finished last.
-func (c *ConfigMap) LastTrim() Trim {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastTrim
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -62,24 +61,19 @@ type Dynamo struct {
 	client *dynamodb.Client
 	table  string
 	key    string
-	logger *slog.Logger
 
 	// LimitBytes is the size Save keeps the ledger's marks and list cache
 	// under, counted as fit counts them; zero means
 	// DefaultDynamoLimitBytes. Set it before the first Save.
 	LimitBytes int
 
-	mu       sync.Mutex
-	lastTrim Trim
+	trimLog
 }
 
 // NewDynamo returns a store in the item with pk = key of table. A nil
 // logger discards the trim warnings (LastTrim still reports them).
 func NewDynamo(client *dynamodb.Client, table, key string, logger *slog.Logger) *Dynamo {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Dynamo{client: client, table: table, key: key, logger: logger}
+	return &Dynamo{client: client, table: table, key: key, trimLog: newTrimLog(logger)}
 }
 
 // where names the item in errors.
@@ -200,27 +194,6 @@ func (d *Dynamo) Save(ctx context.Context, l Ledger, v Version) (Version, error)
 		return "", fmt.Errorf("%s %s: %w", doing, d.where(), err)
 	}
 
-	// Only a trim that was saved is reported: a ledger that lost the race
-	// trimmed nothing anyone will read.
-	d.mu.Lock()
-	d.lastTrim = trim
-	d.mu.Unlock()
-	if trim.Trimmed() {
-		d.logger.Warn("ledger trimmed",
-			"dynamodb_table", d.table,
-			"key", d.key,
-			"dropped_lists", trim.DroppedLists,
-			"dropped_marks", trim.DroppedMarks,
-			"limit_bytes", trim.LimitBytes)
-	}
+	d.saved(trim, "dynamodb_table", d.table, "key", d.key)
 	return Version(nextVersion), nil
-}
-
-// LastTrim reports what the most recent successful Save left out to fit the
-// limit; the zero Trim (Trimmed false) when it left out nothing. With
-// several Saves on one Dynamo value at once it is whichever finished last.
-func (d *Dynamo) LastTrim() Trim {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.lastTrim
 }

@@ -5,7 +5,9 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
+	"sync"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
@@ -168,4 +170,44 @@ func gunzipJSON(b []byte, v any) error {
 	}
 	defer zr.Close()
 	return json.NewDecoder(zr).Decode(v)
+}
+
+// trimLog remembers the trim of the most recent successful Save and says so
+// in a warning, for the backends that must fit a size limit. Only a trim
+// that was saved is reported: a ledger that lost the race trimmed nothing
+// anyone will read.
+type trimLog struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	last   Trim
+}
+
+func newTrimLog(logger *slog.Logger) trimLog {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return trimLog{logger: logger}
+}
+
+// saved records the trim of a Save that succeeded; where names the ledger
+// in the warning.
+func (t *trimLog) saved(trim Trim, where ...any) {
+	t.mu.Lock()
+	t.last = trim
+	t.mu.Unlock()
+	if trim.Trimmed() {
+		t.logger.Warn("ledger trimmed", append(where,
+			"dropped_lists", trim.DroppedLists,
+			"dropped_marks", trim.DroppedMarks,
+			"limit_bytes", trim.LimitBytes)...)
+	}
+}
+
+// LastTrim reports what the most recent successful Save left out to fit the
+// limit; the zero Trim (Trimmed false) when it left out nothing. With
+// several Saves on one store at once it is whichever finished last.
+func (t *trimLog) LastTrim() Trim {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last
 }
