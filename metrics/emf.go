@@ -55,10 +55,6 @@ const (
 	DimVerdict = "Verdict"
 	DimResult  = "Result"
 
-	// PendingConfirmation is the Result of a candidate whose mark has not
-	// matured, as in the summary line.
-	PendingConfirmation = "pending-confirmation"
-
 	unitMilliseconds = "Milliseconds"
 	unitCount        = "Count"
 	maxNamespace     = 255
@@ -181,7 +177,7 @@ func pairs(res sweep.Result) []pair {
 		counts[[2]string{dimValue(string(o.Candidate.Verdict)), dimValue(string(o.Result))}]++
 	}
 	for _, c := range res.Pending {
-		counts[[2]string{dimValue(string(c.Verdict)), PendingConfirmation}]++
+		counts[[2]string{dimValue(string(c.Verdict)), sweep.PendingConfirmation}]++
 	}
 	out := make([]pair, 0, len(counts))
 	for k, n := range counts {

@@ -113,7 +113,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		results[string(o.Result)]++
 	}
 	if len(res.Pending) > 0 {
-		results["pending-confirmation"] = len(res.Pending)
+		results[sweep.PendingConfirmation] = len(res.Pending)
 	}
 	skipped := make([]string, 0, len(res.Class.Skipped))
 	for _, s := range res.Class.Skipped {

@@ -65,6 +65,10 @@ func (m Mode) String() string {
 	}
 }
 
+// PendingConfirmation is how reports and metrics count a candidate whose
+// mark has not yet held for long enough to act.
+const PendingConfirmation = "pending-confirmation"
+
 // Status is the process exit status a sweep maps to.
 type Status int
 
