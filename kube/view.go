@@ -11,7 +11,7 @@ import (
 )
 
 // ARC's pod labels naming the GitHub scope its runner registered in; see
-// shared/fixtures/arc-crds/README.md.
+// testdata/arc-crds/README.md.
 const (
 	LabelEnterprise   = "actions.github.com/enterprise"
 	LabelOrganization = "actions.github.com/organization"

@@ -2,7 +2,7 @@
 // API, served over HTTP. The reaper's safety rests on how it reads GitHub's
 // answers (a complete list, a 404, a 422, a rate-limited or inconsistent
 // page), so its tests need a server that answers exactly as GitHub does, per
-// shared/fixtures/github/README.md, and that can be made to fail in each of
+// testdata/github/README.md, and that can be made to fail in each of
 // the ways GitHub fails. Tests point the real go-github client and the real
 // compiled binary at it.
 //

@@ -1,5 +1,5 @@
 // Package testenv starts the real control plane that the project's tests run
-// against: envtest with the kube-apiserver built by `make kube-apiserver` and
+// against: envtest with the kube-apiserver built by `make envtest-assets` and
 // Debian's etcd, with ARC's CRDs installed as they are.
 package testenv
 
@@ -41,7 +41,7 @@ type Env struct {
 }
 
 // RepoRoot finds the directory holding the product's go.mod, so tests can
-// find the binaries and ../shared whatever package they run in.
+// find the binaries and testdata whatever package they run in.
 func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
@@ -71,8 +71,8 @@ func AssetsDir(root string) string {
 	return filepath.Join(root, ".cache", "envtest")
 }
 
-// CRDDir is ARC's CRDs in the shared fixtures beside the repository.
-func CRDDir(root string) string { return filepath.Join(root, "..", "shared", "fixtures", "arc-crds") }
+// CRDDir is ARC's CRDs, vendored under testdata with their provenance.
+func CRDDir(root string) string { return filepath.Join(root, "testdata", "arc-crds") }
 
 // Start starts a control plane with RBAC on and ARC's CRDs installed. It
 // fails rather than skips when the assets are missing: `make test` builds
@@ -191,13 +191,14 @@ func (e *Env) Namespace(t testing.TB, prefix string) string {
 	return ns.Name
 }
 
-// Fixture is the path of a file under ../shared/fixtures beside the
-// repository, e.g. Fixture(t, "github", "runner-paginated.json").
+// Fixture is the path of a file under the repository's testdata, e.g.
+// Fixture(t, "github", "runner-paginated.json"). Nothing a test reads lies
+// outside the repository.
 func Fixture(t testing.TB, parts ...string) string {
 	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatalf("find fixture %v: %v", parts, err)
 	}
-	return filepath.Join(append([]string{root, "..", "shared", "fixtures"}, parts...)...)
+	return filepath.Join(append([]string{root, "testdata"}, parts...)...)
 }
