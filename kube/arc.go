@@ -104,23 +104,23 @@ func scopeKeyOfConfigURL(raw string) string {
 		return ""
 	}
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
-	for _, p := range parts {
-		// ParseScope's rule for a name, so that every key made here is
-		// one a configured scope can have.
-		if p == "" || strings.ContainsAny(p, " /:?#%") {
-			return ""
-		}
-	}
+	var s reconcile.Scope
 	switch {
 	case len(parts) == 1:
-		return reconcile.Scope{Kind: reconcile.OrgScope, Name: parts[0]}.Key()
+		s = reconcile.Scope{Kind: reconcile.OrgScope, Name: parts[0]}
 	case len(parts) == 2 && strings.EqualFold(parts[0], "enterprises"):
-		return reconcile.Scope{Kind: reconcile.EnterpriseScope, Name: parts[1]}.Key()
+		s = reconcile.Scope{Kind: reconcile.EnterpriseScope, Name: parts[1]}
 	case len(parts) == 2:
-		return reconcile.Scope{Kind: reconcile.RepoScope, Owner: parts[0], Name: parts[1]}.Key()
+		s = reconcile.Scope{Kind: reconcile.RepoScope, Owner: parts[0], Name: parts[1]}
 	default:
 		return ""
 	}
+	// ParseScope's rule for a name, so that every key made here is one a
+	// configured scope can have.
+	if parsed, err := reconcile.ParseScope(s.String()); err != nil || parsed != s {
+		return ""
+	}
+	return s.Key()
 }
 
 // DeleteOwner deletes the ARC runner object that controls a pod, an

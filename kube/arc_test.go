@@ -181,6 +181,13 @@ func TestScopeKeyOfConfigURL(t *testing.T) {
 		{"ftp://github.com/acme", ""},
 		{"https://%zz/acme", ""},
 		{"not a url at all", ""},
+		// Dot segments and other names GitHub never gives.
+		{"https://github.com/..", ""},
+		{"https://github.com/acme/..", ""},
+		{"https://github.com/../..", ""},
+		{"https://github.com/enterprises/..", ""},
+		{"https://github.com/-acme", ""},
+		{"https://github.com/enterprises/big_corp", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.url, func(t *testing.T) {

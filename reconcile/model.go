@@ -63,30 +63,99 @@ type Scope struct {
 }
 
 // ParseScope reads the configuration form: repo:OWNER/NAME, org:NAME or
-// enterprise:SLUG.
+// enterprise:SLUG. Every name must be one GitHub could have given: a name is
+// placed into request paths, so "..", a slash or an escape must never get
+// that far, whatever wrote it (configuration, a pod label, a ledger).
 func ParseScope(s string) (Scope, error) {
 	kind, rest, ok := strings.Cut(strings.TrimSpace(s), ":")
 	if !ok || rest == "" {
 		return Scope{}, fmt.Errorf("scope %q is not KIND:NAME", s)
 	}
-	valid := func(part string) bool {
-		return part != "" && !strings.ContainsAny(part, " /:?#%")
-	}
 	switch ScopeKind(kind) {
 	case RepoScope:
 		owner, name, ok := strings.Cut(rest, "/")
-		if !ok || !valid(owner) || !valid(name) {
+		if !ok {
 			return Scope{}, fmt.Errorf("repository scope %q is not repo:OWNER/NAME", s)
 		}
-		return Scope{Kind: RepoScope, Owner: owner, Name: name}, nil
-	case OrgScope, EnterpriseScope:
-		if !valid(rest) {
-			return Scope{}, fmt.Errorf("scope %q has an invalid name", s)
+		if why := ownerProblem(owner); why != "" {
+			return Scope{}, fmt.Errorf("repository scope %q: owner %s", s, why)
 		}
-		return Scope{Kind: ScopeKind(kind), Name: rest}, nil
+		if why := repoProblem(name); why != "" {
+			return Scope{}, fmt.Errorf("repository scope %q: repository name %s", s, why)
+		}
+		return Scope{Kind: RepoScope, Owner: owner, Name: name}, nil
+	case OrgScope:
+		if why := ownerProblem(rest); why != "" {
+			return Scope{}, fmt.Errorf("organization scope %q: name %s", s, why)
+		}
+		return Scope{Kind: OrgScope, Name: rest}, nil
+	case EnterpriseScope:
+		if why := slugProblem(rest); why != "" {
+			return Scope{}, fmt.Errorf("enterprise scope %q: slug %s", s, why)
+		}
+		return Scope{Kind: EnterpriseScope, Name: rest}, nil
 	default:
 		return Scope{}, fmt.Errorf("scope %q has unknown kind %q (want repo, org or enterprise)", s, kind)
 	}
+}
+
+// maxNameLen bounds every name of a scope; GitHub's own limits are lower
+// (39 for an account, 100 for a repository).
+const maxNameLen = 100
+
+// ownerProblem checks an organization or user name: letters, digits,
+// hyphens and (for managed users) underscores, starting with a letter or
+// digit. It says what is wrong, or "".
+func ownerProblem(n string) string {
+	switch {
+	case n == "" || len(n) > maxNameLen:
+		return fmt.Sprintf("must be 1 to %d characters", maxNameLen)
+	case !alnum(rune(n[0])):
+		return "must start with a letter or digit"
+	}
+	for _, r := range n {
+		if !alnum(r) && r != '-' && r != '_' {
+			return fmt.Sprintf("has %q; only letters, digits, '-' and '_' are allowed", r)
+		}
+	}
+	return ""
+}
+
+// repoProblem checks a repository name: letters, digits, '.', '-' and '_',
+// but never the path segments "." or "..".
+func repoProblem(n string) string {
+	switch {
+	case n == "" || len(n) > maxNameLen:
+		return fmt.Sprintf("must be 1 to %d characters", maxNameLen)
+	case n == "." || n == "..":
+		return fmt.Sprintf("%q is a path segment, not a repository", n)
+	}
+	for _, r := range n {
+		if !alnum(r) && r != '-' && r != '_' && r != '.' {
+			return fmt.Sprintf("has %q; only letters, digits, '.', '-' and '_' are allowed", r)
+		}
+	}
+	return ""
+}
+
+// slugProblem checks an enterprise slug: letters, digits and hyphens.
+func slugProblem(n string) string {
+	switch {
+	case n == "" || len(n) > maxNameLen:
+		return fmt.Sprintf("must be 1 to %d characters", maxNameLen)
+	case !alnum(rune(n[0])):
+		return "must start with a letter or digit"
+	}
+	for _, r := range n {
+		if !alnum(r) && r != '-' {
+			return fmt.Sprintf("has %q; only letters, digits and '-' are allowed", r)
+		}
+	}
+	return ""
+}
+
+func alnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
 
 // String is the configuration form, also used in log lines.
