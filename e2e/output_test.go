@@ -147,6 +147,19 @@ func TestBadConfiguration(t *testing.T) {
 			[]string{"REAPER_SCOPES", "team:acme", "example: REAPER_SCOPES=org:acme"}},
 		{"typo in a variable name", map[string]string{"REAPER_CONFIRM_AFTR": "2s"},
 			[]string{"REAPER_CONFIRM_AFTR", "did you mean REAPER_CONFIRM_AFTER", "example: REAPER_CONFIRM_AFTER="}},
+		// Each of these was once accepted, and the run went on to reap.
+		{"NaN fraction", map[string]string{"REAPER_MAX_FRACTION": "NaN"},
+			[]string{"REAPER_MAX_FRACTION", "above 0 and at most 1", "example: REAPER_MAX_FRACTION=0.25"}},
+		{"NaN alarm fraction", map[string]string{"REAPER_MASS_SUSPICION_FRACTION": "NaN"},
+			[]string{"REAPER_MASS_SUSPICION_FRACTION", "example: REAPER_MASS_SUSPICION_FRACTION=0.5"}},
+		{"dot segments in a scope", map[string]string{"REAPER_SCOPES": "repo:../.."},
+			[]string{"REAPER_SCOPES", "owner must start with a letter or digit", "example: REAPER_SCOPES=org:acme"}},
+		{"a control character in the token", map[string]string{"REAPER_GITHUB_TOKEN": "ghp_e2e\x01control"},
+			[]string{"REAPER_GITHUB_TOKEN", "control character", "example: REAPER_GITHUB_TOKEN="}},
+		{"credentials in the API URL", map[string]string{"REAPER_GITHUB_API_URL": "https://reaper:hunter2@ghes.example.com/api/v3/"},
+			[]string{"REAPER_GITHUB_API_URL", "must not carry credentials", "example: REAPER_GITHUB_API_URL=https://"}},
+		{"plain http to a host that is not loopback", map[string]string{"REAPER_GITHUB_API_URL": "http://ghes.example.com/api/v3/"},
+			[]string{"REAPER_GITHUB_API_URL", "not loopback", "example: REAPER_GITHUB_API_URL=https://"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -161,6 +174,7 @@ func TestBadConfiguration(t *testing.T) {
 					assert.Contains(t, r.Stderr, s)
 				}
 				assert.Empty(t, r.Stdout)
+				assert.NotContains(t, r.Stderr, "hunter2", "a password in the URL never reaches a message")
 			}
 			assert.Empty(t, w.sim.Requests(), "GitHub was never asked")
 			assert.True(t, w.podExists("acme-dead"), "nothing deleted")

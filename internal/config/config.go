@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/kelseyhightower/envconfig"
 	"k8s.io/apimachinery/pkg/labels"
@@ -294,33 +298,53 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	if errs := validation.IsDNS1123Label(s.RunnerContainer); len(errs) > 0 {
 		bad("RunnerContainer", fmt.Sprintf("%q is not a container name", s.RunnerContainer))
 	}
-	for field, v := range map[string]string{"ScopeLabel": s.ScopeLabel, "OwnerStampLabel": s.OwnerStampLabel} {
-		if v == "" {
+	// Problems are found in the spec's order, never a map's, so that the
+	// same environment always gives the same message.
+	for _, f := range []struct{ field, v string }{{"ScopeLabel", s.ScopeLabel}, {"OwnerStampLabel", s.OwnerStampLabel}} {
+		if f.v == "" {
 			continue
 		}
-		if errs := validation.IsQualifiedName(v); len(errs) > 0 {
-			bad(field, fmt.Sprintf("%q is not a label key: %s", v, strings.Join(errs, "; ")))
+		if errs := validation.IsQualifiedName(f.v); len(errs) > 0 {
+			bad(f.field, fmt.Sprintf("%q is not a label key: %s", f.v, strings.Join(errs, "; ")))
+		}
+	}
+	for _, f := range []struct{ field, v string }{{"GhostNamePrefix", s.GhostNamePrefix}, {"GhostLabel", s.GhostLabel}} {
+		if i := notPrintable(f.v); i >= 0 {
+			bad(f.field, fmt.Sprintf("has a control character or non-ASCII byte at position %d", i+1))
 		}
 	}
 	c.RunnerName = parseNameSource(s.RunnerNameFrom, bad)
 
-	for field, d := range map[string]time.Duration{
-		"RegistrationDeadline": s.RegistrationDeadline, "ConfirmAfter": s.ConfirmAfter,
-		"StampMaxAge": s.StampMaxAge, "GithubTimeout": s.GithubTimeout,
-		"ArcFailedAfter": s.ArcFailedAfter, "ArcPodlessAfter": s.ArcPodlessAfter, "ArcStuckDeletingAfter": s.ArcStuckDeletingAfter,
+	for _, f := range []struct {
+		field string
+		d     time.Duration
+	}{
+		{"StampMaxAge", s.StampMaxAge},
+		{"ArcFailedAfter", s.ArcFailedAfter}, {"ArcPodlessAfter", s.ArcPodlessAfter}, {"ArcStuckDeletingAfter", s.ArcStuckDeletingAfter},
+		{"RegistrationDeadline", s.RegistrationDeadline}, {"ConfirmAfter", s.ConfirmAfter},
+		{"GithubTimeout", s.GithubTimeout},
 	} {
-		if d <= 0 {
-			bad(field, fmt.Sprintf("must be a positive duration, got %s", d))
+		if f.d <= 0 {
+			bad(f.field, fmt.Sprintf("must be a positive duration, got %s", f.d))
 		}
+	}
+	// One request that may wait longer than this would hold a sweep past
+	// any schedule it runs on.
+	if s.GithubTimeout > maxGitHubTimeout {
+		bad("GithubTimeout", fmt.Sprintf("must be at most %s, got %s", maxGitHubTimeout, s.GithubTimeout))
 	}
 	if s.MaxActions < 1 {
 		bad("MaxActions", fmt.Sprintf("must be at least 1, got %d", s.MaxActions))
 	}
-	if s.MaxFraction <= 0 || s.MaxFraction > 1 {
-		bad("MaxFraction", fmt.Sprintf("must be above 0 and at most 1, got %g", s.MaxFraction))
-	}
-	if s.MassSuspicionFraction <= 0 || s.MassSuspicionFraction > 1 {
-		bad("MassSuspicionFraction", fmt.Sprintf("must be above 0 and at most 1, got %g", s.MassSuspicionFraction))
+	// Written so that NaN fails too: every comparison with NaN is false,
+	// and a NaN bound would defer every action, or turn the alarm off.
+	for _, f := range []struct {
+		field string
+		v     float64
+	}{{"MaxFraction", s.MaxFraction}, {"MassSuspicionFraction", s.MassSuspicionFraction}} {
+		if !(f.v > 0 && f.v <= 1) {
+			bad(f.field, fmt.Sprintf("must be a number above 0 and at most 1, got %g", f.v))
+		}
 	}
 	if s.MassSuspicionMin < 1 {
 		bad("MassSuspicionMin", fmt.Sprintf("must be at least 1, got %d", s.MassSuspicionMin))
@@ -331,8 +355,13 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	if err := c.LogLevel.UnmarshalText([]byte(s.LogLevel)); err != nil {
 		bad("LogLevel", fmt.Sprintf("%q is not a log level", s.LogLevel))
 	}
-	if s.EksCluster != "" && len(validation.IsDNS1123Subdomain(strings.ToLower(s.EksCluster))) > 0 {
-		bad("EksCluster", fmt.Sprintf("%q is not an EKS cluster name", s.EksCluster))
+	if s.EksCluster != "" && !eksClusterName.MatchString(s.EksCluster) {
+		bad("EksCluster", fmt.Sprintf("%q is not an EKS cluster name (1 to 100 letters, digits, '-' and '_', starting with a letter or digit)", s.EksCluster))
+	}
+	if s.MetricsNamespace != "" && !metricsNamespace.MatchString(s.MetricsNamespace) {
+		bad("MetricsNamespace", fmt.Sprintf("%q is not a CloudWatch namespace (1 to 255 of letters, digits and . - _ / # :, not starting with AWS/)", s.MetricsNamespace))
+	} else if strings.HasPrefix(strings.ToUpper(s.MetricsNamespace), "AWS/") {
+		bad("MetricsNamespace", fmt.Sprintf("%q starts with AWS/, which CloudWatch keeps for AWS's own metrics", s.MetricsNamespace))
 	}
 	// An EphemeralRunner is podless only if no observed pod is its own, so
 	// the selector must see every scale-set pod; one that sees fewer would
@@ -373,6 +402,9 @@ func parseLedger(v string, inCluster bool, podNamespace string, bad func(field, 
 	kind, rest, _ := strings.Cut(v, ":")
 	switch LedgerKind(kind) {
 	case LedgerMemory:
+		if rest != "" || strings.Contains(v, ":") {
+			bad("Ledger", fmt.Sprintf("%q: memory takes no argument", v))
+		}
 		return Ledger{Kind: LedgerMemory}
 	case LedgerDynamoDB:
 		if len(rest) < 3 || len(rest) > 255 || strings.Trim(rest, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != "" {
@@ -382,6 +414,8 @@ func parseLedger(v string, inCluster bool, podNamespace string, bad func(field, 
 	case LedgerFile:
 		if rest == "" {
 			bad("Ledger", "file: needs a path")
+		} else if i := notPrintableUnicode(rest); i >= 0 {
+			bad("Ledger", fmt.Sprintf("the file path has a control character at position %d", i+1))
 		}
 		return Ledger{Kind: LedgerFile, Path: rest}
 	case LedgerConfigMap:
@@ -399,15 +433,15 @@ func parseLedger(v string, inCluster bool, podNamespace string, bad func(field, 
 func validateGitHub(s spec, scopes []reconcile.Scope, bad func(field, what string)) GitHub {
 	g := GitHub{SecretARN: s.GithubSecretArn, APIURL: s.GithubApiUrl, Token: s.GithubToken, AppID: s.GithubAppId,
 		InstallationID: s.GithubInstallationId, Timeout: s.GithubTimeout}
-	if u, err := url.Parse(s.GithubApiUrl); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		bad("GithubApiUrl", "is not an http(s) URL")
+	if why := apiURLProblem(s.GithubApiUrl); why != "" {
+		bad("GithubApiUrl", why)
 	} else if !strings.HasSuffix(g.APIURL, "/") {
 		g.APIURL += "/"
 	}
 	app := s.GithubAppId != 0 || s.GithubInstallationId != 0 || s.GithubPrivateKey != "" || s.GithubPrivateKeyFile != ""
 	fromSecret := s.GithubSecretArn != ""
-	if fromSecret && !strings.HasPrefix(s.GithubSecretArn, "arn:") {
-		bad("GithubSecretArn", "is not an ARN")
+	if fromSecret && !secretARN.MatchString(s.GithubSecretArn) {
+		bad("GithubSecretArn", "is not an ARN of a Secrets Manager secret (arn:PARTITION:secretsmanager:REGION:ACCOUNT:secret:NAME)")
 	}
 	switch {
 	case fromSecret && (s.GithubToken != "" || s.GithubPrivateKey != "" || s.GithubPrivateKeyFile != ""):
@@ -425,8 +459,8 @@ func validateGitHub(s spec, scopes []reconcile.Scope, bad func(field, what strin
 	case s.GithubToken != "" && app:
 		bad("GithubToken", "is set together with GitHub App settings; choose one way to authenticate")
 	case s.GithubToken != "":
-		if strings.ContainsAny(s.GithubToken, " \t\r\n") {
-			bad("GithubToken", "contains whitespace (a stray newline from a secret file?)")
+		if why := tokenProblem(s.GithubToken); why != "" {
+			bad("GithubToken", why)
 		}
 	case app:
 		if s.GithubAppId <= 0 {
@@ -457,8 +491,11 @@ func refuseEnterpriseApp(scopes []reconcile.Scope, bad func(field, what string))
 func (g *GitHub) SetSecret(secret string) error {
 	secret = strings.TrimSpace(secret)
 	if g.AppID == 0 {
-		if secret == "" || strings.ContainsAny(secret, " \t\r\n") {
-			return fmt.Errorf("the secret %s does not hold a token (empty, or whitespace inside)", g.SecretARN)
+		if secret == "" {
+			return fmt.Errorf("the secret %s does not hold a token (it is empty)", g.SecretARN)
+		}
+		if why := tokenProblem(secret); why != "" {
+			return fmt.Errorf("the secret %s does not hold a token: it %s", g.SecretARN, why)
 		}
 		g.Token = secret
 		return nil
@@ -510,4 +547,81 @@ func checkKey(pemBytes []byte) string {
 		}
 	}
 	return ""
+}
+
+// maxGitHubTimeout bounds REAPER_GITHUB_TIMEOUT.
+const maxGitHubTimeout = 5 * time.Minute
+
+var (
+	// eksClusterName is EKS's own rule for a cluster name.
+	eksClusterName = regexp.MustCompile(`^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$`)
+	// metricsNamespace is CloudWatch's rule for a metric namespace.
+	metricsNamespace = regexp.MustCompile(`^[0-9A-Za-z.\-_/#:]{1,255}$`)
+	// secretARN is a Secrets Manager secret's ARN in any partition.
+	secretARN = regexp.MustCompile(`^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$`)
+)
+
+// tokenProblem says what makes a token unusable, or "". A token is sent in
+// a header: a control character or a space would fail every request at
+// sweep time (or split the header), so it is refused at start-up. The
+// message never quotes the token.
+func tokenProblem(tok string) string {
+	if i := strings.IndexAny(tok, " \t\r\n"); i >= 0 {
+		return fmt.Sprintf("contains whitespace at position %d (a stray newline from a secret file?)", i+1)
+	}
+	if i := notPrintable(tok); i >= 0 {
+		return fmt.Sprintf("contains a control character or non-ASCII byte at position %d", i+1)
+	}
+	return ""
+}
+
+// notPrintable is the index of the first byte that is not printable ASCII
+// (space included), or -1.
+func notPrintable(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return i
+		}
+	}
+	return -1
+}
+
+// notPrintableUnicode is the byte index of the first control character, or
+// -1; other Unicode is allowed (a file path may hold it).
+func notPrintableUnicode(s string) int {
+	for i, r := range s {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return i
+		}
+	}
+	return -1
+}
+
+// apiURLProblem says what is wrong with the GitHub API base, or "". The
+// token is sent to this URL, so it must be https, except to this machine's
+// own loopback, where a simulator or a local proxy may listen; it never
+// carries credentials of its own, a query or a fragment. The message never
+// quotes the URL, which may hold a password.
+func apiURLProblem(raw string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Opaque != "":
+		return "is not an absolute http(s) URL"
+	case u.User != nil:
+		return "must not carry credentials (user:password@); set REAPER_GITHUB_TOKEN or the App settings instead"
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "must not have a query or a fragment"
+	case u.Scheme == "http" && !loopback(u.Hostname()):
+		return "is plain http to a host that is not loopback; the token would cross the network in clear: use https"
+	}
+	return ""
+}
+
+// loopback reports whether host is this machine's own loopback.
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

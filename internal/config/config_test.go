@@ -157,12 +157,12 @@ func TestLoadRejects(t *testing.T) {
 			"REAPER_POD_SELECTOR", "actions-ephemeral-runner=True,actions.github.com/scale-set-name=gpu"), "REAPER_ARC_LEAKS", "select every scale-set pod"},
 		{"bad ARC duration", with(minimal(), "REAPER_ARC_FAILED_AFTER", "0s"), "REAPER_ARC_FAILED_AFTER", "positive"},
 		{"secret ARN that is not an ARN", with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_SECRET_ARN", "runner-reaper-github"), "REAPER_GITHUB_SECRET_ARN", "not an ARN"},
-		{"secret ARN and a token", with(minimal(), "REAPER_GITHUB_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:x"), "REAPER_GITHUB_SECRET_ARN", "choose one source"},
-		{"secret ARN for an App without its ids", with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:1:secret:x",
+		{"secret ARN and a token", with(minimal(), "REAPER_GITHUB_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:123456789012:secret:x"), "REAPER_GITHUB_SECRET_ARN", "choose one source"},
+		{"secret ARN for an App without its ids", with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_SECRET_ARN", "arn:aws:secretsmanager:eu-west-1:123456789012:secret:x",
 			"REAPER_GITHUB_APP_ID", "5"), "REAPER_GITHUB_INSTALLATION_ID", "is required"},
 		{"bad dynamodb ledger", with(minimal(), "REAPER_LEDGER", "dynamodb:a"), "REAPER_LEDGER", "dynamodb:TABLE"},
 		{"bad eks cluster", with(minimal(), "REAPER_EKS_CLUSTER", "not a name!"), "REAPER_EKS_CLUSTER", "not an EKS cluster name"},
-		{"bad api url", with(minimal(), "REAPER_GITHUB_API_URL", "ftp://x"), "REAPER_GITHUB_API_URL", "not an http(s) URL"},
+		{"bad api url", with(minimal(), "REAPER_GITHUB_API_URL", "ftp://x"), "REAPER_GITHUB_API_URL", "not an absolute http(s) URL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
