@@ -36,6 +36,10 @@ import (
 	"time"
 )
 
+// DefaultRunnerVersion is the runner version a registration shows by
+// default: the one in GitHub's own response example.
+const DefaultRunnerVersion = "2.323.0"
+
 // DefaultRateLimit is GitHub's primary budget per hour for a personal access
 // token or an App installation.
 const DefaultRateLimit = 5000
@@ -87,7 +91,12 @@ type Runner struct {
 	Status    string // "online" or "offline"; "online" when empty
 	Busy      bool
 	Ephemeral bool
-	Labels    []Label
+	// Version is the runner software's version; DefaultRunnerVersion when
+	// empty, as for a runner that has connected once.
+	Version string
+	// RunnerGroupID is the runner group; omitted from answers when zero.
+	RunnerGroupID int64
+	Labels        []Label
 	// ListedIdle models GitHub's documented lag: busy can read false for
 	// tens of seconds after a job has started. While set, lists and gets
 	// show busy false, but a delete still meets the job and answers 422.
@@ -330,6 +339,9 @@ func (s *Sim) normRunnerLocked(r Runner) Runner {
 	}
 	if r.Status == "" {
 		r.Status = "online"
+	}
+	if r.Version == "" {
+		r.Version = DefaultRunnerVersion
 	}
 	labels := make([]Label, len(r.Labels))
 	for i, l := range r.Labels {

@@ -480,14 +480,18 @@ type listJSON struct {
 	Runners    []runnerJSON `json:"runners"`
 }
 
+// runnerJSON is a runner in the order and shape of GitHub's own example
+// (runner-paginated in its API description).
 type runnerJSON struct {
-	ID        int64       `json:"id"`
-	Name      string      `json:"name"`
-	OS        string      `json:"os"`
-	Status    string      `json:"status"`
-	Busy      bool        `json:"busy"`
-	Ephemeral bool        `json:"ephemeral,omitempty"`
-	Labels    []labelJSON `json:"labels"`
+	ID            int64       `json:"id"`
+	RunnerGroupID int64       `json:"runner_group_id,omitempty"`
+	Name          string      `json:"name"`
+	OS            string      `json:"os"`
+	Status        string      `json:"status"`
+	Busy          bool        `json:"busy"`
+	Ephemeral     bool        `json:"ephemeral"`
+	Version       string      `json:"version"`
+	Labels        []labelJSON `json:"labels"`
 }
 
 type labelJSON struct {
@@ -497,7 +501,8 @@ type labelJSON struct {
 }
 
 func toJSON(r Runner) runnerJSON {
-	out := runnerJSON{ID: r.ID, Name: r.Name, OS: r.OS, Status: r.Status, Busy: r.Busy && !r.ListedIdle, Ephemeral: r.Ephemeral,
+	out := runnerJSON{ID: r.ID, RunnerGroupID: r.RunnerGroupID, Name: r.Name, OS: r.OS, Status: r.Status,
+		Busy: r.Busy && !r.ListedIdle, Ephemeral: r.Ephemeral, Version: r.Version,
 		Labels: make([]labelJSON, 0, len(r.Labels))}
 	for _, l := range r.Labels {
 		out.Labels = append(out.Labels, labelJSON(l))

@@ -70,12 +70,12 @@ func decodeMap(t *testing.T, b []byte) map[string]any {
 // fixtureRunners are the two runners of runner-paginated.json.
 func fixtureRunners() []Runner {
 	return []Runner{
-		{ID: 23, Name: "linux_runner", OS: "linux", Status: "online", Busy: true, Labels: []Label{
+		{ID: 23, Name: "linux_runner", OS: "linux", Status: "online", Busy: true, Version: "2.323.0", Labels: []Label{
 			{ID: 5, Name: "self-hosted", Type: "read-only"},
 			{ID: 7, Name: "X64", Type: "read-only"},
 			{ID: 11, Name: "Linux", Type: "read-only"},
 		}},
-		{ID: 24, Name: "mac_runner", OS: "macos", Status: "offline", Busy: false, Labels: []Label{
+		{ID: 24, Name: "mac_runner", OS: "macos", Status: "offline", Busy: false, Version: "2.323.0", Labels: []Label{
 			{ID: 5, Name: "self-hosted", Type: "read-only"},
 			{ID: 7, Name: "X64", Type: "read-only"},
 			{ID: 20, Name: "macOS", Type: "read-only"},

@@ -97,7 +97,7 @@ func TestState(t *testing.T) {
 	c := s.AddRunner("org:acme", Runner{ID: 100, Name: "c"})
 	d := s.AddRunner("org:acme", Runner{})
 	assert.Equal(t, []int64{1, 2, 100, 101}, []int64{a.ID, b.ID, c.ID, d.ID}, "unique across the sim, increasing")
-	assert.Equal(t, Runner{ID: 101, Name: "runner-101", OS: "linux", Status: "online"}, d)
+	assert.Equal(t, Runner{ID: 101, Name: "runner-101", OS: "linux", Status: "online", Version: DefaultRunnerVersion}, d)
 	assert.Equal(t, "custom", a.Labels[1].Type)
 	assert.Equal(t, a.Labels[1].ID, b.Labels[0].ID, "a label name has one ID")
 	assert.NotEqual(t, a.Labels[0].ID, a.Labels[1].ID)
