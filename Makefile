@@ -7,7 +7,7 @@ BIN := $(CURDIR)/bin
 KUBE_APISERVER := $(CACHE)/bin/kube-apiserver
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
-.PHONY: all build test unit bench vet demo envtest-assets deps dynalite package clean
+.PHONY: all build test unit bench vet demo envtest-assets deps dynalite openapi package clean
 DYNALITE := tools/dynalite/node_modules/dynalite/cli.js
 
 all: build
@@ -49,11 +49,21 @@ $(DYNALITE): tools/dynalite/package.json tools/dynalite/package-lock.json | deps
 
 dynalite: $(DYNALITE)
 
+# GitHub's published REST API description (@octokit/openapi), pinned by the
+# committed lockfile; the contract tests check the simulator's answers and
+# the client's requests against it.
+OPENAPI := tools/openapi/node_modules/@octokit/openapi/generated/ghec.json
+$(OPENAPI): tools/openapi/package.json tools/openapi/package-lock.json | deps
+	npm ci --prefix tools/openapi --no-audit --no-fund
+	@touch $(OPENAPI)
+
+openapi: $(OPENAPI)
+
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-test: envtest-assets dynalite vet
+test: envtest-assets dynalite openapi vet
 	$(GO) test -count=1 -timeout 30m ./...
 
 unit:
@@ -90,4 +100,4 @@ package:
 	@echo "$(LAMBDA_ZIP): bootstrap (linux/arm64) at its root"
 
 clean:
-	rm -rf $(BIN) $(CACHE)/envtest dist tools/dynalite/node_modules
+	rm -rf $(BIN) $(CACHE)/envtest dist tools/dynalite/node_modules tools/openapi/node_modules

@@ -134,5 +134,10 @@ func githubClient(cfg Config, base *url.URL, counter *httpcount.Transport, timeo
 	// exchange runs inside the API request it authorizes, under that
 	// request's deadline.
 	itr.BaseURL = strings.TrimSuffix(base.String(), "/")
+	// Without options ghinstallation sends the body "null", which GitHub's
+	// description of the exchange does not allow; an empty object asks for
+	// the same token (all of the installation's permissions) in the
+	// documented form.
+	itr.InstallationTokenOptions = &github.InstallationTokenOptions{}
 	return github.NewClient(&http.Client{Transport: itr, Timeout: timeout}), nil
 }
