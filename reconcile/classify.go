@@ -106,6 +106,10 @@ type Classification struct {
 	ScopePods map[string]int
 	// ManagedPods is every pod observed, the base of the fractional bound.
 	ManagedPods int
+	// Unobserved lists the configured namespaces whose pods were not seen.
+	// While there is one, no ghost verdict is made and ghost marks are
+	// held: the sweep is degraded.
+	Unobserved []UnobservedNamespace
 }
 
 // SkippedScope reports whether a scope's marks must be held this sweep.
@@ -126,7 +130,7 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 	if claimed == nil {
 		claimed = GitHubBusyClaim
 	}
-	out := Classification{ScopePods: map[string]int{}, ManagedPods: len(obs.Pods)}
+	out := Classification{ScopePods: map[string]int{}, ManagedPods: len(obs.Pods), Unobserved: obs.Unobserved}
 
 	keys := make([]string, 0, len(obs.Lists))
 	byName := make(map[string]map[string]*Registration, len(obs.Lists))
@@ -213,7 +217,9 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 		out.Findings = append(out.Findings, classifyARC(obs, pol, byID(obs.Lists))...)
 	}
 
-	if pol.GhostsEnabled() {
+	// A ghost is a registration that no observed pod backs; with a
+	// namespace unobserved, its pods might back any of them.
+	if pol.GhostsEnabled() && len(obs.Unobserved) == 0 {
 		for _, key := range keys {
 			l := obs.Lists[key]
 			if !l.Complete {

@@ -67,7 +67,8 @@ type Confirmation struct {
 	// Cleared lists the keys of marks whose verdict no longer holds.
 	Cleared []string
 	// Held lists the keys of marks kept untouched because their scope was
-	// skipped (safety rule 1).
+	// skipped (safety rule 1), or, for ghost marks, because a configured
+	// namespace was not observed.
 	Held []string
 	// MassSuspicion lists the scopes that set off rule 4's alarm.
 	MassSuspicion []Suspicion
@@ -75,8 +76,9 @@ type Confirmation struct {
 
 // Confirm applies mark and sweep: a verdict resting on GitHub's word becomes
 // ready only after it has held in two sweeps at least the hold apart; a
-// mark whose verdict no longer holds is cleared; a mark in a skipped scope is
-// neither confirmed nor cleared.
+// mark whose verdict no longer holds is cleared; a mark in a skipped scope,
+// or a ghost mark while a namespace is unobserved, is neither confirmed nor
+// cleared.
 func Confirm(now time.Time, c Classification, old map[string]Mark, hold Hold) Confirmation {
 	out := Confirmation{Marks: make(map[string]Mark, len(c.Findings))}
 	newly := map[string]int{}
@@ -116,7 +118,7 @@ func Confirm(now time.Time, c Classification, old map[string]Mark, hold Hold) Co
 		if _, kept := out.Marks[key]; kept {
 			continue
 		}
-		if c.SkippedScope(m.Scope) {
+		if c.SkippedScope(m.Scope) || (m.Verdict == Ghost && len(c.Unobserved) > 0) {
 			out.Marks[key] = m
 			out.Held = append(out.Held, key)
 			continue

@@ -311,6 +311,18 @@ type Observation struct {
 	EphemeralRunners []EphemeralRunner
 	// Lists holds one entry per configured scope, by Scope.Key.
 	Lists map[string]ScopeList
+	// Unobserved lists the configured namespaces whose pods were not seen:
+	// the namespace does not exist, or its existence could not be checked.
+	Unobserved []UnobservedNamespace
+}
+
+// UnobservedNamespace is a configured namespace that listed no pod and could
+// not be shown to exist. An empty list from it proves nothing (a misspelt
+// name lists nothing too), and a pod there could back any registration, so
+// while there is one no registration is judged a ghost.
+type UnobservedNamespace struct {
+	Namespace string
+	Reason    string
 }
 
 // Mark is a verdict the ledger remembers from an earlier sweep. A verdict

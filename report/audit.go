@@ -111,6 +111,11 @@ func WriteTable(w io.Writer, res sweep.Result) error {
 			return fmt.Errorf("write audit table: %w", err)
 		}
 	}
+	for _, u := range res.Class.Unobserved {
+		if _, err := fmt.Fprintf(w, "namespace %s not observed, no ghost verdicts: %s\n", u.Namespace, u.Reason); err != nil {
+			return fmt.Errorf("write audit table: %w", err)
+		}
+	}
 	_, err := fmt.Fprintf(w, "%d pod(s), %d finding(s), %d ready, %d waiting for confirmation\n",
 		len(res.Observation.Pods), len(rows), len(res.Outcomes), len(res.Pending))
 	if err != nil {

@@ -14,13 +14,18 @@ import (
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 )
 
-// Log writes a sweep's lines: warnings for skipped scopes and mass
-// suspicion first, then one line per ready candidate, then the summary.
+// Log writes a sweep's lines: warnings for skipped scopes, unobserved
+// namespaces and mass suspicion first, then one line per ready candidate, then the summary.
 func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 	for _, s := range res.Class.Skipped {
 		log.LogAttrs(ctx, slog.LevelWarn, "scope skipped",
 			slog.String("scope", s.ScopeKey), slog.String("reason", s.Reason),
 			slog.String("effect", "no GitHub-based verdict for this scope's pods; their marks are held"))
+	}
+	for _, u := range res.Class.Unobserved {
+		log.LogAttrs(ctx, slog.LevelWarn, "namespace not observed",
+			slog.String("namespace", u.Namespace), slog.String("reason", u.Reason),
+			slog.String("effect", "no ghost verdict this sweep, ghost marks are held; pods elsewhere are judged as usual"))
 	}
 	for _, m := range res.Confirmation.MassSuspicion {
 		log.LogAttrs(ctx, slog.LevelWarn, "mass suspicion",
@@ -119,6 +124,10 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 	for _, s := range res.Class.Skipped {
 		skipped = append(skipped, s.ScopeKey)
 	}
+	unobserved := make([]string, 0, len(res.Class.Unobserved))
+	for _, u := range res.Class.Unobserved {
+		unobserved = append(unobserved, u.Namespace)
+	}
 	registrations := 0
 	for _, l := range res.Observation.Lists {
 		registrations += len(l.Runners)
@@ -132,6 +141,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Int("registrations_observed", registrations),
 		slog.Int("scopes", len(res.Observation.Lists)),
 		slog.Any("scopes_skipped", skipped),
+		slog.Any("namespaces_unobserved", unobserved),
 		countsGroup("verdicts", verdicts),
 		countsGroup("results", results),
 		slog.Int("protected_busy", res.Class.Protected),

@@ -46,3 +46,36 @@ func TestSummaryMatchesTheLogLine(t *testing.T) {
 	assert.Equal(t, []any{"org:acme"}, summary["scopes_skipped"])
 	assert.EqualValues(t, 2, summary["github_not_modified"])
 }
+
+// An unobserved namespace is warned about before the actions, by name and
+// with the reason, and the summary lists it.
+func TestUnobservedNamespaceIsWarnedAndSummarised(t *testing.T) {
+	res := sweep.Result{
+		Status: sweep.Degraded,
+		Class: reconcile.Classification{Unobserved: []reconcile.UnobservedNamespace{
+			{Namespace: "arc-runnres", Reason: "namespace arc-runnres does not exist"}}},
+		Outcomes: []reap.Outcome{{Result: reap.Done, Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal}}}},
+	}
+	var buf bytes.Buffer
+	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
+	var lines []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(l, &m))
+		lines = append(lines, m)
+	}
+	require.Len(t, lines, 3)
+	assert.Equal(t, "namespace not observed", lines[0]["msg"])
+	assert.Equal(t, "WARN", lines[0]["level"])
+	assert.Equal(t, "arc-runnres", lines[0]["namespace"])
+	assert.Equal(t, "namespace arc-runnres does not exist", lines[0]["reason"])
+	assert.Contains(t, lines[0]["effect"], "no ghost verdict")
+	assert.Equal(t, "action", lines[1]["msg"])
+	assert.Equal(t, "sweep", lines[2]["msg"])
+	assert.Equal(t, []any{"arc-runnres"}, lines[2]["namespaces_unobserved"])
+	assert.Equal(t, []string{"arc-runnres"}, Summary(res)["namespaces_unobserved"])
+
+	var table bytes.Buffer
+	require.NoError(t, WriteTable(&table, res))
+	assert.Contains(t, table.String(), "namespace arc-runnres not observed, no ghost verdicts: namespace arc-runnres does not exist\n")
+}

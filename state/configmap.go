@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +17,17 @@ import (
 // ConfigMap is a Store in one Kubernetes ConfigMap, the default in a
 // cluster: it needs no other infrastructure, and its resourceVersion gives
 // optimistic concurrency for free. The version is the resourceVersion.
+//
+// The API server keeps the resourceVersion of an update that changes
+// nothing, so a save that left marks and list cache as they were would not
+// move the version, and a second sweep saving at the same version would be
+// let through too. Every save therefore also bumps a counter in the data key
+// "saves": no two saves write the same object.
+//
+// Save changes only what the reaper owns (its two labels and the data keys
+// marks.json, saves and lists.json.gz) on the object it last loaded or
+// saved, so labels, annotations and data keys that others put on the
+// ConfigMap survive.
 //
 // A ConfigMap holds at most 1 MiB, so Save keeps the ledger under LimitBytes
 // by dropping first the list cache and then the oldest marks, and says so in
@@ -30,7 +43,15 @@ type ConfigMap struct {
 	LimitBytes int
 
 	trimLog
+
+	mu sync.Mutex
+	// last is the object as this store last loaded or saved it: the base
+	// of a Save at its resourceVersion, which then needs no extra read.
+	last *corev1.ConfigMap
 }
+
+// savesKey is the data key of the save counter.
+const savesKey = "saves"
 
 // ledgerLabels are the labels the ledger ConfigMap carries, so that it can
 // be found and told apart from the reaper's other objects. A function, not a
@@ -68,7 +89,48 @@ func (c *ConfigMap) Load(ctx context.Context) (Ledger, Version, error) {
 			return Ledger{}, "", fmt.Errorf("decode %s of ledger configmap %s/%s: %w", listsKey, c.namespace, c.name, err)
 		}
 	}
+	c.remember(cm)
 	return normalize(l), Version(cm.ResourceVersion), nil
+}
+
+// remember keeps cm as the base of the next Save at its resourceVersion.
+func (c *ConfigMap) remember(cm *corev1.ConfigMap) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = cm.DeepCopy()
+}
+
+// base returns a copy of the object at resourceVersion v to update: the one
+// this store last loaded or saved, or else the one on the server, which
+// must still be at v. A ledger gone or moved on is a conflict.
+func (c *ConfigMap) base(ctx context.Context, v Version) (*corev1.ConfigMap, error) {
+	c.mu.Lock()
+	last := c.last
+	c.mu.Unlock()
+	if last != nil && Version(last.ResourceVersion) == v {
+		return last.DeepCopy(), nil
+	}
+	cm, err := c.client.CoreV1().ConfigMaps(c.namespace).Get(ctx, c.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("get ledger configmap %s/%s to update at version %s: %w: %w", c.namespace, c.name, v, ErrConflict, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get ledger configmap %s/%s to update: %w", c.namespace, c.name, err)
+	}
+	if Version(cm.ResourceVersion) != v {
+		return nil, fmt.Errorf("update ledger configmap %s/%s at version %s (now %s): %w", c.namespace, c.name, v, cm.ResourceVersion, ErrConflict)
+	}
+	return cm, nil
+}
+
+// nextSave is the counter a save writes over prev. One that is missing or
+// not a number (edited by hand) restarts at 1, which still differs from it.
+func nextSave(prev string) string {
+	n, err := strconv.ParseUint(prev, 10, 64)
+	if err != nil {
+		return "1"
+	}
+	return strconv.FormatUint(n+1, 10)
 }
 
 // Save writes l if the ConfigMap is still at resourceVersion v, creating it
@@ -83,17 +145,30 @@ func (c *ConfigMap) Save(ctx context.Context, l Ledger, v Version) (Version, err
 	if err != nil {
 		return "", fmt.Errorf("fit ledger configmap %s/%s: %w", c.namespace, c.name, err)
 	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace:       c.namespace,
-			Name:            c.name,
-			Labels:          ledgerLabels(),
-			ResourceVersion: string(v),
-		},
-		Data: map[string]string{marksKey: string(enc.marks)},
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}}
+	if v != "" {
+		if cm, err = c.base(ctx, v); err != nil {
+			return "", err
+		}
 	}
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	for k, val := range ledgerLabels() {
+		cm.Labels[k] = val
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[marksKey] = string(enc.marks)
+	cm.Data[savesKey] = nextSave(cm.Data[savesKey])
 	if enc.lists != nil {
-		cm.BinaryData = map[string][]byte{listsKey: enc.lists}
+		if cm.BinaryData == nil {
+			cm.BinaryData = map[string][]byte{}
+		}
+		cm.BinaryData[listsKey] = enc.lists
+	} else {
+		delete(cm.BinaryData, listsKey)
 	}
 
 	var saved *corev1.ConfigMap
@@ -115,6 +190,7 @@ func (c *ConfigMap) Save(ctx context.Context, l Ledger, v Version) (Version, err
 		}
 	}
 
+	c.remember(saved)
 	c.saved(trim, "configmap", c.namespace+"/"+c.name)
 	return Version(saved.ResourceVersion), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -262,4 +263,54 @@ func TestConfigMapForbiddenIsNotAConflict(t *testing.T) {
 			assert.True(t, strings.Contains(err.Error(), ns+"/"), "the error names the configmap: %v", err)
 		})
 	}
+}
+
+// TestConfigMapKeepsWhatOthersPut: Save changes only the reaper's own
+// labels and data keys. Labels, annotations and data keys that an operator
+// or another tool put on the ledger ConfigMap survive every save, whether
+// the saving store loaded the object itself or not; the save counter moves
+// on each save.
+func TestConfigMapKeepsWhatOthersPut(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t, "ledger")
+	s := NewConfigMap(env.Client, ns, ledgerName, nil)
+	_, err := s.Save(ctx(t), sample(), "")
+	require.NoError(t, err)
+
+	get := func() *corev1.ConfigMap {
+		cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+		require.NoError(t, err)
+		return cm
+	}
+	cm := get()
+	assert.Equal(t, "1", cm.Data["saves"])
+	cm.Labels["team"] = "platform"
+	delete(cm.Labels, "app.kubernetes.io/component")
+	cm.Annotations = map[string]string{"note": "owned by the reaper; do not edit marks.json"}
+	cm.Data["README"] = "see runner-reaper's README"
+	cm.BinaryData["blob"] = []byte{1, 2, 3}
+	_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx(t), cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	l, v, err := s.Load(ctx(t))
+	require.NoError(t, err)
+	k, m := mark(7)
+	l.Marks[k] = m
+	v, err = s.Save(ctx(t), l, v)
+	require.NoError(t, err)
+	// A store that did not load the object saves over it too.
+	_, err = NewConfigMap(env.Client, ns, ledgerName, nil).Save(ctx(t), Ledger{Marks: marks(1)}, v)
+	require.NoError(t, err)
+
+	cm = get()
+	assert.Equal(t, "platform", cm.Labels["team"])
+	assert.Equal(t, "ledger", cm.Labels["app.kubernetes.io/component"], "the reaper's own labels are put back")
+	assert.Equal(t, "owned by the reaper; do not edit marks.json", cm.Annotations["note"])
+	assert.Equal(t, "see runner-reaper's README", cm.Data["README"])
+	assert.Equal(t, []byte{1, 2, 3}, cm.BinaryData["blob"])
+	assert.NotContains(t, cm.BinaryData, "lists.json.gz", "the reaper's own keys follow the ledger")
+	assert.Equal(t, "3", cm.Data["saves"])
+	got, _, err := s.Load(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, Ledger{Marks: marks(1), Lists: map[string]reconcile.ListCache{}}, got)
 }

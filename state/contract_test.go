@@ -60,6 +60,7 @@ func TestStoreContract(t *testing.T) {
 		{"a loaded ledger is the caller's own", contractIsolation},
 		{"concurrent creates: exactly one wins", contractConcurrentCreate},
 		{"concurrent updates from one version: exactly one wins", contractConcurrentUpdate},
+		{"a save that changes nothing still moves the version", contractNoOpSave},
 	}
 	for _, b := range backends() {
 		for _, c := range cases {
@@ -196,6 +197,41 @@ func contractIsolation(t *testing.T, open func() Store) {
 	again, _, err := s.Load(ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, sample(), again)
+}
+
+// contractNoOpSave: two sweeps load the same version and neither changes a
+// mark or the list cache. The first save must still move the version, or
+// the second would be let through and both sweeps would act.
+func contractNoOpSave(t *testing.T, open func() Store) {
+	v1, err := open().Save(ctx(t), sample(), "")
+	require.NoError(t, err)
+
+	a, b := open(), open()
+	la, va, err := a.Load(ctx(t))
+	require.NoError(t, err)
+	lb, vb, err := b.Load(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, v1, va)
+	require.Equal(t, v1, vb)
+
+	v2, err := a.Save(ctx(t), la, va)
+	require.NoError(t, err)
+	assert.NotEqual(t, v1, v2, "an unchanged ledger saved again is a new version")
+
+	_, err = b.Save(ctx(t), lb, vb)
+	require.ErrorIs(t, err, ErrConflict, "the second save at the old version is refused")
+	_, err = a.Save(ctx(t), la, va)
+	require.ErrorIs(t, err, ErrConflict, "so is the first saver's, at its old version")
+
+	got, gv, err := open().Load(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, v2, gv)
+	assert.Equal(t, sample(), got)
+
+	// And again from the new version, by a store that did not load it.
+	v3, err := open().Save(ctx(t), got, gv)
+	require.NoError(t, err)
+	assert.NotEqual(t, v2, v3)
 }
 
 // race has n savers, each with its own Store value and its own ledger,

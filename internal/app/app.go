@@ -96,6 +96,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 	}
 	return &sweep.Sweeper{
 		Pods:             pods,
+		Namespaces:       pods,
 		Runners:          gh,
 		EphemeralRunners: ephemeralRunners{client: kc, namespaces: cfg.Namespaces},
 		Ledger:           store,
@@ -156,6 +157,12 @@ type podSource struct {
 
 func (p podSource) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
 	return p.client.ListPods(ctx, p.namespaces, p.selector, p.mapping)
+}
+
+// UnobservedNamespaces checks the configured namespaces that pods, the
+// result of ListPods, leaves empty.
+func (p podSource) UnobservedNamespaces(ctx context.Context, pods []reconcile.Pod) []reconcile.UnobservedNamespace {
+	return p.client.UnobservedNamespaces(ctx, p.namespaces, pods)
 }
 
 // Sweep runs one sweep and reports it: the action lines, the warnings and

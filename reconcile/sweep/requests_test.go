@@ -18,7 +18,8 @@ import (
 // Requests per sweep are counted exactly: one pod list per namespace page,
 // plus, per scope, ceil(runners / 100) list pages; the ledger costs one get
 // and one write. A second sweep with nothing changed is answered 304 on
-// every page, which costs no rate limit.
+// every page, which costs no rate limit. A configured namespace that lists
+// no pod costs one more request, the check that it exists.
 func TestRequestsPerSweep(t *testing.T) {
 	second := env.Namespace(t, "sweep-b")
 	repo, err := reconcile.ParseScope("repo:acme/web")
@@ -32,6 +33,9 @@ func TestRequestsPerSweep(t *testing.T) {
 		r.runner(fmt.Sprintf("acme-%03d", i), "online", false)
 		if i < 20 {
 			r.pod(fmt.Sprintf("acme-%03d", i), testenv.Running())
+		}
+		if i == 20 {
+			env.RunnerPod(t, second, testenv.RunnerPod{Name: "acme-020", Org: "acme", PodState: testenv.Running()})
 		}
 	}
 	for i := 0; i < 100; i++ {
@@ -60,6 +64,14 @@ func TestRequestsPerSweep(t *testing.T) {
 	assert.EqualValues(t, 4, summary[1]["github_requests"])
 	assert.EqualValues(t, 4, summary[1]["github_not_modified"])
 	assert.EqualValues(t, 4, summary[1]["kube_requests"])
+
+	r.cfg.Namespaces = append(r.cfg.Namespaces, env.Namespace(t, "sweep-empty"))
+	empty := r.run(sweep.Act)
+	require.NoError(t, empty.Err)
+	assert.Equal(t, sweep.Complete, empty.Status, "an empty namespace that exists is fine")
+	// 3 namespaces, one page each; the empty one's existence; ledger get
+	// and write.
+	assert.EqualValues(t, 6, empty.Kube.Requests)
 }
 
 // A scope dropped from the configuration leaves no list cache behind in the

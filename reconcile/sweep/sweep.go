@@ -23,6 +23,14 @@ type PodLister interface {
 	ListPods(ctx context.Context) ([]reconcile.Pod, error)
 }
 
+// NamespaceChecker says which configured namespaces the pods listed cannot
+// vouch for: those that do not exist, or whose existence could not be
+// checked. An empty list from a misspelt namespace would otherwise make the
+// registrations of pods elsewhere look like ghosts.
+type NamespaceChecker interface {
+	UnobservedNamespaces(ctx context.Context, pods []reconcile.Pod) []reconcile.UnobservedNamespace
+}
+
 // RunnerLister reads one scope's complete runner list, using and renewing
 // the conditional-request cache.
 type RunnerLister interface {
@@ -81,8 +89,11 @@ const (
 
 // Sweeper holds what a sweep needs; it keeps nothing between sweeps.
 type Sweeper struct {
-	Pods    PodLister
-	Runners RunnerLister
+	Pods PodLister
+	// Namespaces checks the configured namespaces the pod list found
+	// empty; nil checks none (all namespaces are listed at once).
+	Namespaces NamespaceChecker
+	Runners    RunnerLister
 	// EphemeralRunners is consulted only when Policy.ARC is on.
 	EphemeralRunners EphemeralRunnerLister
 	Ledger           state.Store
@@ -141,6 +152,10 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		res.Status, res.Err = Failed, fmt.Errorf("observe pods: %w", err)
 		return res
 	}
+	var unobserved []reconcile.UnobservedNamespace
+	if s.Namespaces != nil {
+		unobserved = s.Namespaces.UnobservedNamespaces(ctx, pods)
+	}
 	var ers []reconcile.EphemeralRunner
 	if s.Policy.ARC {
 		// Like the pod list: an incomplete view would make a runner
@@ -155,7 +170,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	// from the configuration leaves nothing behind in the ledger; a scope
 	// whose list failed keeps its old pages for the next conditional read.
 	lists := make(map[string]reconcile.ListCache, len(s.Scopes))
-	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Lists: make(map[string]reconcile.ScopeList, len(s.Scopes))}
+	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Lists: make(map[string]reconcile.ScopeList, len(s.Scopes)), Unobserved: unobserved}
 	for _, scope := range s.Scopes {
 		key := scope.Key()
 		var cache *reconcile.ListCache
@@ -211,7 +226,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	}
 
 	res.Status = Complete
-	if len(res.Class.Skipped) > 0 {
+	if len(res.Class.Skipped) > 0 || len(res.Class.Unobserved) > 0 {
 		res.Status = Degraded
 	}
 	var failed []error
