@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/state"
 )
@@ -248,4 +249,56 @@ func TestLambdaBootstrapFailures(t *testing.T) {
 		assert.Contains(t, proc.Stderr(), "REAPER_CONFIRM_AFTER")
 		assert.Contains(t, proc.Stderr(), "example")
 	})
+}
+
+// The Lambda says what it says in three places: its log lines, its answer
+// (the summary) and the error it returns when a sweep fails. An echoing
+// GitHub puts the token, read from Secrets Manager, into error texts; none
+// of the three may hold it.
+func TestLambdaRedactsEchoedToken(t *testing.T) {
+	bin, d := lambdaParts(t)
+	w := newWorld(t, nil)
+	sm, _ := secretsManager(t, w.token)
+	table := newTable(t, d)
+	w.runner("acme-zombie", "offline", false)
+	w.pod("acme-zombie", testenv.Running())
+
+	rt, err := testenv.StartRuntime()
+	require.NoError(t, err)
+	t.Cleanup(rt.Close)
+	proc, err := rt.StartProcess(bin, lambdaEnv(t, w, d, sm, table))
+	require.NoError(t, err)
+	t.Cleanup(proc.Stop)
+	invoke := func() testenv.Invocation {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		inv, err := rt.Invoke(ctx, []byte(`{}`), 30*time.Second)
+		require.NoError(t, err, "stderr: %s", proc.Stderr())
+		assert.NotContains(t, string(inv.Response)+string(inv.Error), w.token, "the token is in the invocation's answer")
+		return inv
+	}
+
+	// The list is echoed: the scope is skipped, and said so in the log.
+	w.sim.Fault(scope, ghsim.EndpointList, ghsim.Fault{Echo: true, Times: 1})
+	first := invoke()
+	require.Nil(t, first.Error, "a degraded sweep is not a failed invocation: %s", first.Error)
+	var summary map[string]any
+	require.NoError(t, json.Unmarshal(first.Response, &summary))
+	assert.EqualValues(t, 3, summary["status"])
+	assert.Equal(t, []any{scope}, summary["scopes_skipped"])
+
+	// The mark is left; the registration delete is echoed: the action
+	// fails, and so does the invocation, with the echo in its error.
+	invoke()
+	w.sim.Fault(scope, ghsim.EndpointDelete, ghsim.Fault{Echo: true, Status: http.StatusBadRequest})
+	time.Sleep(pastConfirm)
+	third := invoke()
+	require.NotNil(t, third.Error, "response: %s", third.Response)
+	assert.Contains(t, string(third.Error), "could not observe or act")
+	assert.Contains(t, string(third.Error), "Authorization: Bearer [REDACTED]", "the echo reached the error, redacted")
+
+	out := proc.Stdout() + proc.Stderr()
+	assert.Contains(t, out, "Authorization: Bearer [REDACTED]", "the echo reached the log, redacted")
+	assert.NotContains(t, out, w.token, "the token is in the function's log")
 }

@@ -114,6 +114,10 @@ type world struct {
 	sim   *ghsim.Sim
 	token string
 	env   map[string]string
+	// secrets are more strings no output may hold: an App world's private
+	// key lines. The JWTs and installation tokens the simulator saw and
+	// minted are checked too.
+	secrets []string
 }
 
 // newWorld sets up a world. extra overrides or adds REAPER_ variables; an
@@ -175,17 +179,23 @@ func (w *world) sweep(args ...string) run {
 }
 
 // exec runs the binary once and applies the checks every run must pass:
-// safety rule 5 (the token never appears in any output), and for a run that
-// got past configuration, every log line is JSON.
+// safety rule 5 (no credential, the token or an App's key, JWTs and
+// installation tokens, appears in any output), and for a run that got past
+// configuration, every log line is JSON.
 func (w *world) exec(args ...string) run {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r, err := testenv.RunBinary(ctx, bin, w.env, args...)
 	require.NoError(w.t, err)
-	assertNoSecret(w.t, w.token, r)
+	if w.token != "" {
+		assertNoSecret(w.t, w.token, r)
+	}
 	if sent := w.env["REAPER_GITHUB_TOKEN"]; sent != "" && sent != w.token {
 		assertNoSecret(w.t, sent, r)
+	}
+	for _, secret := range append(w.sim.Credentials(), w.secrets...) {
+		assertNoSecret(w.t, secret, r)
 	}
 
 	out := run{Run: r}

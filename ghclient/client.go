@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
+	"github.com/runner-reaper/runner-reaper/internal/redact"
 )
 
 // DefaultBaseURL is github.com's REST API.
@@ -46,6 +47,10 @@ type Config struct {
 	Timeout time.Duration
 	// Transport is the base transport; nil means http.DefaultTransport.
 	Transport http.RoundTripper
+	// Secrets, when set, learns every credential the client sends (the
+	// token, an App's JWTs and installation tokens), so that the process
+	// can redact them from what it logs and answers.
+	Secrets *redact.Set
 }
 
 // Client talks to one GitHub API with one credential. It keeps nothing
@@ -108,23 +113,31 @@ func parseBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// githubClient puts the credential above the counting transport, so that an
-// App's token exchanges are counted like any other request, and bounds each
-// request with the timeout. A token is set with go-github's WithAuthToken,
-// which keeps the http.Client's timeout.
+// githubClient puts the credential above the origin guard and the counting
+// transport, so that an App's token exchanges are guarded and counted like
+// any other request, and bounds each request with the timeout. A token is
+// set with go-github's WithAuthToken, which keeps the http.Client's timeout
+// and redirect policy. The policy refuses a redirect off the base's origin
+// before it is followed; the guard refuses to send anything that got past
+// it (ghinstallation's exchanges run on a client of their own).
 func githubClient(cfg Config, base *url.URL, counter *httpcount.Transport, timeout time.Duration) (*github.Client, error) {
+	home := originOf(base)
+	guarded := &guard{base: counter, origin: home, secrets: cfg.Secrets}
+	httpClient := func(rt http.RoundTripper) *http.Client {
+		return &http.Client{Transport: rt, Timeout: timeout, CheckRedirect: home.checkRedirect}
+	}
 	app := cfg.AppID != 0 || cfg.InstallationID != 0 || len(cfg.PrivateKey) > 0
 	switch {
 	case cfg.Token != "" && app:
 		return nil, errors.New("GitHub credentials: set either a token or GitHub App settings, not both")
 	case cfg.Token != "":
-		return github.NewClient(&http.Client{Transport: counter, Timeout: timeout}).WithAuthToken(cfg.Token), nil
+		return github.NewClient(httpClient(guarded)).WithAuthToken(cfg.Token), nil
 	case !app:
 		return nil, errors.New("GitHub credentials: neither a token nor GitHub App settings are set")
 	case cfg.AppID <= 0 || cfg.InstallationID <= 0 || len(cfg.PrivateKey) == 0:
 		return nil, errors.New("GitHub App credentials need an app ID, an installation ID and a private key")
 	}
-	itr, err := ghinstallation.New(counter, cfg.AppID, cfg.InstallationID, cfg.PrivateKey)
+	itr, err := ghinstallation.New(guarded, cfg.AppID, cfg.InstallationID, cfg.PrivateKey)
 	if err != nil {
 		// ghinstallation describes the parse failure, never the key.
 		return nil, fmt.Errorf("GitHub App %d: %w", cfg.AppID, err)
@@ -139,5 +152,5 @@ func githubClient(cfg Config, base *url.URL, counter *httpcount.Transport, timeo
 	// the same token (all of the installation's permissions) in the
 	// documented form.
 	itr.InstallationTokenOptions = &github.InstallationTokenOptions{}
-	return github.NewClient(&http.Client{Transport: itr, Timeout: timeout}), nil
+	return github.NewClient(httpClient(itr)), nil
 }

@@ -69,7 +69,7 @@ func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *r
 	}
 	if err != nil {
 		closeExchangeBody(err)
-		return reconcile.CachedPage{}, err
+		return reconcile.CachedPage{}, offOrigin(err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return reconcile.CachedPage{}, fmt.Errorf("unexpected status %s", resp.Status)

@@ -39,6 +39,11 @@ type Options struct {
 	// Instance is the Event's reporting instance; "" means the host name,
 	// which in a CronJob is the pod's name.
 	Instance string
+	// Redact, when set, is applied to every Event message before it is
+	// sent: an Event outlives the process and is read by anyone who may
+	// describe the pod, so a credential echoed into a message must never
+	// reach it.
+	Redact func(string) string
 }
 
 // Client talks to one cluster and counts every request it sends, because
@@ -50,6 +55,7 @@ type Client struct {
 	pageSize  int64
 	component string
 	instance  string
+	redact    func(string) string
 }
 
 // New builds a Client from cfg, which it copies and does not change.
@@ -113,6 +119,7 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		pageSize:  opts.PageSize,
 		component: opts.Component,
 		instance:  opts.Instance,
+		redact:    opts.Redact,
 	}, nil
 }
 

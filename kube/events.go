@@ -34,6 +34,9 @@ func (c *Client) RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.Ep
 }
 
 func (c *Client) record(ctx context.Context, obj corev1.ObjectReference, reason, message string) error {
+	if c.redact != nil {
+		message = c.redact(message)
+	}
 	now := metav1.Now()
 	ev := &corev1.Event{
 		ObjectMeta:          metav1.ObjectMeta{GenerateName: obj.Name + ".", Namespace: obj.Namespace},

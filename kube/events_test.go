@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/stretchr/testify/assert"
@@ -85,4 +86,36 @@ func TestRecordEphemeralRunnerEvent(t *testing.T) {
 	assert.Equal(t, u.GetUID(), ev.InvolvedObject.UID)
 	assert.Equal(t, "RunnerReaped", ev.Reason)
 	assert.Equal(t, "Warning", ev.Type)
+}
+
+// An Event outlives the process and anyone who can describe the pod reads
+// it: its message goes through the process's redactor, on a pod and on an
+// EphemeralRunner alike.
+func TestRecordEventRedacts(t *testing.T) {
+	ctx := context.Background()
+	const secret = "ghp_eventSECRET0123456789"
+	secrets := redact.New(secret)
+	ns := env.Namespace(t, "kube")
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"},
+		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(1, 0, "Error"), corev1.ContainerState{}))})
+	u := env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: "set-runner-x", Status: &testenv.EphemeralRunnerStatus{Phase: "Failed"}})
+	c := newClient(t, Options{Redact: secrets.String})
+	pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
+	require.NoError(t, err)
+	require.Len(t, pods, 1)
+
+	require.NoError(t, c.RecordEvent(ctx, pods[0], "RunnerReaped", "terminal: echoed Bearer "+secret))
+	er := reconcile.EphemeralRunner{Namespace: ns, Name: u.GetName(), UID: string(u.GetUID()), ResourceVersion: u.GetResourceVersion()}
+	require.NoError(t, c.RecordEphemeralRunnerEvent(ctx, er, "RunnerReaped", "arc-failed: token "+secret))
+
+	evs, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, ev := range evs.Items {
+		got[ev.InvolvedObject.Name] = ev.Message
+	}
+	assert.Equal(t, map[string]string{
+		"runner-1":     "terminal: echoed Bearer [REDACTED]",
+		"set-runner-x": "arc-failed: token [REDACTED]",
+	}, got)
 }

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
@@ -82,16 +84,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if mode == sweep.Audit {
 		logOut = stderr
 	}
-	log := slog.New(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	// Every line and message from here on passes through the one redactor.
+	secrets := redact.New()
+	app.LearnSecrets(secrets, cfg.GitHub)
+	log := slog.New(secrets.Handler(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel})))
 
 	restCfg, err := kube.RESTConfig()
 	if err != nil {
-		fmt.Fprintln(stderr, "kubernetes:", err)
+		fmt.Fprintln(stderr, "kubernetes:", secrets.Error(err))
 		return int(sweep.BadConfig)
 	}
-	sweeper, err := app.Build(cfg, restCfg, log)
+	sweeper, err := app.Build(cfg, restCfg, log, app.Options{Secrets: secrets})
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, secrets.Error(err))
 		return int(sweep.BadConfig)
 	}
 	res := app.Sweep(ctx, sweeper, mode, log)
@@ -100,8 +105,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if *output == "json" {
 			write = report.WriteJSON
 		}
-		if err := write(stdout, res); err != nil && !errors.Is(err, io.ErrClosedPipe) {
-			fmt.Fprintln(stderr, err)
+		// The audit quotes why a scope was skipped: redact it whole, so
+		// that no secret is split across writes.
+		var audit bytes.Buffer
+		err := write(&audit, res)
+		if err == nil {
+			_, err = io.WriteString(stdout, secrets.String(audit.String()))
+		}
+		if err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			fmt.Fprintln(stderr, secrets.Error(err))
 			return int(sweep.Failed)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/ghclient"
 	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
@@ -51,6 +52,20 @@ type Options struct {
 	// Spare is the time before a sweep's deadline after which it starts no
 	// new action (a Lambda's invocation deadline).
 	Spare time.Duration
+	// Secrets is the process's one redactor, which the entry point's
+	// logger and answers use too. Build teaches it the configured GitHub
+	// credentials and hands it to the GitHub client, which adds every
+	// credential it sends, and to the Events; nil gets a Set of its own.
+	Secrets *redact.Set
+}
+
+// LearnSecrets teaches s the configured GitHub credentials: the token and
+// every line of the App's private key. An entry point calls it as soon as
+// it holds them (the Lambda reads them from Secrets Manager); Build calls
+// it again, which is harmless.
+func LearnSecrets(s *redact.Set, g config.GitHub) {
+	s.Add(g.Token)
+	s.AddPEM(g.PrivateKey)
 }
 
 // Build returns a Sweeper for cfg, talking to the cluster of restCfg.
@@ -59,7 +74,11 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	kc, err := kube.New(restCfg, kube.Options{})
+	if o.Secrets == nil {
+		o.Secrets = redact.New()
+	}
+	LearnSecrets(o.Secrets, cfg.GitHub)
+	kc, err := kube.New(restCfg, kube.Options{Redact: o.Secrets.String})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -70,6 +89,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		InstallationID: cfg.GitHub.InstallationID,
 		PrivateKey:     cfg.GitHub.PrivateKey,
 		Timeout:        cfg.GitHub.Timeout,
+		Secrets:        o.Secrets,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("github client: %w", err)

@@ -34,6 +34,9 @@ func (s *Sim) tokenExchange(r *http.Request, rt route) reply {
 	if !strings.EqualFold(scheme, "bearer") || jwt == "" {
 		return s.errorReply(http.StatusUnauthorized, "A JSON web token could not be decoded", docsAppToken, false)
 	}
+	s.mu.Lock()
+	s.jwts = append(s.jwts, strings.TrimSpace(jwt))
+	s.mu.Unlock()
 	if err := s.verifyJWT(strings.TrimSpace(jwt)); err != nil {
 		return s.errorReply(http.StatusUnauthorized, err.Error(), docsAppToken, false)
 	}
@@ -53,6 +56,7 @@ func (s *Sim) tokenExchange(r *http.Request, rt route) reply {
 		}
 	}
 	s.tokens[token] = expires
+	s.issued = append(s.issued, token)
 	body, _ := json.Marshal(map[string]any{
 		"token":                token,
 		"expires_at":           expires.Format(time.RFC3339),

@@ -111,11 +111,12 @@ type Label struct {
 	Type string // "read-only" or "custom"; "custom" when empty
 }
 
-// Fault makes a scope's endpoint fail in one of the ways GitHub does. Hang
-// applies first (then the answer is given as otherwise configured, or
-// normally); then PrimaryLimit, Secondary and Status answer with an error in
-// that order of precedence; DropItems and EmptyList alter an otherwise normal
-// list answer. Faulted error answers spend no rate limit.
+// Fault makes a scope's endpoint fail in one of the ways GitHub, or what
+// stands between a client and GitHub, does. Hang applies first (then the
+// answer is given as otherwise configured, or normally); then PrimaryLimit,
+// Secondary, Redirect, Echo and Status answer in that order of precedence;
+// DropItems and EmptyList alter an otherwise normal list answer. Faulted
+// answers spend no rate limit.
 type Fault struct {
 	// Status answers this status with a GitHub-style JSON error body.
 	Status int
@@ -129,6 +130,16 @@ type Fault struct {
 	// Secondary answers this status (429 or 403; 403 for other values)
 	// with retry-after: 60 and GitHub's secondary rate limit message.
 	Secondary int
+	// Redirect answers RedirectStatus (301 when zero) with a Location of
+	// this base URL joined with the request's path and query, as a moved
+	// API or a hostile proxy does: Redirect is the URL another server
+	// (another Sim, say) was started at.
+	Redirect       string
+	RedirectStatus int
+	// Echo answers Status (502 when zero) with a GitHub-style JSON error
+	// whose message quotes the request's headers, Authorization included,
+	// as some proxies do.
+	Echo bool
 	// DropItems drops this many items from the end of each list page, so
 	// the list holds fewer runners than total_count.
 	DropItems int
@@ -176,6 +187,8 @@ type Sim struct {
 	used       int
 	reset      time.Time
 	tokens     map[string]time.Time // installation token -> expiry
+	issued     []string             // every installation token minted
+	jwts       []string             // every App JWT presented to the exchange
 	requestSeq int64
 
 	closeOnce sync.Once
@@ -510,6 +523,15 @@ func (s *Sim) ResetRequests() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.log = nil
+}
+
+// Credentials returns every App credential the sim has seen or made: the
+// JWTs presented to the token exchange and the installation tokens it
+// minted, oldest first, so that a test can check none of them leaked.
+func (s *Sim) Credentials() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append(append([]string(nil), s.jwts...), s.issued...)
 }
 
 // RateRemaining is what is left of the primary budget in the current

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -159,7 +160,7 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request) {
 		t.Stop()
 	}
 	if faulted {
-		if rep, ok := s.faultReply(f); ok {
+		if rep, ok := s.faultReply(r, f); ok {
 			s.write(rec, rep)
 			return
 		}
@@ -198,9 +199,9 @@ func (s *Sim) authenticate(r *http.Request) (ok, installation bool) {
 
 func (s *Sim) appConfigured() bool { return s.opts.AppID != 0 && s.opts.AppKey != nil }
 
-// faultReply builds a faulted error answer; false when f only delays or
-// alters a normal answer.
-func (s *Sim) faultReply(f Fault) (reply, bool) {
+// faultReply builds a faulted answer; false when f only delays or alters a
+// normal answer.
+func (s *Sim) faultReply(r *http.Request, f Fault) (reply, bool) {
 	switch {
 	case f.PrimaryLimit:
 		rep := s.errorReply(http.StatusForbidden, "API rate limit exceeded for user ID 1. If you reach out to GitHub Support for help, please include the request ID.", docsRateFirst, false)
@@ -218,6 +219,20 @@ func (s *Sim) faultReply(f Fault) (reply, bool) {
 		rep := s.errorReply(status, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID.", docsRateSecond, false)
 		rep.header.Set("Retry-After", "60")
 		return rep, true
+	case f.Redirect != "":
+		status := f.RedirectStatus
+		if status == 0 {
+			status = http.StatusMovedPermanently
+		}
+		rep := s.errorReply(status, http.StatusText(status), docsREST, false)
+		rep.header.Set("Location", strings.TrimSuffix(f.Redirect, "/")+r.URL.RequestURI())
+		return rep, true
+	case f.Echo:
+		status := f.Status
+		if status < 400 || status > 599 {
+			status = http.StatusBadGateway
+		}
+		return s.errorReply(status, "upstream refused the request; request headers: "+echoHeaders(r.Header), docsREST, false), true
 	case f.Status != 0:
 		status := f.Status
 		if status < 100 || status > 599 {
@@ -230,6 +245,21 @@ func (s *Sim) faultReply(f Fault) (reply, bool) {
 		return s.errorReply(status, msg, docsREST, false), true
 	}
 	return reply{}, false
+}
+
+// echoHeaders quotes every request header, sorted, as an echoing proxy
+// puts them in its error page.
+func echoHeaders(h http.Header) string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+": "+strings.Join(h[k], ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // errorReply is a GitHub-style JSON error, spending one unit of the budget

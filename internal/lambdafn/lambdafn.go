@@ -19,6 +19,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
@@ -39,6 +40,7 @@ var ErrConfig = errors.New("bad configuration")
 // the GitHub token or key, the EKS token source.
 type Handler struct {
 	sweeper *sweep.Sweeper
+	secrets *redact.Set
 	log     *slog.Logger
 	metrics string
 	out     io.Writer
@@ -46,13 +48,21 @@ type Handler struct {
 }
 
 // New builds the Handler on a cold start. out receives the JSON log lines
-// (and EMF lines), which Lambda forwards to CloudWatch.
+// (and EMF lines), which Lambda forwards to CloudWatch. Its error passes
+// through the process's redactor, like everything else the function says.
 func New(ctx context.Context, out io.Writer) (*Handler, error) {
+	secrets := redact.New()
+	h, err := newHandler(ctx, out, secrets)
+	return h, secrets.Error(err)
+}
+
+func newHandler(ctx context.Context, out io.Writer, secrets *redact.Set) (*Handler, error) {
 	cfg, err := config.Load(false, "")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	log := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	app.LearnSecrets(secrets, cfg.GitHub)
+	log := slog.New(secrets.Handler(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("aws configuration: %w", err)
@@ -65,16 +75,17 @@ func New(ctx context.Context, out io.Writer) (*Handler, error) {
 		if err := cfg.GitHub.SetSecret(value); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		app.LearnSecrets(secrets, cfg.GitHub)
 	}
 	restCfg, err := clusterConfig(ctx, cfg, awsCfg)
 	if err != nil {
 		return nil, err
 	}
-	s, err := app.Build(cfg, restCfg, log, app.Options{AWS: &awsCfg, Spare: Spare})
+	s, err := app.Build(cfg, restCfg, log, app.Options{AWS: &awsCfg, Spare: Spare, Secrets: secrets})
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{sweeper: s, log: log, metrics: cfg.MetricsNamespace, out: out, now: time.Now}, nil
+	return &Handler{sweeper: s, secrets: secrets, log: log, metrics: cfg.MetricsNamespace, out: out, now: time.Now}, nil
 }
 
 // clusterConfig reaches EKS from outside when a cluster is named, else
@@ -96,9 +107,10 @@ func (h *Handler) Handle(ctx context.Context) (map[string]any, error) {
 			h.log.Warn("write metrics", slog.String("error", err.Error()))
 		}
 	}
-	summary := report.Summary(res)
+	// The answer is text leaving the process too: redacted, in shape.
+	summary, _ := h.secrets.Value(report.Summary(res)).(map[string]any)
 	if res.Status == sweep.Failed {
-		return summary, fmt.Errorf("sweep could not observe or act: %w", res.Err)
+		return summary, h.secrets.Error(fmt.Errorf("sweep could not observe or act: %w", res.Err))
 	}
 	return summary, nil
 }
