@@ -46,8 +46,9 @@ type Mode int
 const (
 	// Act marks, confirms and deletes.
 	Act Mode = iota
-	// DryRun marks and confirms like Act, so that its output shows what a
-	// real sweep would do, but deletes nothing.
+	// DryRun marks and confirms like Act, and reads what Act reads before
+	// it writes (the re-check by name, the pre-flight dry run), so that its
+	// output shows what a real sweep would do; it deletes nothing.
 	DryRun
 	// Audit changes nothing at all, not even the ledger.
 	Audit
