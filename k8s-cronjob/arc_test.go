@@ -337,7 +337,7 @@ func TestARCSweepAsTheCronJob(t *testing.T) {
 			want: `ephemeralrunners.actions.github.com "` + testenv.ScaleSet + `-x7k2p-runner-f41l3" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
 			after: func(w *arcWorld) map[string]string {
 				return map[string]string{"EphemeralRunner/" + w.zombie: "live", "EphemeralRunner/" + w.failed: "live", "EphemeralRunner/" + w.stuck: "deleting"}
-			}},
+			}, regKept: true},
 		{drop: "get runners.actions.summerwind.dev", m: arc, legacy: true, code: 0,
 			line:  []string{`"msg":"sweep"`, `"status":0`},
 			after: func(w *arcWorld) map[string]string { return map[string]string{"Runner/" + w.legacy: "deleting"} }},
@@ -347,7 +347,7 @@ func TestARCSweepAsTheCronJob(t *testing.T) {
 		{drop: "delete runners.actions.summerwind.dev", m: arc, legacy: true, code: 1,
 			line:  []string{`"msg":"action"`, `"verdict":"zombie"`, `"object":"Runner NS/acme-runnerdeploy-q8w2n-zx4vb"`, `"result":"error"`},
 			want:  `runners.actions.summerwind.dev "acme-runnerdeploy-q8w2n-zx4vb" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "runners" in API group "actions.summerwind.dev" in the namespace "NS"`,
-			after: func(w *arcWorld) map[string]string { return map[string]string{"Runner/" + w.legacy: "live"} }},
+			after: func(w *arcWorld) map[string]string { return map[string]string{"Runner/" + w.legacy: "live"} }, regKept: true},
 		{drop: arcFinalizerRule, m: arcFin, code: 1,
 			line: []string{`"msg":"action"`, `"verdict":"arc-stuck-deleting"`, `"action":"remove-finalizers"`, `"result":"error"`},
 			want: `ephemeralrunners.actions.github.com "` + testenv.ScaleSet + `-x7k2p-runner-stuck" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot patch resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
@@ -381,9 +381,10 @@ func TestARCSweepAsTheCronJob(t *testing.T) {
 			if tc.legacy {
 				reg = w.legacyReg
 			}
-			// Registrations go first, before the refused delete, so a
-			// refusal there leaves the runner unregistered but its
-			// object live: the next sweep's zombie has registration_gone.
+			// The pre-flight (a server-side dry-run delete) is refused
+			// before any write, so a refused owner delete leaves the
+			// registration on GitHub too: never a runner unregistered
+			// with its object left live.
 			assert.Equal(t, tc.regKept, w.registered(reg.ID), describe(last))
 		})
 	}

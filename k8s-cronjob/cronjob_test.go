@@ -676,10 +676,11 @@ func eachRuleNeeded(t *testing.T, bin string) {
 			want: `pods is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot list resource "pods"`},
 		{drop: "delete pods", code: 1,
 			line: []string{`"msg":"action"`, `"pod":"acme-dead"`, `"action":"delete-pod"`, `"result":"error"`},
-			want: `delete pod NS/acme-dead: pods "acme-dead" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "pods"`,
-			// The Event is recorded before the delete, while the pod
-			// still exists to point at, so it stands for an attempt.
-			events: []string{"acme-dead"}},
+			want: `the Kubernetes write would be refused, so nothing was changed: dry-run delete pod NS/acme-dead: pods "acme-dead" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "pods"`,
+			// The pre-flight (a server-side dry-run delete) is refused
+			// before any write: no Event for an action that cannot
+			// happen.
+		},
 		{drop: "create events", code: 0, deadGone: true,
 			line: []string{`"msg":"action"`, `"pod":"acme-dead"`, `"result":"deleted"`, `"event_error":`},
 			want: `"event_error":"record event on NS/acme-dead: record event RunnerReaped on pod NS/acme-dead: events is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot create resource "events"`},
@@ -729,15 +730,19 @@ func deleteServiceAccounts(t *testing.T, bin string) {
 	settingOnly.Role = base.Role
 
 	for _, tc := range []struct {
-		name   string
-		m      manifest
-		code   int
-		want   string
-		saGone bool
+		name    string
+		m       manifest
+		code    int
+		want    string
+		saGone  bool
+		podGone bool
 	}{
-		{"component", withComponent, 0, `"serviceaccount_result":"deleted"`, true},
+		{"component", withComponent, 0, `"serviceaccount_result":"deleted"`, true, true},
+		// The pre-flight proves the ServiceAccount delete too, so
+		// without its rule nothing is deleted: not a pod whose
+		// ServiceAccount would then be left behind.
 		{"setting without the rule", settingOnly, 1,
-			`serviceaccounts "acme-dead" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "serviceaccounts"`, false},
+			`dry-run delete service account NS/acme-dead: serviceaccounts "acme-dead" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "serviceaccounts"`, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -745,7 +750,7 @@ func deleteServiceAccounts(t *testing.T, bin string) {
 			run := w.sweep()
 			assert.Equal(t, tc.code, run.Code, describe(run))
 			assert.Contains(t, output(run), strings.ReplaceAll(tc.want, "NS", w.ns), describe(run))
-			assert.False(t, w.podExists("acme-dead"), "the pod goes first either way")
+			assert.Equal(t, tc.podGone, !w.podExists("acme-dead"))
 			assert.Equal(t, tc.saGone, !w.serviceAccountExists("acme-dead"))
 			assert.True(t, w.serviceAccountExists(saName), "the reaper's own ServiceAccount is not a runner's")
 		})

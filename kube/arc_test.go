@@ -450,6 +450,13 @@ func TestDeleteOwner(t *testing.T) {
 				tc.after(t, ns, owner.GetName())
 			}
 
+			// The server-side dry run answers as the delete will, and
+			// changes nothing: the delete below still meets its
+			// preconditions.
+			checked, err := c.CheckDeleteOwner(ctx, ns, *pods[0].Owner)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
+
 			before := c.Counts()
 			got, err := c.DeleteOwner(ctx, ns, *pods[0].Owner)
 			require.NoError(t, err)
@@ -537,6 +544,13 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 				tc.after(t, ns, view.Name)
 			}
 
+			// The server-side dry run answers as the delete will, and
+			// changes nothing: the delete below still meets its
+			// preconditions.
+			checked, err := c.CheckDeleteEphemeralRunner(ctx, view)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
+
 			before := c.Counts()
 			got, err := c.DeleteEphemeralRunner(ctx, view)
 			require.NoError(t, err)
@@ -607,6 +621,13 @@ func TestRemoveFinalizers(t *testing.T) {
 			if tc.after != nil {
 				tc.after(t, ns, view.Name)
 			}
+
+			// The server-side dry run answers as the delete will, and
+			// changes nothing: the delete below still meets its
+			// preconditions.
+			checked, err := c.CheckRemoveFinalizers(ctx, view)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
 
 			before := c.Counts()
 			got, err := c.RemoveFinalizers(ctx, view)
@@ -714,6 +735,18 @@ func TestARCForbidden(t *testing.T) {
 		{"list rights in one namespace: all namespaces", listIn(lister)},
 		{"list rights: delete owner", deleted(func() (reconcile.DeleteResult, error) {
 			return lister.DeleteOwner(ctx, nsA, *erPod.Owner)
+		})},
+		{"list rights: dry-run delete owner", deleted(func() (reconcile.DeleteResult, error) {
+			return lister.CheckDeleteOwner(ctx, nsA, *erPod.Owner)
+		})},
+		{"list rights: dry-run delete legacy Runner owner", deleted(func() (reconcile.DeleteResult, error) {
+			return lister.CheckDeleteOwner(ctx, nsA, *legacyPod.Owner)
+		})},
+		{"list rights: dry-run delete EphemeralRunner", deleted(func() (reconcile.DeleteResult, error) {
+			return lister.CheckDeleteEphemeralRunner(ctx, view)
+		})},
+		{"list rights: dry-run remove finalizers", deleted(func() (reconcile.DeleteResult, error) {
+			return lister.CheckRemoveFinalizers(ctx, stuck)
 		})},
 	}
 	for _, tc := range tests {

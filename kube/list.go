@@ -84,3 +84,21 @@ func listPages[T any](ctx context.Context, what, ns string, opts metav1.ListOpti
 		opts.Continue = cont
 	}
 }
+
+// dryRunOption is the DryRun field of a write's options: every stage of
+// the request runs, nothing is persisted.
+func dryRunOption(dryRun bool) []string {
+	if dryRun {
+		return []string{metav1.DryRunAll}
+	}
+	return nil
+}
+
+// verb names a write in error messages, saying when it was only a dry run,
+// so that a refused pre-flight is not read as a refused delete.
+func verb(v string, dryRun bool) string {
+	if dryRun {
+		return "dry-run " + v
+	}
+	return v
+}

@@ -37,17 +37,33 @@ func (c *Client) ListPods(ctx context.Context, namespaces []string, selector str
 // stamped, relabelled or otherwise changed since). A failed precondition is
 // Changed, a skip for this sweep, not an error.
 func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+	return c.deletePod(ctx, p, false)
+}
+
+// CheckDeletePod sends DeletePod's very request as a server-side dry run:
+// the API server answers as it would to the delete (RBAC, admission, the
+// pod's existence and both preconditions) and changes nothing. Deleted
+// means the delete would be allowed. It lets the reaper prove, before it
+// deletes a registration, that the pod can follow; a registration deleted
+// for a pod that then stays is a runner lost for good.
+func (c *Client) CheckDeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+	return c.deletePod(ctx, p, true)
+}
+
+func (c *Client) deletePod(ctx context.Context, p reconcile.Pod, dryRun bool) (reconcile.DeleteResult, error) {
+	what := verb("delete", dryRun) + " pod"
 	if p.UID == "" || p.ResourceVersion == "" {
-		return "", fmt.Errorf("delete pod %s/%s: the view has no UID or resourceVersion to hold the delete to, refusing an unconditional delete", p.Namespace, p.Name)
+		return "", fmt.Errorf("%s %s/%s: the view has no UID or resourceVersion to hold the delete to, refusing an unconditional delete", what, p.Namespace, p.Name)
 	}
 	uid := types.UID(p.UID)
 	rv := p.ResourceVersion
 	err := c.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+		DryRun:        dryRunOption(dryRun),
 	})
 	res, err := result(err)
 	if err != nil {
-		return "", fmt.Errorf("delete pod %s/%s: %w", p.Namespace, p.Name, err)
+		return "", fmt.Errorf("%s %s/%s: %w", what, p.Namespace, p.Name, err)
 	}
 	return res, nil
 }
@@ -56,10 +72,20 @@ func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.Dele
 // given, once the pod is gone. It is deleted by name alone: it carries no
 // state the reaper judged.
 func (c *Client) DeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error) {
-	err := c.cs.CoreV1().ServiceAccounts(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	return c.deleteServiceAccount(ctx, namespace, name, false)
+}
+
+// CheckDeleteServiceAccount is DeleteServiceAccount as a server-side dry
+// run, for the same reason as CheckDeletePod.
+func (c *Client) CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error) {
+	return c.deleteServiceAccount(ctx, namespace, name, true)
+}
+
+func (c *Client) deleteServiceAccount(ctx context.Context, namespace, name string, dryRun bool) (reconcile.DeleteResult, error) {
+	err := c.cs.CoreV1().ServiceAccounts(namespace).Delete(ctx, name, metav1.DeleteOptions{DryRun: dryRunOption(dryRun)})
 	res, err := result(err)
 	if err != nil {
-		return "", fmt.Errorf("delete service account %s/%s: %w", namespace, name, err)
+		return "", fmt.Errorf("%s service account %s/%s: %w", verb("delete", dryRun), namespace, name, err)
 	}
 	return res, nil
 }

@@ -281,6 +281,13 @@ func TestDeletePod(t *testing.T) {
 				tc.after(t, ns, view.Name)
 			}
 
+			// The server-side dry run answers as the delete will, and
+			// changes nothing: the delete below still meets its
+			// preconditions.
+			checked, err := c.CheckDeletePod(ctx, view)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
+
 			before := c.Counts()
 			got, err := c.DeletePod(ctx, view)
 			require.NoError(t, err)
@@ -338,6 +345,13 @@ func TestDeleteServiceAccount(t *testing.T) {
 				require.NoError(t, err)
 			}
 			c := newClient(t, Options{})
+			checked, err := c.CheckDeleteServiceAccount(ctx, ns, "runner-1")
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, checked, "the dry run answers as the delete will")
+			if tc.exists {
+				_, err = env.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "runner-1", metav1.GetOptions{})
+				require.NoError(t, err, "the dry run deleted nothing")
+			}
 			got, err := c.DeleteServiceAccount(ctx, ns, "runner-1")
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got)

@@ -60,6 +60,10 @@ func TestForbidden(t *testing.T) {
 		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
 		{"list rights in one namespace: all namespaces", listIn(lister)},
 		{"list rights: delete pod", deleted(func() (reconcile.DeleteResult, error) { return lister.DeletePod(ctx, view) })},
+		{"list rights: dry-run delete pod", deleted(func() (reconcile.DeleteResult, error) { return lister.CheckDeletePod(ctx, view) })},
+		{"no rights: dry-run delete service account", deleted(func() (reconcile.DeleteResult, error) {
+			return nobody.CheckDeleteServiceAccount(ctx, nsA, "runner-1")
+		})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,35 +39,50 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
+	fs := flag.NewFlagSet("runner-reaper", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	// The flag package's own usage text lists flags without commands;
+	// ours is printed instead, below.
+	fs.Usage = func() {}
+	dryRun := fs.Bool("dry-run", false, "mark and confirm, but delete nothing")
+	output := fs.String("output", "table", "audit output: table or json")
+	words, err := parseAnywhere(fs, args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return 0
+	case err != nil:
+		fmt.Fprint(stderr, usage)
+		return int(sweep.BadConfig)
+	case len(words) == 0:
 		fmt.Fprint(stderr, usage)
 		return int(sweep.BadConfig)
 	}
-	fs := flag.NewFlagSet("runner-reaper "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dryRun := fs.Bool("dry-run", false, "mark and confirm, but delete nothing")
-	output := fs.String("output", "table", "audit output: table or json")
-	mode := sweep.Act
-	switch args[0] {
+	requested := sweep.Act
+	switch words[0] {
 	case "sweep":
 	case "audit":
-		mode = sweep.Audit
-	case "-h", "--help", "help":
+		requested = sweep.Audit
+	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "unknown command %q\n%s", words[0], usage)
 		return int(sweep.BadConfig)
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	// A word the command does not take is refused, never skipped: the
+	// flag package stops at the first such word, and a --dry-run after it
+	// would otherwise be lost and the sweep would delete.
+	if len(words) > 1 {
+		fmt.Fprintf(stderr, "unexpected argument %q\n%s", words[1], usage)
 		return int(sweep.BadConfig)
 	}
 	if *output != "table" && *output != "json" {
 		fmt.Fprintf(stderr, "--output: %q is not table or json (example: --output json)\n", *output)
 		return int(sweep.BadConfig)
 	}
-	if *dryRun && mode == sweep.Act {
-		mode = sweep.DryRun
+	if *dryRun && requested == sweep.Act {
+		requested = sweep.DryRun
 	}
 
 	inCluster, podNamespace := app.InCluster()
@@ -76,9 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return int(sweep.BadConfig)
 	}
-	if cfg.DryRun && mode == sweep.Act {
-		mode = sweep.DryRun
-	}
+	mode := app.Mode(cfg, requested)
 	// An audit's table goes to stdout, so its log lines go to stderr.
 	logOut := stdout
 	if mode == sweep.Audit {
@@ -118,4 +131,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return int(res.Status)
+}
+
+// parseAnywhere parses flags wherever they stand among args, before, between
+// or after the words, and returns the words in order.
+func parseAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
+	var words []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return words, nil
+		}
+		words = append(words, rest[0])
+		args = rest[1:]
+	}
 }

@@ -177,3 +177,29 @@ current-context: c
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 	return path
 }
+
+// A word the command does not take exits 2 with the usage wherever it
+// stands, before anything is read or deleted; flags are read wherever they
+// stand.
+func TestStrayWordsExitTwoAndTouchNothing(t *testing.T) {
+	w := setup(t)
+	for _, args := range [][]string{{"sweep", "extra-arg", "--dry-run"}, {"sweep", "--dry-run", "extra"}, {"audit", "--output", "json", "x"}} {
+		code, out, stderr := runCLI(args...)
+		assert.Equal(t, 2, code, "%v", args)
+		assert.Contains(t, stderr, "unexpected argument", "%v", args)
+		assert.Contains(t, stderr, "usage:", "%v", args)
+		assert.Empty(t, out, "%v", args)
+		assert.Empty(t, w.sim.Requests(), "%v: nothing was asked of GitHub", args)
+		assert.True(t, w.podExists(t, "acme-dead"), "%v: nothing was deleted", args)
+	}
+	code, out, stderr := runCLI("--dry-run", "sweep")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, `"mode":"dry-run"`)
+	assert.True(t, w.podExists(t, "acme-dead"), "a flag before the command is read")
+
+	for _, help := range []string{"-h", "--help", "help"} {
+		code, out, _ := runCLI(help)
+		assert.Equal(t, 0, code, help)
+		assert.Contains(t, out, "usage:", help)
+	}
+}

@@ -68,6 +68,18 @@ func LearnSecrets(s *redact.Set, g config.GitHub) {
 	s.AddPEM(g.PrivateKey)
 }
 
+// Mode is the one place the sweep's mode is decided, for every entry
+// point: REAPER_DRY_RUN=true turns a requested real sweep into a dry run,
+// and nothing turns a dry run or an audit into anything that writes more.
+// The summary, every action line and the metrics all read the mode this
+// returns, so they cannot disagree about it.
+func Mode(cfg config.Config, requested sweep.Mode) sweep.Mode {
+	if requested == sweep.Act && cfg.DryRun {
+		return sweep.DryRun
+	}
+	return requested
+}
+
 // Build returns a Sweeper for cfg, talking to the cluster of restCfg.
 func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Options) (*sweep.Sweeper, error) {
 	var o Options
@@ -120,9 +132,9 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		Runners:          gh,
 		EphemeralRunners: ephemeralRunners{client: kc, namespaces: cfg.Namespaces},
 		Ledger:           store,
-		Reaper: func(dryRun bool) *reap.Reaper {
+		Reaper: func(mode sweep.Mode) *reap.Reaper {
 			return reap.New(gh, kc, kc, reap.Options{
-				DryRun:               dryRun || cfg.DryRun,
+				DryRun:               mode != sweep.Act,
 				Limits:               cfg.Limits,
 				DeleteServiceAccount: cfg.DeleteServiceAccount,
 				Concurrency:          cfg.KubeConcurrency,

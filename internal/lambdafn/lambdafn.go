@@ -41,6 +41,8 @@ var ErrConfig = errors.New("bad configuration")
 type Handler struct {
 	sweeper *sweep.Sweeper
 	secrets *redact.Set
+	// mode is decided once, at the cold start, where the CLI decides it.
+	mode    sweep.Mode
 	log     *slog.Logger
 	metrics string
 	out     io.Writer
@@ -85,7 +87,7 @@ func newHandler(ctx context.Context, out io.Writer, secrets *redact.Set) (*Handl
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{sweeper: s, secrets: secrets, log: log, metrics: cfg.MetricsNamespace, out: out, now: time.Now}, nil
+	return &Handler{sweeper: s, secrets: secrets, mode: app.Mode(cfg, sweep.Act), log: log, metrics: cfg.MetricsNamespace, out: out, now: time.Now}, nil
 }
 
 // clusterConfig reaches EKS from outside when a cluster is named, else
@@ -101,7 +103,7 @@ func clusterConfig(ctx context.Context, cfg config.Config, awsCfg aws.Config) (*
 // not observe or act is an error, so that the invocation counts as failed
 // in Lambda's own metrics; a degraded one (a scope skipped) is not.
 func (h *Handler) Handle(ctx context.Context) (map[string]any, error) {
-	res := app.Sweep(ctx, h.sweeper, sweep.Act, h.log)
+	res := app.Sweep(ctx, h.sweeper, h.mode, h.log)
 	if h.metrics != "" {
 		if err := metrics.WriteEMF(h.out, res, h.metrics, h.now()); err != nil {
 			h.log.Warn("write metrics", slog.String("error", err.Error()))

@@ -1,7 +1,10 @@
 // Package reap is the one choke point every delete passes through. It
 // enforces the sweep's bounds and dry-run in one place, so that no code path
-// can remove a runner without being counted, and dry-run walks the very same
-// path up to the call that would change something.
+// can remove a runner without being counted. Dry-run walks the very same
+// path up to the first write: the pre-flight of the Kubernetes write (a
+// server-side dry run, which changes nothing) and the re-check by name run
+// in both modes, so that dry-run makes the decisions a real sweep would;
+// only where a real sweep would write does dry-run answer would-delete.
 package reap
 
 import (
@@ -22,11 +25,16 @@ type Registrations interface {
 	FindRunner(ctx context.Context, scope reconcile.Scope, name string) (*reconcile.Registration, error)
 }
 
-// Pods deletes pods and what belongs to them, and records why.
+// Pods deletes pods and what belongs to them, and records why. Each delete
+// has a Check twin that sends the same request as a server-side dry run:
+// its answer (Deleted meaning "would be allowed", AlreadyGone, Changed, or
+// the refusal) is the delete's, and nothing changes.
 type Pods interface {
 	DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error)
 	DeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error)
 	RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error
+	CheckDeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error)
+	CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error)
 }
 
 // ARCObjects removes ARC's runner objects. A pod that ARC owns is removed
@@ -37,6 +45,10 @@ type ARCObjects interface {
 	DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
 	RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
 	RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.EphemeralRunner, reason, message string) error
+	// The Check twins, as for Pods.
+	CheckDeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reconcile.DeleteResult, error)
+	CheckDeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
+	CheckRemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
 }
 
 // Options configure a Reaper.
@@ -160,9 +172,21 @@ type Outcome struct {
 }
 
 // Reap orders the ready candidates, admits them through the sweep's budget,
-// and carries out the admitted ones: registrations first, one at a time,
-// then pods with bounded concurrency. It returns one outcome per candidate,
-// in order.
+// and carries out the admitted ones in order, one GitHub call at a time.
+// Each admitted candidate goes through the same steps, in both modes:
+//
+//  1. pre-flight: its Kubernetes write is sent as a server-side dry run, so
+//     that no registration is deleted for an object whose delete would be
+//     refused (which would leave a runner unregistered and its pod in
+//     place for good);
+//  2. a registration that exists is deleted (a write); one that is absent
+//     is looked up once more by name, and the Kubernetes delete follows
+//     that lookup directly, with no other candidate's GitHub call between;
+//  3. the Event and the Kubernetes delete (writes), with bounded
+//     concurrency for candidates whose registration was deleted.
+//
+// Dry-run stops at the first write and answers would-delete there. It
+// returns one outcome per candidate, in order.
 func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Candidate) []Outcome {
 	cs := append([]reconcile.Candidate(nil), ready...)
 	reconcile.Order(cs)
@@ -177,18 +201,9 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			out[i].Result = ""
 		}
 	}
-	if r.opts.DryRun {
-		for i := range out {
-			if out[i].Result == "" {
-				out[i].Result = WouldDelete
-			}
-		}
-		return out
-	}
 
-	// Registrations first: once a registration is gone no job can land
-	// on the runner, which is what makes deleting its pod safe.
-	podsToGo := make([]int, 0, len(out))
+	sem := make(chan struct{}, r.opts.Concurrency)
+	var wg sync.WaitGroup
 	for i := range out {
 		o := &out[i]
 		if o.Result != "" {
@@ -198,28 +213,37 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			o.Result = NotReached
 			continue
 		}
-		if r.unregister(ctx, o) {
-			podsToGo = append(podsToGo, i)
-		}
-	}
-
-	sem := make(chan struct{}, r.opts.Concurrency)
-	var wg sync.WaitGroup
-	for _, i := range podsToGo {
-		if r.tooLate(ctx) {
-			out[i].Result = NotReached
+		if !r.preflight(ctx, o) {
 			continue
 		}
+		if r.needsRecheck(o.Candidate) {
+			// The slot is taken before the lookup, so that the delete
+			// can start the moment the lookup has answered; it runs
+			// here, before the loop moves on to any other candidate's
+			// GitHub call, because what the lookup proved holds only
+			// for as long as nobody can register under the name.
+			sem <- struct{}{}
+			if r.recheckAbsence(ctx, o) {
+				r.remove(ctx, o)
+			}
+			<-sem
+			continue
+		}
+		if !r.unregister(ctx, o) {
+			continue
+		}
+		if r.opts.DryRun {
+			o.Result = WouldDelete
+			continue
+		}
+		// Once the registration is gone no job can land on the runner:
+		// the object may go at any pace from here.
 		sem <- struct{}{}
 		wg.Add(1)
 		go func(o *Outcome) {
 			defer func() { <-sem; wg.Done() }()
-			if o.Candidate.EphemeralRunner != nil {
-				r.removeEphemeralRunner(ctx, o)
-				return
-			}
-			r.removePod(ctx, o)
-		}(&out[i])
+			r.remove(ctx, o)
+		}(o)
 	}
 	wg.Wait()
 	return out
@@ -235,23 +259,82 @@ func (r *Reaper) tooLate(ctx context.Context) bool {
 	return ok && time.Until(deadline) < r.opts.Spare
 }
 
+// needsRecheck reports whether the candidate's pod goes with no
+// registration to delete first, while its runner could still take a job: a
+// pod that is not terminal. A terminal pod's runner is dead, and an
+// EphemeralRunner's has no pod to run in.
+func (r *Reaper) needsRecheck(c reconcile.Candidate) bool {
+	return c.Registration == nil && c.Pod != nil && c.Verdict != reconcile.Terminal
+}
+
+// preflight sends the candidate's Kubernetes write, and the ServiceAccount
+// delete that follows it where configured, as server-side dry runs, and
+// reports whether the candidate may go on. One request proves together
+// what the write needs: RBAC, admission, that the object exists, and that
+// it is still the one judged. A candidate with no Kubernetes object (a
+// ghost) has nothing to prove.
+func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
+	c := o.Candidate
+	var res reconcile.DeleteResult
+	var err error
+	switch {
+	case c.EphemeralRunner != nil && o.Action == "remove-finalizers":
+		res, err = r.arc.CheckRemoveFinalizers(ctx, *c.EphemeralRunner)
+	case c.EphemeralRunner != nil:
+		res, err = r.arc.CheckDeleteEphemeralRunner(ctx, *c.EphemeralRunner)
+	case c.Pod == nil:
+		return true
+	case c.Pod.Owner.ARCOwned():
+		res, err = r.arc.CheckDeleteOwner(ctx, c.Pod.Namespace, *c.Pod.Owner)
+	default:
+		res, err = r.kube.CheckDeletePod(ctx, *c.Pod)
+	}
+	switch {
+	case err != nil:
+		o.Result, o.Err = Failed, r.refused(o, err)
+		return false
+	case res == reconcile.Changed:
+		o.Pod, o.Result = res, SkippedChanged
+		return false
+	case res == reconcile.AlreadyGone:
+		o.Pod, o.Result = res, AlreadyGone
+		return false
+	}
+	if r.opts.DeleteServiceAccount && c.Pod != nil && c.EphemeralRunner == nil && !c.Pod.Owner.ARCOwned() {
+		// A ServiceAccount that is not there is fine: the pod still goes.
+		if _, err := r.kube.CheckDeleteServiceAccount(ctx, c.Pod.Namespace, c.Pod.Name); err != nil {
+			o.Result, o.Err = Failed, r.refused(o, err)
+			return false
+		}
+	}
+	return true
+}
+
+// refused says that a pre-flight failed and what was therefore left alone.
+func (r *Reaper) refused(o *Outcome, err error) error {
+	left := "nothing was changed"
+	if c := o.Candidate; c.Registration != nil {
+		left = fmt.Sprintf("registration %d (%s) was left alone", c.Registration.ID, c.Registration.Name)
+	}
+	return fmt.Errorf("pre-flight of %s: the Kubernetes write would be refused, so %s: %w", o.Object, left, err)
+}
+
 // unregister deletes the candidate's registration, if it has one, and
-// reports whether its pod may go next.
+// reports whether its Kubernetes object may go next. In dry-run the
+// delete is the first write: it is not made, and the candidate would go.
 func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 	c := o.Candidate
 	terminal := c.Verdict == reconcile.Terminal
 	if c.Registration == nil {
-		// A terminal pod's runner is dead, and an EphemeralRunner's has
-		// no pod to run in: neither can take a job.
-		if terminal || c.Pod == nil {
-			return true
-		}
-		return r.recheckAbsence(ctx, o)
+		return true
 	}
 	scope, ok := r.opts.Scopes[c.ScopeKey]
 	if !ok {
 		o.Result, o.Err = Failed, fmt.Errorf("delete registration %d: scope %q is not configured", c.Registration.ID, c.ScopeKey)
 		return false
+	}
+	if r.opts.DryRun {
+		return true
 	}
 	res, err := r.gh.DeleteRunner(ctx, scope, c.Registration.ID)
 	o.Registration = res
@@ -302,6 +385,19 @@ func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
 		return false
 	default:
 		return true
+	}
+}
+
+// remove carries out the candidate's Kubernetes writes; in dry-run they are
+// where it stops.
+func (r *Reaper) remove(ctx context.Context, o *Outcome) {
+	switch {
+	case r.opts.DryRun:
+		o.Result = WouldDelete
+	case o.Candidate.EphemeralRunner != nil:
+		r.removeEphemeralRunner(ctx, o)
+	default:
+		r.removePod(ctx, o)
 	}
 }
 

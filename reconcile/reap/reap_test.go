@@ -25,6 +25,10 @@ type recorder struct {
 	podRes   map[string]reconcile.DeleteResult
 	found    map[string]*reconcile.Registration
 	findErr  map[string]error
+	// checkRes and checkErr answer the pre-flight (the server-side dry
+	// run) of the write on the named object; by default it is allowed.
+	checkRes map[string]reconcile.DeleteResult
+	checkErr map[string]error
 	inFlight int
 	maxGH    int
 }
@@ -86,6 +90,51 @@ func (r *recorder) RemoveFinalizers(_ context.Context, er reconcile.EphemeralRun
 func (r *recorder) DeleteServiceAccount(_ context.Context, _, name string) (reconcile.DeleteResult, error) {
 	r.log("sa:" + name)
 	return reconcile.Deleted, nil
+}
+
+func (r *recorder) check(what, name string) (reconcile.DeleteResult, error) {
+	r.log("check-" + what + ":" + name)
+	if err := r.checkErr[name]; err != nil {
+		return "", err
+	}
+	if res, ok := r.checkRes[name]; ok {
+		return res, nil
+	}
+	return reconcile.Deleted, nil
+}
+
+func (r *recorder) CheckDeletePod(_ context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+	return r.check("pod", p.Name)
+}
+
+func (r *recorder) CheckDeleteServiceAccount(_ context.Context, _, name string) (reconcile.DeleteResult, error) {
+	return r.check("sa", "sa-"+name)
+}
+
+func (r *recorder) CheckDeleteOwner(_ context.Context, _ string, o reconcile.Owner) (reconcile.DeleteResult, error) {
+	return r.check("owner", o.Name)
+}
+
+func (r *recorder) CheckDeleteEphemeralRunner(_ context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+	return r.check("er", er.Name)
+}
+
+func (r *recorder) CheckRemoveFinalizers(_ context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+	return r.check("finalizers", er.Name)
+}
+
+// writes are the recorded calls that change something: everything but the
+// pre-flight dry runs and the re-checks by name.
+func (r *recorder) writes() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.calls {
+		if !strings.HasPrefix(c, "check-") && !strings.HasPrefix(c, "gh-find:") {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func (r *recorder) RecordEvent(_ context.Context, p reconcile.Pod, _, _ string) error {
@@ -152,17 +201,14 @@ func TestReapProtocol(t *testing.T) {
 	assert.NotContains(t, rec.calls, "pod:gh-down")
 	// A terminal pod goes even when GitHub says busy (rule 2's exception).
 	assert.Contains(t, rec.calls, "pod:dead-but-busy")
-	// Every registration delete came before every pod delete, one at a
-	// time, and each Event before its pod's delete.
-	lastGH, firstPod := -1, len(rec.calls)
-	for i, c := range rec.calls {
-		if strings.HasPrefix(c, "gh") {
-			lastGH = i
-		} else if strings.HasPrefix(c, "pod:") && i < firstPod {
-			firstPod = i
-		}
+	// Each pod's registration went before its pod, one GitHub delete at
+	// a time, and each pod's delete was proved allowed before anything
+	// was written for it.
+	for name, id := range map[string]int64{"zombie": 1, "dead-but-busy": 6} {
+		gh := indexOf(rec.calls, fmt.Sprintf("gh:org:acme:%d", id))
+		assert.Less(t, indexOf(rec.calls, "check-pod:"+name), gh, "pre-flight first: %v", rec.calls)
+		assert.Less(t, gh, indexOf(rec.calls, "pod:"+name), "registration before pod: %v", rec.calls)
 	}
-	assert.Less(t, lastGH, firstPod, "registrations first: %v", rec.calls)
 	assert.Equal(t, 1, rec.maxGH, "GitHub deletes are serial")
 	for _, name := range []string{"zombie", "replaced", "dead-but-busy"} {
 		assert.Less(t, indexOf(rec.calls, "event:"+name), indexOf(rec.calls, "pod:"+name))
@@ -231,7 +277,7 @@ func TestReapBoundsAndDryRunShareOneChokePoint(t *testing.T) {
 			admitted := Done
 			if dry {
 				admitted = WouldDelete
-				assert.Empty(t, rec.calls, "dry-run changes nothing")
+				assert.Empty(t, rec.writes(), "dry-run changes nothing")
 			}
 			// Terminal first, then the older-priority zombie; the rest wait.
 			assert.Equal(t, map[string]Result{"t1": admitted, "z1": admitted, "z2": Deferred, "ghost": Deferred}, results(outs))
@@ -349,4 +395,181 @@ func TestReapKeepsSpareTimeBeforeDeadline(t *testing.T) {
 	o.Spare = time.Second
 	outs = New(rec, rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Terminal, "t", 0)})
 	assert.Equal(t, Done, outs[0].Result, "with time to spare the action runs")
+}
+
+// Dry-run walks the real path up to the first write: the re-check by name
+// and the pre-flight run, so that it answers what a real sweep would, and
+// only where a real sweep would write does it say would-delete.
+func TestReapDryRunMakesTheSameDecisions(t *testing.T) {
+	build := func() ([]reconcile.Candidate, *recorder) {
+		rec := &recorder{
+			found: map[string]*reconcile.Registration{
+				"appeared-idle": {ID: 4, Name: "appeared-idle", Online: true},
+				"appeared-busy": {ID: 5, Name: "appeared-busy", Busy: true},
+			},
+			findErr:  map[string]error{"gh-down": errors.New("502")},
+			checkRes: map[string]reconcile.DeleteResult{"replaced": reconcile.Changed, "gone": reconcile.AlreadyGone},
+			checkErr: map[string]error{"forbidden": errors.New(`pods "forbidden" is forbidden: cannot delete`)},
+		}
+		cs := []reconcile.Candidate{
+			cand(reconcile.Unregistered, "still-absent", 0),
+			cand(reconcile.Unregistered, "appeared-idle", 0),
+			cand(reconcile.Unregistered, "appeared-busy", 0),
+			cand(reconcile.Unregistered, "gh-down", 0),
+			cand(reconcile.Zombie, "replaced", 2),
+			cand(reconcile.Zombie, "gone", 3),
+			cand(reconcile.Zombie, "forbidden", 6),
+			cand(reconcile.Zombie, "zombie", 7),
+			cand(reconcile.Ghost, "ghost", 8),
+		}
+		for i := range cs {
+			if cs[i].Pod != nil {
+				cs[i].Pod.RunnerName = cs[i].Pod.Name
+			}
+		}
+		return cs, rec
+	}
+	real, dry := map[string]Result{}, map[string]Result{}
+	for _, isDry := range []bool{false, true} {
+		cs, rec := build()
+		o := opts()
+		o.DryRun = isDry
+		outs := New(rec, rec, rec, o).Reap(context.Background(), 100, cs)
+		if isDry {
+			dry = results(outs)
+			assert.Empty(t, rec.writes(), "dry-run writes nothing")
+			for _, out := range outs {
+				if out.Candidate.Key == "forbidden" {
+					assert.ErrorContains(t, out.Err, "would be refused")
+				}
+			}
+		} else {
+			real = results(outs)
+		}
+	}
+	assert.Equal(t, map[string]Result{
+		"still-absent":  Done,
+		"appeared-idle": SkippedRegistered,
+		"appeared-busy": SparedBusy,
+		"gh-down":       Failed,
+		"replaced":      SkippedChanged,
+		"gone":          AlreadyGone,
+		"forbidden":     Failed,
+		"zombie":        Done,
+		"ghost":         Done,
+	}, real)
+	want := map[string]Result{}
+	for k, v := range real {
+		if v == Done {
+			v = WouldDelete
+		}
+		want[k] = v
+	}
+	assert.Equal(t, want, dry, "dry-run decides as the real sweep did; only the writes become would-delete")
+}
+
+// Item 7: before the first write for a candidate, its Kubernetes write is
+// proved allowed by a server-side dry run. When that is refused, no GitHub
+// delete and no Event are made, and the error says why; a precondition
+// that no longer holds is a skip, an object already gone is already-gone,
+// neither with a GitHub delete.
+func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
+	forbidden := errors.New(`pods "x" is forbidden: User "reaper" cannot delete resource "pods"`)
+	owned := func(name string, regID int64) reconcile.Candidate {
+		c := cand(reconcile.Zombie, name, regID)
+		c.Pod.Owner = &reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind, Name: name, UID: "o-" + name}
+		return c
+	}
+	arcLeak := func(v reconcile.Verdict, name string, regID int64) reconcile.Candidate {
+		c := cand(reconcile.Ghost, name, regID)
+		c.Verdict = v
+		c.EphemeralRunner = &reconcile.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name, DeletingSince: time.Now()}
+		return c
+	}
+	rec := &recorder{
+		checkErr: map[string]error{
+			"pod-refused": forbidden, "owner-refused": forbidden, "er-refused": forbidden,
+			"stuck-refused": forbidden, "sa-sa-refused": forbidden, "unreg-refused": forbidden,
+			"dead-refused": forbidden,
+		},
+		checkRes: map[string]reconcile.DeleteResult{"pod-changed": reconcile.Changed, "pod-gone": reconcile.AlreadyGone, "sa-pod-ok": reconcile.AlreadyGone},
+	}
+	o := opts()
+	o.DeleteServiceAccount, o.RemoveFinalizers = true, true
+	cs := []reconcile.Candidate{
+		cand(reconcile.Zombie, "pod-refused", 1),
+		owned("owner-refused", 2),
+		arcLeak(reconcile.ARCFailed, "er-refused", 3),
+		arcLeak(reconcile.ARCStuckDeleting, "stuck-refused", 0),
+		cand(reconcile.Zombie, "sa-refused", 5),
+		cand(reconcile.Unregistered, "unreg-refused", 0),
+		cand(reconcile.Terminal, "dead-refused", 6),
+		cand(reconcile.Zombie, "pod-changed", 7),
+		cand(reconcile.Zombie, "pod-gone", 8),
+		cand(reconcile.Zombie, "pod-ok", 9),
+	}
+	for i := range cs {
+		if cs[i].Pod != nil {
+			cs[i].Pod.RunnerName = cs[i].Pod.Name
+		}
+	}
+	outs := New(rec, rec, rec, o).Reap(context.Background(), 100, cs)
+	byKey := map[string]Outcome{}
+	for _, out := range outs {
+		byKey[out.Candidate.Key] = out
+	}
+	assert.Equal(t, map[string]Result{
+		"pod-refused":   Failed,
+		"owner-refused": Failed,
+		"er-refused":    Failed,
+		"stuck-refused": Failed,
+		"sa-refused":    Failed,
+		"unreg-refused": Failed,
+		"dead-refused":  Failed,
+		"pod-changed":   SkippedChanged,
+		"pod-gone":      AlreadyGone,
+		"pod-ok":        Done,
+	}, results(outs))
+	// Only pod-ok was written: its registration, Event, pod and
+	// ServiceAccount (a missing ServiceAccount does not hold the pod).
+	assert.Equal(t, []string{"gh:org:acme:9", "event:pod-ok", "pod:pod-ok", "sa:pod-ok"}, rec.writes())
+	assert.NotContains(t, fmt.Sprint(rec.calls), "gh-find:org:acme:unreg-refused", "refused before the re-check")
+	for _, k := range []string{"pod-refused", "owner-refused", "er-refused", "sa-refused", "dead-refused"} {
+		assert.ErrorContains(t, byKey[k].Err, "the Kubernetes write would be refused, so registration", k)
+		assert.ErrorContains(t, byKey[k].Err, "left alone", k)
+		assert.ErrorIs(t, byKey[k].Err, forbidden, k)
+	}
+	assert.ErrorContains(t, byKey["unreg-refused"].Err, "would be refused, so nothing was changed")
+	assert.Equal(t, reconcile.Changed, byKey["pod-changed"].Pod)
+	assert.Equal(t, reconcile.AlreadyGone, byKey["pod-gone"].Pod)
+}
+
+// A re-check by name proves an absence only for the moment it answers: the
+// candidate's own Kubernetes delete follows it directly, before any other
+// candidate's GitHub call, however many deletes run at once.
+func TestReapRecheckIsFollowedByItsOwnDelete(t *testing.T) {
+	rec := &recorder{}
+	var cs []reconcile.Candidate
+	for i := 0; i < 6; i++ {
+		c := cand(reconcile.Unregistered, fmt.Sprintf("u%d", i), 0)
+		c.Pod.RunnerName = c.Pod.Name
+		cs = append(cs, c)
+		cs = append(cs, cand(reconcile.Zombie, fmt.Sprintf("z%d", i), int64(i+1)))
+	}
+	o := opts()
+	o.Limits.MaxActions = len(cs)
+	outs := New(rec, rec, rec, o).Reap(context.Background(), 100, cs)
+	for _, out := range outs {
+		assert.Equal(t, Done, out.Result, out.Candidate.Key)
+	}
+	for i := 0; i < 6; i++ {
+		name := fmt.Sprintf("u%d", i)
+		find, del := indexOf(rec.calls, "gh-find:org:acme:"+name), indexOf(rec.calls, "pod:"+name)
+		require.GreaterOrEqual(t, find, 0)
+		require.Greater(t, del, find)
+		for _, c := range rec.calls[find+1 : del] {
+			assert.False(t, strings.HasPrefix(c, "gh"), "GitHub call %s between the re-check of %s and its delete: %v", c, name, rec.calls)
+		}
+	}
+	assert.Equal(t, 1, rec.maxGH, "GitHub calls stay serial")
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
@@ -94,4 +95,22 @@ func TestDroppedScopeLeavesNoCache(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, l.Lists, repo.Key())
 	assert.Contains(t, l.Lists, orgScope)
+}
+
+// Each admitted action costs one Kubernetes request more than its writes:
+// the pre-flight, a server-side dry run of the delete, sent before the
+// first write. Observation costs what it did.
+func TestRequestsPerAction(t *testing.T) {
+	r := newRig(t)
+	r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
+	res := r.run(sweep.Act)
+	require.NoError(t, res.Err)
+	require.Len(t, res.Outcomes, 1)
+	assert.Equal(t, "deleted", string(res.Outcomes[0].Result))
+	// Observation: ledger get, one pod list page, ledger create. The
+	// action: pre-flight, Event, delete.
+	assert.EqualValues(t, 3+3, res.Kube.Requests)
+	// A terminal pod without a registration asks nothing of GitHub
+	// beyond the list.
+	assert.EqualValues(t, 1, res.GitHub.Requests)
 }

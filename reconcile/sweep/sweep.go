@@ -54,8 +54,9 @@ type Mode int
 const (
 	// Act marks, confirms and deletes.
 	Act Mode = iota
-	// DryRun marks and confirms like Act, so that its output shows what a
-	// real sweep would do, but deletes nothing.
+	// DryRun marks and confirms like Act, and reads what Act reads before
+	// it writes (the re-check by name, the pre-flight dry run), so that its
+	// output shows what a real sweep would do; it deletes nothing.
 	DryRun
 	// Audit changes nothing at all, not even the ledger.
 	Audit
@@ -97,12 +98,14 @@ type Sweeper struct {
 	// EphemeralRunners is consulted only when Policy.ARC is on.
 	EphemeralRunners EphemeralRunnerLister
 	Ledger           state.Store
-	Reaper           func(dryRun bool) *reap.Reaper
-	Scopes           []reconcile.Scope
-	Policy           reconcile.Policy
-	Hold             reconcile.Hold
-	Log              *slog.Logger
-	Now              func() time.Time
+	// Reaper builds the choke point for the sweep's mode, the only thing
+	// that tells it whether to write.
+	Reaper func(mode Mode) *reap.Reaper
+	Scopes []reconcile.Scope
+	Policy reconcile.Policy
+	Hold   reconcile.Hold
+	Log    *slog.Logger
+	Now    func() time.Time
 	// GitHub and Kube count requests for the summary; either may be nil.
 	GitHub Counter
 	Kube   Counter
@@ -213,7 +216,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		}
 	}
 
-	res.Outcomes = s.Reaper(mode != Act).Reap(ctx, res.Class.ManagedPods, ready)
+	res.Outcomes = s.Reaper(mode).Reap(ctx, res.Class.ManagedPods, ready)
 
 	if mode == Act {
 		if cleared := clearActed(ledger.Marks, res.Outcomes); cleared > 0 {

@@ -1,0 +1,232 @@
+package sweep_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/internal/app"
+	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+)
+
+// Issue 8 item 7 on the real API server with real RBAC: a Role that lets
+// the reaper list pods but not delete them. The pre-flight (a server-side
+// dry-run delete) is refused, so no registration is deleted on GitHub, no
+// Event is recorded, the pods stay and the sweep fails; a dry run makes
+// the same refusal. Before the pre-flight, the terminal pod's registration
+// was deleted and its pod then stayed for good.
+func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
+	r := newRig(t)
+	dead := r.runner("acme-dead", "offline", false)
+	r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
+	zombie := r.runner("acme-zombie", "offline", false)
+	r.pod("acme-zombie", testenv.Running())
+
+	rules := leastPrivilege()
+	rules = append(rules[:1:1], rules[2:]...) // no pod delete
+	user := "reaper-no-delete-" + r.ns
+	env.Grant(t, r.ns, "runner-reaper", user, rules...)
+	cfg, err := env.AddUser(user)
+	require.NoError(t, err)
+
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	runAs := func(mode sweep.Mode) sweep.Result {
+		t.Helper()
+		s, err := app.Build(r.cfg, cfg, log)
+		require.NoError(t, err)
+		s.Now = r.clock.Now
+		return app.Sweep(context.Background(), s, mode, log)
+	}
+
+	dry := runAs(sweep.DryRun)
+	assert.Equal(t, sweep.Failed, dry.Status, "a dry run makes the same refusal: %s", logs.String())
+	require.Len(t, dry.Outcomes, 1)
+	assert.Equal(t, reap.Failed, dry.Outcomes[0].Result)
+
+	first := runAs(sweep.Act)
+	r.clock.Add(6 * time.Minute) // the zombie's mark matures
+	second := runAs(sweep.Act)
+	for _, res := range []sweep.Result{first, second} {
+		assert.Equal(t, sweep.Failed, res.Status, logs.String())
+		for _, o := range res.Outcomes {
+			assert.Equal(t, reap.Failed, o.Result, o.Candidate.Key)
+			assert.ErrorContains(t, o.Err, "would be refused, so registration")
+		}
+	}
+	require.Len(t, second.Outcomes, 2, "the terminal pod and the confirmed zombie")
+
+	for _, q := range r.sim.Requests() {
+		assert.NotEqual(t, ghsim.EndpointDelete, q.Endpoint, "no registration delete: %s %s", q.Method, q.Path)
+	}
+	assert.True(t, r.runnerExists(dead.ID))
+	assert.True(t, r.runnerExists(zombie.ID))
+	assert.True(t, r.podExists("acme-dead"))
+	assert.True(t, r.podExists("acme-zombie"))
+	assert.Empty(t, r.events(), "no Event for an action that did not happen")
+	assert.Contains(t, logs.String(), "forbidden")
+}
+
+// events lists the RunnerReaped Events in the rig's namespace.
+func (r *rig) events() []string {
+	r.t.Helper()
+	evs, err := env.Client.CoreV1().Events(r.ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(r.t, err)
+	var out []string
+	for _, e := range evs.Items {
+		out = append(out, e.InvolvedObject.Name)
+	}
+	return out
+}
+
+// The window between a re-check by name and its own pod delete holds no
+// other candidate's GitHub call, with Kubernetes deletes running four at a
+// time, on the real API server and the simulator. The test logs the
+// window's length (lookup answered -> delete sent).
+func TestRecheckWindowOnRealServers(t *testing.T) {
+	r := newRig(t)
+	const n = 8
+	for i := 0; i < n; i++ {
+		r.pod(fmt.Sprintf("acme-unreg-%d", i), testenv.Running())
+		name := fmt.Sprintf("acme-zombie-%d", i)
+		r.runner(name, "offline", false)
+		r.pod(name, testenv.Running())
+	}
+	r.clock.Add(11 * time.Minute) // past the registration deadline
+	require.NoError(t, r.run(sweep.Act).Err)
+	r.clock.Add(6 * time.Minute)
+
+	s := r.sweeper()
+	tl := &timeline{}
+	gh := timedGitHub{Registrations: s.GitHub.(reap.Registrations), tl: tl}
+	kc := timedKube{Pods: s.Kube.(reap.Pods), tl: tl}
+	arc := s.Kube.(reap.ARCObjects)
+	scopes := map[string]reconcile.Scope{}
+	for _, sc := range r.cfg.Scopes {
+		scopes[sc.Key()] = sc
+	}
+	s.Reaper = func(mode sweep.Mode) *reap.Reaper {
+		return reap.New(gh, kc, arc, reap.Options{DryRun: mode != sweep.Act, Limits: r.cfg.Limits,
+			Concurrency: r.cfg.KubeConcurrency, Scopes: scopes})
+	}
+	res := s.Run(context.Background(), sweep.Act)
+	require.NoError(t, res.Err)
+	require.Len(t, res.Outcomes, 2*n)
+	for _, o := range res.Outcomes {
+		assert.Equal(t, reap.Done, o.Result, o.Candidate.Key)
+	}
+
+	var windows []time.Duration
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("acme-unreg-%d", i)
+		found, del := tl.index("find-end:"+name), tl.index("pod-start:"+name)
+		require.GreaterOrEqual(t, found, 0, name)
+		require.Greater(t, del, found, name)
+		for _, e := range tl.events[found+1 : del] {
+			assert.False(t, strings.HasPrefix(e.what, "gh-start:"), "%s between the re-check of %s and its delete", e.what, name)
+		}
+		windows = append(windows, tl.events[del].at.Sub(tl.events[found].at))
+	}
+	sort.Slice(windows, func(i, j int) bool { return windows[i] < windows[j] })
+	t.Logf("re-check answered -> its pod delete sent, %d pods, Kubernetes concurrency %d: median %s, max %s",
+		n, r.cfg.KubeConcurrency, windows[n/2], windows[n-1])
+}
+
+type event struct {
+	what string
+	at   time.Time
+}
+
+// timeline records when calls start and end, in order.
+type timeline struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func (tl *timeline) add(what string) {
+	tl.mu.Lock()
+	tl.events = append(tl.events, event{what, time.Now()})
+	tl.mu.Unlock()
+}
+
+func (tl *timeline) index(what string) int {
+	for i, e := range tl.events {
+		if e.what == what {
+			return i
+		}
+	}
+	return -1
+}
+
+type timedGitHub struct {
+	reap.Registrations
+	tl *timeline
+}
+
+func (g timedGitHub) DeleteRunner(ctx context.Context, s reconcile.Scope, id int64) (reconcile.DeleteResult, error) {
+	g.tl.add(fmt.Sprintf("gh-start:delete:%d", id))
+	return g.Registrations.DeleteRunner(ctx, s, id)
+}
+
+func (g timedGitHub) FindRunner(ctx context.Context, s reconcile.Scope, name string) (*reconcile.Registration, error) {
+	g.tl.add("gh-start:find:" + name)
+	reg, err := g.Registrations.FindRunner(ctx, s, name)
+	g.tl.add("find-end:" + name)
+	return reg, err
+}
+
+type timedKube struct {
+	reap.Pods
+	tl *timeline
+}
+
+func (k timedKube) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+	k.tl.add("pod-start:" + p.Name)
+	return k.Pods.DeletePod(ctx, p)
+}
+
+// Issue 8 item 5: a dry run re-checks by name like a real sweep. A runner
+// that registers between the list and the re-check is skipped-registered
+// in a dry run too, where a dry run used to say would-delete.
+func TestDryRunRechecksLikeARealSweep(t *testing.T) {
+	r := newRig(t)
+	r.pod("acme-late", testenv.Running())
+	r.clock.Add(11 * time.Minute) // past the registration deadline
+	require.NoError(t, r.run(sweep.DryRun).Err)
+	r.clock.Add(6 * time.Minute)
+
+	for _, mode := range []sweep.Mode{sweep.DryRun, sweep.Act} {
+		s := r.sweeper()
+		registered := false
+		s.Runners = busyAfterList{RunnerLister: s.Runners, flip: func() {
+			if !registered {
+				r.runner("acme-late", "online", false)
+				registered = true
+			}
+		}}
+		res := s.Run(context.Background(), mode)
+		require.NoError(t, res.Err, mode.String())
+		require.Len(t, res.Outcomes, 1, mode.String())
+		assert.Equal(t, reap.SkippedRegistered, res.Outcomes[0].Result, mode.String())
+		assert.Equal(t, mode == sweep.DryRun, res.Outcomes[0].DryRun)
+		assert.True(t, r.podExists("acme-late"))
+		for _, x := range r.sim.Runners(orgScope) {
+			r.sim.RemoveRunner(orgScope, x.ID)
+		}
+	}
+}
