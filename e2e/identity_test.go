@@ -58,6 +58,7 @@ func TestIdentityNamesakeAcrossNamespaces(t *testing.T) {
 	assert.Equal(t, "delete-pod", dead["action"], "no registration action on an ambiguous name")
 	assert.Equal(t, "deleted", dead["result"])
 	assert.NotContains(t, dead, "registration_result")
+	assert.Contains(t, dead["evidence"], `no registration is deleted: runner "acme-shared" is ambiguous`)
 	amb := first.ambiguity(t, "acme-shared")
 	assert.ElementsMatch(t, []any{w.ns + "/acme-shared", other + "/acme-shared"}, amb["pods"])
 	assert.Equal(t, 1, num(t, first.summary(t), "ambiguous_runners"))

@@ -64,8 +64,8 @@ type Finding struct {
 	// Pod is nil for a ghost.
 	Pod *Pod
 	// Registration is the GitHub registration to delete first; nil when
-	// there is none (or, for a terminal pod, when its scope's list could
-	// not be read).
+	// there is none, or, for a terminal pod, when its scope's list could
+	// not be read or its runner name or id is ambiguous.
 	Registration *Registration
 	// EphemeralRunner is set for ARC's own leaks: the object to act on.
 	EphemeralRunner *EphemeralRunner
@@ -200,6 +200,9 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 			m = ix.match(p, runnerID(p))
 		}
 		if f, ok := terminal(p, m.reg); ok {
+			if m.ambiguous {
+				f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
+			}
 			out.Findings = append(out.Findings, f)
 			continue
 		}

@@ -211,6 +211,11 @@ func TestClassifyIdentity(t *testing.T) {
 			obs.EphemeralRunners = tc.ers
 			c := Classify(obs, policy(), tc.marks)
 			assert.Equal(t, tc.want, findings(c))
+			for _, f := range c.Findings {
+				if f.Verdict == Terminal && f.Registration == nil {
+					assert.Contains(t, f.Evidence, "no registration is deleted: runner")
+				}
+			}
 			assert.Equal(t, tc.protected, c.Protected)
 			for i := range c.Ambiguities {
 				if c.Ambiguities[i].Pods == nil {
