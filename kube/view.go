@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,6 +110,8 @@ func (m Mapping) View(p *corev1.Pod) reconcile.Pod {
 		Deleting:        p.DeletionTimestamp != nil,
 		Stamped:         m.StampLabel != "" && p.Labels[m.StampLabel] != "",
 		Runner:          m.runnerContainer(p),
+		HasRunner:       m.hasRunner(p),
+		StartedAt:       m.startedAt(p),
 	}
 	if ref := metav1.GetControllerOf(p); ref != nil {
 		v.Owner = &reconcile.Owner{
@@ -182,13 +185,45 @@ func (m Mapping) scopeFromLabel(value string) string {
 	return key
 }
 
+func (m Mapping) runnerContainerName() string {
+	if m.RunnerContainer == "" {
+		return DefaultRunnerContainer
+	}
+	return m.RunnerContainer
+}
+
+// hasRunner reads the spec, not the status: a pod is a runner by what it was
+// made to run, whether or not the kubelet has reported on it yet.
+func (m Mapping) hasRunner(p *corev1.Pod) bool {
+	name := m.runnerContainerName()
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// startedAt is when the runner began: its container's start, else the
+// pod's (the kubelet accepted it), else its creation.
+func (m Mapping) startedAt(p *corev1.Pod) time.Time {
+	name := m.runnerContainerName()
+	for i := range p.Status.ContainerStatuses {
+		cs := &p.Status.ContainerStatuses[i]
+		if cs.Name == name && cs.State.Running != nil && !cs.State.Running.StartedAt.IsZero() {
+			return cs.State.Running.StartedAt.Time
+		}
+	}
+	if p.Status.StartTime != nil && !p.Status.StartTime.IsZero() {
+		return p.Status.StartTime.Time
+	}
+	return p.CreationTimestamp.Time
+}
+
 // runnerContainer reads the runner container's status as the kubelet last
 // wrote it.
 func (m Mapping) runnerContainer(p *corev1.Pod) reconcile.Container {
-	name := m.RunnerContainer
-	if name == "" {
-		name = DefaultRunnerContainer
-	}
+	name := m.runnerContainerName()
 	for i := range p.Status.ContainerStatuses {
 		cs := &p.Status.ContainerStatuses[i]
 		if cs.Name != name {

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
@@ -39,6 +41,7 @@ func TestMappingView(t *testing.T) {
 				ResourceVersion:   "42",
 				CreationTimestamp: metav1.NewTime(created),
 			},
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Image: runnerImage}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning},
 		}
 	}
@@ -51,6 +54,8 @@ func TestMappingView(t *testing.T) {
 			RunnerName:      "runner-abc",
 			Phase:           "Running",
 			CreatedAt:       created,
+			StartedAt:       created,
+			HasRunner:       true,
 		}
 	}
 	labels := func(kv ...string) func(*corev1.Pod) {
@@ -123,7 +128,10 @@ func TestMappingView(t *testing.T) {
 		// Runner container.
 		{"runner container running", Mapping{},
 			statuses(containerStatus("runner", stateRunning(), none)),
-			func(v *reconcile.Pod) { v.Runner = reconcile.Container{Found: true, Running: true} }},
+			func(v *reconcile.Pod) {
+				v.Runner = reconcile.Container{Found: true, Running: true}
+				v.StartedAt = started().Time
+			}},
 		{"runner container OOM-killed", Mapping{},
 			statuses(containerStatus("dind", stateRunning(), none), containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), none)),
 			func(v *reconcile.Pod) {
@@ -133,6 +141,7 @@ func TestMappingView(t *testing.T) {
 			statuses(containerStatus("runner", stateRunning(), stateTerminated(143, 15, "Error"))),
 			func(v *reconcile.Pod) {
 				v.Runner = reconcile.Container{Found: true, Running: true, LastTerminated: term(143, 15, "Error")}
+				v.StartedAt = started().Time
 			}},
 		{"runner container waiting", Mapping{},
 			statuses(containerStatus("runner", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, none)),
@@ -140,8 +149,63 @@ func TestMappingView(t *testing.T) {
 		{"runner container not found among others", Mapping{},
 			statuses(containerStatus("dind", stateRunning(), none)), nil},
 		{"runner container under another name", Mapping{RunnerContainer: "dind"},
-			statuses(containerStatus("dind", stateRunning(), none), containerStatus("runner", stateTerminated(0, 0, "Completed"), none)),
-			func(v *reconcile.Pod) { v.Runner = reconcile.Container{Found: true, Running: true} }},
+			func(p *corev1.Pod) {
+				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "dind", Image: "docker:dind"})
+				statuses(containerStatus("dind", stateRunning(), none), containerStatus("runner", stateTerminated(0, 0, "Completed"), none))(p)
+			},
+			func(v *reconcile.Pod) {
+				v.Runner = reconcile.Container{Found: true, Running: true}
+				v.StartedAt = started().Time
+			}},
+
+		// Whether the pod is a runner at all: its spec, not its status.
+		{"no runner container in the spec", Mapping{},
+			func(p *corev1.Pod) { p.Spec.Containers = []corev1.Container{{Name: "postgres", Image: "postgres:16"}} },
+			func(v *reconcile.Pod) { v.HasRunner = false }},
+		{"runner container in the spec under another name than configured", Mapping{RunnerContainer: "actions-runner"},
+			nil, func(v *reconcile.Pod) { v.HasRunner = false }},
+		{"runner container in the spec, no status yet", Mapping{},
+			func(p *corev1.Pod) { p.Status = corev1.PodStatus{Phase: corev1.PodPending} },
+			func(v *reconcile.Pod) { v.Phase = "Pending" }},
+		{"a status for a runner container the spec lacks is not a runner", Mapping{},
+			func(p *corev1.Pod) {
+				p.Spec.Containers = []corev1.Container{{Name: "app", Image: "app:1"}}
+				statuses(containerStatus("runner", stateRunning(), none))(p)
+			},
+			func(v *reconcile.Pod) {
+				v.HasRunner = false
+				v.Runner = reconcile.Container{Found: true, Running: true}
+				v.StartedAt = started().Time
+			}},
+
+		// When the runner started: its container, else the pod, else creation.
+		{"started: the pod's start time while its runner container waits", Mapping{},
+			func(p *corev1.Pod) {
+				st := metav1.NewTime(created.Add(7 * time.Minute))
+				p.Status.StartTime = &st
+				statuses(containerStatus("runner", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, none))(p)
+			},
+			func(v *reconcile.Pod) {
+				v.Runner = reconcile.Container{Found: true}
+				v.StartedAt = created.Add(7 * time.Minute)
+			}},
+		{"started: the runner container's start beats the pod's", Mapping{},
+			func(p *corev1.Pod) {
+				st := metav1.NewTime(created.Add(7 * time.Minute))
+				p.Status.StartTime = &st
+				statuses(containerStatus("runner", corev1.ContainerState{Running: &corev1.ContainerStateRunning{
+					StartedAt: metav1.NewTime(created.Add(9 * time.Minute))}}, none))(p)
+			},
+			func(v *reconcile.Pod) {
+				v.Runner = reconcile.Container{Found: true, Running: true}
+				v.StartedAt = created.Add(9 * time.Minute)
+			}},
+		{"started: another container's start does not count", Mapping{},
+			func(p *corev1.Pod) {
+				statuses(containerStatus("dind", corev1.ContainerState{Running: &corev1.ContainerStateRunning{
+					StartedAt: metav1.NewTime(created.Add(9 * time.Minute))}}, none))(p)
+			},
+			nil},
 
 		// Stamp, owner, deletion, phase.
 		{"stamped", Mapping{StampLabel: "pool/claimed-by"},
@@ -212,6 +276,77 @@ func TestParseSource(t *testing.T) {
 			again, err := ParseSource(got.String())
 			require.NoError(t, err)
 			assert.Equal(t, got, again, "String is the configuration form")
+		})
+	}
+}
+
+// TestListPodsRunnerStartAndContainer writes pods and statuses to the real
+// API server and checks, after the round trip, the two things issue 8 asks
+// of the view: whether the pod's spec has the runner container at all, and
+// when its runner started (the container's start, else the pod's, else its
+// creation).
+func TestListPodsRunnerStartAndContainer(t *testing.T) {
+	ns := env.Namespace(t, "kube")
+	labels := map[string]string{"app": "runner"}
+	// The API keeps whole seconds.
+	podStart := time.Now().UTC().Truncate(time.Second).Add(-3 * time.Minute)
+	runnerStart := podStart.Add(2 * time.Minute)
+	st := metav1.NewTime(podStart)
+	waiting := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	runningSince := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(runnerStart)}}
+	none := corev1.ContainerState{}
+	withStart := func(s *corev1.PodStatus) *corev1.PodStatus { s.StartTime = &st; return s }
+
+	tests := []struct {
+		name       string
+		pod        testenv.RunnerPod
+		hasRunner  bool
+		wantStart  func(created time.Time) time.Time
+		wantRunner reconcile.Container
+	}{{
+		name:      "unscheduled",
+		pod:       testenv.RunnerPod{Unscheduled: true},
+		hasRunner: true, wantStart: func(c time.Time) time.Time { return c },
+	}, {
+		name:      "creating",
+		pod:       testenv.RunnerPod{Status: withStart(podStatus(corev1.PodRunning, containerStatus("runner", waiting, none)))},
+		hasRunner: true, wantStart: func(time.Time) time.Time { return podStart },
+		wantRunner: reconcile.Container{Found: true},
+	}, {
+		name:      "started-later",
+		pod:       testenv.RunnerPod{Status: withStart(podStatus(corev1.PodRunning, containerStatus("runner", runningSince, none)))},
+		hasRunner: true, wantStart: func(time.Time) time.Time { return runnerStart },
+		wantRunner: reconcile.Container{Found: true, Running: true},
+	}, {
+		name: "sidecar-started-later",
+		pod: testenv.RunnerPod{Sidecar: true, Status: withStart(podStatus(corev1.PodRunning,
+			containerStatus("dind", runningSince, none), containerStatus("runner", waiting, none)))},
+		hasRunner: true, wantStart: func(time.Time) time.Time { return podStart },
+		wantRunner: reconcile.Container{Found: true},
+	}, {
+		name: "postgres-0",
+		pod: testenv.RunnerPod{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:16"}},
+			Status: withStart(podStatus(corev1.PodRunning, corev1.ContainerStatus{Name: "postgres", Image: "postgres:16", State: runningSince}))},
+		hasRunner: false, wantStart: func(time.Time) time.Time { return podStart },
+	}}
+	created := map[string]*corev1.Pod{}
+	for _, tc := range tests {
+		p := tc.pod
+		p.Name, p.Labels = tc.name, labels
+		created[tc.name] = env.RunnerPod(t, ns, p)
+	}
+
+	c := newClient(t, Options{})
+	pods, err := c.ListPods(context.Background(), []string{ns}, "app=runner", Mapping{Scopes: mustScopes(t, "org:acme")})
+	require.NoError(t, err)
+	require.Len(t, pods, len(tests))
+	got := byName(pods)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := got[ns+"/"+tc.name]
+			assert.Equal(t, tc.hasRunner, v.HasRunner)
+			assert.WithinDuration(t, tc.wantStart(created[tc.name].CreationTimestamp.Time), v.StartedAt, 0)
+			assert.Equal(t, tc.wantRunner, v.Runner)
 		})
 	}
 }

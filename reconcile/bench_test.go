@@ -19,7 +19,7 @@ func fleet(n, scopes int) (Observation, map[string]Mark) {
 		name := fmt.Sprintf("acme-runner-%06d", i)
 		p := Pod{Namespace: "runners", Name: name, UID: fmt.Sprintf("uid-%d", i), ResourceVersion: "1",
 			RunnerName: name, ScopeKey: scope, Phase: "Running", CreatedAt: t0.Add(-time.Duration(i%120) * time.Minute),
-			Runner: Container{Found: true, Running: true}}
+			Runner: Container{Found: true, Running: true}, HasRunner: true}
 		r := Registration{ID: int64(i + 1), Name: name, Online: true, Labels: []string{"self-hosted", "linux"}}
 		switch i % 100 {
 		case 0, 1, 2:

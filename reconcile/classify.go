@@ -64,8 +64,8 @@ type Finding struct {
 	// Pod is nil for a ghost.
 	Pod *Pod
 	// Registration is the GitHub registration to delete first; nil when
-	// there is none (or, for a terminal pod, when its scope's list could
-	// not be read).
+	// there is none, or, for a terminal pod, when its scope's list could
+	// not be read or its runner name or id is ambiguous.
 	Registration *Registration
 	// EphemeralRunner is set for ARC's own leaks: the object to act on.
 	EphemeralRunner *EphemeralRunner
@@ -88,6 +88,23 @@ type Skip struct {
 	Reason   string
 }
 
+// Ambiguity is a runner name (or id) in a scope that cannot be tied to one
+// pod and one registration. Nothing is deleted by an ambiguous name: the
+// registration it finds may belong to a live namesake.
+type Ambiguity struct {
+	ScopeKey   string
+	RunnerName string
+	// RunnerID is set when the ambiguity is an id that more than one pod
+	// claims.
+	RunnerID int64
+	Reason   string
+	// Pods are the claimants' namespace/name, sorted.
+	Pods []string
+	// Registrations are the ids of the registrations listed under the
+	// name, when there are more than one.
+	Registrations []int64
+}
+
 // Classification is what one sweep concluded.
 type Classification struct {
 	Findings []Finding
@@ -95,16 +112,23 @@ type Classification struct {
 	// inconsistent: their pods get no GitHub-based verdict and their marks
 	// must be neither confirmed nor cleared.
 	Skipped []Skip
+	// Ambiguities lists the runner names and ids that no registration
+	// action may be taken on this sweep, sorted by scope and name.
+	Ambiguities []Ambiguity
 	// Unscoped counts running pods whose scope or runner name could not be
 	// told, or whose scope is not configured; they can only be terminal.
 	Unscoped int
+	// NotRunner counts observed pods with no runner container: the
+	// selector matched them, but they are never judged.
+	NotRunner int
 	// Protected counts pods spared because GitHub says their runner is busy
 	// or a claim backs them.
 	Protected int
 	// ScopePods counts the classified pods per scope, for the mass
 	// suspicion alarm.
 	ScopePods map[string]int
-	// ManagedPods is every pod observed, the base of the fractional bound.
+	// ManagedPods is every runner pod observed, the base of the fractional
+	// bound; pods that are not runners do not widen it.
 	ManagedPods int
 	// Unobserved lists the configured namespaces whose pods were not seen.
 	// While there is one, no ghost verdict is made and ghost marks are
@@ -130,37 +154,17 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 	if claimed == nil {
 		claimed = GitHubBusyClaim
 	}
-	out := Classification{ScopePods: map[string]int{}, ManagedPods: len(obs.Pods), Unobserved: obs.Unobserved}
+	out := Classification{ScopePods: map[string]int{}, Unobserved: obs.Unobserved}
 
 	keys := make([]string, 0, len(obs.Lists))
-	byName := make(map[string]map[string]*Registration, len(obs.Lists))
-	for key, l := range obs.Lists {
+	for key := range obs.Lists {
 		keys = append(keys, key)
-		if !l.Complete {
-			continue
-		}
-		m := make(map[string]*Registration, len(l.Runners))
-		for i := range l.Runners {
-			m[l.Runners[i].Name] = &l.Runners[i]
-		}
-		byName[key] = m
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
 		if l := obs.Lists[key]; !l.Complete {
 			out.Skipped = append(out.Skipped, Skip{ScopeKey: key, Reason: l.Problem})
 		}
-	}
-
-	// backed holds every runner name some pod stands for, per scope; a
-	// pod whose scope is unknown backs the name in every scope, so that a
-	// mislabelled pod can never make its registration look like a ghost.
-	backed := map[string]map[string]bool{}
-	back := func(scope, name string) {
-		if backed[scope] == nil {
-			backed[scope] = map[string]bool{}
-		}
-		backed[scope][name] = true
 	}
 
 	// An EphemeralRunner's status.runnerId is its pod's registration id:
@@ -171,23 +175,40 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 			arcIDs[er.UID] = er.RunnerID
 		}
 	}
+	runnerID := func(p *Pod) int64 {
+		if p.RunnerID == 0 && p.Owner != nil {
+			return arcIDs[p.Owner.UID]
+		}
+		return p.RunnerID
+	}
+	ix := index(obs, runnerID)
+	out.Ambiguities = ix.ambiguities(keys)
 
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
-		back(p.ScopeKey, p.RunnerName)
+		if !p.HasRunner {
+			out.NotRunner++
+			continue
+		}
+		out.ManagedPods++
 		if p.Deleting {
 			continue
 		}
-		regs, complete := byName[p.ScopeKey]
-		var reg *Registration
+		var m match
+		_, complete := ix.byName[p.ScopeKey]
 		if complete {
-			reg = regs[p.RunnerName]
+			m = ix.match(p, runnerID(p))
 		}
-		if f, ok := terminal(p, reg); ok {
+		if f, ok := terminal(p, m.reg); ok {
+			if m.ambiguous {
+				f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
+			}
 			out.Findings = append(out.Findings, f)
 			continue
 		}
-		if p.Phase != "Running" {
+		// A Running pod whose runner container has not started (still
+		// being created, its image pulling) has no verdict yet.
+		if p.Phase != "Running" || !p.Runner.Running {
 			continue
 		}
 		// A pod that does not say its runner's name cannot be matched
@@ -200,11 +221,13 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 		if !complete {
 			continue
 		}
-		runnerID := p.RunnerID
-		if runnerID == 0 && p.Owner != nil {
-			runnerID = arcIDs[p.Owner.UID]
+		if m.ambiguous {
+			if m.protected {
+				out.Protected++
+			}
+			continue
 		}
-		f, protected := judgeRunning(obs.Now, p, runnerID, reg, pol, claimed, marks)
+		f, protected := judgeRunning(obs.Now, p, runnerID(p), m.reg, pol, claimed, marks)
 		if protected {
 			out.Protected++
 		}
@@ -214,7 +237,7 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 	}
 
 	if pol.ARC {
-		out.Findings = append(out.Findings, classifyARC(obs, pol, byID(obs.Lists))...)
+		out.Findings = append(out.Findings, classifyARC(obs, pol, ix.byID)...)
 	}
 
 	// A ghost is a registration that no observed pod backs; with a
@@ -227,7 +250,9 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 			}
 			for i := range l.Runners {
 				r := &l.Runners[i]
-				if r.Online || r.Busy || !pol.Owns(*r) || backed[key][r.Name] || backed[""][r.Name] {
+				// A name listed twice is no one registration's own:
+				// deleting by it could remove a live runner's.
+				if r.Online || r.Busy || !pol.Owns(*r) || ix.backed(key, r) || len(ix.byName[key][r.Name]) > 1 {
 					continue
 				}
 				out.Findings = append(out.Findings, Finding{
@@ -243,8 +268,180 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 	return out
 }
 
+// identities indexes, per scope, who claims which runner: the observed pods
+// by runner name and id, and the complete lists' registrations by name and
+// id. It is how a pod is tied to its own registration and never to a
+// namesake's.
+type identities struct {
+	// names holds every pod claiming a runner name, per scope. A pod whose
+	// scope is unknown is under "" and claims the name in every scope, so
+	// that a mislabelled pod can neither make its registration look like
+	// a ghost nor leave a namesake looking unique.
+	names map[string]map[string][]*Pod
+	// ids holds every pod claiming a runner id, per scope.
+	ids map[string]map[int64][]*Pod
+	// byName and byID hold complete lists only.
+	byName map[string]map[string][]*Registration
+	byID   map[string]map[int64]*Registration
+}
+
+func index(obs Observation, runnerID func(*Pod) int64) identities {
+	ix := identities{
+		names:  map[string]map[string][]*Pod{},
+		ids:    map[string]map[int64][]*Pod{},
+		byName: make(map[string]map[string][]*Registration, len(obs.Lists)),
+		byID:   byID(obs.Lists),
+	}
+	// Every observed pod claims its name and id, whatever its phase,
+	// deletion or container: each is something a registration may belong
+	// to.
+	for i := range obs.Pods {
+		p := &obs.Pods[i]
+		if p.RunnerName != "" {
+			if ix.names[p.ScopeKey] == nil {
+				ix.names[p.ScopeKey] = map[string][]*Pod{}
+			}
+			ix.names[p.ScopeKey][p.RunnerName] = append(ix.names[p.ScopeKey][p.RunnerName], p)
+		}
+		if id := runnerID(p); id != 0 {
+			if ix.ids[p.ScopeKey] == nil {
+				ix.ids[p.ScopeKey] = map[int64][]*Pod{}
+			}
+			ix.ids[p.ScopeKey][id] = append(ix.ids[p.ScopeKey][id], p)
+		}
+	}
+	for key, l := range obs.Lists {
+		if !l.Complete {
+			continue
+		}
+		m := make(map[string][]*Registration, len(l.Runners))
+		for i := range l.Runners {
+			r := &l.Runners[i]
+			m[r.Name] = append(m[r.Name], r)
+		}
+		ix.byName[key] = m
+	}
+	return ix
+}
+
+// claimants are the pods claiming the name in the scope.
+func (ix identities) claimants(scope, name string) []*Pod {
+	ps := ix.names[scope][name]
+	if scope != "" {
+		ps = append(ps[:len(ps):len(ps)], ix.names[""][name]...)
+	}
+	return ps
+}
+
+// backed reports whether an observed pod stands for the registration, by
+// name or by id.
+func (ix identities) backed(scope string, r *Registration) bool {
+	return len(ix.claimants(scope, r.Name)) > 0 || len(ix.ids[scope][r.ID]) > 0 || len(ix.ids[""][r.ID]) > 0
+}
+
+// match is what a pod's scope's complete list says of its registration.
+type match struct {
+	reg *Registration
+	// ambiguous: the pod cannot be tied to one registration, so no
+	// registration action may be taken for it.
+	ambiguous bool
+	// protected: the name is ambiguous and one of its registrations is
+	// busy or online, so the pod may be running a job.
+	protected bool
+}
+
+// match ties a pod to its registration: by the runner id where Kubernetes
+// knows it, else by name, and only when nothing else claims that name and
+// the list holds it once.
+func (ix identities) match(p *Pod, id int64) match {
+	if id != 0 {
+		if len(ix.ids[p.ScopeKey][id])+len(ix.ids[""][id]) > 1 {
+			return match{ambiguous: true}
+		}
+		return match{reg: ix.byID[p.ScopeKey][id]}
+	}
+	if p.RunnerName == "" {
+		return match{}
+	}
+	if len(ix.claimants(p.ScopeKey, p.RunnerName)) > 1 {
+		return match{ambiguous: true}
+	}
+	regs := ix.byName[p.ScopeKey][p.RunnerName]
+	switch len(regs) {
+	case 0:
+		return match{}
+	case 1:
+		return match{reg: regs[0]}
+	}
+	m := match{ambiguous: true}
+	for _, r := range regs {
+		if r.Busy || r.Online {
+			m.protected = true
+		}
+	}
+	return m
+}
+
+// ambiguities lists, for the observed scopes (sorted keys), every name or
+// id claimed by more than one pod of that scope, and every name a complete
+// list holds more than once.
+func (ix identities) ambiguities(keys []string) []Ambiguity {
+	var out []Ambiguity
+	podNames := func(ps []*Pod) []string {
+		names := make([]string, 0, len(ps))
+		for _, p := range ps {
+			names = append(names, p.Namespace+"/"+p.Name)
+		}
+		sort.Strings(names)
+		return names
+	}
+	for _, key := range keys {
+		var found []Ambiguity
+		for name := range ix.names[key] {
+			if ps := ix.claimants(key, name); len(ps) > 1 {
+				found = append(found, Ambiguity{ScopeKey: key, RunnerName: name, Pods: podNames(ps),
+					Reason: fmt.Sprintf("runner name claimed by %d observed pods; no registration is deleted by it", len(ps))})
+			}
+		}
+		for id, ps := range ix.ids[key] {
+			if all := append(ps[:len(ps):len(ps)], ix.ids[""][id]...); len(all) > 1 {
+				found = append(found, Ambiguity{ScopeKey: key, RunnerName: all[0].RunnerName, RunnerID: id, Pods: podNames(all),
+					Reason: fmt.Sprintf("runner id claimed by %d observed pods; no registration is deleted by it", len(all))})
+			}
+		}
+		for name, regs := range ix.byName[key] {
+			if len(regs) < 2 {
+				continue
+			}
+			a := Ambiguity{ScopeKey: key, RunnerName: name, Pods: podNames(ix.claimants(key, name))}
+			live := false
+			for _, r := range regs {
+				a.Registrations = append(a.Registrations, r.ID)
+				live = live || r.Busy || r.Online
+			}
+			sort.Slice(a.Registrations, func(i, j int) bool { return a.Registrations[i] < a.Registrations[j] })
+			a.Reason = fmt.Sprintf("%d registrations share the name; nothing is deleted by it", len(regs))
+			if live {
+				a.Reason += ", and a pod claiming it is protected because one of them is busy or online"
+			}
+			found = append(found, a)
+		}
+		sort.Slice(found, func(i, j int) bool {
+			if found[i].RunnerName != found[j].RunnerName {
+				return found[i].RunnerName < found[j].RunnerName
+			}
+			if found[i].RunnerID != found[j].RunnerID {
+				return found[i].RunnerID < found[j].RunnerID
+			}
+			return found[i].Reason < found[j].Reason
+		})
+		out = append(out, found...)
+	}
+	return out
+}
+
 // terminal judges on the kubelet's word alone: the pod has ended, or its
-// runner container has.
+// runner container has (and is not running again).
 func terminal(p *Pod, reg *Registration) (Finding, bool) {
 	var why string
 	switch {
@@ -252,6 +449,10 @@ func terminal(p *Pod, reg *Registration) (Finding, bool) {
 		why = "pod phase " + p.Phase
 	case p.Runner.Terminated != nil:
 		why = "runner container terminated in a " + p.Phase + " pod"
+	case p.Phase == "Running" && !p.Runner.Running && p.Runner.LastTerminated != nil:
+		// Waiting after a termination, CrashLoopBackOff: the runner
+		// that was there has ended, and nothing runs in its place.
+		why = "runner container not running after a termination in a Running pod"
 	default:
 		return Finding{}, false
 	}
@@ -277,7 +478,17 @@ func terminal(p *Pod, reg *Registration) (Finding, bool) {
 	}, true
 }
 
-// judgeRunning classifies a running pod whose scope's list is complete.
+// startedAt is when the deadline starts: when the runner began, or, for a
+// pod that does not say, when it was created.
+func startedAt(p *Pod) time.Time {
+	if p.StartedAt.IsZero() {
+		return p.CreatedAt
+	}
+	return p.StartedAt
+}
+
+// judgeRunning classifies a running pod, its runner container running,
+// whose scope's list is complete and whose registration is unambiguous.
 func judgeRunning(now time.Time, p *Pod, runnerID int64, reg *Registration, pol Policy, claimed func(Pod, *Registration) bool, marks map[string]Mark) (*Finding, bool) {
 	// Rule 2: a runner GitHub reports busy is never a suspect.
 	if reg != nil && reg.Busy {
@@ -306,10 +517,10 @@ func judgeRunning(now time.Time, p *Pod, runnerID int64, reg *Registration, pol 
 	case marks[f.Key].Verdict == Zombie:
 		f.Verdict, f.Gone = Zombie, true
 		f.Evidence = fmt.Sprintf("pod running; its registration %q was seen offline and is now gone from the complete list", p.RunnerName)
-	case now.Sub(p.CreatedAt) > pol.RegistrationDeadline:
+	case now.Sub(startedAt(p)) > pol.RegistrationDeadline:
 		f.Verdict = Unregistered
-		f.Evidence = fmt.Sprintf("pod running for %s, past the %s registration deadline; runner %q never appeared",
-			now.Sub(p.CreatedAt).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
+		f.Evidence = fmt.Sprintf("runner running for %s (pod created %s ago), past the %s registration deadline; runner %q never appeared",
+			now.Sub(startedAt(p)).Round(time.Second), now.Sub(p.CreatedAt).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
 	default:
 		return nil, false
 	}

@@ -11,7 +11,7 @@ func running(name string, mods ...func(*Pod)) Pod {
 	p := Pod{
 		Namespace: "runners", Name: name, UID: "uid-" + name, ResourceVersion: "1",
 		RunnerName: name, ScopeKey: org, Phase: "Running", CreatedAt: t0.Add(-time.Hour),
-		Runner: Container{Found: true, Running: true},
+		Runner: Container{Found: true, Running: true}, HasRunner: true,
 	}
 	for _, m := range mods {
 		m(&p)

@@ -188,6 +188,16 @@ type Pod struct {
 	// or Unknown.
 	Phase     string
 	CreatedAt time.Time
+	// StartedAt is when the runner began: its container's
+	// state.running.startedAt, else the pod's status.startTime, else its
+	// creation. The registration deadline counts from here, because a pod
+	// may wait Pending for minutes (node scale-up, a large image) before
+	// its runner can even try to register.
+	StartedAt time.Time
+	// HasRunner is true when the pod's spec has a container named as the
+	// configured runner container. A pod without one is not a runner, only
+	// something the label selector happened to match, and is never judged.
+	HasRunner bool
 	// Deleting is true once the pod has a deletion timestamp: someone else
 	// is already removing it.
 	Deleting bool

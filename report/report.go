@@ -15,7 +15,8 @@ import (
 )
 
 // Log writes a sweep's lines: warnings for skipped scopes, unobserved
-// namespaces and mass suspicion first, then one line per ready candidate, then the summary.
+// namespaces, ambiguous runner names and mass suspicion first, then one line
+// per ready candidate, then the summary.
 func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 	for _, s := range res.Class.Skipped {
 		log.LogAttrs(ctx, slog.LevelWarn, "scope skipped",
@@ -26,6 +27,9 @@ func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 		log.LogAttrs(ctx, slog.LevelWarn, "namespace not observed",
 			slog.String("namespace", u.Namespace), slog.String("reason", u.Reason),
 			slog.String("effect", "no ghost verdict this sweep, ghost marks are held; pods elsewhere are judged as usual"))
+	}
+	for _, a := range res.Class.Ambiguities {
+		log.LogAttrs(ctx, slog.LevelWarn, "ambiguous runner name", ambiguityAttrs(a)...)
 	}
 	for _, m := range res.Confirmation.MassSuspicion {
 		log.LogAttrs(ctx, slog.LevelWarn, "mass suspicion",
@@ -40,6 +44,30 @@ func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 		log.LogAttrs(ctx, level, "action", actionAttrs(res.Started, o)...)
 	}
 	log.LogAttrs(ctx, summaryLevel(res), "sweep", summaryAttrs(res)...)
+}
+
+// ambiguityAttrs says which name (or id) could not be tied to one pod and
+// one registration, and who claims it.
+func ambiguityAttrs(a reconcile.Ambiguity) []slog.Attr {
+	attrs := []slog.Attr{
+		slog.String("scope", a.ScopeKey), slog.String("runner_name", a.RunnerName),
+		slog.String("reason", a.Reason), slog.Any("pods", nonNil(a.Pods)),
+	}
+	if a.RunnerID != 0 {
+		attrs = append(attrs, slog.Int64("runner_id", a.RunnerID))
+	}
+	if len(a.Registrations) > 0 {
+		attrs = append(attrs, slog.Any("registration_ids", a.Registrations))
+	}
+	return append(attrs, slog.String("effect", "no registration is deleted by this name; a terminal pod claiming it goes without its registration"))
+}
+
+// nonNil keeps an empty list a JSON list rather than null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
@@ -146,6 +174,8 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		countsGroup("results", results),
 		slog.Int("protected_busy", res.Class.Protected),
 		slog.Int("unscoped_pods", res.Class.Unscoped),
+		slog.Int("not_runner_pods", res.Class.NotRunner),
+		slog.Int("ambiguous_runners", len(res.Class.Ambiguities)),
 		slog.Int("marks", len(res.Confirmation.Marks)),
 		slog.Int("marks_cleared", len(res.Confirmation.Cleared)),
 		slog.Int("marks_held", len(res.Confirmation.Held)),

@@ -79,3 +79,44 @@ func TestUnobservedNamespaceIsWarnedAndSummarised(t *testing.T) {
 	require.NoError(t, WriteTable(&table, res))
 	assert.Contains(t, table.String(), "namespace arc-runnres not observed, no ghost verdicts: namespace arc-runnres does not exist\n")
 }
+
+// Issue 8: every ambiguous runner name is a warning of its own, before the
+// summary, and the summary counts them and the pods that are not runners.
+func TestLogAmbiguitiesAndNotRunners(t *testing.T) {
+	res := sweep.Result{
+		Status: sweep.Complete,
+		Class: reconcile.Classification{
+			NotRunner: 2,
+			Ambiguities: []reconcile.Ambiguity{
+				{ScopeKey: "org:acme", RunnerName: "acme-x", Reason: "runner name claimed by 2 observed pods; no registration is deleted by it",
+					Pods: []string{"team-a/acme-x", "team-b/acme-x"}},
+				{ScopeKey: "org:acme", RunnerName: "acme-g", Reason: "2 registrations share the name; nothing is deleted by it",
+					Registrations: []int64{5, 6}},
+			},
+		},
+	}
+	var buf bytes.Buffer
+	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
+	var lines []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(l, &m))
+		lines = append(lines, m)
+	}
+	require.Len(t, lines, 3)
+	for i, a := range res.Class.Ambiguities {
+		l := lines[i]
+		assert.Equal(t, "WARN", l["level"])
+		assert.Equal(t, "ambiguous runner name", l["msg"])
+		assert.Equal(t, a.ScopeKey, l["scope"])
+		assert.Equal(t, a.RunnerName, l["runner_name"])
+		assert.Equal(t, a.Reason, l["reason"])
+	}
+	assert.Equal(t, []any{"team-a/acme-x", "team-b/acme-x"}, lines[0]["pods"])
+	assert.Equal(t, []any{}, lines[1]["pods"])
+	assert.Equal(t, []any{5.0, 6.0}, lines[1]["registration_ids"])
+	summary := lines[2]
+	assert.Equal(t, "sweep", summary["msg"])
+	assert.EqualValues(t, 2, summary["ambiguous_runners"])
+	assert.EqualValues(t, 2, summary["not_runner_pods"])
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/runner-reaper/runner-reaper/kube"
@@ -292,8 +293,10 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 
 	if strings.TrimSpace(s.PodSelector) == "" {
 		bad("PodSelector", "must not be empty: without a selector every pod in the namespaces would be judged")
-	} else if _, err := labels.Parse(s.PodSelector); err != nil {
+	} else if sel, err := labels.Parse(s.PodSelector); err != nil {
 		bad("PodSelector", fmt.Sprintf("is not a label selector: %v", err))
+	} else if !positive(sel) {
+		bad("PodSelector", fmt.Sprintf("%q has no positive requirement (key, key=value or key in (...)): a selector of only exclusions (!key, key!=value, key notin (...)) matches nearly every pod in the namespaces", s.PodSelector))
 	}
 	if errs := validation.IsDNS1123Label(s.RunnerContainer); len(errs) > 0 {
 		bad("RunnerContainer", fmt.Sprintf("%q is not a container name", s.RunnerContainer))
@@ -376,6 +379,20 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	c.Ledger = parseLedger(s.Ledger, inCluster, podNamespace, bad)
 	c.GitHub = validateGitHub(s, c.Scopes, bad)
 	return c, ps
+}
+
+// positive reports whether the selector requires some label to be present:
+// only such a requirement says what a runner pod is, rather than what it is
+// not.
+func positive(sel labels.Selector) bool {
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Exists, selection.Equals, selection.DoubleEquals, selection.In:
+			return true
+		}
+	}
+	return false
 }
 
 func parseNameSource(v string, bad func(field, what string)) kube.Source {

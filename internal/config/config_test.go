@@ -251,3 +251,43 @@ func TestLoadLambdaSettings(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "c2VjcmV0")
 }
+
+// A selector of exclusions only matches nearly every pod in the namespaces
+// (an unrelated postgres-0 included), so it is refused at start-up; one
+// positive requirement says what a runner pod is.
+func TestLoadPodSelectorNeedsAPositiveRequirement(t *testing.T) {
+	cases := []struct {
+		selector string
+		ok       bool
+	}{
+		{"!runners.example.com/ignore", false},
+		{"app!=postgres", false},
+		{"tier notin (db,cache)", false},
+		{"!runners.example.com/ignore,app!=postgres,tier notin (db)", false},
+		{" !a , b != c ", false},
+		{"app", true},
+		{"app=runner", true},
+		{"app==runner", true},
+		{"app in (runner,runner-gpu)", true},
+		{"!runners.example.com/ignore,actions-ephemeral-runner=True", true},
+		{"app!=postgres,tier in (ci)", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.selector, func(t *testing.T) {
+			setenv(t, with(minimal(), "REAPER_POD_SELECTOR", tc.selector))
+			c, err := Load(false, "")
+			if tc.ok {
+				require.NoError(t, err)
+				assert.Equal(t, tc.selector, c.PodSelector)
+				return
+			}
+			var ce *Error
+			require.ErrorAs(t, err, &ce)
+			require.Len(t, ce.Problems, 1)
+			p := ce.Problems[0]
+			assert.Equal(t, "REAPER_POD_SELECTOR", p.Var)
+			assert.Contains(t, p.What, "no positive requirement")
+			assert.Contains(t, err.Error(), "example: REAPER_POD_SELECTOR=app.kubernetes.io/component=runner")
+		})
+	}
+}

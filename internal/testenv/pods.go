@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,10 @@ type RunnerPod struct {
 	RestartPolicy corev1.RestartPolicy
 	// Sidecar adds a docker:dind container beside the runner.
 	Sidecar bool
+	// Containers, when set, replace the runner container (and the
+	// sidecar): a pod that the selector matches but that is no runner,
+	// say. PodState then describes the first of them.
+	Containers []corev1.Container
 
 	// PodState is how the kubelet has left the pod.
 	PodState
@@ -69,6 +74,10 @@ type PodState struct {
 	// NoStatus leaves out the runner container's status: the pod has a
 	// phase but the kubelet never reported the container.
 	NoStatus bool
+	// StartedAt, when set, is the running runner container's
+	// state.running.startedAt; zero is the pod's creation, as is the pod's
+	// status.startTime either way.
+	StartedAt time.Time
 }
 
 // Running is the state of a healthy runner pod: Running, its runner
@@ -141,6 +150,9 @@ func (p RunnerPod) pod(ns string) *corev1.Pod {
 	if p.Sidecar {
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "dind", Image: "docker:dind"})
 	}
+	if len(p.Containers) > 0 {
+		pod.Spec.Containers = p.Containers
+	}
 	if p.Owner != nil {
 		pod.OwnerReferences = []metav1.OwnerReference{*p.Owner}
 	}
@@ -156,12 +168,17 @@ func (s PodState) status(created *corev1.Pod) corev1.PodStatus {
 	if s.NoStatus {
 		return st
 	}
-	cs := corev1.ContainerStatus{Name: "runner", Image: RunnerImage, Ready: s.Running}
+	first := created.Spec.Containers[0]
+	cs := corev1.ContainerStatus{Name: first.Name, Image: first.Image, Ready: s.Running}
 	switch {
 	case s.Terminated != nil:
 		cs.State.Terminated = s.Terminated
 	case s.Running:
-		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: created.CreationTimestamp}
+		started := created.CreationTimestamp
+		if !s.StartedAt.IsZero() {
+			started = metav1.NewTime(s.StartedAt)
+		}
+		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: started}
 	default:
 		reason := s.Waiting
 		if reason == "" {
@@ -209,6 +226,24 @@ func (e *Env) RunnerPod(t testing.TB, ns string, p RunnerPod) *corev1.Pod {
 		t.Fatal(err)
 	}
 	return created
+}
+
+// WritePodState writes a new status on an existing pod, as a kubelet would
+// when the pod moves on (a container that was being created starts, say),
+// and returns the pod as the API server answered.
+func (e *Env) WritePodState(t testing.TB, ns, name string, s PodState) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	pod, err := e.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod %s/%s: %v", ns, name, err)
+	}
+	pod.Status = s.status(pod)
+	updated, err := e.Client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("write status of pod %s/%s: %v", ns, name, err)
+	}
+	return updated
 }
 
 // PodExists says whether the pod is there; any error but NotFound fails the
