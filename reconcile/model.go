@@ -31,11 +31,11 @@ const (
 )
 
 // Verdicts lists every verdict in the order the bound lets them act: the
-// five of DESIGN.md, with ARC's own leaks after the pod-level ones and
+// five of docs/design.md, with ARC's own leaks after the pod-level ones and
 // before ghosts, which cost nothing but clutter.
 var Verdicts = []Verdict{Terminal, OrphanStamped, Zombie, Unregistered, ARCFailed, ARCPodless, ARCStuckDeleting, Ghost}
 
-// Priority is the verdict's rank in DESIGN.md's act order; lower acts first.
+// Priority is the verdict's rank in docs/design.md's act order; lower acts first.
 func (v Verdict) Priority() int {
 	for i, w := range Verdicts {
 		if v == w {
