@@ -145,6 +145,12 @@ type Fault struct {
 	DropItems int
 	// EmptyList answers total_count 0 and no runners while runners exist.
 	EmptyList bool
+	// Before runs once the fault matches a request, after Hang and before
+	// the answer is prepared, outside the sim's lock, so that it may change
+	// the sim (AddRunner, RemoveRunner, SetRunner): the way to make runners
+	// shift between the page reads of one list. A fault with only Before
+	// set answers normally.
+	Before func()
 	// Page limits the fault to list requests for this page number; 0
 	// means every request. A fault with a Page never matches get or delete.
 	Page int
@@ -168,7 +174,12 @@ type Request struct {
 	// or empty for a path the sim does not serve.
 	Endpoint    string
 	IfNoneMatch string
-	At          time.Time
+	// Accept and APIVersion are the request's Accept and
+	// X-GitHub-Api-Version headers, the media type and REST API version
+	// the client asked for.
+	Accept     string
+	APIVersion string
+	At         time.Time
 }
 
 // Sim is the simulator. Create it with New.

@@ -114,6 +114,8 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request) {
 		Scope:       rt.scope,
 		Endpoint:    rt.endpoint,
 		IfNoneMatch: r.Header.Get("If-None-Match"),
+		Accept:      r.Header.Get("Accept"),
+		APIVersion:  r.Header.Get("X-GitHub-Api-Version"),
 		At:          s.now(),
 	}
 	s.mu.Lock()
@@ -158,6 +160,9 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request) {
 		case <-s.closed:
 		}
 		t.Stop()
+	}
+	if faulted && f.Before != nil {
+		f.Before()
 	}
 	if faulted {
 		if rep, ok := s.faultReply(r, f); ok {
