@@ -46,7 +46,7 @@ func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int
 		return reconcile.RunnerBusy, nil
 	case err != nil:
 		closeExchangeBody(err)
-		return "", fmt.Errorf("delete runner %d in %s: %w", id, scope, offOrigin(err))
+		return "", fmt.Errorf("delete runner %d in %s: %w", id, scope, rateLimited(offOrigin(err)))
 	default:
 		return "", fmt.Errorf("delete runner %d in %s: unexpected status %s", id, scope, resp.Status)
 	}

@@ -109,7 +109,7 @@ func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *r
 	}
 	if err != nil {
 		closeExchangeBody(err)
-		return reconcile.CachedPage{}, offOrigin(err)
+		return reconcile.CachedPage{}, rateLimited(offOrigin(err))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return reconcile.CachedPage{}, fmt.Errorf("unexpected status %s", resp.Status)
