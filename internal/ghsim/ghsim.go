@@ -123,9 +123,10 @@ type Fault struct {
 	// Hang sleeps this long before answering, to outlast a client's
 	// timeout. A request whose client gives up, or a Close, ends it early.
 	Hang time.Duration
-	// PrimaryLimit answers 403 with x-ratelimit-remaining: 0, a reset in
-	// the future and GitHub's "API rate limit exceeded" message. It does not
-	// spend the sim's real budget.
+	// PrimaryLimit answers 403 (429 when Status is 429: GitHub documents
+	// both) with x-ratelimit-remaining: 0, a reset in the future and
+	// GitHub's "API rate limit exceeded" message. It does not spend the
+	// sim's real budget.
 	PrimaryLimit bool
 	// Secondary answers this status (429 or 403; 403 for other values)
 	// with retry-after: 60 and GitHub's secondary rate limit message.

@@ -209,7 +209,11 @@ func (s *Sim) appConfigured() bool { return s.opts.AppID != 0 && s.opts.AppKey !
 func (s *Sim) faultReply(r *http.Request, f Fault) (reply, bool) {
 	switch {
 	case f.PrimaryLimit:
-		rep := s.errorReply(http.StatusForbidden, "API rate limit exceeded for user ID 1. If you reach out to GitHub Support for help, please include the request ID.", docsRateFirst, false)
+		status := http.StatusForbidden
+		if f.Status == http.StatusTooManyRequests {
+			status = http.StatusTooManyRequests
+		}
+		rep := s.errorReply(status, "API rate limit exceeded for user ID 1. If you reach out to GitHub Support for help, please include the request ID.", docsRateFirst, false)
 		s.mu.Lock()
 		s.windowLocked()
 		reset := s.reset
