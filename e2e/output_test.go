@@ -18,9 +18,10 @@ import (
 
 // An unchanged fleet costs no rate limit: the ETags of the first sweep
 // travel to the next process through the ledger, so the second sweep's every
-// list request (both pages of a 150-runner scope) is conditional and
-// answered 304, nothing else is asked of GitHub, and the summary's
-// github_not_modified equals its github_requests.
+// list request (both pages of a 150-runner scope, and page 1 once more to
+// revalidate it after the last page) is conditional and answered 304,
+// nothing else is asked of GitHub, and the summary's github_not_modified
+// equals its github_requests.
 func TestUnchangedFleetIsAllNotModified(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, nil)
@@ -34,22 +35,22 @@ func TestUnchangedFleetIsAllNotModified(t *testing.T) {
 	first := w.sweep()
 	first.requireCode(t, 0)
 	s1 := first.summary(t)
-	assert.EqualValues(t, 2, s1["github_requests"], "one request per page of 100, never one per runner")
-	assert.EqualValues(t, 0, s1["github_not_modified"])
+	assert.EqualValues(t, 3, s1["github_requests"], "one request per page of 100, never one per runner, and page 1 revalidated")
+	assert.EqualValues(t, 1, s1["github_not_modified"], "the revalidation of an unchanged page is a 304")
 	spent := budget - w.sim.RateRemaining()
 
 	w.sim.ResetRequests()
 	second := w.sweep()
 	second.requireCode(t, 0)
 	reqs := w.sim.Requests()
-	require.Len(t, reqs, 2)
+	require.Len(t, reqs, 3)
 	for _, q := range reqs {
 		assert.Equal(t, ghsim.EndpointList, q.Endpoint)
 		assert.NotEmpty(t, q.IfNoneMatch, "page %s is asked for conditionally", q.Query)
 		assert.Equal(t, 304, q.Status)
 	}
 	s2 := second.summary(t)
-	assert.EqualValues(t, 2, s2["github_requests"])
+	assert.EqualValues(t, 3, s2["github_requests"])
 	assert.Equal(t, s2["github_requests"], s2["github_not_modified"])
 	assert.EqualValues(t, 150, s2["registrations_observed"], "the cached pages stand in for the 304s")
 	assert.Equal(t, spent, budget-w.sim.RateRemaining(), "the second sweep spent no rate limit")

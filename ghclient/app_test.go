@@ -166,7 +166,7 @@ func TestAppAuth(t *testing.T) {
 				require.Error(t, err)
 				t.Logf("error: %v", err)
 				assert.Nil(t, cache)
-				assert.False(t, IsRateLimited(err))
+				assert.False(t, isRateLimited(err))
 				assert.Empty(t, app.listAuth, "no list request without a token")
 				assert.Equal(t, httpcount.Counts{Requests: 1}, c.Counts(), "the refused exchange is counted")
 				for _, secret := range []string{string(tc.pem), "PRIVATE KEY"} {
@@ -201,7 +201,7 @@ func TestAppTokenExchangeRateLimited(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = c.ListRunners(context.Background(), orgScope, nil)
 	require.Error(t, err)
-	assert.True(t, IsRateLimited(err), "a rate-limited exchange is a rate limit: %v", err)
+	assert.True(t, isRateLimited(err), "a rate-limited exchange is a rate limit: %v", err)
 }
 
 func TestAppTokenExchangeTimeout(t *testing.T) {

@@ -113,8 +113,8 @@ func parseBaseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// githubClient puts the credential above the origin guard and the counting
-// transport, so that an App's token exchanges are guarded and counted like
+// githubClient puts the credential above the origin guard, GitHub's
+// recommended headers and the counting transport, so that an App's token exchanges are guarded and counted like
 // any other request, and bounds each request with the timeout. A token is
 // set with go-github's WithAuthToken, which keeps the http.Client's timeout
 // and redirect policy. The policy refuses a redirect off the base's origin
@@ -122,7 +122,7 @@ func parseBaseURL(raw string) (*url.URL, error) {
 // it (ghinstallation's exchanges run on a client of their own).
 func githubClient(cfg Config, base *url.URL, counter *httpcount.Transport, timeout time.Duration) (*github.Client, error) {
 	home := originOf(base)
-	guarded := &guard{base: counter, origin: home, secrets: cfg.Secrets}
+	guarded := &guard{base: &apiHeaders{base: counter}, origin: home, secrets: cfg.Secrets}
 	httpClient := func(rt http.RoundTripper) *http.Client {
 		return &http.Client{Transport: rt, Timeout: timeout, CheckRedirect: home.checkRedirect}
 	}

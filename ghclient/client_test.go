@@ -77,10 +77,10 @@ func TestNoTokenInErrors(t *testing.T) {
 	_, err = c.DeleteRunner(context.Background(), repoScope, 42)
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), testToken)
-	assert.False(t, IsRateLimited(err))
+	assert.False(t, isRateLimited(err))
 }
 
 func TestIsRateLimitedNil(t *testing.T) {
-	assert.False(t, IsRateLimited(nil))
-	assert.False(t, IsRateLimited(errors.New("x-ratelimit-remaining: 0")))
+	assert.False(t, isRateLimited(nil))
+	assert.False(t, isRateLimited(errors.New("x-ratelimit-remaining: 0")))
 }

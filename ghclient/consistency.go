@@ -12,12 +12,31 @@ import (
 // the runners add up to total_count exactly. A runner that moves between
 // pages while they are read (one registered, another removed) can leave the
 // count right but one runner unseen; the duplicate check catches that.
+// A runner that moves back a page is caught by ListRunners' revalidation.
 // The checks also bound the loop: a page that links to a next one must
-// bring a runner, and the runners may not exceed total_count.
+// bring a runner, the runners may not exceed total_count, and the pages may
+// not exceed what total_count implies at the page size, plus one, nor the
+// hard ceiling, whatever total_count says.
 type listCheck struct {
 	pages       []reconcile.CachedPage
 	runners     []reconcile.Registration
 	firstPageOn map[int64]int
+	// ceiling is the most pages any list may have.
+	ceiling int
+}
+
+// maxPagesFor is the most pages a list may take: what total_count implies
+// at the page size page 1 was served with (per_page, or fewer if the server
+// pages in smaller steps; a server that pages by one runner meets the
+// ceiling instead), plus one for a runner registered while the list was
+// read, and never more than the ceiling.
+func (l *listCheck) maxPagesFor(first reconcile.CachedPage) int {
+	size := perPage
+	if n := len(first.Runners); n > 0 && n < size {
+		size = n
+	}
+	implied := (first.TotalCount + size - 1) / size
+	return min(max(implied, 1)+1, l.ceiling)
 }
 
 // add takes page n; its error describes the inconsistency.
@@ -44,6 +63,9 @@ func (l *listCheck) add(n int, p reconcile.CachedPage) error {
 	}
 	if p.NextPage != 0 && len(p.Runners) == 0 {
 		return fmt.Errorf("page %d is empty but links to a next page", n)
+	}
+	if most := l.maxPagesFor(l.pages[0]); p.NextPage != 0 && n >= most {
+		return fmt.Errorf("page %d links to a next page, but total_count %d allows at most %d pages (ceiling %d)", n, p.TotalCount, most, l.ceiling)
 	}
 	return nil
 }

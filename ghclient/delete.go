@@ -41,12 +41,18 @@ func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int
 	case err == nil && status == http.StatusNoContent:
 		return reconcile.Deleted, nil
 	case status == http.StatusNotFound:
+		// 404 is "gone" only because the caller asks this with the
+		// credential that has just listed the scope completely: the
+		// scope exists and this credential can see its runners. Without
+		// that list a 404 could as well mean a wrong scope or no access
+		// (GitHub answers 404 for both), which is why the reaper sends
+		// no delete to a scope whose list failed in the same sweep.
 		return reconcile.AlreadyGone, nil
 	case status == http.StatusUnprocessableEntity:
 		return reconcile.RunnerBusy, nil
 	case err != nil:
 		closeExchangeBody(err)
-		return "", fmt.Errorf("delete runner %d in %s: %w", id, scope, offOrigin(err))
+		return "", fmt.Errorf("delete runner %d in %s: %w", id, scope, rateLimited(offOrigin(err)))
 	default:
 		return "", fmt.Errorf("delete runner %d in %s: unexpected status %s", id, scope, resp.Status)
 	}

@@ -65,7 +65,7 @@ func TestDeleteRunner(t *testing.T) {
 				t.Logf("error: %v", err)
 				assert.Empty(t, got, "an error is never a result")
 				assert.Contains(t, err.Error(), "delete runner 42 in "+sc.scope.String())
-				assert.Equal(t, tc.rateLimited, IsRateLimited(err))
+				assert.Equal(t, tc.rateLimited, isRateLimited(err))
 				assert.NotContains(t, err.Error(), testToken)
 			})
 		}
@@ -83,7 +83,7 @@ func TestDeleteRunnerTimeout(t *testing.T) {
 	got, err := c.DeleteRunner(context.Background(), orgScope, 42)
 	require.Error(t, err)
 	assert.Empty(t, got)
-	assert.False(t, IsRateLimited(err))
+	assert.False(t, isRateLimited(err))
 }
 
 func TestDeleteRunnerRejectsBadInput(t *testing.T) {

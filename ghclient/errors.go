@@ -3,54 +3,107 @@ package ghclient
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v60/github"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
 // ErrInconsistent marks a runner list that was read to the end but does not
-// add up (pages disagreeing on total_count, items fewer or more than it, a
-// page missing, a runner listed twice). Safety rule 1: such a list is never
-// evidence that a runner is absent.
-var ErrInconsistent = errors.New("runner list is inconsistent")
+// add up; it is reconcile's, so that the sweep can tell it from a failure.
+var ErrInconsistent = reconcile.ErrInconsistent
 
-// IsRateLimited tells whether err is GitHub refusing for rate: the primary
-// limit (go-github's *RateLimitError, or 403/429 with
-// x-ratelimit-remaining: 0), the secondary limit (*AbuseRateLimitError, or
-// 403/429 with retry-after) or any 429, including when an App token
-// exchange was the refused request. go-github itself recognises only the
-// 403 forms, hence the header checks.
-func IsRateLimited(err error) bool {
+// defaultWait is how long GitHub asks a client to wait after a rate-limit
+// answer that says neither retry-after nor a reset: at least a minute.
+const defaultWait = time.Minute
+
+// rateLimited returns err as a *reconcile.RateLimitError, wrapping it, when
+// it is GitHub refusing for rate, and err unchanged otherwise. GitHub
+// documents the primary limit as 403 or 429 with x-ratelimit-remaining: 0
+// and x-ratelimit-reset, and secondary limits as 403 or 429 with
+// retry-after; go-github v60 recognises only the 403 forms, and remembers a
+// primary limit (and a 403 secondary one) so that it refuses later
+// requests itself, without sending them: those refusals are rate limits
+// too. A refused App token exchange comes as ghinstallation's HTTPError.
+func rateLimited(err error) error {
 	if err == nil {
-		return false
+		return nil
 	}
+	now := time.Now()
 	var primary *github.RateLimitError
+	if errors.As(err, &primary) {
+		until := primary.Rate.Reset.Time
+		if until.IsZero() {
+			until = now.Add(defaultWait)
+		}
+		return &reconcile.RateLimitError{Until: until, Err: err}
+	}
 	var secondary *github.AbuseRateLimitError
-	if errors.As(err, &primary) || errors.As(err, &secondary) {
-		return true
+	if errors.As(err, &secondary) {
+		until, _, ok := limitOf(now, secondary.Response)
+		if secondary.RetryAfter != nil {
+			until, ok = now.Add(*secondary.RetryAfter), true
+		}
+		if !ok {
+			until = now.Add(defaultWait)
+		}
+		return &reconcile.RateLimitError{Until: until, Secondary: true, Err: err}
 	}
+	var resp *http.Response
 	var apiErr *github.ErrorResponse
-	if errors.As(err, &apiErr) && rateLimitedResponse(apiErr.Response) {
-		return true
-	}
 	var exchangeErr *ghinstallation.HTTPError
-	return errors.As(err, &exchangeErr) && rateLimitedResponse(exchangeErr.Response)
+	switch {
+	case errors.As(err, &apiErr):
+		resp = apiErr.Response
+	case errors.As(err, &exchangeErr):
+		resp = exchangeErr.Response
+	}
+	if until, secondary, ok := limitOf(now, resp); ok {
+		return &reconcile.RateLimitError{Until: until, Secondary: secondary, Err: err}
+	}
+	return err
 }
 
-// rateLimitedResponse reads GitHub's rate-limit answer from the status and
-// headers.
-func rateLimitedResponse(r *http.Response) bool {
-	if r == nil {
-		return false
+// limitOf reads a rate-limit answer from its status and headers, in the
+// order GitHub's documentation gives: retry-after first, then a spent
+// primary budget's reset; a 429 with neither waits a minute. A 403 is a rate
+// limit only with one of those headers, since 403 also means "forbidden".
+func limitOf(now time.Time, r *http.Response) (until time.Time, secondary, ok bool) {
+	if r == nil || (r.StatusCode != http.StatusForbidden && r.StatusCode != http.StatusTooManyRequests) {
+		return time.Time{}, false, false
 	}
-	switch r.StatusCode {
-	case http.StatusTooManyRequests:
-		return true
-	case http.StatusForbidden:
-		return r.Header.Get("X-Ratelimit-Remaining") == "0" || r.Header.Get("Retry-After") != ""
-	default:
-		return false
+	if wait, ok := retryAfter(now, r.Header.Get("Retry-After")); ok {
+		return now.Add(wait), true, true
 	}
+	if r.Header.Get("X-Ratelimit-Remaining") == "0" {
+		if reset, err := strconv.ParseInt(r.Header.Get("X-Ratelimit-Reset"), 10, 64); err == nil && reset > 0 {
+			return time.Unix(reset, 0), false, true
+		}
+		return now.Add(defaultWait), false, true
+	}
+	if r.StatusCode == http.StatusTooManyRequests {
+		return now.Add(defaultWait), true, true
+	}
+	return time.Time{}, false, false
+}
+
+// retryAfter reads Retry-After as seconds or as an HTTP date.
+func retryAfter(now time.Time, v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 // closeExchangeBody closes the body of a failed App token exchange, which

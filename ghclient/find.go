@@ -32,7 +32,7 @@ func (c *Client) FindRunner(ctx context.Context, scope reconcile.Scope, name str
 	resp, err := c.gh.Do(ctx, req, &body)
 	if err != nil {
 		closeExchangeBody(err)
-		return nil, fmt.Errorf("find runner %q in %s: %w", name, scope, offOrigin(err))
+		return nil, fmt.Errorf("find runner %q in %s: %w", name, scope, rateLimited(offOrigin(err)))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("find runner %q in %s: unexpected status %s", name, scope, resp.Status)

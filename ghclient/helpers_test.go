@@ -148,3 +148,6 @@ func scopeCases() []struct {
 		{"enterprise", entScope, "/enterprises/big-corp/actions/runners"},
 	}
 }
+
+// isRateLimited tells whether the client typed err as GitHub's rate limit.
+func isRateLimited(err error) bool { return reconcile.AsRateLimit(err) != nil }

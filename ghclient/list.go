@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 
 	"github.com/google/go-github/v60/github"
 
@@ -15,19 +16,33 @@ import (
 // requests a sweep costs.
 const perPage = 100
 
+// maxPages is the hard ceiling on one runner list: 1,000 pages, 100,000
+// registrations at per_page=100, some ten times the largest fleets a
+// janitor of one deployment sees, and at a real round trip of 100-300 ms
+// more than a one-minute sweep could read anyway. It stops a server whose
+// total_count and next links go on for ever; past it the list is
+// inconsistent.
+const maxPages = 1000
+
 // ListRunners reads a scope's whole runner list, one request per page and
 // never one per runner. A page the cache holds with an ETag is asked for
 // with If-None-Match; a 304 (which costs no rate limit) reuses the cached
-// page. The registrations and the new cache are returned only when every
-// page was read and the list adds up; otherwise the error says why (it
-// wraps ErrInconsistent when the pages do not add up) and the cache is nil,
-// so that a caller keeps its old cache and draws no conclusion.
+// page. After the last page, every earlier page is asked for once more
+// with the ETag this read got for it: a runner that slid back a page while
+// later pages were read would otherwise go unseen with every count still
+// agreeing, and an unchanged page answers 304 at no rate-limit cost. A
+// one-page list needs no second look. The registrations and the new cache
+// are returned only when every page was read, none changed, and the list
+// adds up; otherwise the error says why (it wraps ErrInconsistent when the
+// pages do not add up, and is a *reconcile.RateLimitError when GitHub said
+// rate-limited) and the cache is nil, so that a caller keeps its old cache
+// and draws no conclusion.
 func (c *Client) ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error) {
 	path, err := runnersPath(scope)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list runners: %w", err)
 	}
-	list := listCheck{firstPageOn: make(map[int64]int)}
+	list := listCheck{firstPageOn: make(map[int64]int), ceiling: maxPages}
 	for page := 1; ; page++ {
 		p, err := c.fetchPage(ctx, path, page, cachedPage(cache, page))
 		if err != nil {
@@ -43,7 +58,32 @@ func (c *Client) ListRunners(ctx context.Context, scope reconcile.Scope, cache *
 	if err := list.complete(); err != nil {
 		return nil, nil, fmt.Errorf("list runners for %s: %w: %w", scope, ErrInconsistent, err)
 	}
+	for n := 1; n < len(list.pages); n++ {
+		read := &list.pages[n-1]
+		again, err := c.fetchPage(ctx, path, n, read)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list runners for %s: revalidate page %d: %w", scope, n, err)
+		}
+		if !samePage(*read, again) {
+			return nil, nil, fmt.Errorf("list runners for %s: %w: page %d changed while later pages were read", scope, ErrInconsistent, n)
+		}
+	}
 	return list.runners, &reconcile.ListCache{Pages: list.pages}, nil
+}
+
+// samePage reports whether two reads of a page show the same list: the
+// same total, runners and next link. Only what the reaper reads counts, so
+// a 200 that shows the same list under a new ETag is no change.
+func samePage(a, b reconcile.CachedPage) bool {
+	if a.TotalCount != b.TotalCount || a.NextPage != b.NextPage || len(a.Runners) != len(b.Runners) {
+		return false
+	}
+	for i := range a.Runners {
+		if !reflect.DeepEqual(a.Runners[i], b.Runners[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // fetchPage reads one page, conditionally when cached has an ETag.
@@ -69,7 +109,7 @@ func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *r
 	}
 	if err != nil {
 		closeExchangeBody(err)
-		return reconcile.CachedPage{}, offOrigin(err)
+		return reconcile.CachedPage{}, rateLimited(offOrigin(err))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return reconcile.CachedPage{}, fmt.Errorf("unexpected status %s", resp.Status)

@@ -62,15 +62,21 @@ func TestListRunnersPaginatesEveryScope(t *testing.T) {
 			}
 			assert.Equal(t, []int{2, 3, 0}, []int{cache.Pages[0].NextPage, cache.Pages[1].NextPage, cache.Pages[2].NextPage})
 
+			// Three pages, then pages 1 and 2 revalidated with the
+			// ETags this read got: answered 304.
 			reqs := list.seen()
-			require.Len(t, reqs, 3)
+			require.Len(t, reqs, 5)
 			for i, r := range reqs {
-				assert.Equal(t, i+1, r.Page)
+				assert.Equal(t, []int{1, 2, 3, 1, 2}[i], r.Page)
 				assert.Equal(t, "100", r.PerPage)
-				assert.Empty(t, r.IfNoneMatch, "no cache, no conditional request")
 				assert.Equal(t, "Bearer "+testToken, r.Authorization)
 			}
-			assert.Equal(t, httpcount.Counts{Requests: 3}, c.Counts())
+			for _, r := range reqs[:3] {
+				assert.Empty(t, r.IfNoneMatch, "no cache, no conditional request")
+			}
+			assert.Equal(t, `W/"p1"`, reqs[3].IfNoneMatch)
+			assert.Equal(t, `W/"p2"`, reqs[4].IfNoneMatch)
+			assert.Equal(t, httpcount.Counts{Requests: 5, NotModified: 2}, c.Counts())
 		})
 	}
 }
@@ -92,11 +98,12 @@ func TestListRunnersConditional(t *testing.T) {
 	assert.Equal(t, cache, cache2)
 
 	reqs := list.seen()
-	require.Len(t, reqs, 3, "a 304 page must still lead to the next one")
+	require.Len(t, reqs, 5, "a 304 page must still lead to the next one; pages 1 and 2 are revalidated")
 	for i, r := range reqs {
-		assert.Equal(t, `W/"p`+strconv.Itoa(i+1)+`"`, r.IfNoneMatch)
+		assert.Equal(t, `W/"p`+strconv.Itoa([]int{1, 2, 3, 1, 2}[i])+`"`, r.IfNoneMatch)
 	}
-	assert.Equal(t, httpcount.Counts{Requests: 6, NotModified: 3}, c.Counts())
+	// First read: 3 pages + 2 revalidations (304); second: all 5 are 304.
+	assert.Equal(t, httpcount.Counts{Requests: 10, NotModified: 7}, c.Counts())
 
 	// The returned cache is a copy: changing it leaves the caller's alone.
 	cache2.Pages[0].Runners[0].Labels[0] = "changed"
@@ -131,10 +138,13 @@ func TestListRunnersMixedCache(t *testing.T) {
 	assert.Equal(t, `"two-b"`, cache2.Pages[1].ETag)
 
 	reqs := list.seen()
-	require.Len(t, reqs, 2)
+	require.Len(t, reqs, 3)
 	assert.Equal(t, `"one"`, reqs[0].IfNoneMatch)
 	assert.Equal(t, `"two"`, reqs[1].IfNoneMatch)
-	assert.Equal(t, httpcount.Counts{Requests: 4, NotModified: 1}, c.Counts())
+	assert.Equal(t, `"one"`, reqs[2].IfNoneMatch, "page 1 revalidated after the last page")
+	// Each read: 2 pages + 1 revalidation; 304s: the first read's
+	// revalidation, and page 1 twice in the second.
+	assert.Equal(t, httpcount.Counts{Requests: 6, NotModified: 3}, c.Counts())
 }
 
 func TestListRunnersShrunkListDropsStalePages(t *testing.T) {
@@ -327,7 +337,7 @@ func TestListRunnersFailures(t *testing.T) {
 			assert.Nil(t, cache)
 			assert.Contains(t, err.Error(), "list runners for org:octo page "+strconv.Itoa(tc.failPage)+": ")
 			assert.NotErrorIs(t, err, ErrInconsistent, "a failed page is a failure, not an inconsistency")
-			assert.Equal(t, tc.rateLimited, IsRateLimited(err), "IsRateLimited(%v)", err)
+			assert.Equal(t, tc.rateLimited, isRateLimited(err), "isRateLimited(%v)", err)
 			assert.NotContains(t, err.Error(), testToken)
 		})
 	}
@@ -346,7 +356,7 @@ func TestListRunnersTimeout(t *testing.T) {
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 3*time.Second)
 	assert.Contains(t, err.Error(), "list runners for org:octo page 1: ")
-	assert.False(t, IsRateLimited(err))
+	assert.False(t, isRateLimited(err))
 	assert.Nil(t, got)
 	assert.Nil(t, cache)
 	assert.NotContains(t, err.Error(), testToken)
@@ -392,14 +402,14 @@ func TestListRunnersRemembersPrimaryRateLimit(t *testing.T) {
 	ctx := context.Background()
 	_, _, err := c.ListRunners(ctx, orgScope, nil)
 	require.Error(t, err)
-	require.True(t, IsRateLimited(err))
+	require.True(t, isRateLimited(err))
 
 	_, cache, err := c.ListRunners(ctx, orgScope, nil)
 	require.Error(t, err)
-	assert.True(t, IsRateLimited(err), "%v", err)
+	assert.True(t, isRateLimited(err), "%v", err)
 	assert.Nil(t, cache)
 	_, err = c.DeleteRunner(ctx, orgScope, 42)
 	require.Error(t, err)
-	assert.True(t, IsRateLimited(err), "%v", err)
+	assert.True(t, isRateLimited(err), "%v", err)
 	assert.Equal(t, httpcount.Counts{Requests: 1}, c.Counts(), "nothing more reached the wire")
 }

@@ -141,7 +141,7 @@ func TestRedirectOffOriginIsRefused(t *testing.T) {
 					assert.Empty(t, got, "the other origin received a request")
 					assert.Empty(t, authSeen, "the other origin received a credential")
 					assert.ErrorIs(t, err, ErrOffOrigin)
-					assert.False(t, IsRateLimited(err))
+					assert.False(t, isRateLimited(err))
 					msg := err.Error()
 					assert.Contains(t, msg, strings.TrimPrefix(other.srv.URL, "http://"), "the error names the refused origin")
 					assert.NotContains(t, msg, "per_page", "the error never quotes the refused URL's query")

@@ -9,7 +9,11 @@
 //     metrics SweepDuration (Milliseconds), GitHubRequests,
 //     GitHubNotModified, KubeRequests and ScopesSkipped (Count);
 //   - one line per (verdict, result) pair that occurred, dimensions
-//     [Verdict, Result], with the one metric Actions (Count).
+//     [Verdict, Result], with the one metric Actions (Count);
+//   - one line per kind of skipped scope that occurred (failed,
+//     rate-limited, inconsistent), dimension SkipKind, with the metric
+//     ScopesSkipped (Count), so that an alarm can tell GitHub's rate limit
+//     from a list that does not add up.
 //
 // Why more than one line: an EMF document carries one value per dimension
 // key, so one line cannot hold "zombie/deleted: 2" and "ghost/deleted: 1"
@@ -51,9 +55,10 @@ const (
 	ScopesSkipped     = "ScopesSkipped"
 	Actions           = "Actions"
 
-	DimMode    = "Mode"
-	DimVerdict = "Verdict"
-	DimResult  = "Result"
+	DimMode     = "Mode"
+	DimVerdict  = "Verdict"
+	DimResult   = "Result"
+	DimSkipKind = "SkipKind"
 
 	unitMilliseconds = "Milliseconds"
 	unitCount        = "Count"
@@ -104,6 +109,20 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 			{DimVerdict, p.verdict},
 			{DimResult, p.result},
 			{Actions, p.n},
+			{DimMode, mode},
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, k := range skipKinds(res) {
+		err := writeLine(&buf, ts, directive{
+			Namespace:  namespace,
+			Dimensions: [][]string{{DimSkipKind}},
+			Metrics:    []metricDef{{ScopesSkipped, unitCount}},
+		}, []member{
+			{DimSkipKind, k.kind},
+			{ScopesSkipped, k.n},
 			{DimMode, mode},
 		})
 		if err != nil {
@@ -189,6 +208,29 @@ func pairs(res sweep.Result) []pair {
 		}
 		return out[i].result < out[j].result
 	})
+	return out
+}
+
+type skipKind struct {
+	kind string
+	n    int
+}
+
+// skipKinds counts the skipped scopes by kind, sorted by kind. A skip with
+// no kind (none comes from a sweep) has no line of its own; the main
+// line's ScopesSkipped still counts it.
+func skipKinds(res sweep.Result) []skipKind {
+	counts := map[string]int{}
+	for _, s := range res.Class.Skipped {
+		if s.Kind != "" {
+			counts[dimValue(string(s.Kind))]++
+		}
+	}
+	out := make([]skipKind, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, skipKind{k, n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].kind < out[j].kind })
 	return out
 }
 

@@ -280,3 +280,26 @@ func TestWriteEMFOneWrite(t *testing.T) {
 	require.EqualError(t, err, "write emf metrics: pipe closed")
 	assert.Equal(t, 1, f.writes, "all lines in one Write")
 }
+
+// Skipped scopes are counted by kind on lines of their own, so that a rate
+// limit and an inconsistent list are told apart.
+func TestWriteEMFSkipKinds(t *testing.T) {
+	res := sweep.Result{Mode: sweep.Act, Class: reconcile.Classification{Skipped: []reconcile.Skip{
+		{ScopeKey: "org:a", Kind: reconcile.SkipRateLimited},
+		{ScopeKey: "org:b", Kind: reconcile.SkipRateLimited},
+		{ScopeKey: "org:c", Kind: reconcile.SkipInconsistent},
+	}}}
+	var buf bytes.Buffer
+	require.NoError(t, WriteEMF(&buf, res, "RunnerReaper", now))
+	ls := lines(t, buf.String())
+	require.Len(t, ls, 3)
+	_, vals := checkEMF(t, ls[0], now)
+	assert.Equal(t, float64(3), vals["ScopesSkipped"])
+	got := map[string]float64{}
+	for _, l := range ls[1:] {
+		dims, vals := checkEMF(t, l, now)
+		assert.Equal(t, []string{"ScopesSkipped"}, keys(vals))
+		got[dims["SkipKind"]] = vals["ScopesSkipped"]
+	}
+	assert.Equal(t, map[string]float64{"rate-limited": 2, "inconsistent": 1}, got)
+}

@@ -86,6 +86,10 @@ func (f Finding) NeedsConfirmation() bool { return f.Verdict != Terminal }
 type Skip struct {
 	ScopeKey string
 	Reason   string
+	// Kind is failed, rate-limited or inconsistent.
+	Kind SkipKind
+	// Until is when GitHub takes requests again, for a rate-limited skip.
+	Until time.Time
 }
 
 // Ambiguity is a runner name (or id) in a scope that cannot be tied to one
@@ -163,7 +167,8 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 	sort.Strings(keys)
 	for _, key := range keys {
 		if l := obs.Lists[key]; !l.Complete {
-			out.Skipped = append(out.Skipped, Skip{ScopeKey: key, Reason: l.Problem})
+			kind, until := skipOf(l.Err)
+			out.Skipped = append(out.Skipped, Skip{ScopeKey: key, Reason: l.Problem, Kind: kind, Until: until})
 		}
 	}
 

@@ -269,6 +269,9 @@ type ScopeList struct {
 	Complete bool
 	// Problem says why the list is not complete, for the log.
 	Problem string
+	// Err is the list's error, kept typed so that a skip can tell a rate
+	// limit (and until when) and an inconsistent list from a failure.
+	Err     error
 	Runners []Registration
 }
 

@@ -40,6 +40,11 @@ func Rows(res sweep.Result) []Row {
 			r.Would = "now: " + strings.ReplaceAll(o.Action, "-", " ")
 		case reap.Deferred:
 			r.Would = "deferred: over this sweep's bound"
+		case reap.RateLimited:
+			r.Would = "rate-limited: no GitHub call this sweep"
+			if rl := reconcile.AsRateLimit(o.Err); rl != nil {
+				r.Would += " (until " + rl.Until.UTC().Format(time.RFC3339) + ")"
+			}
 		default:
 			r.Would = string(o.Result)
 		}
@@ -107,7 +112,15 @@ func WriteTable(w io.Writer, res sweep.Result) error {
 		return fmt.Errorf("write audit table: %w", err)
 	}
 	for _, s := range res.Class.Skipped {
-		if _, err := fmt.Fprintf(w, "scope %s skipped: %s\n", s.ScopeKey, s.Reason); err != nil {
+		kind := ""
+		if s.Kind != "" {
+			kind = " (" + string(s.Kind)
+			if !s.Until.IsZero() {
+				kind += " until " + s.Until.UTC().Format(time.RFC3339)
+			}
+			kind += ")"
+		}
+		if _, err := fmt.Fprintf(w, "scope %s skipped%s: %s\n", s.ScopeKey, kind, s.Reason); err != nil {
 			return fmt.Errorf("write audit table: %w", err)
 		}
 	}

@@ -19,9 +19,12 @@ import (
 // per ready candidate, then the summary.
 func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 	for _, s := range res.Class.Skipped {
-		log.LogAttrs(ctx, slog.LevelWarn, "scope skipped",
-			slog.String("scope", s.ScopeKey), slog.String("reason", s.Reason),
-			slog.String("effect", "no GitHub-based verdict for this scope's pods; their marks are held"))
+		attrs := []slog.Attr{slog.String("scope", s.ScopeKey), slog.String("kind", string(s.Kind)), slog.String("reason", s.Reason)}
+		if !s.Until.IsZero() {
+			attrs = append(attrs, slog.Time("until", s.Until.UTC()))
+		}
+		attrs = append(attrs, slog.String("effect", "no GitHub-based verdict for this scope's pods; their marks are held"))
+		log.LogAttrs(ctx, slog.LevelWarn, "scope skipped", attrs...)
 	}
 	for _, u := range res.Class.Unobserved {
 		log.LogAttrs(ctx, slog.LevelWarn, "namespace not observed",
@@ -119,6 +122,9 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	if o.Err != nil {
 		a = append(a, slog.String("error", o.Err.Error()))
 	}
+	if rl := reconcile.AsRateLimit(o.Err); rl != nil {
+		a = append(a, slog.Time("until", rl.Until.UTC()))
+	}
 	if o.EventErr != nil {
 		a = append(a, slog.String("event_error", o.EventErr.Error()))
 	}
@@ -184,10 +190,31 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Int64("github_not_modified", res.GitHub.NotModified),
 		slog.Int64("kube_requests", res.Kube.Requests),
 	}
+	if until := RateLimitedUntil(res); !until.IsZero() {
+		a = append(a, slog.Time("github_rate_limited_until", until))
+	}
 	if res.Err != nil {
 		a = append(a, slog.String("error", res.Err.Error()))
 	}
 	return a
+}
+
+// RateLimitedUntil is the latest time GitHub said it would take requests
+// again, from a skipped scope or an action held back; zero when GitHub did
+// not rate-limit the sweep.
+func RateLimitedUntil(res sweep.Result) time.Time {
+	var until time.Time
+	for _, s := range res.Class.Skipped {
+		if s.Until.After(until) {
+			until = s.Until
+		}
+	}
+	for _, o := range res.Outcomes {
+		if rl := reconcile.AsRateLimit(o.Err); rl != nil && rl.Until.After(until) {
+			until = rl.Until
+		}
+	}
+	return until.UTC()
 }
 
 // countsGroup renders a count map with sorted keys, so that two summaries

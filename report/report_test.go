@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -119,4 +122,47 @@ func TestLogAmbiguitiesAndNotRunners(t *testing.T) {
 	assert.Equal(t, "sweep", summary["msg"])
 	assert.EqualValues(t, 2, summary["ambiguous_runners"])
 	assert.EqualValues(t, 2, summary["not_runner_pods"])
+}
+
+// A rate limit says until when: on the skipped scope's warning and the
+// audit's skip line, on a held action's line and audit row, and in the
+// summary (the latest until).
+func TestRateLimitSaysUntilWhen(t *testing.T) {
+	until := time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
+	later := until.Add(time.Minute)
+	limit := &reconcile.RateLimitError{Until: later, Secondary: true, Err: errors.New("429")}
+	res := sweep.Result{
+		Mode:   sweep.Audit,
+		Status: sweep.Degraded,
+		Class: reconcile.Classification{Skipped: []reconcile.Skip{
+			{ScopeKey: "org:acme", Reason: "403 API rate limit exceeded", Kind: reconcile.SkipRateLimited, Until: until},
+			{ScopeKey: "org:beta", Reason: "page 2 changed", Kind: reconcile.SkipInconsistent},
+		}},
+		Outcomes: []reap.Outcome{{Result: reap.RateLimited, Err: fmt.Errorf("no GitHub call this sweep: %w", limit),
+			Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Zombie, ScopeKey: "org:gamma"}}}},
+	}
+	var buf bytes.Buffer
+	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
+	var lines []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(l, &m))
+		lines = append(lines, m)
+	}
+	require.Len(t, lines, 4)
+	assert.Equal(t, "scope skipped", lines[0]["msg"])
+	assert.Equal(t, "rate-limited", lines[0]["kind"])
+	assert.Equal(t, "2026-03-14T10:00:00Z", lines[0]["until"])
+	assert.Equal(t, "inconsistent", lines[1]["kind"])
+	assert.NotContains(t, lines[1], "until")
+	assert.Equal(t, "rate-limited", lines[2]["result"])
+	assert.Equal(t, "INFO", lines[2]["level"])
+	assert.Equal(t, "2026-03-14T10:01:00Z", lines[2]["until"])
+	assert.Equal(t, "2026-03-14T10:01:00Z", lines[3]["github_rate_limited_until"])
+
+	var table bytes.Buffer
+	require.NoError(t, WriteTable(&table, res))
+	assert.Contains(t, table.String(), "rate-limited: no GitHub call this sweep (until 2026-03-14T10:01:00Z)")
+	assert.Contains(t, table.String(), "scope org:acme skipped (rate-limited until 2026-03-14T10:00:00Z): 403 API rate limit exceeded\n")
+	assert.Contains(t, table.String(), "scope org:beta skipped (inconsistent): page 2 changed\n")
 }

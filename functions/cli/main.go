@@ -26,7 +26,8 @@ const usage = `usage:
                                          a dry run that changes nothing, printed for a person
 Configuration is read from REAPER_* environment variables; see the README.
 Exit status: 0 complete, 1 could not observe or act, 2 bad configuration,
-3 complete but degraded (a scope was skipped or a namespace not observed).
+3 complete but degraded (a scope was skipped, a namespace not observed, or
+actions were held for GitHub's rate limit).
 Flags may stand anywhere; any other word exits 2.
 `
 

@@ -123,9 +123,10 @@ type Fault struct {
 	// Hang sleeps this long before answering, to outlast a client's
 	// timeout. A request whose client gives up, or a Close, ends it early.
 	Hang time.Duration
-	// PrimaryLimit answers 403 with x-ratelimit-remaining: 0, a reset in
-	// the future and GitHub's "API rate limit exceeded" message. It does not
-	// spend the sim's real budget.
+	// PrimaryLimit answers 403 (429 when Status is 429: GitHub documents
+	// both) with x-ratelimit-remaining: 0, a reset in the future and
+	// GitHub's "API rate limit exceeded" message. It does not spend the
+	// sim's real budget.
 	PrimaryLimit bool
 	// Secondary answers this status (429 or 403; 403 for other values)
 	// with retry-after: 60 and GitHub's secondary rate limit message.
@@ -145,6 +146,12 @@ type Fault struct {
 	DropItems int
 	// EmptyList answers total_count 0 and no runners while runners exist.
 	EmptyList bool
+	// Before runs once the fault matches a request, after Hang and before
+	// the answer is prepared, outside the sim's lock, so that it may change
+	// the sim (AddRunner, RemoveRunner, SetRunner): the way to make runners
+	// shift between the page reads of one list. A fault with only Before
+	// set answers normally.
+	Before func()
 	// Page limits the fault to list requests for this page number; 0
 	// means every request. A fault with a Page never matches get or delete.
 	Page int
@@ -168,7 +175,12 @@ type Request struct {
 	// or empty for a path the sim does not serve.
 	Endpoint    string
 	IfNoneMatch string
-	At          time.Time
+	// Accept and APIVersion are the request's Accept and
+	// X-GitHub-Api-Version headers, the media type and REST API version
+	// the client asked for.
+	Accept     string
+	APIVersion string
+	At         time.Time
 }
 
 // Sim is the simulator. Create it with New.

@@ -114,6 +114,8 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request) {
 		Scope:       rt.scope,
 		Endpoint:    rt.endpoint,
 		IfNoneMatch: r.Header.Get("If-None-Match"),
+		Accept:      r.Header.Get("Accept"),
+		APIVersion:  r.Header.Get("X-GitHub-Api-Version"),
 		At:          s.now(),
 	}
 	s.mu.Lock()
@@ -158,6 +160,9 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request) {
 		case <-s.closed:
 		}
 		t.Stop()
+	}
+	if faulted && f.Before != nil {
+		f.Before()
 	}
 	if faulted {
 		if rep, ok := s.faultReply(r, f); ok {
@@ -204,7 +209,11 @@ func (s *Sim) appConfigured() bool { return s.opts.AppID != 0 && s.opts.AppKey !
 func (s *Sim) faultReply(r *http.Request, f Fault) (reply, bool) {
 	switch {
 	case f.PrimaryLimit:
-		rep := s.errorReply(http.StatusForbidden, "API rate limit exceeded for user ID 1. If you reach out to GitHub Support for help, please include the request ID.", docsRateFirst, false)
+		status := http.StatusForbidden
+		if f.Status == http.StatusTooManyRequests {
+			status = http.StatusTooManyRequests
+		}
+		rep := s.errorReply(status, "API rate limit exceeded for user ID 1. If you reach out to GitHub Support for help, please include the request ID.", docsRateFirst, false)
 		s.mu.Lock()
 		s.windowLocked()
 		reset := s.reset

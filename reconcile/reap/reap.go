@@ -79,7 +79,17 @@ type Reaper struct {
 	kube Pods
 	arc  ARCObjects
 	opts Options
+	// limit is GitHub's rate limit once it has been met in this sweep:
+	// from then on no GitHub call is made (see HoldGitHub).
+	limit *reconcile.RateLimitError
 }
+
+// HoldGitHub tells the reaper that GitHub rate-limited this sweep before it
+// acts (while the lists were read). A candidate that needs a GitHub call
+// (a registration delete, a re-check by name) is then not attempted and is
+// reported rate-limited, its mark kept; one that needs none still goes. A
+// limit met while acting has the same effect on the candidates after it.
+func (r *Reaper) HoldGitHub(limit *reconcile.RateLimitError) { r.limit = limit }
 
 // New returns a Reaper.
 func New(gh Registrations, kube Pods, arc ARCObjects, opts Options) *Reaper {
@@ -113,7 +123,11 @@ const (
 	// Reported: an EphemeralRunner stuck deleting, whose finalizers the
 	// reaper is not allowed to remove; it takes no place in the bound.
 	Reported Result = "reported"
-	Failed   Result = "error"
+	// RateLimited: the candidate needs a GitHub call and GitHub has said
+	// rate-limited in this sweep; nothing was written for it, its mark
+	// stays, and a later sweep takes it up. Not a failure.
+	RateLimited Result = "rate-limited"
+	Failed      Result = "error"
 )
 
 // Action names what the protocol does for a candidate.
@@ -213,6 +227,9 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			o.Result = NotReached
 			continue
 		}
+		if r.needsGitHub(o.Candidate) && r.held(o) {
+			continue
+		}
 		if !r.preflight(ctx, o) {
 			continue
 		}
@@ -257,6 +274,36 @@ func (r *Reaper) tooLate(ctx context.Context) bool {
 	}
 	deadline, ok := ctx.Deadline()
 	return ok && time.Until(deadline) < r.opts.Spare
+}
+
+// needsGitHub reports whether the candidate's protocol calls GitHub: a
+// registration to delete, or an absence to re-check by name.
+func (r *Reaper) needsGitHub(c reconcile.Candidate) bool {
+	return c.Registration != nil || r.needsRecheck(c)
+}
+
+// held reports whether GitHub's rate limit holds the candidate back in this
+// sweep, and if so reports it rate-limited.
+func (r *Reaper) held(o *Outcome) bool {
+	if r.limit == nil {
+		return false
+	}
+	o.Result, o.Err = RateLimited, fmt.Errorf("no GitHub call this sweep: %w", r.limit)
+	return true
+}
+
+// limited reports whether a GitHub call's error is a rate limit; if so the
+// candidate is reported rate-limited, not failed, and no later candidate
+// calls GitHub in this sweep: every further call would be refused, and
+// GitHub asks clients to stop until the limit lifts.
+func (r *Reaper) limited(o *Outcome, err error) bool {
+	rl := reconcile.AsRateLimit(err)
+	if rl == nil {
+		return false
+	}
+	r.limit = rl
+	o.Result, o.Err = RateLimited, err
+	return true
 }
 
 // needsRecheck reports whether the candidate's pod goes with no
@@ -336,9 +383,16 @@ func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 	if r.opts.DryRun {
 		return true
 	}
+	// A 404 answers "already gone" only because this credential has just
+	// listed the scope completely in this sweep: a candidate with a
+	// registration comes only from a complete list, never from a scope
+	// whose list failed, was rate-limited or inconsistent. Were that not
+	// so, a 404 could as well mean a wrong scope or no access.
 	res, err := r.gh.DeleteRunner(ctx, scope, c.Registration.ID)
 	o.Registration = res
 	switch {
+	case err != nil && r.limited(o, fmt.Errorf("delete registration %d in %s: %w", c.Registration.ID, scope, err)):
+		return false
 	case err != nil:
 		o.Err = fmt.Errorf("delete registration %d in %s: %w", c.Registration.ID, scope, err)
 		// A terminal pod is dead whatever GitHub says; its registration
@@ -374,6 +428,8 @@ func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
 	}
 	found, err := r.gh.FindRunner(ctx, scope, c.Pod.RunnerName)
 	switch {
+	case err != nil && r.limited(o, fmt.Errorf("re-check runner %q in %s before deleting its pod: %w", c.Pod.RunnerName, scope, err)):
+		return false
 	case err != nil:
 		o.Result, o.Err = Failed, fmt.Errorf("re-check runner %q in %s before deleting its pod: %w", c.Pod.RunnerName, scope, err)
 		return false

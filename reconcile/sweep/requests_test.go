@@ -17,9 +17,11 @@ import (
 )
 
 // Requests per sweep are counted exactly: one pod list per namespace page,
-// plus, per scope, ceil(runners / 100) list pages; the ledger costs one get
-// and one write. A second sweep with nothing changed is answered 304 on
-// every page, which costs no rate limit. A configured namespace that lists
+// plus, per scope, P = ceil(runners / 100) list pages and P-1
+// revalidations of the earlier pages, which an unchanged list answers 304
+// at no rate-limit cost; the ledger costs one get and one write. A second
+// sweep with nothing changed is answered 304 on every page, which costs no
+// rate limit. A configured namespace that lists
 // no pod costs one more request, the check that it exists.
 func TestRequestsPerSweep(t *testing.T) {
 	second := env.Namespace(t, "sweep-b")
@@ -46,24 +48,24 @@ func TestRequestsPerSweep(t *testing.T) {
 
 	first := r.run(sweep.Act)
 	require.NoError(t, first.Err)
-	// 3 pages for 250 runners + 1 page for 100.
-	assert.EqualValues(t, 4, first.GitHub.Requests)
-	assert.EqualValues(t, 0, first.GitHub.NotModified)
+	// 3 pages for 250 runners and 2 revalidations (304) + 1 page for 100.
+	assert.EqualValues(t, 6, first.GitHub.Requests)
+	assert.EqualValues(t, 2, first.GitHub.NotModified)
 	// 2 namespaces, one page each; ledger get; ledger create.
 	assert.EqualValues(t, 4, first.Kube.Requests)
 	assert.Equal(t, budget-4, r.sim.RateRemaining())
 
 	again := r.run(sweep.Act)
 	require.NoError(t, again.Err)
-	assert.EqualValues(t, 4, again.GitHub.Requests)
-	assert.EqualValues(t, 4, again.GitHub.NotModified, "every unchanged page is answered 304")
+	assert.EqualValues(t, 6, again.GitHub.Requests)
+	assert.EqualValues(t, 6, again.GitHub.NotModified, "every unchanged page is answered 304")
 	assert.EqualValues(t, 4, again.Kube.Requests)
 	assert.Equal(t, budget-4, r.sim.RateRemaining(), "304s cost no rate limit")
 
 	summary := r.lines("sweep")
 	require.Len(t, summary, 2)
-	assert.EqualValues(t, 4, summary[1]["github_requests"])
-	assert.EqualValues(t, 4, summary[1]["github_not_modified"])
+	assert.EqualValues(t, 6, summary[1]["github_requests"])
+	assert.EqualValues(t, 6, summary[1]["github_not_modified"])
 	assert.EqualValues(t, 4, summary[1]["kube_requests"])
 
 	r.cfg.Namespaces = append(r.cfg.Namespaces, env.Namespace(t, "sweep-empty"))

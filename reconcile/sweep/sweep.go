@@ -174,6 +174,9 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	// whose list failed keeps its old pages for the next conditional read.
 	lists := make(map[string]reconcile.ListCache, len(s.Scopes))
 	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Lists: make(map[string]reconcile.ScopeList, len(s.Scopes)), Unobserved: unobserved}
+	// Once GitHub says rate-limited, the rest of the sweep sends it
+	// nothing (see notListed): later scopes are skipped as rate-limited.
+	var limit *reconcile.RateLimitError
 	for _, scope := range s.Scopes {
 		key := scope.Key()
 		var cache *reconcile.ListCache
@@ -181,9 +184,15 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			cache = &c
 			lists[key] = c
 		}
+		if limit != nil {
+			err := notListed(limit)
+			obs.Lists[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
+			continue
+		}
 		runners, fresh, err := s.Runners.ListRunners(ctx, scope, cache)
 		if err != nil {
-			obs.Lists[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error()}
+			limit = reconcile.AsRateLimit(err)
+			obs.Lists[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
 			continue
 		}
 		obs.Lists[key] = reconcile.ScopeList{Scope: scope, Complete: true, Runners: runners}
@@ -216,7 +225,11 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		}
 	}
 
-	res.Outcomes = s.Reaper(mode).Reap(ctx, res.Class.ManagedPods, ready)
+	reaper := s.Reaper(mode)
+	if limit != nil {
+		reaper.HoldGitHub(limit)
+	}
+	res.Outcomes = reaper.Reap(ctx, res.Class.ManagedPods, ready)
 
 	if mode == Act {
 		if cleared := clearActed(ledger.Marks, res.Outcomes); cleared > 0 {
@@ -234,14 +247,30 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	}
 	var failed []error
 	for _, o := range res.Outcomes {
-		if o.Result == reap.Failed {
+		switch o.Result {
+		case reap.Failed:
 			failed = append(failed, o.Err)
+		case reap.RateLimited:
+			// GitHub's limit is not an action failure: the candidate
+			// waits for a later sweep, as a skipped scope's marks do.
+			res.Status = Degraded
 		}
 	}
 	if len(failed) > 0 {
 		res.Status, res.Err = Failed, fmt.Errorf("%d action(s) failed: %w", len(failed), errors.Join(failed...))
 	}
 	return res
+}
+
+// notListed is the skip of a scope left unlisted because GitHub rate-limited
+// an earlier one in this sweep. GitHub's primary limit is per credential
+// across every REST endpoint, and its secondary limits are counted per
+// credential too; a client that keeps sending while limited risks being
+// blocked for longer. So the later scopes are not asked at all, and the skip
+// is a rate limit with the same until.
+func notListed(limit *reconcile.RateLimitError) *reconcile.RateLimitError {
+	return &reconcile.RateLimitError{Until: limit.Until, Secondary: limit.Secondary,
+		Err: errors.New("not listed: GitHub rate-limited an earlier request of this sweep")}
 }
 
 // clearActed drops the marks of candidates that are finished with: deleted,

@@ -1,0 +1,213 @@
+package ghclient
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/internal/httpcount"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// endlessList serves pages that never end: every page links to a next one
+// and claims total, with size runners on page 1 and later runners on every
+// later page, each runner new. It counts the requests it served.
+func endlessList(total, size, later int, served *atomic.Int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		n := later
+		if page == 1 {
+			n = size
+		}
+		runners := make([]map[string]any, n)
+		for i := range runners {
+			id := int64(page)*1000 + int64(i) + 1
+			runners[i] = runner(id, fmt.Sprintf("rr-%d", id), "online", false)
+		}
+		next := fmt.Sprintf("<http://%s%s?per_page=100&page=%d>", r.Host, r.URL.Path, page+1)
+		w.Header().Set("Link", next+`; rel="next"`)
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_ = json.NewEncoder(w).Encode(map[string]any{"total_count": total, "runners": runners})
+	}
+}
+
+// TestListRunnersPageCap: a list whose next links never end is cut off at
+// the pages total_count implies plus one, and at the hard ceiling whatever
+// total_count says, and is then inconsistent. Before the cap, a total_count
+// of 1,000,000 with a next link on every page ran tens of thousands of
+// pages.
+func TestListRunnersPageCap(t *testing.T) {
+	tests := []struct {
+		name               string
+		total, size, later int
+		wantRequests       int64
+		want               string
+	}{
+		{
+			name: "total_count 1,000,000: the hard ceiling", total: 1_000_000, size: 100, later: 100,
+			wantRequests: maxPages, want: "page 1000 links to a next page, but total_count 1000000 allows at most 1000 pages",
+		},
+		{
+			name: "total_count 250 at 100 a page: 3 pages, plus one", total: 250, size: 100, later: 1,
+			wantRequests: 4, want: "page 4 links to a next page, but total_count 250 allows at most 4 pages",
+		},
+		{
+			name: "a server paging by 10: total_count 50 allows 6", total: 50, size: 10, later: 1,
+			wantRequests: 6, want: "page 6 links to a next page, but total_count 50 allows at most 6 pages",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, mux, _ := setup(t, 0)
+			var served atomic.Int64
+			mux.Handle("GET /orgs/octo/actions/runners", endlessList(tc.total, tc.size, tc.later, &served))
+
+			got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrInconsistent)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Nil(t, got)
+			assert.Nil(t, cache)
+			assert.Equal(t, tc.wantRequests, served.Load(), "requests served")
+			assert.Equal(t, httpcount.Counts{Requests: tc.wantRequests}, c.Counts(), "requests sent")
+		})
+	}
+}
+
+// shiftingList serves before for the first request and after for every
+// later one: the list changed right after page 1 was read.
+type shiftingList struct {
+	before, after fakeList
+	served        atomic.Int64
+}
+
+func (s *shiftingList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.served.Add(1) == 1 {
+		s.before.ServeHTTP(w, r)
+		return
+	}
+	s.after.ServeHTTP(w, r)
+}
+
+// TestListRunnersRunnerMovedBackAPage: right after page 1 is read, runner 2
+// on page 1 is removed and runner 6 registers at the end, so runner 3 moves
+// back from page 2 to page 1. The read sees runners 1, 2, 4, 5 and 6: five
+// runners, total_count 5, no runner twice, every count agreeing, and runner
+// 3 unseen. Revalidating page 1 finds it changed.
+func TestListRunnersRunnerMovedBackAPage(t *testing.T) {
+	c, mux, _ := setup(t, 0)
+	l := &shiftingList{}
+	l.before.set(
+		fakePage{total: 5, etag: `W/"a1"`, runners: []map[string]any{runner(1, "rr-1", "online", false), runner(2, "rr-2", "online", false)}},
+		fakePage{total: 5, etag: `W/"a2"`, runners: []map[string]any{runner(3, "rr-3", "online", false), runner(4, "rr-4", "online", false)}},
+		fakePage{total: 5, etag: `W/"a3"`, runners: []map[string]any{runner(5, "rr-5", "online", false)}},
+	)
+	l.after.set(
+		fakePage{total: 5, etag: `W/"b1"`, runners: []map[string]any{runner(1, "rr-1", "online", false), runner(3, "rr-3", "online", false)}},
+		fakePage{total: 5, etag: `W/"b2"`, runners: []map[string]any{runner(4, "rr-4", "online", false), runner(5, "rr-5", "online", false)}},
+		fakePage{total: 5, etag: `W/"b3"`, runners: []map[string]any{runner(6, "rr-6", "online", false)}},
+	)
+	mux.Handle("GET /orgs/octo/actions/runners", l)
+
+	got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
+	require.Error(t, err, "runner 3 was never seen")
+	assert.ErrorIs(t, err, ErrInconsistent)
+	assert.Contains(t, err.Error(), "page 1 changed while later pages were read")
+	assert.Nil(t, got)
+	assert.Nil(t, cache)
+	reqs := l.after.seen()
+	require.Len(t, reqs, 3, "pages 2 and 3, then page 1 again")
+	assert.Equal(t, 1, reqs[2].Page)
+	assert.Equal(t, `W/"a1"`, reqs[2].IfNoneMatch, "revalidated with the ETag this read got")
+}
+
+// simClient starts a simulator with scope org:octo and a token client for
+// it.
+func simClient(t *testing.T) (*ghsim.Sim, *Client) {
+	t.Helper()
+	sim := ghsim.New(ghsim.Options{})
+	base, err := sim.Start()
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	sim.AddScope(orgScope.String())
+	c, err := New(Config{BaseURL: base, Token: testToken})
+	require.NoError(t, err)
+	return sim, c
+}
+
+// TestListRunnersShiftLeft is issue 12's reproduction on the simulator:
+// while page 2 of 3 is read, a registration on page 1 is removed and a new
+// one registers, so runner 101 slides from page 2 to page 1 unseen.
+// total_count, the pages and the items all agree; only revalidating page 1
+// shows the list moved under the read.
+func TestListRunnersShiftLeft(t *testing.T) {
+	sim, c := simClient(t)
+	scope := orgScope.String()
+	for range 250 {
+		sim.AddRunner(scope, ghsim.Runner{Status: "online"})
+	}
+	slid := sim.Runners(scope)[100] // the first runner of page 2
+	sim.Fault(scope, ghsim.EndpointList, ghsim.Fault{Page: 2, Times: 1, Before: func() {
+		require.True(t, sim.RemoveRunner(scope, sim.Runners(scope)[10].ID))
+		sim.AddRunner(scope, ghsim.Runner{Status: "online"})
+	}})
+
+	got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
+	require.Error(t, err, "runner %d slid to page 1 unseen", slid.ID)
+	assert.ErrorIs(t, err, ErrInconsistent)
+	assert.Contains(t, err.Error(), "page 1 changed while later pages were read")
+	assert.Nil(t, got)
+	assert.Nil(t, cache)
+
+	var pages []string
+	for _, r := range sim.Requests() {
+		pages = append(pages, r.Query)
+	}
+	assert.Equal(t, []string{"per_page=100&page=1", "per_page=100&page=2", "per_page=100&page=3", "per_page=100&page=1"}, pages)
+}
+
+// TestListRunnersRevalidationCost: an unchanged list of 3 pages costs 3
+// reads and 2 revalidations answered 304 (which spend no rate limit); read
+// again with its cache, all 5 are 304. A one-page list costs one request.
+func TestListRunnersRevalidationCost(t *testing.T) {
+	sim, c := simClient(t)
+	for range 250 {
+		sim.AddRunner(orgScope.String(), ghsim.Runner{Status: "online"})
+	}
+	budget := sim.RateRemaining()
+	ctx := context.Background()
+
+	regs, cache, err := c.ListRunners(ctx, orgScope, nil)
+	require.NoError(t, err)
+	assert.Len(t, regs, 250)
+	require.Len(t, cache.Pages, 3)
+	assert.Equal(t, httpcount.Counts{Requests: 3 + 2, NotModified: 2}, c.Counts())
+	assert.Equal(t, budget-3, sim.RateRemaining(), "revalidations cost no rate limit")
+	var statuses []int
+	for _, r := range sim.Requests() {
+		statuses = append(statuses, r.Status)
+	}
+	assert.Equal(t, []int{200, 200, 200, 304, 304}, statuses)
+
+	again, cache2, err := c.ListRunners(ctx, orgScope, cache)
+	require.NoError(t, err)
+	assert.Equal(t, regs, again)
+	assert.Equal(t, cache, cache2)
+	assert.Equal(t, httpcount.Counts{Requests: 10, NotModified: 7}, c.Counts())
+	assert.Equal(t, budget-3, sim.RateRemaining())
+
+	one := reconcile.Scope{Kind: reconcile.OrgScope, Name: "small"}
+	sim.AddRunner(one.String(), ghsim.Runner{Status: "online"})
+	_, _, err = c.ListRunners(ctx, one, nil)
+	require.NoError(t, err)
+	assert.Equal(t, httpcount.Counts{Requests: 11, NotModified: 7}, c.Counts(), "a one-page list needs no revalidation")
+}

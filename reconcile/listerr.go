@@ -1,0 +1,79 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInconsistent marks a runner list that was read to the end but does not
+// add up (pages disagreeing on total_count, items fewer or more than it, a
+// page missing or changed while the list was read, a runner listed twice,
+// more pages than the list can have). Safety rule 1: such a list is never
+// evidence that a runner is absent. It lives here, not in the GitHub
+// adapter, so that a skipped scope can say which kind of skip it was.
+var ErrInconsistent = errors.New("runner list is inconsistent")
+
+// RateLimitError is GitHub refusing a request for rate: the primary limit
+// (403 or 429 with x-ratelimit-remaining: 0), a secondary limit (403 or 429
+// with retry-after), or a go-github refusal to send at all because it
+// remembers one of those. Until says when GitHub will take requests again,
+// so that the report can say until when a scope is skipped.
+type RateLimitError struct {
+	// Until is GitHub's x-ratelimit-reset, or the time of the answer plus
+	// its retry-after.
+	Until time.Time
+	// Secondary is true for a secondary (retry-after) limit.
+	Secondary bool
+	// Err is the refusal as the client saw it.
+	Err error
+}
+
+func (e *RateLimitError) Error() string {
+	kind := "primary"
+	if e.Secondary {
+		kind = "secondary"
+	}
+	msg := fmt.Sprintf("GitHub %s rate limit until %s", kind, e.Until.UTC().Format(time.RFC3339))
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *RateLimitError) Unwrap() error { return e.Err }
+
+// AsRateLimit returns the rate limit in err's chain, or nil.
+func AsRateLimit(err error) *RateLimitError {
+	var rl *RateLimitError
+	if errors.As(err, &rl) {
+		return rl
+	}
+	return nil
+}
+
+// SkipKind says why a scope's list gave no verdict: the three causes of
+// safety rule 1, a reason in the report and a metric dimension.
+type SkipKind string
+
+const (
+	// SkipFailed: the list could not be read (5xx, timeout, a refused
+	// redirect, a malformed answer).
+	SkipFailed SkipKind = "failed"
+	// SkipRateLimited: GitHub said rate-limited, on this scope or on an
+	// earlier one in the same sweep.
+	SkipRateLimited SkipKind = "rate-limited"
+	// SkipInconsistent: the list was read but does not add up.
+	SkipInconsistent SkipKind = "inconsistent"
+)
+
+// skipOf classifies a list error; Until is set for a rate limit.
+func skipOf(err error) (SkipKind, time.Time) {
+	if rl := AsRateLimit(err); rl != nil {
+		return SkipRateLimited, rl.Until
+	}
+	if errors.Is(err, ErrInconsistent) {
+		return SkipInconsistent, time.Time{}
+	}
+	return SkipFailed, time.Time{}
+}
