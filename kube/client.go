@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
@@ -26,6 +27,8 @@ const (
 	DefaultComponent = "runner-reaper"
 	// maxInstance is the API server's limit on an Event's reportingInstance.
 	maxInstance = 128
+	// DefaultTimeout bounds each request when Options.Timeout is zero.
+	DefaultTimeout = 30 * time.Second
 )
 
 // Options tune a Client. The zero value is usable.
@@ -44,6 +47,11 @@ type Options struct {
 	// describe the pod, so a credential echoed into a message must never
 	// reach it.
 	Redact func(string) string
+	// Timeout bounds each request, from dialling to the last byte of the
+	// answer; 0 means DefaultTimeout. An API server that accepts a
+	// connection and never answers would otherwise hold a sweep for ever.
+	// A rest config's own Timeout, if shorter, is kept.
+	Timeout time.Duration
 }
 
 // Client talks to one cluster and counts every request it sends, because
@@ -83,7 +91,17 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		opts.Instance = opts.Instance[:maxInstance]
 	}
 
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("kube client: timeout %s is negative", opts.Timeout)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+
 	c := rest.CopyConfig(cfg)
+	if c.Timeout <= 0 || c.Timeout > opts.Timeout {
+		c.Timeout = opts.Timeout
+	}
 	counter := &httpcount.Transport{}
 	// The wrapper runs once, when the single HTTP client below is built;
 	// every clientset of this Client must share that HTTP client
