@@ -22,15 +22,17 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/metrics"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/secret"
 )
 
-// Spare is the time before the invocation's deadline after which a sweep
-// starts no new action: enough for a delete under way to finish and for the
-// report to be written before Lambda stops the process.
-const Spare = 5 * time.Second
+// Spare is the time before the invocation's deadline (or the sweep's own,
+// REAPER_SWEEP_TIMEOUT, when that is sooner) after which a sweep starts no
+// new action: enough for a delete under way to finish and for the report to
+// be written before Lambda stops the process.
+const Spare = reap.DefaultSpare
 
 // ErrConfig marks a start-up failure caused by the configuration.
 var ErrConfig = errors.New("bad configuration")
