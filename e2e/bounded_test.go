@@ -97,11 +97,11 @@ func terminalPair(w *world) (first, second *corev1.Pod, firstReg, secondReg ghsi
 // the sweep exits 3 (degraded).
 func TestSweepDeadlineLeavesTheRestNotReached(t *testing.T) {
 	t.Parallel()
-	// Actions may start for the first 2 s; the first one's registration
-	// delete takes 3.5 s.
-	w := newWorld(t, map[string]string{"REAPER_SWEEP_TIMEOUT": "7s"})
+	// Actions may start for the first 3.5 s; the first one's registration
+	// delete takes 4 s, within the 5 s an action may take.
+	w := newWorld(t, map[string]string{"REAPER_SWEEP_TIMEOUT": "8500ms"})
 	_, _, firstReg, secondReg := terminalPair(w)
-	w.sim.Fault(scope, ghsim.EndpointDelete, ghsim.Fault{Hang: 3500 * time.Millisecond, Times: 1})
+	w.sim.Fault(scope, ghsim.EndpointDelete, ghsim.Fault{Hang: 4 * time.Second, Times: 1})
 
 	r := w.sweep()
 	r.requireCode(t, 3)
@@ -262,17 +262,17 @@ func TestSignalDuringObservation(t *testing.T) {
 }
 
 // The Lambda keeps its invocation's deadline, and REAPER_SWEEP_TIMEOUT,
-// when shorter, wins: here the invocation allows 50 s, the sweep 7 s, so
+// when shorter, wins: here the invocation allows 50 s, the sweep 8.5 s, so
 // the second action is not reached and the answer says degraded (3),
 // which is not a failed invocation.
 func TestLambdaShorterSweepTimeoutWins(t *testing.T) {
 	t.Parallel()
 	lbin, d := lambdaParts(t)
-	w := newWorld(t, map[string]string{"REAPER_SWEEP_TIMEOUT": "7s"})
+	w := newWorld(t, map[string]string{"REAPER_SWEEP_TIMEOUT": "8500ms"})
 	sm, _ := secretsManager(t, w.token)
 	table := newTable(t, d)
 	_, _, firstReg, secondReg := terminalPair(w)
-	w.sim.Fault(scope, ghsim.EndpointDelete, ghsim.Fault{Hang: 3500 * time.Millisecond, Times: 1})
+	w.sim.Fault(scope, ghsim.EndpointDelete, ghsim.Fault{Hang: 4 * time.Second, Times: 1})
 
 	rt, err := testenv.StartRuntime()
 	require.NoError(t, err)
