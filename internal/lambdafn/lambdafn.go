@@ -103,7 +103,8 @@ func clusterConfig(ctx context.Context, cfg config.Config, awsCfg aws.Config) (*
 
 // Handle runs one sweep and answers with its summary. A sweep that could
 // not observe or act is an error, so that the invocation counts as failed
-// in Lambda's own metrics; a degraded one (a scope skipped) is not.
+// in Lambda's own metrics; a degraded one (a scope skipped, an action not
+// reached before the deadline) is not: its summary says status 3.
 func (h *Handler) Handle(ctx context.Context) (map[string]any, error) {
 	res := app.Sweep(ctx, h.sweeper, h.mode, h.log)
 	if h.metrics != "" {

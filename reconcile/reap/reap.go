@@ -195,7 +195,10 @@ type Outcome struct {
 //  3. the Event and the Kubernetes delete (writes), with bounded
 //     concurrency for candidates whose registration was deleted.
 //
-// Dry-run stops at the first write and answers would-delete there. It
+// Dry-run stops at the first write and answers would-delete there. ctx
+// only decides whether each action starts: once ctx has ended, or its
+// deadline is within the spare time, the rest are not-reached; an action
+// begun runs to its end under a context of its own (actionContext). It
 // returns one outcome per candidate, in order.
 func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Candidate) []Outcome {
 	cs := append([]reconcile.Candidate(nil), ready...)
