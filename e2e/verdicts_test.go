@@ -40,7 +40,7 @@ func neighbours(w *world) (pods []string, regs []ghsim.Runner) {
 	return []string{"acme-healthy", "acme-busy", "acme-claimed"}, regs
 }
 
-// One test per incident of DESIGN.md's verdict table, each through separate
+// One test per incident of docs/design.md's verdict table, each through separate
 // processes that share nothing but the ledger ConfigMap: a GitHub-based
 // verdict is only marked by the first sweep, is still held by a sweep
 // before confirm-after, and acts on the first sweep after it; a terminal pod
@@ -243,7 +243,7 @@ func TestVerdictIncidents(t *testing.T) {
 	}
 }
 
-// Every row of DESIGN.md's exit fingerprint table, as a terminal pod the
+// Every row of docs/design.md's exit fingerprint table, as a terminal pod the
 // kubelet left: one sweep logs each pod's exit (class, code, signal,
 // reason) on its action line, records the RunnerReaped Event while the pod
 // still exists to point at, and removes the pod. The fingerprint is the one

@@ -37,13 +37,23 @@ func (c *Client) record(ctx context.Context, obj corev1.ObjectReference, reason,
 	if c.redact != nil {
 		message = c.redact(message)
 	}
+	ev := c.event(obj, corev1.EventTypeWarning, reason, message)
+	if _, err := c.cs.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("record event %s on %s %s/%s: %w", reason, strings.ToLower(obj.Kind), obj.Namespace, obj.Name, err)
+	}
+	return nil
+}
+
+// event is an Event on obj as the reaper reports it: its component and
+// instance, seen once, now.
+func (c *Client) event(obj corev1.ObjectReference, kind, reason, message string) *corev1.Event {
 	now := metav1.Now()
-	ev := &corev1.Event{
+	return &corev1.Event{
 		ObjectMeta:          metav1.ObjectMeta{GenerateName: obj.Name + ".", Namespace: obj.Namespace},
 		InvolvedObject:      obj,
 		Reason:              reason,
 		Message:             message,
-		Type:                corev1.EventTypeWarning,
+		Type:                kind,
 		Source:              corev1.EventSource{Component: c.component},
 		FirstTimestamp:      now,
 		LastTimestamp:       now,
@@ -51,8 +61,4 @@ func (c *Client) record(ctx context.Context, obj corev1.ObjectReference, reason,
 		ReportingController: c.component,
 		ReportingInstance:   c.instance,
 	}
-	if _, err := c.cs.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("record event %s on %s %s/%s: %w", reason, strings.ToLower(obj.Kind), obj.Namespace, obj.Name, err)
-	}
-	return nil
 }

@@ -48,20 +48,8 @@ func (c *Client) UnobservedNamespaces(ctx context.Context, namespaces []string, 
 // must point at an object of its own namespace; being a dry run, it is
 // never stored and the pod need not exist.
 func (c *Client) namespaceExists(ctx context.Context, ns string) error {
-	now := metav1.Now()
-	ev := &corev1.Event{
-		ObjectMeta:          metav1.ObjectMeta{GenerateName: c.component + "-namespace-check.", Namespace: ns},
-		InvolvedObject:      corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: c.component + "-namespace-check"},
-		Reason:              "NamespaceCheck",
-		Message:             "dry run: does the namespace exist",
-		Type:                corev1.EventTypeNormal,
-		Source:              corev1.EventSource{Component: c.component},
-		FirstTimestamp:      now,
-		LastTimestamp:       now,
-		Count:               1,
-		ReportingController: c.component,
-		ReportingInstance:   c.instance,
-	}
+	obj := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: c.component + "-namespace-check"}
+	ev := c.event(obj, corev1.EventTypeNormal, "NamespaceCheck", "dry run: does the namespace exist")
 	_, err := c.cs.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	switch {
 	case err == nil:

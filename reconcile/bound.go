@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// Order sorts candidates into the order the bound lets them act: terminal,
-// orphan-stamped, zombie, unregistered, ghost; oldest first within a
-// verdict. Oldest first because the longest leak has cost the most.
+// Order sorts candidates into the order the bound lets them act: the order
+// of Verdicts (terminal, orphan-stamped, zombie, unregistered, arc-failed,
+// arc-podless, arc-stuck-deleting, ghost); oldest first within a verdict.
+// Oldest first because the longest leak has cost the most.
 func Order(cs []Candidate) {
 	sort.SliceStable(cs, func(i, j int) bool {
 		a, b := cs[i], cs[j]

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// One case per row of DESIGN.md's verdict table, plus the healthy and
+// One case per row of docs/design.md's verdict table, plus the healthy and
 // protected cases that must produce no verdict.
 func TestClassifyVerdictTable(t *testing.T) {
 	term := func(code int32, reason string) *Termination { return &Termination{ExitCode: code, Reason: reason} }

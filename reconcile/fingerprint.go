@@ -1,6 +1,6 @@
 package reconcile
 
-// ExitClass is how a runner process ended, from DESIGN.md's exit fingerprint
+// ExitClass is how a runner process ended, from docs/design.md's exit fingerprint
 // table. It is logged before a terminal pod is removed because it is the one
 // datum that explains a "runner lost communication" failure, and it is gone
 // once the pod is.

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// One case per row of DESIGN.md's exit fingerprint table, and the lastState
+// One case per row of docs/design.md's exit fingerprint table, and the lastState
 // fallback.
 func TestFingerprintTable(t *testing.T) {
 	term := func(code, signal int32, reason string) *Termination {

@@ -31,11 +31,11 @@ const (
 )
 
 // Verdicts lists every verdict in the order the bound lets them act: the
-// five of DESIGN.md, with ARC's own leaks after the pod-level ones and
+// five of docs/design.md, with ARC's own leaks after the pod-level ones and
 // before ghosts, which cost nothing but clutter.
 var Verdicts = []Verdict{Terminal, OrphanStamped, Zombie, Unregistered, ARCFailed, ARCPodless, ARCStuckDeleting, Ghost}
 
-// Priority is the verdict's rank in DESIGN.md's act order; lower acts first.
+// Priority is the verdict's rank in docs/design.md's act order; lower acts first.
 func (v Verdict) Priority() int {
 	for i, w := range Verdicts {
 		if v == w {
@@ -106,52 +106,48 @@ const maxNameLen = 100
 // ownerProblem checks an organization or user name: letters, digits,
 // hyphens and (for managed users) underscores, starting with a letter or
 // digit. It says what is wrong, or "".
-func ownerProblem(n string) string {
-	switch {
-	case n == "" || len(n) > maxNameLen:
-		return fmt.Sprintf("must be 1 to %d characters", maxNameLen)
-	case !alnum(rune(n[0])):
-		return "must start with a letter or digit"
-	}
-	for _, r := range n {
-		if !alnum(r) && r != '-' && r != '_' {
-			return fmt.Sprintf("has %q; only letters, digits, '-' and '_' are allowed", r)
-		}
-	}
-	return ""
-}
+func ownerProblem(n string) string { return nameProblem(n, "-_", true) }
 
 // repoProblem checks a repository name: letters, digits, '.', '-' and '_',
 // but never the path segments "." or "..".
 func repoProblem(n string) string {
+	if n == "." || n == ".." {
+		return fmt.Sprintf("%q is a path segment, not a repository", n)
+	}
+	return nameProblem(n, "-_.", false)
+}
+
+// slugProblem checks an enterprise slug: letters, digits and hyphens,
+// starting with a letter or digit.
+func slugProblem(n string) string { return nameProblem(n, "-", true) }
+
+// nameProblem checks that n is 1 to maxNameLen letters, digits and the
+// extra characters, starting with a letter or digit when leadAlnum.
+func nameProblem(n, extra string, leadAlnum bool) string {
 	switch {
 	case n == "" || len(n) > maxNameLen:
 		return fmt.Sprintf("must be 1 to %d characters", maxNameLen)
-	case n == "." || n == "..":
-		return fmt.Sprintf("%q is a path segment, not a repository", n)
+	case leadAlnum && !alnum(rune(n[0])):
+		return "must start with a letter or digit"
 	}
 	for _, r := range n {
-		if !alnum(r) && r != '-' && r != '_' && r != '.' {
-			return fmt.Sprintf("has %q; only letters, digits, '.', '-' and '_' are allowed", r)
+		if !alnum(r) && !strings.ContainsRune(extra, r) {
+			return fmt.Sprintf("has %q; only letters, digits and %s are allowed", r, quoteEach(extra))
 		}
 	}
 	return ""
 }
 
-// slugProblem checks an enterprise slug: letters, digits and hyphens.
-func slugProblem(n string) string {
-	switch {
-	case n == "" || len(n) > maxNameLen:
-		return fmt.Sprintf("must be 1 to %d characters", maxNameLen)
-	case !alnum(rune(n[0])):
-		return "must start with a letter or digit"
+// quoteEach lists characters for a message: '-', '_' and '.'.
+func quoteEach(chars string) string {
+	q := make([]string, 0, len(chars))
+	for _, c := range chars {
+		q = append(q, fmt.Sprintf("'%c'", c))
 	}
-	for _, r := range n {
-		if !alnum(r) && r != '-' {
-			return fmt.Sprintf("has %q; only letters, digits and '-' are allowed", r)
-		}
+	if len(q) == 1 {
+		return q[0]
 	}
-	return ""
+	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
 }
 
 func alnum(r rune) bool {

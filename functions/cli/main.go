@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,7 +16,6 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
-	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
@@ -143,20 +141,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Every line and message from here on passes through the one redactor.
 	secrets := redact.New()
-	app.LearnSecrets(secrets, cfg.GitHub)
-	log := slog.New(secrets.Handler(slog.NewJSONHandler(logOut, &slog.HandlerOptions{Level: cfg.LogLevel})))
-
-	restCfg, err := kube.RESTConfig()
-	if err != nil {
-		fmt.Fprintln(stderr, "kubernetes:", secrets.Error(err))
-		return int(sweep.BadConfig)
-	}
-	sweeper, err := app.Build(cfg, restCfg, log, app.Options{Secrets: secrets, Spare: reap.DefaultSpare})
+	rt, err := app.Open(ctx, cfg, logOut, app.Options{Secrets: secrets, Spare: reap.DefaultSpare})
 	if err != nil {
 		fmt.Fprintln(stderr, secrets.Error(err))
-		return int(sweep.BadConfig)
+		if errors.Is(err, app.ErrConfig) {
+			return int(sweep.BadConfig)
+		}
+		return int(sweep.Failed)
 	}
-	res := app.Sweep(ctx, sweeper, mode, log)
+	res := rt.Sweep(ctx, mode)
 	if mode == sweep.Audit {
 		write := report.WriteTable
 		if *output == "json" {

@@ -1,11 +1,15 @@
-// Package app assembles a Sweeper from a validated configuration, so that
-// every entry point (the CLI, the Lambda) builds the very same sweep and
-// their main functions only wire.
+// Package app is the one composition root: from a validated configuration
+// it builds everything a sweep needs (the GitHub credential, the cluster,
+// the clients, the ledger, metrics), the same way for every entry point, so
+// that the CLI and the Lambda only wire and no setting is honoured by one
+// and ignored by the other.
 package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -21,12 +25,19 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/kube"
+	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
+	"github.com/runner-reaper/runner-reaper/secret"
 	"github.com/runner-reaper/runner-reaper/state"
 )
+
+// ErrConfig marks a start-up failure that the configuration caused (a
+// secret that holds no credential, no cluster to reach): the entry points
+// exit 2 on it, as on any other bad setting.
+var ErrConfig = errors.New("bad configuration")
 
 // serviceAccountNamespace is where a pod finds its own namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -79,6 +90,99 @@ func Mode(cfg config.Config, requested sweep.Mode) sweep.Mode {
 		return sweep.DryRun
 	}
 	return requested
+}
+
+// Runtime is what an entry point holds between sweeps: everything Open
+// built, reused by every sweep of the process.
+type Runtime struct {
+	Sweeper *sweep.Sweeper
+	// Log is the process's logger; every line passes through Secrets.
+	Log *slog.Logger
+	// Secrets is the process's one redactor.
+	Secrets *redact.Set
+	// out receives the log lines and, with metricsNamespace set, the EMF
+	// metric lines.
+	out              io.Writer
+	metricsNamespace string
+}
+
+// Open builds the Runtime for cfg: the redactor and the logger (lines to
+// out), the GitHub credential (read from Secrets Manager when
+// REAPER_GITHUB_SECRET_ARN is set), the cluster (EKS from outside when
+// REAPER_EKS_CLUSTER is set, else in-cluster inside a pod, else the
+// kubeconfig), the clients, the ledger and the metrics. AWS's
+// configuration is loaded only when a setting needs it.
+func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Runtime, error) {
+	if o.Secrets == nil {
+		o.Secrets = redact.New()
+	}
+	LearnSecrets(o.Secrets, cfg.GitHub)
+	log := slog.New(o.Secrets.Handler(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	awsConfig := func() (aws.Config, error) {
+		if o.AWS != nil {
+			return *o.AWS, nil
+		}
+		c, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return aws.Config{}, fmt.Errorf("aws configuration: %w", err)
+		}
+		o.AWS = &c
+		return c, nil
+	}
+	if cfg.GitHub.SecretARN != "" {
+		awsCfg, err := awsConfig()
+		if err != nil {
+			return nil, err
+		}
+		value, err := secret.Get(ctx, awsCfg, cfg.GitHub.SecretARN)
+		if err != nil {
+			return nil, fmt.Errorf("read github credentials: %w", err)
+		}
+		if err := cfg.GitHub.SetSecret(value); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		LearnSecrets(o.Secrets, cfg.GitHub)
+	}
+	var restCfg *rest.Config
+	if cfg.EKSCluster != "" {
+		awsCfg, err := awsConfig()
+		if err != nil {
+			return nil, err
+		}
+		if restCfg, err = kube.EKSRESTConfig(ctx, awsCfg, cfg.EKSCluster); err != nil {
+			return nil, err
+		}
+	} else {
+		c, err := kube.RESTConfig()
+		if err != nil {
+			return nil, fmt.Errorf("%w: kubernetes: %w", ErrConfig, err)
+		}
+		restCfg = c
+	}
+	if cfg.Ledger.Kind == config.LedgerDynamoDB {
+		if _, err := awsConfig(); err != nil {
+			return nil, err
+		}
+	}
+	// What Build refuses (a client it cannot make from these settings) is
+	// the configuration's fault too.
+	s, err := Build(cfg, restCfg, log, o)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return &Runtime{Sweeper: s, Log: log, Secrets: o.Secrets, out: out, metricsNamespace: cfg.MetricsNamespace}, nil
+}
+
+// Sweep runs one sweep in mode and reports it: the warnings, the action
+// lines, the summary and, where configured, the EMF metric lines.
+func (r *Runtime) Sweep(ctx context.Context, mode sweep.Mode) sweep.Result {
+	res := Sweep(ctx, r.Sweeper, mode, r.Log)
+	if r.metricsNamespace != "" {
+		if err := metrics.WriteEMF(r.out, res, r.metricsNamespace, time.Now()); err != nil {
+			r.Log.Warn("write metrics", slog.String("error", err.Error()))
+		}
+	}
+	return res
 }
 
 // Build returns a Sweeper for cfg, talking to the cluster of restCfg.

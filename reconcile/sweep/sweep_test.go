@@ -20,7 +20,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/state"
 )
 
-// Every verdict of DESIGN.md's table and every exit fingerprint, through
+// Every verdict of docs/design.md's table and every exit fingerprint, through
 // real sweeps: terminal pods go on the first sweep with their exit logged;
 // the GitHub-based verdicts are marked, wait out confirm-after, then go;
 // nothing else is touched.
