@@ -5,7 +5,10 @@
 package kube
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -50,7 +53,7 @@ type Options struct {
 	// Timeout bounds each request, from dialling to the last byte of the
 	// answer; 0 means DefaultTimeout. An API server that accepts a
 	// connection and never answers would otherwise hold a sweep for ever.
-	// A rest config's own Timeout, if shorter, is kept.
+	// The error of a request that timed out wraps ErrTimeout.
 	Timeout time.Duration
 }
 
@@ -99,15 +102,13 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	}
 
 	c := rest.CopyConfig(cfg)
-	if c.Timeout <= 0 || c.Timeout > opts.Timeout {
-		c.Timeout = opts.Timeout
-	}
 	counter := &httpcount.Transport{}
 	// The wrapper runs once, when the single HTTP client below is built;
 	// every clientset of this Client must share that HTTP client
-	// (NewForConfigAndClient) so that no request escapes the count.
+	// (NewForConfigAndClient) so that no request escapes the count, nor
+	// the timeout.
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.Base = rt
+		counter.Base = timeoutTransport{base: rt, timeout: opts.Timeout}
 		return counter
 	})
 	hc, err := rest.HTTPClientFor(c)
@@ -152,3 +153,41 @@ func IsForbidden(err error) bool { return apierrors.IsForbidden(err) }
 // Clientset is the counted clientset, for other Kubernetes work of the same
 // sweep (the ConfigMap ledger) so that its requests are counted too.
 func (c *Client) Clientset() kubernetes.Interface { return c.cs }
+
+// ErrTimeout is wrapped by the error of a request that the API server did
+// not answer in full within the Client's timeout.
+var ErrTimeout = errors.New("no answer from the Kubernetes API")
+
+// timeoutTransport bounds each request, from dialling to the last byte of
+// the answer's body. It is done here rather than with rest.Config.Timeout,
+// whose two timers (the HTTP client's and the request's own) race to end a
+// request with different words; this one ends it with ErrTimeout.
+type timeoutTransport struct {
+	base    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeoutCause(req.Context(), t.timeout, fmt.Errorf("%w within %s", ErrTimeout, t.timeout))
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// The answer is still being read after RoundTrip returns: the
+	// timeout ends with its body.
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose releases a request's timeout when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}

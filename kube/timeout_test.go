@@ -36,7 +36,8 @@ func TestEveryRequestIsBounded(t *testing.T) {
 			err := call()
 			took := time.Since(start)
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "Timeout exceeded")
+			assert.ErrorIs(t, err, ErrTimeout)
+			assert.Contains(t, err.Error(), "no answer from the Kubernetes API within 500ms")
 			assert.Less(t, took, 5*time.Second, "the request ended at its timeout")
 		})
 	}
