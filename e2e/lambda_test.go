@@ -179,6 +179,7 @@ func TestLambdaBootstrapSweeps(t *testing.T) {
 	w.pod("acme-dead-2", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
 	late, s3 := invoke(4 * time.Second)
 	assert.Equal(t, map[string]any{"not-reached": 1.0}, s3["results"])
+	assert.EqualValues(t, 3, s3["status"], "an action not reached is a degraded sweep, as in the CLI")
 	assert.True(t, w.podExists("acme-dead-2"), "nothing started past the spare time")
 	assert.True(t, late.Finished.Before(late.Deadline), "answered before the deadline")
 

@@ -188,6 +188,12 @@ func (w *world) exec(args ...string) run {
 	defer cancel()
 	r, err := testenv.RunBinary(ctx, bin, w.env, args...)
 	require.NoError(w.t, err)
+	return w.check(r, args...)
+}
+
+// check applies the checks of exec to a run of the binary with args.
+func (w *world) check(r testenv.Run, args ...string) run {
+	w.t.Helper()
 	if w.token != "" {
 		assertNoSecret(w.t, w.token, r)
 	}

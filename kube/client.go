@@ -5,9 +5,13 @@
 package kube
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
@@ -26,6 +30,8 @@ const (
 	DefaultComponent = "runner-reaper"
 	// maxInstance is the API server's limit on an Event's reportingInstance.
 	maxInstance = 128
+	// DefaultTimeout bounds each request when Options.Timeout is zero.
+	DefaultTimeout = 30 * time.Second
 )
 
 // Options tune a Client. The zero value is usable.
@@ -44,6 +50,11 @@ type Options struct {
 	// describe the pod, so a credential echoed into a message must never
 	// reach it.
 	Redact func(string) string
+	// Timeout bounds each request, from dialling to the last byte of the
+	// answer; 0 means DefaultTimeout. An API server that accepts a
+	// connection and never answers would otherwise hold a sweep for ever.
+	// The error of a request that timed out wraps ErrTimeout.
+	Timeout time.Duration
 }
 
 // Client talks to one cluster and counts every request it sends, because
@@ -83,13 +94,21 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		opts.Instance = opts.Instance[:maxInstance]
 	}
 
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("kube client: timeout %s is negative", opts.Timeout)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultTimeout
+	}
+
 	c := rest.CopyConfig(cfg)
 	counter := &httpcount.Transport{}
 	// The wrapper runs once, when the single HTTP client below is built;
 	// every clientset of this Client must share that HTTP client
-	// (NewForConfigAndClient) so that no request escapes the count.
+	// (NewForConfigAndClient) so that no request escapes the count, nor
+	// the timeout.
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.Base = rt
+		counter.Base = timeoutTransport{base: rt, timeout: opts.Timeout}
 		return counter
 	})
 	hc, err := rest.HTTPClientFor(c)
@@ -134,3 +153,41 @@ func IsForbidden(err error) bool { return apierrors.IsForbidden(err) }
 // Clientset is the counted clientset, for other Kubernetes work of the same
 // sweep (the ConfigMap ledger) so that its requests are counted too.
 func (c *Client) Clientset() kubernetes.Interface { return c.cs }
+
+// ErrTimeout is wrapped by the error of a request that the API server did
+// not answer in full within the Client's timeout.
+var ErrTimeout = errors.New("no answer from the Kubernetes API")
+
+// timeoutTransport bounds each request, from dialling to the last byte of
+// the answer's body. It is done here rather than with rest.Config.Timeout,
+// whose two timers (the HTTP client's and the request's own) race to end a
+// request with different words; this one ends it with ErrTimeout.
+type timeoutTransport struct {
+	base    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeoutCause(req.Context(), t.timeout, fmt.Errorf("%w within %s", ErrTimeout, t.timeout))
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// The answer is still being read after RoundTrip returns: the
+	// timeout ends with its body.
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose releases a request's timeout when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}

@@ -196,6 +196,9 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 	if res.Err != nil {
 		a = append(a, slog.String("error", res.Err.Error()))
 	}
+	if res.Stopped != "" {
+		a = append(a, slog.String("stopped", res.Stopped))
+	}
 	return a
 }
 

@@ -86,7 +86,10 @@ func (c *ConfigMap) Load(ctx context.Context) (Ledger, Version, error) {
 	}
 	if b, ok := cm.BinaryData[listsKey]; ok {
 		if err := gunzipJSON(b, &l.Lists); err != nil {
-			return Ledger{}, "", fmt.Errorf("decode %s of ledger configmap %s/%s: %w", listsKey, c.namespace, c.name, err)
+			// Only a cache: without it the lists are read afresh. The
+			// marks above are not, and stay an error.
+			l.Lists = nil
+			c.droppedLists(listsKey, err, "configmap", c.namespace+"/"+c.name)
 		}
 	}
 	c.remember(cm)

@@ -3,6 +3,7 @@ package state
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -192,9 +193,10 @@ func TestConfigMapDeletedSinceLoadConflicts(t *testing.T) {
 	require.ErrorIs(t, err, ErrConflict)
 }
 
-// TestConfigMapCorruptIsAnError: a ledger someone edited into nonsense is
-// an error to report, never an empty ledger (which would forget every mark)
-// nor a conflict.
+// TestConfigMapCorruptIsAnError: marks someone edited into nonsense are an
+// error to report, never an empty ledger (which would forget every mark)
+// nor a conflict. (A corrupt list cache is only a cache: see
+// TestConfigMapCorruptListCacheIsDropped.)
 func TestConfigMapCorruptIsAnError(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -203,7 +205,11 @@ func TestConfigMapCorruptIsAnError(t *testing.T) {
 		field string
 	}{
 		{"marks not JSON", func(d map[string]string, _ map[string][]byte) { d["marks.json"] = "{oops" }, "marks.json"},
-		{"list cache not gzip", func(_ map[string]string, b map[string][]byte) { b["lists.json.gz"] = []byte("plain") }, "lists.json.gz"},
+		{"marks not an object", func(d map[string]string, _ map[string][]byte) { d["marks.json"] = "[1,2]" }, "marks.json"},
+		{"marks not JSON, list cache corrupt too", func(d map[string]string, b map[string][]byte) {
+			d["marks.json"] = "{oops"
+			b["lists.json.gz"] = []byte("plain")
+		}, "marks.json"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -313,4 +319,68 @@ func TestConfigMapKeepsWhatOthersPut(t *testing.T) {
 	got, _, err := s.Load(ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, Ledger{Marks: marks(1), Lists: map[string]reconcile.ListCache{}}, got)
+}
+
+// TestConfigMapCorruptListCacheIsDropped: lists.json.gz only saves rate
+// limit. One that cannot be read is dropped with a warning naming the
+// ledger and what was wrong; the marks load as they were, and the next save
+// writes a cache that reads again.
+func TestConfigMapCorruptListCacheIsDropped(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		bytes []byte
+		why   string
+	}{
+		{"not gzip", []byte("plain"), "gzip"},
+		{"gzip of something not JSON", gzipped(t, "{oops"), "invalid character"},
+		{"gzip of JSON of another shape", gzipped(t, `[1,2,3]`), "cannot unmarshal"},
+		{"gzip cut short", gzipped(t, `{"org:acme":{"pages":[]}}`)[:12], "EOF"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ns := env.Namespace(t, "ledger")
+			var buf bytes.Buffer
+			s := NewConfigMap(env.Client, ns, ledgerName, slog.New(slog.NewJSONHandler(&buf, nil)))
+			_, err := s.Save(ctx(t), sample(), "")
+			require.NoError(t, err)
+			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+			require.NoError(t, err)
+			cm.BinaryData["lists.json.gz"] = c.bytes
+			_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx(t), cm, metav1.UpdateOptions{})
+			require.NoError(t, err)
+
+			l, v, err := s.Load(ctx(t))
+			require.NoError(t, err, "a corrupt cache does not block the sweep")
+			assert.Equal(t, sample().Marks, l.Marks, "the marks load as they were")
+			assert.Empty(t, l.Lists, "the cache is dropped: the lists are read afresh")
+			lines := logLines(t, &buf)
+			require.Len(t, lines, 1, "one warning")
+			w := lines[0]
+			assert.Equal(t, "WARN", w["level"])
+			assert.Equal(t, "ledger list cache dropped", w["msg"])
+			assert.Equal(t, ns+"/"+ledgerName, w["configmap"], "the warning names the ledger")
+			assert.Equal(t, "lists.json.gz", w["field"])
+			assert.Contains(t, w["error"], c.why, "the warning says what was wrong")
+
+			l.Lists = lists(2, 3)
+			_, err = s.Save(ctx(t), l, v)
+			require.NoError(t, err)
+			got, _, err := NewConfigMap(env.Client, ns, ledgerName, nil).Load(ctx(t))
+			require.NoError(t, err)
+			assert.Equal(t, lists(2, 3), got.Lists, "the next save writes a cache that reads")
+		})
+	}
+}
+
+// gzipped is s, gzip'd.
+func gzipped(t *testing.T, s string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write([]byte(s))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
 }

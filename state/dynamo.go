@@ -124,12 +124,14 @@ func (d *Dynamo) decode(item map[string]types.AttributeValue) (Ledger, Version, 
 		}
 	}
 	if av, present := item[dynamoAttrLists]; present {
+		// Only a cache: one that cannot be read is dropped and the lists
+		// are read afresh. The marks above are not, and stay an error.
 		b, ok := av.(*types.AttributeValueMemberB)
 		if !ok {
-			return Ledger{}, "", fmt.Errorf("decode %s: attribute %s is not binary", d.where(), dynamoAttrLists)
-		}
-		if err := gunzipJSON(b.Value, &l.Lists); err != nil {
-			return Ledger{}, "", fmt.Errorf("decode %s of %s: %w", dynamoAttrLists, d.where(), err)
+			d.droppedLists(dynamoAttrLists, errors.New("the attribute is not binary"), "dynamodb_table", d.table, "key", d.key)
+		} else if err := gunzipJSON(b.Value, &l.Lists); err != nil {
+			l.Lists = nil
+			d.droppedLists(dynamoAttrLists, err, "dynamodb_table", d.table, "key", d.key)
 		}
 	}
 	return normalize(l), Version(n.Value), nil

@@ -335,9 +335,10 @@ func TestDynamoCorruptItem(t *testing.T) {
 		{"marks not a string", func(i map[string]types.AttributeValue) {
 			i["marks"] = &types.AttributeValueMemberN{Value: "7"}
 		}, "marks is not a string"},
-		{"lists not gzip", func(i map[string]types.AttributeValue) {
+		{"marks not JSON, lists corrupt too", func(i map[string]types.AttributeValue) {
+			i["marks"] = &types.AttributeValueMemberS{Value: `{not json`}
 			i["lists"] = &types.AttributeValueMemberB{Value: []byte("not gzip")}
-		}, "decode lists"},
+		}, "decode marks"},
 		{"no version", func(i map[string]types.AttributeValue) {
 			delete(i, "version")
 		}, "version is missing"},
@@ -358,6 +359,50 @@ func TestDynamoCorruptItem(t *testing.T) {
 			assert.False(t, errorsIsConflict(err), "a corrupt ledger is not a conflict: %v", err)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Contains(t, err.Error(), key, "the error names the item")
+		})
+	}
+}
+
+// TestDynamoCorruptListCacheIsDropped: the lists attribute is only a
+// cache. One that cannot be read is dropped with a warning naming the table,
+// the item and what was wrong; the marks load as they were.
+func TestDynamoCorruptListCacheIsDropped(t *testing.T) {
+	t.Parallel()
+	srv := dynalite(t)
+	cases := []struct {
+		name  string
+		lists types.AttributeValue
+		why   string
+	}{
+		{"not gzip", &types.AttributeValueMemberB{Value: []byte("not gzip")}, "gzip"},
+		{"gzip of another shape", &types.AttributeValueMemberB{Value: gzipped(t, `"a string"`)}, "cannot unmarshal"},
+		{"not binary", &types.AttributeValueMemberS{Value: "H4sI"}, "not binary"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			key := srv.freshKey(t)
+			item := map[string]types.AttributeValue{
+				"pk":      &types.AttributeValueMemberS{Value: key},
+				"version": &types.AttributeValueMemberN{Value: "3"},
+				"marks":   &types.AttributeValueMemberS{Value: `{"pod/0000-uid-0001":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T09:01:00Z"}}`},
+				"lists":   c.lists,
+			}
+			_, err := srv.client.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(dynaliteTable), Item: item})
+			require.NoError(t, err)
+
+			var buf bytes.Buffer
+			l, v, err := srv.open(key, slog.New(slog.NewJSONHandler(&buf, nil))).Load(ctx(t))
+			require.NoError(t, err, "a corrupt cache does not block the sweep")
+			assert.Equal(t, Version("3"), v)
+			assert.Len(t, l.Marks, 1, "the marks load as they were")
+			assert.Empty(t, l.Lists)
+			lines := logLines(t, &buf)
+			require.Len(t, lines, 1, "one warning")
+			assert.Equal(t, "ledger list cache dropped", lines[0]["msg"])
+			assert.Equal(t, dynaliteTable, lines[0]["dynamodb_table"])
+			assert.Equal(t, key, lines[0]["key"])
+			assert.Equal(t, "lists", lines[0]["field"])
+			assert.Contains(t, lines[0]["error"], c.why)
 		})
 	}
 }

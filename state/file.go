@@ -1,10 +1,12 @@
 package state
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,10 +26,16 @@ type File struct {
 
 // fileDoc is the file's content: the version travels with the ledger so that
 // another process comparing versions reads both from one atomic rename.
+// Format is the layout's own version; files written before it existed have
+// none, and are read as fileFormat.
 type fileDoc struct {
+	Format  int    `json:"format,omitempty"`
 	Version uint64 `json:"version"`
 	Ledger  Ledger `json:"ledger"`
 }
+
+// fileFormat is the layout this code reads and writes.
+const fileFormat = 1
 
 // lockPoll is how often Save retries a held lock; flock itself cannot watch
 // a context.
@@ -71,7 +79,7 @@ func (f *File) Save(ctx context.Context, l Ledger, v Version) (Version, error) {
 	if v != cur {
 		return "", fmt.Errorf("save ledger file %s at version %q (now %q): %w", f.path, v, cur, ErrConflict)
 	}
-	next := fileDoc{Version: doc.Version + 1, Ledger: normalize(l)}
+	next := fileDoc{Format: fileFormat, Version: doc.Version + 1, Ledger: normalize(l)}
 	b, err := json.MarshalIndent(next, "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("encode ledger file %s: %w", f.path, err)
@@ -95,11 +103,48 @@ func (f *File) read() (fileDoc, bool, error) {
 	if err != nil {
 		return fileDoc{}, false, fmt.Errorf("read ledger file %s: %w", f.path, err)
 	}
-	var doc fileDoc
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return fileDoc{}, false, fmt.Errorf("decode ledger file %s: %w", f.path, err)
+	doc, err := decodeFileDoc(b)
+	if err != nil {
+		return fileDoc{}, false, fmt.Errorf("decode ledger file %s (left as it is): %w", f.path, err)
 	}
 	return doc, true, nil
+}
+
+// decodeFileDoc reads the file strictly. A file of any other shape (JSON
+// without the envelope, a field the reaper does not write, a layout newer
+// than this code) is somebody else's file, or a newer reaper's: reading it
+// as an empty ledger would overwrite it at the next save and lose it, marks
+// included, without a word. So it is an error, and the file is not touched.
+func decodeFileDoc(b []byte) (fileDoc, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: %w", err)
+	}
+	for _, k := range []string{"version", "ledger"} {
+		v, ok := fields[k]
+		if !ok || string(v) == "null" {
+			return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: it has no %q field", k)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var doc fileDoc
+	if err := dec.Decode(&doc); err != nil {
+		return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fileDoc{}, errors.New("not runner-reaper's ledger: more follows its JSON document")
+	}
+	switch {
+	case doc.Format == 0:
+		doc.Format = fileFormat
+	case doc.Format != fileFormat:
+		return fileDoc{}, fmt.Errorf("its format is %d, and this runner-reaper reads format %d only (written by a newer runner-reaper?)", doc.Format, fileFormat)
+	}
+	if doc.Version == 0 {
+		return fileDoc{}, errors.New("not runner-reaper's ledger: its version is 0, and every save writes 1 or more")
+	}
+	return doc, nil
 }
 
 // lock takes the exclusive flock on path+".lock", waiting for it as long as

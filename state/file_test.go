@@ -179,3 +179,72 @@ func TestFileSeparateProcessesRace(t *testing.T) {
 	k, m := mark(500 + won)
 	assert.Equal(t, Ledger{Marks: map[string]reconcile.Mark{k: m}, Lists: map[string]reconcile.ListCache{}}, got)
 }
+
+// TestFileOfAnotherShapeIsLeftAlone: a file that is not the reaper's
+// envelope (JSON of another shape, a field the reaper does not write, a
+// newer layout) is refused on Load and on Save with an error naming the
+// file, and its bytes are not changed. Read as an empty ledger, it would be
+// overwritten by the next save, marks and all.
+func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
+	cases := []struct {
+		name, content, why string
+	}{
+		{"JSON without the envelope", `{"marks":{"pod/0000-uid-0001":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T10:00:00Z"}}}`, `no "version" field`},
+		{"an empty object", `{}`, `no "version" field`},
+		{"no ledger", `{"version":4}`, `no "ledger" field`},
+		{"a null ledger", `{"version":4,"ledger":null}`, `no "ledger" field`},
+		{"an array", `[{"version":1,"ledger":{}}]`, "cannot unmarshal array"},
+		{"null", `null`, `no "version" field`},
+		{"an unknown field beside the envelope", `{"version":2,"ledger":{"marks":{}},"owner":"team-a"}`, `unknown field "owner"`},
+		{"an unknown field in the ledger", `{"version":2,"ledger":{"marks":{},"notes":"x"}}`, `unknown field "notes"`},
+		{"an unknown field in a mark", `{"version":2,"ledger":{"marks":{"pod/u":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T09:00:00Z","color":"red"}}}}`, `unknown field "color"`},
+		{"a future format", `{"format":2,"version":7,"ledger":{"marks":{}}}`, "format is 2"},
+		{"version 0", `{"version":0,"ledger":{"marks":{}}}`, "version is 0"},
+		{"a second document after it", `{"version":1,"ledger":{"marks":{}}} {"version":9}`, "after top-level value"},
+		{"marks of another shape", `{"version":1,"ledger":{"marks":[1,2]}}`, "cannot unmarshal"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "ledger.json")
+			require.NoError(t, os.WriteFile(p, []byte(c.content), 0o600))
+			f := NewFile(p)
+
+			_, _, err := f.Load(ctx(t))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), p, "the error names the file")
+			assert.Contains(t, err.Error(), c.why)
+			assert.False(t, errorsIsConflict(err))
+			for _, v := range []Version{"", "1", "7"} {
+				_, err = f.Save(ctx(t), sample(), v)
+				require.Error(t, err, "save at %q", v)
+				assert.Contains(t, err.Error(), p)
+				assert.False(t, errorsIsConflict(err), "a foreign file is not a lost race: %v", err)
+			}
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			assert.Equal(t, c.content, string(b), "the file is left byte for byte")
+		})
+	}
+}
+
+// TestFileWithoutFormatIsRead: the files written before the layout had a
+// format field are the reaper's own, and read as they always were; the next
+// save adds the format.
+func TestFileWithoutFormatIsRead(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ledger.json")
+	old := `{"version":3,"ledger":{"marks":{"pod/0000-uid-0001":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T10:00:00Z"}}}}`
+	require.NoError(t, os.WriteFile(p, []byte(old), 0o600))
+	f := NewFile(p)
+	l, v, err := f.Load(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, Version("3"), v)
+	assert.Len(t, l.Marks, 1)
+	_, err = f.Save(ctx(t), l, v)
+	require.NoError(t, err)
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal(b, &doc))
+	assert.EqualValues(t, 1, doc["format"])
+	assert.EqualValues(t, 4, doc["version"])
+}

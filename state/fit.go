@@ -166,10 +166,13 @@ func gzipJSON(v any) ([]byte, error) {
 func gunzipJSON(b []byte, v any) error {
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
-		return err
+		return fmt.Errorf("not gzip: %w", err)
 	}
 	defer zr.Close()
-	return json.NewDecoder(zr).Decode(v)
+	if err := json.NewDecoder(zr).Decode(v); err != nil {
+		return fmt.Errorf("gzip'd content is not the expected JSON: %w", err)
+	}
+	return nil
 }
 
 // trimLog remembers the trim of the most recent successful Save and says so
@@ -201,6 +204,16 @@ func (t *trimLog) saved(trim Trim, where ...any) {
 			"dropped_marks", trim.DroppedMarks,
 			"limit_bytes", trim.LimitBytes)...)
 	}
+}
+
+// droppedLists warns that the stored list cache, under key, could not be
+// read and was dropped; where names the ledger. The cache only saves rate
+// limit, so a sweep goes on without it and the next save replaces it.
+func (t *trimLog) droppedLists(key string, err error, where ...any) {
+	t.logger.Warn("ledger list cache dropped", append(where,
+		"field", key,
+		"error", err.Error(),
+		"effect", "the runner lists are read afresh; the next save replaces the cache")...)
 }
 
 // LastTrim reports what the most recent successful Save left out to fit the

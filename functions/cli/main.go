@@ -16,6 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
 )
@@ -27,15 +28,57 @@ const usage = `usage:
 Configuration is read from REAPER_* environment variables; see the README.
 Exit status: 0 complete, 1 could not observe or act, 2 bad configuration,
 3 complete but degraded (a scope was skipped, a namespace not observed, or
-actions were held for GitHub's rate limit).
+actions held for GitHub's rate limit or not reached before the deadline or a
+signal).
 Flags may stand anywhere; any other word exits 2.
 `
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopOnSignal(context.Background())
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// stopOnSignal returns a context that SIGTERM (the kubelet's, at the Job's
+// deadline or on a node drain) or SIGINT ends, with the signal as its
+// cause. Ending it stops observation and keeps new actions from starting;
+// the action in flight runs detached from it (package reap) and finishes,
+// and the report is written. A second signal changes nothing: the process
+// is already on its way out, within one action's bound, and to die halfway
+// through an action is the one outcome worth waiting to avoid.
+func stopOnSignal(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				cancel(fmt.Errorf("received %s: no new action starts", signalName(sig)))
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
+}
+
+// signalName is the name an operator knows a signal by.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case os.Interrupt:
+		return "SIGINT"
+	default:
+		return sig.String()
+	}
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -99,7 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	// Every line and message from here on passes through the one redactor.
 	secrets := redact.New()
-	rt, err := app.Open(ctx, cfg, logOut, app.Options{Secrets: secrets})
+	rt, err := app.Open(ctx, cfg, logOut, app.Options{Secrets: secrets, Spare: reap.DefaultSpare})
 	if err != nil {
 		fmt.Fprintln(stderr, secrets.Error(err))
 		if errors.Is(err, app.ErrConfig) {

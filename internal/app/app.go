@@ -60,8 +60,9 @@ type Options struct {
 	// AWS is the AWS configuration for a DynamoDB ledger; the SDK's
 	// default chain is loaded when it is needed and nil.
 	AWS *aws.Config
-	// Spare is the time before a sweep's deadline after which it starts no
-	// new action (a Lambda's invocation deadline).
+	// Spare is the time before a sweep's deadline (its own, or a Lambda
+	// invocation's) after which it starts no new action, and the most one
+	// action may take once begun. Entry points pass reap.DefaultSpare.
 	Spare time.Duration
 	// Secrets is the process's one redactor, which the entry point's
 	// logger and answers use too. Build teaches it the configured GitHub
@@ -194,7 +195,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		o.Secrets = redact.New()
 	}
 	LearnSecrets(o.Secrets, cfg.GitHub)
-	kc, err := kube.New(restCfg, kube.Options{Redact: o.Secrets.String})
+	kc, err := kube.New(restCfg, kube.Options{Redact: o.Secrets.String, Timeout: cfg.KubeTimeout})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -245,15 +246,19 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 				Scopes:               scopes,
 				RemoveFinalizers:     cfg.RemoveFinalizers,
 				Spare:                o.Spare,
+				// An action begun with the spare time left ends
+				// within it, so the report is still written.
+				ActionTimeout: o.Spare,
 			})
 		},
-		Scopes: cfg.Scopes,
-		Policy: cfg.Policy,
-		Hold:   cfg.Hold,
-		Log:    log,
-		Now:    time.Now,
-		GitHub: gh,
-		Kube:   kc,
+		Scopes:  cfg.Scopes,
+		Policy:  cfg.Policy,
+		Hold:    cfg.Hold,
+		Log:     log,
+		Now:     time.Now,
+		GitHub:  gh,
+		Kube:    kc,
+		Timeout: cfg.SweepTimeout,
 	}, nil
 }
 

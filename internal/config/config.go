@@ -23,6 +23,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 // LedgerKind is where the marks are kept.
@@ -80,7 +81,13 @@ type Config struct {
 	Ledger               Ledger
 	DeleteServiceAccount bool
 	KubeConcurrency      int
-	LogLevel             slog.Level
+	// KubeTimeout bounds each Kubernetes request: an API server that
+	// accepts a connection and never answers must not hold a sweep.
+	KubeTimeout time.Duration
+	// SweepTimeout bounds the whole sweep; past it less reap.DefaultSpare
+	// no action starts.
+	SweepTimeout time.Duration
+	LogLevel     slog.Level
 	// EKSCluster, when set, reaches the cluster from outside through
 	// eks:DescribeCluster and an IAM token.
 	EKSCluster string
@@ -239,6 +246,8 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 		RemoveFinalizers:     s.ArcRemoveFinalizers,
 		DeleteServiceAccount: s.DeleteServiceAccount,
 		KubeConcurrency:      s.KubeConcurrency,
+		KubeTimeout:          s.KubeTimeout,
+		SweepTimeout:         s.SweepTimeout,
 		EKSCluster:           s.EksCluster,
 		MetricsNamespace:     s.MetricsNamespace,
 		Limits:               reconcile.Limits{MaxActions: s.MaxActions, MaxFraction: s.MaxFraction},
@@ -326,6 +335,7 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 		{"ArcFailedAfter", s.ArcFailedAfter}, {"ArcPodlessAfter", s.ArcPodlessAfter}, {"ArcStuckDeletingAfter", s.ArcStuckDeletingAfter},
 		{"RegistrationDeadline", s.RegistrationDeadline}, {"ConfirmAfter", s.ConfirmAfter},
 		{"GithubTimeout", s.GithubTimeout},
+		{"KubeTimeout", s.KubeTimeout}, {"SweepTimeout", s.SweepTimeout},
 	} {
 		if f.d <= 0 {
 			bad(f.field, fmt.Sprintf("must be a positive duration, got %s", f.d))
@@ -335,6 +345,18 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	// any schedule it runs on.
 	if s.GithubTimeout > maxGitHubTimeout {
 		bad("GithubTimeout", fmt.Sprintf("must be at most %s, got %s", maxGitHubTimeout, s.GithubTimeout))
+	}
+	if s.KubeTimeout > maxKubeTimeout {
+		bad("KubeTimeout", fmt.Sprintf("must be at most %s, got %s", maxKubeTimeout, s.KubeTimeout))
+	}
+	// The last reap.DefaultSpare of a sweep starts no action, so a sweep
+	// no longer than that could never act; one longer than an hour would
+	// hold any schedule it runs on.
+	if s.SweepTimeout > 0 && s.SweepTimeout <= reap.DefaultSpare {
+		bad("SweepTimeout", fmt.Sprintf("must be above %s, the time before the deadline in which no action starts, got %s", reap.DefaultSpare, s.SweepTimeout))
+	}
+	if s.SweepTimeout > maxSweepTimeout {
+		bad("SweepTimeout", fmt.Sprintf("must be at most %s, got %s", maxSweepTimeout, s.SweepTimeout))
 	}
 	if s.MaxActions < 1 {
 		bad("MaxActions", fmt.Sprintf("must be at least 1, got %d", s.MaxActions))
@@ -566,8 +588,14 @@ func checkKey(pemBytes []byte) string {
 	return ""
 }
 
-// maxGitHubTimeout bounds REAPER_GITHUB_TIMEOUT.
-const maxGitHubTimeout = 5 * time.Minute
+const (
+	// maxGitHubTimeout bounds REAPER_GITHUB_TIMEOUT.
+	maxGitHubTimeout = 5 * time.Minute
+	// maxKubeTimeout bounds REAPER_KUBE_TIMEOUT.
+	maxKubeTimeout = 5 * time.Minute
+	// maxSweepTimeout bounds REAPER_SWEEP_TIMEOUT.
+	maxSweepTimeout = time.Hour
+)
 
 var (
 	// eksClusterName is EKS's own rule for a cluster name.

@@ -291,3 +291,30 @@ func TestLoadPodSelectorNeedsAPositiveRequirement(t *testing.T) {
 		})
 	}
 }
+
+// Every wait is bounded: each Kubernetes request by REAPER_KUBE_TIMEOUT, the
+// whole sweep by REAPER_SWEEP_TIMEOUT, whose default ends before the
+// CronJob's activeDeadlineSeconds (50 s) and the Lambda's timeout (50 s),
+// and which must leave time to act after the spare.
+func TestLoadTimeouts(t *testing.T) {
+	setenv(t, minimal())
+	c, err := Load(false, "")
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, c.KubeTimeout)
+	assert.Equal(t, 45*time.Second, c.SweepTimeout)
+	assert.Less(t, c.SweepTimeout, 50*time.Second, "the sweep ends before the Job's deadline")
+
+	setenv(t, with(minimal(), "REAPER_KUBE_TIMEOUT", "5m", "REAPER_SWEEP_TIMEOUT", "1h"))
+	c, err = Load(false, "")
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Minute, c.KubeTimeout)
+	assert.Equal(t, time.Hour, c.SweepTimeout)
+
+	setenv(t, with(minimal(), "REAPER_SWEEP_TIMEOUT", "5s"))
+	_, err = Load(false, "")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "REAPER_SWEEP_TIMEOUT: must be above 5s, the time before the deadline in which no action starts")
+	setenv(t, with(minimal(), "REAPER_SWEEP_TIMEOUT", "5001ms"))
+	_, err = Load(false, "")
+	require.NoError(t, err)
+}

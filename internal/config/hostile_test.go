@@ -50,6 +50,8 @@ func hostile(t *testing.T) map[string][]string {
 			"dynamodb:a", "dynamodb:bad table", "memory:x", "memory:"},
 		"REAPER_DELETE_SERVICE_ACCOUNT": {"sure"},
 		"REAPER_KUBE_CONCURRENCY":       {"0", "-1", "65", "1000000"},
+		"REAPER_KUBE_TIMEOUT":           {"0", "-1s", "6m", "forever", "NaN"},
+		"REAPER_SWEEP_TIMEOUT":          {"0", "-45s", "5s", "1s", "2h", "soon", "Inf"},
 		"REAPER_LOG_LEVEL":              {"verbose", "trace"},
 		"REAPER_GITHUB_TOKEN":           {"ghp_abc\x01def", "ghp_abc def", "ghp_abc\n", "ghp_äbc", "ghp_abc\x7f"},
 		"REAPER_GITHUB_API_URL": {"ftp://x", "http://api.github.com/", "http://10.0.0.1/", "https://user:hunter2@ghes.example.com/api/v3/",

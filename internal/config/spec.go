@@ -46,6 +46,8 @@ type spec struct {
 	MetricsNamespace      string        `split_words:"true" example:"RunnerReaper"`
 	DeleteServiceAccount  bool          `split_words:"true" default:"false" example:"true"`
 	KubeConcurrency       int           `split_words:"true" default:"4" example:"4"`
+	KubeTimeout           time.Duration `split_words:"true" default:"30s" example:"30s"`
+	SweepTimeout          time.Duration `split_words:"true" default:"45s" example:"45s"`
 	LogLevel              string        `split_words:"true" default:"info" example:"debug"`
 
 	GithubToken          string        `split_words:"true" example:"ghp_xxxxxxxxxxxxxxxxxxxx"`

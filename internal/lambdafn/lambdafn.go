@@ -10,19 +10,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
 )
 
-// Spare is the time before the invocation's deadline after which a sweep
-// starts no new action: enough for a delete under way to finish and for the
-// report to be written before Lambda stops the process.
-const Spare = 5 * time.Second
+// Spare is the time before the invocation's deadline (or the sweep's own,
+// REAPER_SWEEP_TIMEOUT, when that is sooner) after which a sweep starts no
+// new action: enough for a delete under way to finish and for the report to
+// be written before Lambda stops the process.
+const Spare = reap.DefaultSpare
 
 // ErrConfig marks a start-up failure caused by the configuration.
 var ErrConfig = errors.New("bad configuration")
@@ -62,7 +63,8 @@ func newHandler(ctx context.Context, out io.Writer, secrets *redact.Set) (*Handl
 
 // Handle runs one sweep and answers with its summary. A sweep that could
 // not observe or act is an error, so that the invocation counts as failed
-// in Lambda's own metrics; a degraded one (a scope skipped) is not.
+// in Lambda's own metrics; a degraded one (a scope skipped, an action not
+// reached before the deadline) is not: its summary says status 3.
 func (h *Handler) Handle(ctx context.Context) (map[string]any, error) {
 	res := h.rt.Sweep(ctx, h.mode)
 	// The answer is text leaving the process too: redacted, in shape.

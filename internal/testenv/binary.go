@@ -73,3 +73,52 @@ func RunBinary(ctx context.Context, bin string, env map[string]string, args ...s
 	}
 	return run, nil
 }
+
+// Started is a binary started by StartBinary, for a test that must act
+// while it runs (send it a signal).
+type Started struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+	err            error
+}
+
+// StartBinary starts bin as RunBinary runs it, and returns at once. ctx
+// kills the process if it is still running when ctx ends.
+func StartBinary(ctx context.Context, bin string, env map[string]string, args ...string) (*Started, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &Started{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s %v: %w", bin, args, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// Signal sends sig to the process.
+func (p *Started) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Exited is closed when the process has exited.
+func (p *Started) Exited() <-chan struct{} { return p.done }
+
+// Wait waits for the process to exit and returns the run.
+func (p *Started) Wait() (Run, error) {
+	<-p.done
+	run := Run{Stdout: p.stdout.String(), Stderr: p.stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(p.err, &exit):
+		run.Code = exit.ExitCode()
+	case p.err != nil:
+		return run, fmt.Errorf("run %s: %w", p.cmd.Path, p.err)
+	}
+	return run, nil
+}

@@ -65,13 +65,23 @@ type Options struct {
 	Scopes map[string]reconcile.Scope
 	// Spare is the time before the context's deadline after which no new
 	// action starts, so that one begun can finish and the sweep can still
-	// report (a Lambda's invocation deadline).
+	// report (a Lambda's invocation deadline, the sweep's own deadline).
 	Spare time.Duration
+	// ActionTimeout bounds each action once begun. An action runs detached
+	// from the sweep's context, so that neither the deadline nor a signal
+	// cuts it between its registration delete and its Kubernetes delete;
+	// this is what bounds it instead. Zero leaves only each request's own
+	// timeout.
+	ActionTimeout time.Duration
 	// RemoveFinalizers lets the reaper clear the finalizers of an
 	// EphemeralRunner stuck deleting; without it such objects are only
 	// reported.
 	RemoveFinalizers bool
 }
+
+// DefaultSpare is the spare time of every entry point: enough for an action
+// begun to finish and for the report to be written before the deadline.
+const DefaultSpare = 5 * time.Second
 
 // Reaper carries out admitted candidates.
 type Reaper struct {
@@ -199,7 +209,10 @@ type Outcome struct {
 //  3. the Event and the Kubernetes delete (writes), with bounded
 //     concurrency for candidates whose registration was deleted.
 //
-// Dry-run stops at the first write and answers would-delete there. It
+// Dry-run stops at the first write and answers would-delete there. ctx
+// only decides whether each action starts: once ctx has ended, or its
+// deadline is within the spare time, the rest are not-reached; an action
+// begun runs to its end under a context of its own (actionContext). It
 // returns one outcome per candidate, in order.
 func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Candidate) []Outcome {
 	cs := append([]reconcile.Candidate(nil), ready...)
@@ -223,6 +236,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		if o.Result != "" {
 			continue
 		}
+		// The sweep's context only decides whether an action starts.
 		if r.tooLate(ctx) {
 			o.Result = NotReached
 			continue
@@ -230,7 +244,9 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		if r.needsGitHub(o.Candidate) && r.held(o) {
 			continue
 		}
-		if !r.preflight(ctx, o) {
+		actx, cancel := r.actionContext(ctx)
+		if !r.preflight(actx, o) {
+			cancel()
 			continue
 		}
 		if r.needsRecheck(o.Candidate) {
@@ -240,17 +256,20 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// GitHub call, because what the lookup proved holds only
 			// for as long as nobody can register under the name.
 			sem <- struct{}{}
-			if r.recheckAbsence(ctx, o) {
-				r.remove(ctx, o)
+			if r.recheckAbsence(actx, o) {
+				r.remove(actx, o)
 			}
 			<-sem
+			cancel()
 			continue
 		}
-		if !r.unregister(ctx, o) {
+		if !r.unregister(actx, o) {
+			cancel()
 			continue
 		}
 		if r.opts.DryRun {
 			o.Result = WouldDelete
+			cancel()
 			continue
 		}
 		// Once the registration is gone no job can land on the runner:
@@ -258,8 +277,8 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		sem <- struct{}{}
 		wg.Add(1)
 		go func(o *Outcome) {
-			defer func() { <-sem; wg.Done() }()
-			r.remove(ctx, o)
+			defer func() { cancel(); <-sem; wg.Done() }()
+			r.remove(actx, o)
 		}(o)
 	}
 	wg.Wait()
@@ -304,6 +323,18 @@ func (r *Reaper) limited(o *Outcome, err error) bool {
 	r.limit = rl
 	o.Result, o.Err = RateLimited, err
 	return true
+}
+
+// actionContext is the context of one action: detached from the sweep's,
+// so that a signal or the deadline arriving while it runs cannot leave a
+// registration deleted and its pod in place, and bounded by
+// Options.ActionTimeout instead.
+func (r *Reaper) actionContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	detached := context.WithoutCancel(ctx)
+	if r.opts.ActionTimeout <= 0 {
+		return context.WithCancel(detached)
+	}
+	return context.WithTimeout(detached, r.opts.ActionTimeout)
 }
 
 // needsRecheck reports whether the candidate's pod goes with no

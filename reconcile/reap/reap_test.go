@@ -573,3 +573,73 @@ func TestReapRecheckIsFollowedByItsOwnDelete(t *testing.T) {
 	}
 	assert.Equal(t, 1, rec.maxGH, "GitHub calls stay serial")
 }
+
+// ctxSeer cancels the sweep's context while a registration delete is in
+// flight, as a SIGTERM or the deadline would, and records what the
+// context of each write said at that moment.
+type ctxSeer struct {
+	*recorder
+	cancel func()
+	mu     sync.Mutex
+	seen   map[string]error
+	// block makes DeleteRunner wait for its context to end.
+	block bool
+}
+
+func (c *ctxSeer) saw(call string, ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen[call] = ctx.Err()
+}
+
+func (c *ctxSeer) DeleteRunner(ctx context.Context, s reconcile.Scope, id int64) (reconcile.DeleteResult, error) {
+	c.cancel()
+	if c.block {
+		<-ctx.Done()
+		c.saw(fmt.Sprintf("gh:%d", id), ctx)
+		return "", ctx.Err()
+	}
+	c.saw(fmt.Sprintf("gh:%d", id), ctx)
+	return c.recorder.DeleteRunner(ctx, s, id)
+}
+
+func (c *ctxSeer) RecordEvent(ctx context.Context, p reconcile.Pod, reason, msg string) error {
+	c.saw("event:"+p.Name, ctx)
+	return c.recorder.RecordEvent(ctx, p, reason, msg)
+}
+
+func (c *ctxSeer) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+	c.saw("pod:"+p.Name, ctx)
+	return c.recorder.DeletePod(ctx, p)
+}
+
+// The sweep's context ending (a signal, the deadline) while an action is
+// in flight stops the actions after it, never the one begun: its
+// registration delete, Event and pod delete all run under a context that
+// the sweep's end does not cancel, so a registration is never left deleted
+// with its pod in place.
+func TestReapFinishesTheActionInFlight(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &ctxSeer{recorder: &recorder{}, cancel: cancel, seen: map[string]error{}}
+	outs := New(c, c, c, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "first", 1), cand(reconcile.Zombie, "second", 2)})
+	assert.Equal(t, map[string]Result{"first": Done, "second": NotReached}, results(outs))
+	assert.Equal(t, map[string]error{"gh:1": nil, "event:first": nil, "pod:first": nil}, c.seen,
+		"no write of the action in flight saw its context cancelled")
+	assert.Equal(t, []string{"gh:org:acme:1", "event:first", "pod:first"}, c.writes())
+}
+
+// Detached is not unbounded: ActionTimeout ends an action that hangs.
+func TestReapBoundsEachAction(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &ctxSeer{recorder: &recorder{}, cancel: cancel, seen: map[string]error{}, block: true}
+	o := opts()
+	o.ActionTimeout = 50 * time.Millisecond
+	start := time.Now()
+	outs := New(c, c, c, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "hangs", 1), cand(reconcile.Zombie, "next", 2)})
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Equal(t, map[string]Result{"hangs": Failed, "next": NotReached}, results(outs))
+	assert.ErrorIs(t, outs[0].Err, context.DeadlineExceeded)
+	assert.Equal(t, map[string]error{"gh:1": context.DeadlineExceeded}, c.seen, "the action's own bound ended it, not the sweep's cancel")
+}

@@ -109,7 +109,15 @@ type Sweeper struct {
 	// GitHub and Kube count requests for the summary; either may be nil.
 	GitHub Counter
 	Kube   Counter
+	// Timeout bounds the whole sweep: observation past it fails, and the
+	// reaper starts no action within its spare time of it. A context with
+	// a sooner deadline of its own (a Lambda invocation's) keeps that one.
+	// Zero sets no deadline of the sweep's own.
+	Timeout time.Duration
 }
+
+// ErrDeadline is the cause of a sweep stopped by its own Timeout.
+var ErrDeadline = errors.New("the sweep's deadline (REAPER_SWEEP_TIMEOUT) passed")
 
 // Result is everything one sweep did and found.
 type Result struct {
@@ -128,6 +136,9 @@ type Result struct {
 	Kube    httpcount.Counts
 	// Err is why the sweep could not observe or act, if it could not.
 	Err error
+	// Stopped says why the sweep's context ended before the sweep did (a
+	// signal, the deadline); empty when it did not.
+	Stopped string
 }
 
 // Run performs one sweep. It never returns an error without a Result: the
@@ -138,9 +149,21 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	now := s.Now().UTC().Round(0)
 	res = Result{Mode: mode, Started: now}
 	gh0, kube0 := counts(s.GitHub), counts(s.Kube)
+	if s.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, s.Timeout, ErrDeadline)
+		defer cancel()
+	}
 	defer func() {
 		res.Duration = s.Now().Sub(now)
 		res.GitHub, res.Kube = counts(s.GitHub).Sub(gh0), counts(s.Kube).Sub(kube0)
+		if ctx.Err() != nil {
+			res.Stopped = context.Cause(ctx).Error()
+			if res.Err != nil && !errors.Is(res.Err, context.Cause(ctx)) {
+				// The adapters only say "context canceled"; say why.
+				res.Err = fmt.Errorf("%w (stopped: %w)", res.Err, context.Cause(ctx))
+			}
+		}
 	}()
 
 	ledger, version, err := s.Ledger.Load(ctx)
@@ -233,7 +256,12 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 
 	if mode == Act {
 		if cleared := clearActed(ledger.Marks, res.Outcomes); cleared > 0 {
-			if _, err := s.Ledger.Save(ctx, ledger, version); err != nil {
+			// Detached, like the actions it records: a signal that came
+			// during them must not lose what they did.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reap.DefaultSpare)
+			_, err := s.Ledger.Save(sctx, ledger, version)
+			cancel()
+			if err != nil {
 				// The marks only point at objects that are gone or
 				// busy now; the next sweep clears them anyway.
 				s.Log.Warn("save ledger after acting", slog.String("error", err.Error()))
@@ -244,6 +272,13 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	res.Status = Complete
 	if len(res.Class.Skipped) > 0 || len(res.Class.Unobserved) > 0 {
 		res.Status = Degraded
+	}
+	// An action the deadline or a signal kept from starting is owed: the
+	// sweep did less than it decided to.
+	for _, o := range res.Outcomes {
+		if o.Result == reap.NotReached {
+			res.Status = Degraded
+		}
 	}
 	var failed []error
 	for _, o := range res.Outcomes {
