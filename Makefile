@@ -73,7 +73,7 @@ unit:
 # 10,000 pods on the real API server and 10,000 registrations in 100 scopes.
 bench: envtest-assets
 	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
-	$(GO) test -run '^$$' -bench SweepFleet -benchtime 10x -benchmem ./reconcile/sweep/
+	$(GO) test -run '^$$' -bench SweepFleet -benchtime 10x -benchmem ./sweep/
 
 # A local control plane, a simulated GitHub, a fleet in every failure state,
 # and the real binary: audit, a sweep that marks, a sweep that reaps.

@@ -1,6 +1,6 @@
 // Package e2e_test runs the compiled runner-reaper binary as a process, the
 // way the CronJob runs it, against a real kube-apiserver (envtest) and the
-// GitHub simulator. The in-process tests of reconcile/sweep prove the logic;
+// GitHub simulator. The in-process tests of package sweep prove the logic;
 // these prove what an operator actually gets: the exit status, the JSON
 // lines on stdout, what is left in the cluster and on GitHub, and that the
 // only state carried from one run to the next is the ledger ConfigMap.

@@ -42,7 +42,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Metric and dimension names: a contract, as dashboards and alarms key on

@@ -14,7 +14,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 var now = time.Date(2026, 3, 14, 9, 26, 53, 589_000_000, time.UTC)

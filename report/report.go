@@ -11,7 +11,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Log writes a sweep's lines: warnings for skipped scopes, unobserved

@@ -16,7 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // The Lambda's response and the summary log line carry the same keys and

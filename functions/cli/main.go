@@ -17,7 +17,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
 )
 

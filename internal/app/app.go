@@ -28,7 +28,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/secret"
 	"github.com/runner-reaper/runner-reaper/state"

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/runner-reaper/runner-reaper/internal/config"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // REAPER_DRY_RUN only ever takes writes away: a real sweep becomes a dry

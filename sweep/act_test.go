@@ -21,7 +21,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Issue 8 item 7 on the real API server with real RBAC: a Role that lets

@@ -13,7 +13,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // threeScopes gives the rig org:acme, org:beta and org:gamma, listed in

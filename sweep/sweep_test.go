@@ -16,7 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/state"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // leastPrivilege is every permission a sweep with the default options

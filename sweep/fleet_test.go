@@ -19,7 +19,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 const (
