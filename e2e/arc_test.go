@@ -315,7 +315,7 @@ func TestARCIncidents(t *testing.T) {
 		verdict: "arc-stuck-deleting", action: "report", result: "reported",
 		check: func(t *testing.T, w *world, inc arcIncident, l map[string]any) {
 			assert.Contains(t, l["evidence"], testenv.EphemeralRunnerFinalizer)
-			assert.NotContains(t, l, "pod_result", "nothing was sent")
+			assert.NotContains(t, l, "object_result", "nothing was sent")
 		},
 	}, {
 		name:  "arc-stuck-deleting: finalizers removed with REAPER_ARC_REMOVE_FINALIZERS",
@@ -330,7 +330,8 @@ func TestARCIncidents(t *testing.T) {
 		},
 		verdict: "arc-stuck-deleting", action: "remove-finalizers", result: "deleted",
 		check: func(t *testing.T, w *world, inc arcIncident, l map[string]any) {
-			assert.Equal(t, "deleted", l["pod_result"], "the finalizer patch was accepted")
+			assert.Equal(t, "deleted", l["object_result"], "the finalizer patch was accepted")
+			assert.NotContains(t, l, "pod_result", "the object acted on is an EphemeralRunner, not a pod")
 		},
 	}}
 	for _, tc := range cases {

@@ -8,13 +8,14 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 // DeleteRunner removes a registration. Only GitHub's definite answers are
 // results: 204 Deleted, 404 AlreadyGone, 422 RunnerBusy (the runner is
 // running a job). Anything else (5xx, a rate limit, a timeout, 401/403) is
 // an error, because a transient error is never evidence.
-func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reconcile.DeleteResult, error) {
+func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reap.Result, error) {
 	if err := checkScope(scope); err != nil {
 		return "", fmt.Errorf("delete runner %d: %w", id, err)
 	}
@@ -39,7 +40,7 @@ func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int
 	}
 	switch {
 	case err == nil && status == http.StatusNoContent:
-		return reconcile.Deleted, nil
+		return reap.Deleted, nil
 	case status == http.StatusNotFound:
 		// 404 is "gone" only because the caller asks this with the
 		// credential that has just listed the scope completely: the
@@ -47,9 +48,9 @@ func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int
 		// that list a 404 could as well mean a wrong scope or no access
 		// (GitHub answers 404 for both), which is why the reaper sends
 		// no delete to a scope whose list failed in the same sweep.
-		return reconcile.AlreadyGone, nil
+		return reap.AlreadyGone, nil
 	case status == http.StatusUnprocessableEntity:
-		return reconcile.RunnerBusy, nil
+		return reap.Busy, nil
 	case err != nil:
 		closeExchangeBody(err)
 		return "", fmt.Errorf("delete runner %d in %s: %w", id, scope, rateLimited(offOrigin(err)))

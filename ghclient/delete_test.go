@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 func TestDeleteRunner(t *testing.T) {
@@ -20,13 +21,13 @@ func TestDeleteRunner(t *testing.T) {
 		status      int
 		headers     map[string]string
 		body        string
-		want        reconcile.DeleteResult
+		want        reap.Result
 		wantErr     bool
 		rateLimited bool
 	}{
-		{name: "204", status: 204, want: reconcile.Deleted},
-		{name: "404", status: 404, body: `{"message":"Not Found"}`, want: reconcile.AlreadyGone},
-		{name: "422", status: 422, body: `{"message":"Runner \"rr-a\" is still running a job"}`, want: reconcile.RunnerBusy},
+		{name: "204", status: 204, want: reap.Deleted},
+		{name: "404", status: 404, body: `{"message":"Not Found"}`, want: reap.AlreadyGone},
+		{name: "422", status: 422, body: `{"message":"Runner \"rr-a\" is still running a job"}`, want: reap.Busy},
 		{name: "500", status: 500, body: `{"message":"boom"}`, wantErr: true},
 		{name: "200 is not the contract", status: 200, body: `{}`, wantErr: true},
 		{

@@ -16,6 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 // contractSim serves the simulator behind a recorder that checks every
@@ -87,13 +88,13 @@ func TestOpenAPIContractRunnerOperations(t *testing.T) {
 
 			res, err := c.DeleteRunner(ctx, tc.scope, idle.ID)
 			require.NoError(t, err)
-			assert.Equal(t, reconcile.Deleted, res)
+			assert.Equal(t, reap.Deleted, res)
 			res, err = c.DeleteRunner(ctx, tc.scope, idle.ID)
 			require.NoError(t, err)
-			assert.Equal(t, reconcile.AlreadyGone, res)
+			assert.Equal(t, reap.AlreadyGone, res)
 			res, err = c.DeleteRunner(ctx, tc.scope, busy.ID)
 			require.NoError(t, err)
-			assert.Equal(t, reconcile.RunnerBusy, res)
+			assert.Equal(t, reap.Busy, res)
 
 			// GitHub's refusals: a server error, both rate limits.
 			for _, f := range []ghsim.Fault{{Status: 502, Times: 1}, {Secondary: 429, Times: 1}, {Secondary: 403, Times: 1}} {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 // The resources of ARC's runner objects; their group versions are the
@@ -129,17 +130,17 @@ func scopeKeyOfConfigURL(raw string) string {
 // delete holds to the owner reference's UID, so an object recreated under
 // the same name since is not touched (Changed). Any other kind of owner is
 // refused without a request.
-func (c *Client) DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reconcile.DeleteResult, error) {
+func (c *Client) DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reap.Result, error) {
 	return c.deleteOwner(ctx, namespace, o, false)
 }
 
 // CheckDeleteOwner sends DeleteOwner's request as a server-side dry run
 // (see CheckDeletePod): Deleted means the delete would be allowed.
-func (c *Client) CheckDeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reconcile.DeleteResult, error) {
+func (c *Client) CheckDeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reap.Result, error) {
 	return c.deleteOwner(ctx, namespace, o, true)
 }
 
-func (c *Client) deleteOwner(ctx context.Context, namespace string, o reconcile.Owner, dryRun bool) (reconcile.DeleteResult, error) {
+func (c *Client) deleteOwner(ctx context.Context, namespace string, o reconcile.Owner, dryRun bool) (reap.Result, error) {
 	what := verb("delete", dryRun) + " owner"
 	if !o.ARCOwned() {
 		return "", fmt.Errorf("%s %s %s %s/%s: not an ARC runner (%s %s or %s %s), refusing",
@@ -164,17 +165,17 @@ func (c *Client) deleteOwner(ctx context.Context, namespace string, o reconcile.
 // DeleteEphemeralRunner deletes an EphemeralRunner only if it is still the
 // object that was judged: same UID and same resourceVersion. A failed
 // precondition is Changed, a skip for this sweep.
-func (c *Client) DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (c *Client) DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
 	return c.deleteEphemeralRunner(ctx, er, false)
 }
 
 // CheckDeleteEphemeralRunner sends DeleteEphemeralRunner's request as a
 // server-side dry run (see CheckDeletePod).
-func (c *Client) CheckDeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (c *Client) CheckDeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
 	return c.deleteEphemeralRunner(ctx, er, true)
 }
 
-func (c *Client) deleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner, dryRun bool) (reconcile.DeleteResult, error) {
+func (c *Client) deleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner, dryRun bool) (reap.Result, error) {
 	what := verb("delete", dryRun) + " ephemeralrunner"
 	if er.UID == "" || er.ResourceVersion == "" {
 		return "", fmt.Errorf("%s %s/%s: the view has no UID or resourceVersion to hold the delete to, refusing an unconditional delete", what, er.Namespace, er.Name)
@@ -191,7 +192,7 @@ func (c *Client) deleteEphemeralRunner(ctx context.Context, er reconcile.Ephemer
 // deleteARC deletes one ARC object under the preconditions and maps the
 // answer to a result. Propagation is background, as for any custom
 // resource, said out loud: the object's pod must go with it.
-func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, pre *metav1.Preconditions, dryRun bool) (reconcile.DeleteResult, error) {
+func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, pre *metav1.Preconditions, dryRun bool) (reap.Result, error) {
 	background := metav1.DeletePropagationBackground
 	err := c.dyn.Resource(gvr).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{
 		Preconditions:     pre,
@@ -208,17 +209,17 @@ func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource,
 // controller coming back, a recreated object) is Changed. Only a view that
 // was already deleting is accepted; clearing the finalizers of a live
 // EphemeralRunner would skip ARC's cleanup of its runner.
-func (c *Client) RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (c *Client) RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
 	return c.removeFinalizers(ctx, er, false)
 }
 
 // CheckRemoveFinalizers sends RemoveFinalizers' patch as a server-side dry
 // run (see CheckDeletePod).
-func (c *Client) CheckRemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (c *Client) CheckRemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
 	return c.removeFinalizers(ctx, er, true)
 }
 
-func (c *Client) removeFinalizers(ctx context.Context, er reconcile.EphemeralRunner, dryRun bool) (reconcile.DeleteResult, error) {
+func (c *Client) removeFinalizers(ctx context.Context, er reconcile.EphemeralRunner, dryRun bool) (reap.Result, error) {
 	what := verb("remove", dryRun) + " finalizers of ephemeralrunner"
 	if er.ResourceVersion == "" {
 		return "", fmt.Errorf("%s %s/%s: the view has no resourceVersion to hold the patch to, refusing an unconditional patch", what, er.Namespace, er.Name)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 // erName is a name of ARC's form: scale set, EphemeralRunnerSet suffix,
@@ -397,32 +398,32 @@ func TestDeleteOwner(t *testing.T) {
 		finalizer bool
 		// after runs between the view and the delete.
 		after func(t *testing.T, ns, name string)
-		want  reconcile.DeleteResult
+		want  reap.Result
 		// wantLeft: what is left under the name afterwards: "" nothing,
 		// "deleting" the judged object, deleting, "new" another object.
 		wantLeft string
 	}{
-		{name: "deletes the EphemeralRunner", want: reconcile.Deleted},
+		{name: "deletes the EphemeralRunner", want: reap.Deleted},
 		{name: "an EphemeralRunner with ARC's finalizer is left deleting", finalizer: true,
-			want: reconcile.Deleted, wantLeft: "deleting"},
-		{name: "deletes the legacy Runner", legacy: true, want: reconcile.Deleted},
+			want: reap.Deleted, wantLeft: "deleting"},
+		{name: "deletes the legacy Runner", legacy: true, want: reap.Deleted},
 		{name: "already deleted by someone else", after: func(t *testing.T, ns, name string) {
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
-		}, want: reconcile.AlreadyGone},
+		}, want: reap.AlreadyGone},
 		{name: "legacy Runner already deleted", legacy: true, after: func(t *testing.T, ns, name string) {
 			require.NoError(t, env.Dynamic.Resource(legacyRunners).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
-		}, want: reconcile.AlreadyGone},
+		}, want: reap.AlreadyGone},
 		{name: "replaced by a new EphemeralRunner of the same name", after: func(t *testing.T, ns, name string) {
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
 			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 99}})
-		}, want: reconcile.Changed, wantLeft: "new"},
+		}, want: reap.Changed, wantLeft: "new"},
 		{name: "legacy Runner replaced", legacy: true, after: func(t *testing.T, ns, name string) {
 			require.NoError(t, env.Dynamic.Resource(legacyRunners).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 			env.LegacyRunner(t, ns, testenv.LegacyRunner{Name: name, Repository: "acme/api"})
-		}, want: reconcile.Changed, wantLeft: "new"},
+		}, want: reap.Changed, wantLeft: "new"},
 		{name: "status written after the view still deletes: only the UID is held", after: func(t *testing.T, ns, name string) {
 			env.WriteEphemeralRunnerStatus(t, ns, name, testenv.EphemeralRunnerStatus{Phase: "Failed", RunnerID: 1, Reason: "TooManyPodFailures", Message: "failed"})
-		}, want: reconcile.Deleted},
+		}, want: reap.Deleted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -516,20 +517,20 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 	tests := []struct {
 		name         string
 		after        func(t *testing.T, ns, name string)
-		want         reconcile.DeleteResult
+		want         reap.Result
 		wantSurvivor bool
 	}{
-		{"deletes the EphemeralRunner that was judged", nil, reconcile.Deleted, false},
+		{"deletes the EphemeralRunner that was judged", nil, reap.Deleted, false},
 		{"already deleted by someone else", func(t *testing.T, ns, name string) {
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
-		}, reconcile.AlreadyGone, false},
+		}, reap.AlreadyGone, false},
 		{"status written after it was observed", func(t *testing.T, ns, name string) {
 			env.WriteEphemeralRunnerStatus(t, ns, name, testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234})
-		}, reconcile.Changed, true},
+		}, reap.Changed, true},
 		{"replaced by a new EphemeralRunner of the same name", func(t *testing.T, ns, name string) {
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
 			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name})
-		}, reconcile.Changed, true},
+		}, reap.Changed, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -588,23 +589,23 @@ func TestRemoveFinalizers(t *testing.T) {
 	tests := []struct {
 		name  string
 		after func(t *testing.T, ns, name string)
-		want  reconcile.DeleteResult
+		want  reap.Result
 		// wantLeft: "" gone, "same" the judged object still deleting
 		// with its finalizer, "new" another object.
 		wantLeft string
 	}{
-		{name: "stuck deleting: the finalizer is removed and it is gone", want: reconcile.Deleted},
+		{name: "stuck deleting: the finalizer is removed and it is gone", want: reap.Deleted},
 		{name: "status written after it was observed", after: func(t *testing.T, ns, name string) {
 			env.WriteEphemeralRunnerStatus(t, ns, name, testenv.EphemeralRunnerStatus{Phase: "Succeeded", RunnerID: 1234})
-		}, want: reconcile.Changed, wantLeft: "same"},
+		}, want: reap.Changed, wantLeft: "same"},
 		{name: "finished by someone else", after: func(t *testing.T, ns, name string) {
 			clearFinalizersAsAdmin(t, ns, name)
-		}, want: reconcile.AlreadyGone},
+		}, want: reap.AlreadyGone},
 		{name: "replaced by a new stuck EphemeralRunner of the same name", after: func(t *testing.T, ns, name string) {
 			clearFinalizersAsAdmin(t, ns, name)
 			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name, Finalizers: []string{testenv.EphemeralRunnerFinalizer}})
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
-		}, want: reconcile.Changed, wantLeft: "new"},
+		}, want: reap.Changed, wantLeft: "new"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -706,7 +707,7 @@ func TestARCForbidden(t *testing.T) {
 			return err
 		}
 	}
-	deleted := func(f func() (reconcile.DeleteResult, error)) func() error {
+	deleted := func(f func() (reap.Result, error)) func() error {
 		return func() error {
 			res, err := f()
 			assert.Empty(t, res)
@@ -719,33 +720,33 @@ func TestARCForbidden(t *testing.T) {
 	}{
 		{"no rights: list one namespace", listIn(nobody, nsA)},
 		{"no rights: list all namespaces", listIn(nobody)},
-		{"no rights: delete EphemeralRunner owner", deleted(func() (reconcile.DeleteResult, error) {
+		{"no rights: delete EphemeralRunner owner", deleted(func() (reap.Result, error) {
 			return nobody.DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"no rights: delete legacy Runner owner", deleted(func() (reconcile.DeleteResult, error) {
+		{"no rights: delete legacy Runner owner", deleted(func() (reap.Result, error) {
 			return nobody.DeleteOwner(ctx, nsA, *legacyPod.Owner)
 		})},
-		{"no rights: delete EphemeralRunner", deleted(func() (reconcile.DeleteResult, error) {
+		{"no rights: delete EphemeralRunner", deleted(func() (reap.Result, error) {
 			return nobody.DeleteEphemeralRunner(ctx, view)
 		})},
-		{"no rights: remove finalizers", deleted(func() (reconcile.DeleteResult, error) {
+		{"no rights: remove finalizers", deleted(func() (reap.Result, error) {
 			return nobody.RemoveFinalizers(ctx, stuck)
 		})},
 		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
 		{"list rights in one namespace: all namespaces", listIn(lister)},
-		{"list rights: delete owner", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: delete owner", deleted(func() (reap.Result, error) {
 			return lister.DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"list rights: dry-run delete owner", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: dry-run delete owner", deleted(func() (reap.Result, error) {
 			return lister.CheckDeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"list rights: dry-run delete legacy Runner owner", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: dry-run delete legacy Runner owner", deleted(func() (reap.Result, error) {
 			return lister.CheckDeleteOwner(ctx, nsA, *legacyPod.Owner)
 		})},
-		{"list rights: dry-run delete EphemeralRunner", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: dry-run delete EphemeralRunner", deleted(func() (reap.Result, error) {
 			return lister.CheckDeleteEphemeralRunner(ctx, view)
 		})},
-		{"list rights: dry-run remove finalizers", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: dry-run remove finalizers", deleted(func() (reap.Result, error) {
 			return lister.CheckRemoveFinalizers(ctx, stuck)
 		})},
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 // ListPods lists the pods matching selector in each namespace (all
@@ -36,7 +37,7 @@ func (c *Client) ListPods(ctx context.Context, namespaces []string, selector str
 // same UID (not a new pod under the old name) and same resourceVersion (not
 // stamped, relabelled or otherwise changed since). A failed precondition is
 // Changed, a skip for this sweep, not an error.
-func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
 	return c.deletePod(ctx, p, false)
 }
 
@@ -46,11 +47,11 @@ func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.Dele
 // means the delete would be allowed. It lets the reaper prove, before it
 // deletes a registration, that the pod can follow; a registration deleted
 // for a pod that then stays is a runner lost for good.
-func (c *Client) CheckDeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+func (c *Client) CheckDeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
 	return c.deletePod(ctx, p, true)
 }
 
-func (c *Client) deletePod(ctx context.Context, p reconcile.Pod, dryRun bool) (reconcile.DeleteResult, error) {
+func (c *Client) deletePod(ctx context.Context, p reconcile.Pod, dryRun bool) (reap.Result, error) {
 	what := verb("delete", dryRun) + " pod"
 	if p.UID == "" || p.ResourceVersion == "" {
 		return "", fmt.Errorf("%s %s/%s: the view has no UID or resourceVersion to hold the delete to, refusing an unconditional delete", what, p.Namespace, p.Name)
@@ -71,17 +72,17 @@ func (c *Client) deletePod(ctx context.Context, p reconcile.Pod, dryRun bool) (r
 // DeleteServiceAccount deletes the ServiceAccount a bare runner pod was
 // given, once the pod is gone. It is deleted by name alone: it carries no
 // state the reaper judged.
-func (c *Client) DeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error) {
+func (c *Client) DeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
 	return c.deleteServiceAccount(ctx, namespace, name, false)
 }
 
 // CheckDeleteServiceAccount is DeleteServiceAccount as a server-side dry
 // run, for the same reason as CheckDeletePod.
-func (c *Client) CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error) {
+func (c *Client) CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
 	return c.deleteServiceAccount(ctx, namespace, name, true)
 }
 
-func (c *Client) deleteServiceAccount(ctx context.Context, namespace, name string, dryRun bool) (reconcile.DeleteResult, error) {
+func (c *Client) deleteServiceAccount(ctx context.Context, namespace, name string, dryRun bool) (reap.Result, error) {
 	err := c.cs.CoreV1().ServiceAccounts(namespace).Delete(ctx, name, metav1.DeleteOptions{DryRun: dryRunOption(dryRun)})
 	res, err := result(err)
 	if err != nil {

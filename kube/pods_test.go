@@ -15,6 +15,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 // TestListPodsReadsKubeletStatus writes statuses the way a kubelet leaves
@@ -242,31 +243,31 @@ func TestDeletePod(t *testing.T) {
 		// after runs between the view and the delete: what the rest of
 		// the cluster did meanwhile.
 		after        func(t *testing.T, ns, name string)
-		want         reconcile.DeleteResult
+		want         reap.Result
 		wantSurvivor bool
 	}{
-		{"deletes the pod that was judged", nil, reconcile.Deleted, false},
+		{"deletes the pod that was judged", nil, reap.Deleted, false},
 		{"already deleted by someone else", func(t *testing.T, ns, name string) {
 			require.NoError(t, admin.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
-		}, reconcile.AlreadyGone, false},
+		}, reap.AlreadyGone, false},
 		{"replaced by a new pod of the same name", func(t *testing.T, ns, name string) {
 			require.NoError(t, admin.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 			env.RunnerPod(t, ns, testenv.RunnerPod{Name: name, Labels: map[string]string{"app": "runner"}, Status: running})
-		}, reconcile.Changed, true},
+		}, reap.Changed, true},
 		{"stamped after it was viewed", func(t *testing.T, ns, name string) {
 			p, err := admin.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			require.NoError(t, err)
 			p.Labels["pool/claimed-by"] = "dispatcher-1"
 			_, err = admin.Pods(ns).Update(ctx, p, metav1.UpdateOptions{})
 			require.NoError(t, err)
-		}, reconcile.Changed, true},
+		}, reap.Changed, true},
 		{"status written after it was viewed", func(t *testing.T, ns, name string) {
 			p, err := admin.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			require.NoError(t, err)
 			p.Status = *podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))
 			_, err = admin.Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 			require.NoError(t, err)
-		}, reconcile.Changed, true},
+		}, reap.Changed, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -331,10 +332,10 @@ func TestDeleteServiceAccount(t *testing.T) {
 	tests := []struct {
 		name   string
 		exists bool
-		want   reconcile.DeleteResult
+		want   reap.Result
 	}{
-		{"exists", true, reconcile.Deleted},
-		{"already gone", false, reconcile.AlreadyGone},
+		{"exists", true, reap.Deleted},
+		{"already gone", false, reap.AlreadyGone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 // TestForbidden: a user RBAC refuses gets errors that IsForbidden names, and
@@ -39,7 +39,7 @@ func TestForbidden(t *testing.T) {
 			return err
 		}
 	}
-	deleted := func(f func() (reconcile.DeleteResult, error)) func() error {
+	deleted := func(f func() (reap.Result, error)) func() error {
 		return func() error {
 			res, err := f()
 			assert.Empty(t, res)
@@ -52,16 +52,16 @@ func TestForbidden(t *testing.T) {
 	}{
 		{"no rights: list one namespace", listIn(nobody, nsA)},
 		{"no rights: list all namespaces", listIn(nobody)},
-		{"no rights: delete pod", deleted(func() (reconcile.DeleteResult, error) { return nobody.DeletePod(ctx, view) })},
-		{"no rights: delete service account", deleted(func() (reconcile.DeleteResult, error) {
+		{"no rights: delete pod", deleted(func() (reap.Result, error) { return nobody.DeletePod(ctx, view) })},
+		{"no rights: delete service account", deleted(func() (reap.Result, error) {
 			return nobody.DeleteServiceAccount(ctx, nsA, "runner-1")
 		})},
 		{"no rights: record event", func() error { return nobody.RecordEvent(ctx, view, "RunnerReaped", "test") }},
 		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
 		{"list rights in one namespace: all namespaces", listIn(lister)},
-		{"list rights: delete pod", deleted(func() (reconcile.DeleteResult, error) { return lister.DeletePod(ctx, view) })},
-		{"list rights: dry-run delete pod", deleted(func() (reconcile.DeleteResult, error) { return lister.CheckDeletePod(ctx, view) })},
-		{"no rights: dry-run delete service account", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: delete pod", deleted(func() (reap.Result, error) { return lister.DeletePod(ctx, view) })},
+		{"list rights: dry-run delete pod", deleted(func() (reap.Result, error) { return lister.CheckDeletePod(ctx, view) })},
+		{"no rights: dry-run delete service account", deleted(func() (reap.Result, error) {
 			return nobody.CheckDeleteServiceAccount(ctx, nsA, "runner-1")
 		})},
 	}

@@ -32,18 +32,18 @@ func pending(v reconcile.Verdict) reconcile.Candidate {
 func busySweep() sweep.Result {
 	return sweep.Result{
 		Mode:     sweep.Act,
-		Status:   sweep.Degraded,
+		Status:   sweep.StatusDegraded,
 		Duration: 1234*time.Millisecond + 600*time.Microsecond,
 		GitHub:   httpcount.Counts{Requests: 7, NotModified: 5},
 		Kube:     httpcount.Counts{Requests: 12},
 		Class:    reconcile.Classification{Skipped: []reconcile.Skip{{ScopeKey: "org/acme", Reason: "rate limited"}}},
 		Outcomes: []reap.Outcome{
-			outcome(reconcile.Zombie, reap.Done),
-			outcome(reconcile.Terminal, reap.Done),
+			outcome(reconcile.Zombie, reap.Deleted),
+			outcome(reconcile.Terminal, reap.Deleted),
 			outcome(reconcile.Zombie, reap.SparedBusy),
-			outcome(reconcile.Terminal, reap.Done),
+			outcome(reconcile.Terminal, reap.Deleted),
 			outcome(reconcile.Ghost, reap.AlreadyGone),
-			outcome(reconcile.Zombie, reap.Done),
+			outcome(reconcile.Zombie, reap.Deleted),
 			outcome(reconcile.OrphanStamped, reap.Failed),
 			outcome(reconcile.Terminal, reap.NotReached),
 		},

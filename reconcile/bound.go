@@ -73,6 +73,3 @@ func (b *Budget) Admit(c Candidate) bool {
 	b.actions++
 	return true
 }
-
-// Used is how many actions were admitted.
-func (b *Budget) Used() int { return b.actions }

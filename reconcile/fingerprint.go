@@ -1,5 +1,7 @@
 package reconcile
 
+import "time"
+
 // ExitClass is how a runner process ended, from docs/design.md's exit fingerprint
 // table. It is logged before a terminal pod is removed because it is the one
 // datum that explains a "runner lost communication" failure, and it is gone
@@ -27,6 +29,9 @@ type Exit struct {
 	// FromLastState is true when state.terminated was absent and the
 	// fingerprint comes from lastState.terminated.
 	FromLastState bool
+	// FinishedAt is when the runner ended, as the kubelet recorded it:
+	// with a lost-communication report, it tells which ended first.
+	FinishedAt time.Time
 }
 
 // Fingerprint reads the runner container's state.terminated, falling back to
@@ -39,7 +44,7 @@ func Fingerprint(c Container) Exit {
 	if t == nil {
 		return Exit{Class: ExitUnknown}
 	}
-	e := Exit{Code: t.ExitCode, Signal: t.Signal, Reason: t.Reason, FromLastState: fromLast}
+	e := Exit{Code: t.ExitCode, Signal: t.Signal, Reason: t.Reason, FromLastState: fromLast, FinishedAt: t.FinishedAt}
 	switch {
 	case t.ExitCode == 0:
 		e.Class = ExitClean

@@ -361,20 +361,3 @@ func EphemeralRunnerMarkKey(uid string) string { return "er/" + uid }
 func RegistrationMarkKey(scopeKey string, id int64) string {
 	return fmt.Sprintf("reg/%s/%d", scopeKey, id)
 }
-
-// DeleteResult is what a delete achieved, in the terms the act protocol
-// needs. Errors (transient or not) are returned separately and are never a
-// result.
-type DeleteResult string
-
-const (
-	// Deleted: GitHub answered 204, or Kubernetes accepted the delete.
-	Deleted DeleteResult = "deleted"
-	// AlreadyGone: 404. Someone else finished the job; success.
-	AlreadyGone DeleteResult = "already-gone"
-	// RunnerBusy: GitHub answered 422, the runner is running a job.
-	RunnerBusy DeleteResult = "busy"
-	// Changed: a Kubernetes precondition (UID or resourceVersion) failed,
-	// the object is not the one that was judged.
-	Changed DeleteResult = "changed"
-)

@@ -37,7 +37,7 @@ func Rows(res sweep.Result) []Row {
 		r := row(res.Started, o.Candidate)
 		switch o.Result {
 		case reap.WouldDelete:
-			r.Would = "now: " + strings.ReplaceAll(o.Action, "-", " ")
+			r.Would = "now: " + strings.ReplaceAll(string(o.Action), "-", " ")
 		case reap.Deferred:
 			r.Would = "deferred: over this sweep's bound"
 		case reap.RateLimited:

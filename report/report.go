@@ -79,7 +79,7 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 		slog.String("verdict", string(c.Verdict)),
 		slog.String("evidence", c.Evidence),
 		slog.String("scope", c.ScopeKey),
-		slog.String("action", o.Action),
+		slog.String("action", string(o.Action)),
 		slog.String("object", o.Object),
 		slog.String("result", string(o.Result)),
 		slog.Bool("dry_run", o.DryRun),
@@ -109,12 +109,20 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 		a = append(a, slog.Int("exit_code", int(e.Code)), slog.Int("signal", int(e.Signal)),
 			slog.String("reason", e.Reason), slog.String("exit_class", string(e.Class)),
 			slog.Bool("exit_from_last_state", e.FromLastState))
+		if !e.FinishedAt.IsZero() {
+			a = append(a, slog.Time("exit_finished_at", e.FinishedAt.UTC()))
+		}
 	}
 	if o.Registration != "" {
 		a = append(a, slog.String("registration_result", string(o.Registration)))
 	}
-	if o.Pod != "" {
-		a = append(a, slog.String("pod_result", string(o.Pod)))
+	if o.ObjectResult != "" {
+		a = append(a, slog.String("object_result", string(o.ObjectResult)))
+		// pod_result is kept for the dashboards that key on it, and only
+		// where the object is the pod.
+		if c.Pod != nil && c.EphemeralRunner == nil && !c.Pod.Owner.ARCOwned() {
+			a = append(a, slog.String("pod_result", string(o.ObjectResult)))
+		}
 	}
 	if o.ServiceAccount != "" {
 		a = append(a, slog.String("serviceaccount_result", string(o.ServiceAccount)))
@@ -133,9 +141,9 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 
 func summaryLevel(res sweep.Result) slog.Level {
 	switch res.Status {
-	case sweep.Complete:
+	case sweep.StatusComplete:
 		return slog.LevelInfo
-	case sweep.Degraded:
+	case sweep.StatusDegraded:
 		return slog.LevelWarn
 	default:
 		return slog.LevelError

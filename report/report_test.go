@@ -23,11 +23,11 @@ import (
 // values, so one dashboard reads both.
 func TestSummaryMatchesTheLogLine(t *testing.T) {
 	res := sweep.Result{
-		Status: sweep.Degraded,
+		Status: sweep.StatusDegraded,
 		Class:  reconcile.Classification{Skipped: []reconcile.Skip{{ScopeKey: "org:acme", Reason: "502"}}},
 		Confirmation: reconcile.Confirmation{Candidates: []reconcile.Candidate{
 			{Finding: reconcile.Finding{Verdict: reconcile.Zombie}}, {Finding: reconcile.Finding{Verdict: reconcile.Terminal}}}},
-		Outcomes: []reap.Outcome{{Result: reap.Done}},
+		Outcomes: []reap.Outcome{{Result: reap.Deleted}},
 		GitHub:   httpcount.Counts{Requests: 3, NotModified: 2},
 		Kube:     httpcount.Counts{Requests: 4},
 	}
@@ -54,10 +54,10 @@ func TestSummaryMatchesTheLogLine(t *testing.T) {
 // with the reason, and the summary lists it.
 func TestUnobservedNamespaceIsWarnedAndSummarised(t *testing.T) {
 	res := sweep.Result{
-		Status: sweep.Degraded,
+		Status: sweep.StatusDegraded,
 		Class: reconcile.Classification{Unobserved: []reconcile.UnobservedNamespace{
 			{Namespace: "arc-runnres", Reason: "namespace arc-runnres does not exist"}}},
-		Outcomes: []reap.Outcome{{Result: reap.Done, Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal}}}},
+		Outcomes: []reap.Outcome{{Result: reap.Deleted, Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal}}}},
 	}
 	var buf bytes.Buffer
 	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
@@ -87,7 +87,7 @@ func TestUnobservedNamespaceIsWarnedAndSummarised(t *testing.T) {
 // summary, and the summary counts them and the pods that are not runners.
 func TestLogAmbiguitiesAndNotRunners(t *testing.T) {
 	res := sweep.Result{
-		Status: sweep.Complete,
+		Status: sweep.StatusComplete,
 		Class: reconcile.Classification{
 			NotRunner: 2,
 			Ambiguities: []reconcile.Ambiguity{
@@ -133,7 +133,7 @@ func TestRateLimitSaysUntilWhen(t *testing.T) {
 	limit := &reconcile.RateLimitError{Until: later, Secondary: true, Err: errors.New("429")}
 	res := sweep.Result{
 		Mode:   sweep.Audit,
-		Status: sweep.Degraded,
+		Status: sweep.StatusDegraded,
 		Class: reconcile.Classification{Skipped: []reconcile.Skip{
 			{ScopeKey: "org:acme", Reason: "403 API rate limit exceeded", Kind: reconcile.SkipRateLimited, Until: until},
 			{ScopeKey: "org:beta", Reason: "page 2 changed", Kind: reconcile.SkipInconsistent},
@@ -165,4 +165,36 @@ func TestRateLimitSaysUntilWhen(t *testing.T) {
 	assert.Contains(t, table.String(), "rate-limited: no GitHub call this sweep (until 2026-03-14T10:01:00Z)")
 	assert.Contains(t, table.String(), "scope org:acme skipped (rate-limited until 2026-03-14T10:00:00Z): 403 API rate limit exceeded\n")
 	assert.Contains(t, table.String(), "scope org:beta skipped (inconsistent): page 2 changed\n")
+}
+
+// An action line names its object's result for what the object is: a pod's
+// under object_result and pod_result, an EphemeralRunner's under
+// object_result only; and a terminal runner's line says when it ended.
+func TestActionLineNamesItsObject(t *testing.T) {
+	finished := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	pod := &reconcile.Pod{Namespace: "arc", Name: "p"}
+	er := &reconcile.EphemeralRunner{Namespace: "arc", Name: "e"}
+	res := sweep.Result{Outcomes: []reap.Outcome{
+		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal, Pod: pod,
+			Exit: &reconcile.Exit{Code: 137, Reason: "OOMKilled", Class: reconcile.ExitOOMHost, FinishedAt: finished}}},
+			Action: reap.DeletePod, Result: reap.Deleted, ObjectResult: reap.Deleted},
+		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.ARCStuckDeleting, EphemeralRunner: er}},
+			Action: reap.RemoveFinalizers, Result: reap.Deleted, ObjectResult: reap.Deleted},
+	}}
+	var buf bytes.Buffer
+	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
+	var lines []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(l, &m))
+		if m["msg"] == "action" {
+			lines = append(lines, m)
+		}
+	}
+	require.Len(t, lines, 2)
+	assert.Equal(t, "deleted", lines[0]["object_result"])
+	assert.Equal(t, "deleted", lines[0]["pod_result"])
+	assert.Equal(t, "2026-11-23T10:00:00Z", lines[0]["exit_finished_at"])
+	assert.Equal(t, "deleted", lines[1]["object_result"])
+	assert.NotContains(t, lines[1], "pod_result", "an EphemeralRunner is not a pod")
 }

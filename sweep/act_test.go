@@ -55,7 +55,7 @@ func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 	}
 
 	dry := runAs(sweep.DryRun)
-	assert.Equal(t, sweep.Failed, dry.Status, "a dry run makes the same refusal: %s", logs.String())
+	assert.Equal(t, sweep.StatusFailed, dry.Status, "a dry run makes the same refusal: %s", logs.String())
 	require.Len(t, dry.Outcomes, 1)
 	assert.Equal(t, reap.Failed, dry.Outcomes[0].Result)
 
@@ -63,7 +63,7 @@ func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 	r.clock.Add(6 * time.Minute) // the zombie's mark matures
 	second := runAs(sweep.Act)
 	for _, res := range []sweep.Result{first, second} {
-		assert.Equal(t, sweep.Failed, res.Status, logs.String())
+		assert.Equal(t, sweep.StatusFailed, res.Status, logs.String())
 		for _, o := range res.Outcomes {
 			assert.Equal(t, reap.Failed, o.Result, o.Candidate.Key)
 			assert.ErrorContains(t, o.Err, "would be refused, so registration")
@@ -128,7 +128,7 @@ func TestRecheckWindowOnRealServers(t *testing.T) {
 	require.NoError(t, res.Err)
 	require.Len(t, res.Outcomes, 2*n)
 	for _, o := range res.Outcomes {
-		assert.Equal(t, reap.Done, o.Result, o.Candidate.Key)
+		assert.Equal(t, reap.Deleted, o.Result, o.Candidate.Key)
 	}
 
 	var windows []time.Duration
@@ -178,7 +178,7 @@ type timedGitHub struct {
 	tl *timeline
 }
 
-func (g timedGitHub) DeleteRunner(ctx context.Context, s reconcile.Scope, id int64) (reconcile.DeleteResult, error) {
+func (g timedGitHub) DeleteRunner(ctx context.Context, s reconcile.Scope, id int64) (reap.Result, error) {
 	g.tl.add(fmt.Sprintf("gh-start:delete:%d", id))
 	return g.Registrations.DeleteRunner(ctx, s, id)
 }
@@ -195,7 +195,7 @@ type timedKube struct {
 	tl *timeline
 }
 
-func (k timedKube) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+func (k timedKube) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
 	k.tl.add("pod-start:" + p.Name)
 	return k.Pods.DeletePod(ctx, p)
 }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Two sweeps never both act (issue 8, item 6), on every ledger: N sweeps
@@ -86,7 +86,7 @@ func TestConcurrentSweepsExactlyOneActs(t *testing.T) {
 					if res.Err == nil {
 						acted++
 						require.Len(t, res.Outcomes, 1, "sweep %d", i)
-						assert.Equal(t, reap.Done, res.Outcomes[0].Result, "sweep %d", i)
+						assert.Equal(t, reap.Deleted, res.Outcomes[0].Result, "sweep %d", i)
 						continue
 					}
 					assert.ErrorIs(t, res.Err, state.ErrConflict, "sweep %d", i)

@@ -90,7 +90,7 @@ func TestRateLimitedScopeStopsGitHubWork(t *testing.T) {
 			res := r.run(sweep.Act)
 			took := time.Since(start)
 
-			assert.Equal(t, sweep.Degraded, res.Status, "exit 3: %v", res.Err)
+			assert.Equal(t, sweep.StatusDegraded, res.Status, "exit 3: %v", res.Err)
 			assert.NoError(t, res.Err)
 			assert.Less(t, took, 10*time.Second, "the sweep does not wait for the limit to lift")
 			assert.Equal(t, map[string]int{"org:acme list": 1}, r.endpoints(), "one refused list; nothing after it")
@@ -147,7 +147,7 @@ func TestRateLimitOnLastScopeHoldsGitHubActions(t *testing.T) {
 	r.clock.Add(6 * time.Minute)
 	res := r.run(sweep.Act)
 
-	assert.Equal(t, sweep.Degraded, res.Status, "exit 3, not 1: %v", res.Err)
+	assert.Equal(t, sweep.StatusDegraded, res.Status, "exit 3, not 1: %v", res.Err)
 	assert.NoError(t, res.Err)
 	got := map[string]string{}
 	for _, o := range res.Outcomes {
@@ -204,7 +204,7 @@ func TestRateLimitMetWhileActing(t *testing.T) {
 	r.sim.ResetRequests()
 	res := r.run(sweep.Act)
 
-	assert.Equal(t, sweep.Degraded, res.Status, "exit 3, not 1: %v", res.Err)
+	assert.Equal(t, sweep.StatusDegraded, res.Status, "exit 3, not 1: %v", res.Err)
 	require.Len(t, res.Outcomes, 3)
 	for _, o := range res.Outcomes {
 		assert.Equal(t, "rate-limited", string(o.Result), o.Candidate.Pod.Name)
@@ -233,7 +233,7 @@ func TestNoDeleteToAScopeWhoseListFailed(t *testing.T) {
 	r.clock.Add(10 * time.Minute)
 	res := r.run(sweep.Act)
 
-	assert.Equal(t, sweep.Degraded, res.Status)
+	assert.Equal(t, sweep.StatusDegraded, res.Status)
 	assert.Equal(t, map[string]int{"org:acme list": 1}, r.endpoints(), "no delete, no lookup")
 	assert.False(t, r.podExists("acme-dead"), "the terminal pod goes")
 	assert.True(t, r.runnerExists(deadReg.ID), "without its registration")

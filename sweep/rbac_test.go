@@ -42,12 +42,12 @@ func TestSafetyRule5LeastPrivilege(t *testing.T) {
 		podGone bool
 		want    string // in the logs
 	}{
-		{"exactly the needed rules: the whole job", -1, sweep.Complete, true, `"result":"deleted"`},
-		{"no pod list: cannot observe, deletes nothing", 0, sweep.Failed, false, `observe pods`},
-		{"no pod delete: the refusal is an action error", 1, sweep.Failed, false, `delete pod`},
-		{"no event create: the pod goes, the missing Event is reported", 2, sweep.Complete, true, `"event_error"`},
-		{"no ledger read: cannot observe, deletes nothing", 3, sweep.Failed, false, `load ledger`},
-		{"no ledger write: no action at all", 4, sweep.Failed, false, `save ledger before acting`},
+		{"exactly the needed rules: the whole job", -1, sweep.StatusComplete, true, `"result":"deleted"`},
+		{"no pod list: cannot observe, deletes nothing", 0, sweep.StatusFailed, false, `observe pods`},
+		{"no pod delete: the refusal is an action error", 1, sweep.StatusFailed, false, `delete pod`},
+		{"no event create: the pod goes, the missing Event is reported", 2, sweep.StatusComplete, true, `"event_error"`},
+		{"no ledger read: cannot observe, deletes nothing", 3, sweep.StatusFailed, false, `load ledger`},
+		{"no ledger write: no action at all", 4, sweep.StatusFailed, false, `save ledger before acting`},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestSafetyRule5LeastPrivilege(t *testing.T) {
 			assert.Equal(t, tc.status, res.Status, logs.String())
 			assert.Equal(t, tc.podGone, !r.podExists("acme-dead"))
 			assert.Contains(t, logs.String(), tc.want)
-			if tc.status == sweep.Failed {
+			if tc.status == sweep.StatusFailed {
 				assert.True(t, strings.Contains(logs.String(), "forbidden"), "the log says what was refused: %s", logs.String())
 			}
 		})

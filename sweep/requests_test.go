@@ -12,8 +12,8 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Requests per sweep are counted exactly: one pod list per namespace page,
@@ -71,7 +71,7 @@ func TestRequestsPerSweep(t *testing.T) {
 	r.cfg.Namespaces = append(r.cfg.Namespaces, env.Namespace(t, "sweep-empty"))
 	empty := r.run(sweep.Act)
 	require.NoError(t, empty.Err)
-	assert.Equal(t, sweep.Complete, empty.Status, "an empty namespace that exists is fine")
+	assert.Equal(t, sweep.StatusComplete, empty.Status, "an empty namespace that exists is fine")
 	// 3 namespaces, one page each; the empty one's existence; ledger get
 	// and write.
 	assert.EqualValues(t, 6, empty.Kube.Requests)

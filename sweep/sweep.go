@@ -82,10 +82,13 @@ const PendingConfirmation = "pending-confirmation"
 type Status int
 
 const (
-	Complete  Status = 0
-	Failed    Status = 1
-	BadConfig Status = 2
-	Degraded  Status = 3
+	StatusComplete Status = 0
+	// StatusFailed: the sweep could not observe or act.
+	StatusFailed Status = 1
+	// StatusDegraded: complete, but something was held back (a scope
+	// skipped, a namespace unobserved, actions rate-limited or not
+	// reached). Status 2 is the entry points' own: bad configuration.
+	StatusDegraded Status = 3
 )
 
 // Sweeper holds what a sweep needs; it keeps nothing between sweeps.
@@ -168,14 +171,14 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 
 	ledger, version, err := s.Ledger.Load(ctx)
 	if err != nil {
-		res.Status, res.Err = Failed, fmt.Errorf("load ledger: %w", err)
+		res.Status, res.Err = StatusFailed, fmt.Errorf("load ledger: %w", err)
 		return res
 	}
 	// A sweep that cannot see every pod deletes nothing: a missing pod
 	// would make its registration look like a ghost.
 	pods, err := s.Pods.ListPods(ctx)
 	if err != nil {
-		res.Status, res.Err = Failed, fmt.Errorf("observe pods: %w", err)
+		res.Status, res.Err = StatusFailed, fmt.Errorf("observe pods: %w", err)
 		return res
 	}
 	var unobserved []reconcile.UnobservedNamespace
@@ -188,7 +191,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		// look podless.
 		ers, err = s.EphemeralRunners.ListEphemeralRunners(ctx)
 		if err != nil {
-			res.Status, res.Err = Failed, fmt.Errorf("observe ephemeralrunners: %w", err)
+			res.Status, res.Err = StatusFailed, fmt.Errorf("observe ephemeralrunners: %w", err)
 			return res
 		}
 	}
@@ -243,7 +246,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		// it may be acting on the same verdicts, so this one must not.
 		version, err = s.Ledger.Save(ctx, ledger, version)
 		if err != nil {
-			res.Status, res.Err = Failed, fmt.Errorf("save ledger before acting (no action taken): %w", err)
+			res.Status, res.Err = StatusFailed, fmt.Errorf("save ledger before acting (no action taken): %w", err)
 			return res
 		}
 	}
@@ -269,15 +272,15 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		}
 	}
 
-	res.Status = Complete
+	res.Status = StatusComplete
 	if len(res.Class.Skipped) > 0 || len(res.Class.Unobserved) > 0 {
-		res.Status = Degraded
+		res.Status = StatusDegraded
 	}
 	// An action the deadline or a signal kept from starting is owed: the
 	// sweep did less than it decided to.
 	for _, o := range res.Outcomes {
 		if o.Result == reap.NotReached {
-			res.Status = Degraded
+			res.Status = StatusDegraded
 		}
 	}
 	var failed []error
@@ -288,11 +291,11 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		case reap.RateLimited:
 			// GitHub's limit is not an action failure: the candidate
 			// waits for a later sweep, as a skipped scope's marks do.
-			res.Status = Degraded
+			res.Status = StatusDegraded
 		}
 	}
 	if len(failed) > 0 {
-		res.Status, res.Err = Failed, fmt.Errorf("%d action(s) failed: %w", len(failed), errors.Join(failed...))
+		res.Status, res.Err = StatusFailed, fmt.Errorf("%d action(s) failed: %w", len(failed), errors.Join(failed...))
 	}
 	return res
 }
@@ -315,7 +318,7 @@ func clearActed(marks map[string]reconcile.Mark, outs []reap.Outcome) int {
 	n := 0
 	for _, o := range outs {
 		switch o.Result {
-		case reap.Done, reap.AlreadyGone, reap.SparedBusy, reap.SkippedRegistered:
+		case reap.Deleted, reap.AlreadyGone, reap.SparedBusy, reap.SkippedRegistered:
 			if _, ok := marks[o.Candidate.Key]; ok {
 				delete(marks, o.Candidate.Key)
 				n++

@@ -16,8 +16,8 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Every verdict of docs/design.md's table and every exit fingerprint, through
@@ -65,7 +65,7 @@ func TestSweepReapsEveryVerdictAndNothingElse(t *testing.T) {
 	r.clock.Add(11 * time.Minute) // every pod is past the registration deadline
 	first := r.run(sweep.Act)
 	require.NoError(t, first.Err)
-	assert.Equal(t, sweep.Complete, first.Status)
+	assert.Equal(t, sweep.StatusComplete, first.Status)
 	for name := range fingerprints {
 		assert.False(t, r.podExists(name), "terminal pod %s is reaped on the first sweep", name)
 	}
@@ -175,7 +175,7 @@ func TestSafetyRule1ScopeFaultHoldsMarks(t *testing.T) {
 			r.sim.Fault(orgScope, "list", fault)
 			r.clock.Add(10 * time.Minute)
 			res := r.run(sweep.Act)
-			assert.Equal(t, sweep.Degraded, res.Status)
+			assert.Equal(t, sweep.StatusDegraded, res.Status)
 			assert.True(t, r.podExists("acme-zombie"), "no verdict from a list that was not read whole")
 			assert.Equal(t, marked, res.Confirmation.Marks, "marks neither confirmed nor cleared")
 			assert.Len(t, res.Confirmation.Held, 1)
@@ -190,7 +190,7 @@ func TestSafetyRule1ScopeFaultHoldsMarks(t *testing.T) {
 			r.clock.Add(time.Minute)
 			after := r.run(sweep.Act)
 			require.NoError(t, after.Err)
-			assert.Equal(t, sweep.Complete, after.Status)
+			assert.Equal(t, sweep.StatusComplete, after.Status)
 			assert.False(t, r.podExists("acme-zombie"))
 		})
 	}
@@ -242,7 +242,7 @@ func TestSafetyRule3TransientDeleteErrorSparesPod(t *testing.T) {
 	r.clock.Add(6 * time.Minute)
 	r.sim.Fault(orgScope, "delete", ghsim.Fault{Status: 502})
 	res := r.run(sweep.Act)
-	assert.Equal(t, sweep.Failed, res.Status)
+	assert.Equal(t, sweep.StatusFailed, res.Status)
 	assert.True(t, r.podExists("acme-zombie"))
 	assert.True(t, r.runnerExists(z.ID))
 	assert.Equal(t, res.Confirmation.Marks[res.Outcomes[0].Candidate.Key].Verdict, reconcile.Zombie, "the mark stays for the next sweep")

@@ -17,9 +17,13 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
+
+// exitBadConfig is the exit status of a bad command line or configuration:
+// nothing was listed or deleted. The other statuses are the sweep's own.
+const exitBadConfig = 2
 
 const usage = `usage:
   runner-reaper sweep [--dry-run]        one sweep that marks and reaps (JSON lines on stdout)
@@ -96,10 +100,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	case err != nil:
 		fmt.Fprint(stderr, usage)
-		return int(sweep.BadConfig)
+		return exitBadConfig
 	case len(words) == 0:
 		fmt.Fprint(stderr, usage)
-		return int(sweep.BadConfig)
+		return exitBadConfig
 	}
 	requested := sweep.Act
 	switch words[0] {
@@ -111,18 +115,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	default:
 		fmt.Fprintf(stderr, "unknown command %q\n%s", words[0], usage)
-		return int(sweep.BadConfig)
+		return exitBadConfig
 	}
 	// A word the command does not take is refused, never skipped: the
 	// flag package stops at the first such word, and a --dry-run after it
 	// would otherwise be lost and the sweep would delete.
 	if len(words) > 1 {
 		fmt.Fprintf(stderr, "unexpected argument %q\n%s", words[1], usage)
-		return int(sweep.BadConfig)
+		return exitBadConfig
 	}
 	if *output != "table" && *output != "json" {
 		fmt.Fprintf(stderr, "--output: %q is not table or json (example: --output json)\n", *output)
-		return int(sweep.BadConfig)
+		return exitBadConfig
 	}
 	if *dryRun && requested == sweep.Act {
 		requested = sweep.DryRun
@@ -132,7 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := config.Load(inCluster, podNamespace)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return int(sweep.BadConfig)
+		return exitBadConfig
 	}
 	mode := app.Mode(cfg, requested)
 	// An audit's table goes to stdout, so its log lines go to stderr.
@@ -146,9 +150,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, secrets.Error(err))
 		if errors.Is(err, app.ErrConfig) {
-			return int(sweep.BadConfig)
+			return exitBadConfig
 		}
-		return int(sweep.Failed)
+		return int(sweep.StatusFailed)
 	}
 	res := rt.Sweep(ctx, mode)
 	if mode == sweep.Audit {
@@ -165,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if err != nil && !errors.Is(err, io.ErrClosedPipe) {
 			fmt.Fprintln(stderr, secrets.Error(err))
-			return int(sweep.Failed)
+			return int(sweep.StatusFailed)
 		}
 	}
 	return int(res.Status)

@@ -28,10 +28,10 @@ import (
 	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/secret"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // ErrConfig marks a start-up failure that the configuration caused (a

@@ -122,9 +122,6 @@ func (e *Error) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// Env reads a variable; os.LookupEnv in production.
-type Env func(key string) (string, bool)
-
 // Load reads and validates the configuration from the process environment.
 // inCluster and podNamespace choose the default ledger.
 func Load(inCluster bool, podNamespace string) (Config, error) {

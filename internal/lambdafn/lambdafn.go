@@ -15,8 +15,8 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Spare is the time before the invocation's deadline (or the sweep's own,
@@ -69,7 +69,7 @@ func (h *Handler) Handle(ctx context.Context) (map[string]any, error) {
 	res := h.rt.Sweep(ctx, h.mode)
 	// The answer is text leaving the process too: redacted, in shape.
 	summary, _ := h.rt.Secrets.Value(report.Summary(res)).(map[string]any)
-	if res.Status == sweep.Failed {
+	if res.Status == sweep.StatusFailed {
 		return summary, h.rt.Secrets.Error(fmt.Errorf("sweep could not observe or act: %w", res.Err))
 	}
 	return summary, nil

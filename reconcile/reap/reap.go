@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 // Registrations deletes runner registrations on GitHub, and finds one by
 // name to re-check an absence right before acting on it.
 type Registrations interface {
-	DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reconcile.DeleteResult, error)
+	DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (Result, error)
 	FindRunner(ctx context.Context, scope reconcile.Scope, name string) (*reconcile.Registration, error)
 }
 
@@ -30,25 +29,25 @@ type Registrations interface {
 // its answer (Deleted meaning "would be allowed", AlreadyGone, Changed, or
 // the refusal) is the delete's, and nothing changes.
 type Pods interface {
-	DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error)
-	DeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error)
+	DeletePod(ctx context.Context, p reconcile.Pod) (Result, error)
+	DeleteServiceAccount(ctx context.Context, namespace, name string) (Result, error)
 	RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error
-	CheckDeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error)
-	CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error)
+	CheckDeletePod(ctx context.Context, p reconcile.Pod) (Result, error)
+	CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (Result, error)
 }
 
 // ARCObjects removes ARC's runner objects. A pod that ARC owns is removed
 // through its owner: its controller would recreate a pod deleted on its own,
 // from a runner config that is already dead.
 type ARCObjects interface {
-	DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reconcile.DeleteResult, error)
-	DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
-	RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
+	DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (Result, error)
+	DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
+	RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
 	RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.EphemeralRunner, reason, message string) error
 	// The Check twins, as for Pods.
-	CheckDeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reconcile.DeleteResult, error)
-	CheckDeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
-	CheckRemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error)
+	CheckDeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (Result, error)
+	CheckDeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
+	CheckRemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
 }
 
 // Options configure a Reaper.
@@ -109,23 +108,34 @@ func New(gh Registrations, kube Pods, arc ARCObjects, opts Options) *Reaper {
 	return &Reaper{gh: gh, kube: kube, arc: arc, opts: opts}
 }
 
-// Result is what became of one candidate.
+// Result is one word of the act protocol. A write answers with one of the
+// first four (what the adapters return), and a candidate ends with one of
+// them or of the rest (what the report prints). One set, so that a word
+// such as "deleted" means the same in every field of every line.
 type Result string
 
 const (
-	Done Result = "deleted"
-	// AlreadyGone: every delete answered 404; someone else got there first.
+	// Deleted: GitHub answered 204, or Kubernetes accepted the delete.
+	Deleted Result = "deleted"
+	// AlreadyGone: 404; someone else got there first. Success.
 	AlreadyGone Result = "already-gone"
-	// SparedBusy: GitHub answered 422, the runner took a job; the pod is
-	// left alone and its mark cleared.
+	// Busy: GitHub answered 422, the runner is running a job.
+	Busy Result = "busy"
+	// Changed: a Kubernetes precondition (UID or resourceVersion) failed;
+	// the object is not the one that was judged.
+	Changed Result = "changed"
+
+	// SparedBusy: GitHub said the runner took a job (a 422, or a re-check
+	// that found it busy); the pod is left alone and its mark cleared.
 	SparedBusy Result = "spared-busy"
-	// SkippedChanged: the pod was replaced or changed since it was
-	// observed; it is not the pod that was judged.
+	// SkippedChanged: the object was replaced or changed since it was
+	// observed; it is not the one that was judged.
 	SkippedChanged Result = "skipped-changed"
 	// SkippedRegistered: the runner was absent from the list, but a
 	// re-check by name just before acting found it registered.
 	SkippedRegistered Result = "skipped-registered"
-	WouldDelete       Result = "would-delete"
+	// WouldDelete: a dry run or audit reached the first write.
+	WouldDelete Result = "would-delete"
 	// Deferred: the bound was reached; the mark stays for a later sweep.
 	Deferred Result = "deferred"
 	// NotReached: the sweep's deadline came first.
@@ -137,29 +147,56 @@ const (
 	// rate-limited in this sweep; nothing was written for it, its mark
 	// stays, and a later sweep takes it up. Not a failure.
 	RateLimited Result = "rate-limited"
-	Failed      Result = "error"
+	// Failed: an action could not be carried out; Outcome.Err says why.
+	Failed Result = "error"
+)
+
+// Action is what the protocol does for a candidate; its words are part of
+// the log contract.
+type Action string
+
+const (
+	DeletePod                             Action = "delete-pod"
+	DeleteRegistrationThenPod             Action = "delete-registration-then-pod"
+	DeleteEphemeralRunner                 Action = "delete-ephemeralrunner"
+	DeleteRegistrationThenEphemeralRunner Action = "delete-registration-then-ephemeralrunner"
+	// DeleteRunner and DeleteRegistrationThenRunner remove a legacy
+	// (actions.summerwind.dev) Runner, the owner of its pod.
+	DeleteRunner                 Action = "delete-runner"
+	DeleteRegistrationThenRunner Action = "delete-registration-then-runner"
+	// DeleteRegistration is a ghost's: there is no Kubernetes object.
+	DeleteRegistration Action = "delete-registration"
+	// RemoveFinalizers clears an EphemeralRunner stuck deleting; without
+	// Options.RemoveFinalizers such an object is only reported (Report).
+	RemoveFinalizers Action = "remove-finalizers"
+	Report           Action = "report"
 )
 
 // Action names what the protocol does for a candidate.
-func (r *Reaper) Action(c reconcile.Candidate) string {
-	then := "delete-"
-	if c.Registration != nil {
-		then = "delete-registration-then-"
+func (r *Reaper) Action(c reconcile.Candidate) Action {
+	first := c.Registration != nil
+	pick := func(alone, afterRegistration Action) Action {
+		if first {
+			return afterRegistration
+		}
+		return alone
 	}
 	switch {
 	case c.EphemeralRunner != nil && c.Verdict == reconcile.ARCStuckDeleting:
 		if r.opts.RemoveFinalizers {
-			return "remove-finalizers"
+			return RemoveFinalizers
 		}
-		return "report"
+		return Report
 	case c.EphemeralRunner != nil:
-		return then + "ephemeralrunner"
+		return pick(DeleteEphemeralRunner, DeleteRegistrationThenEphemeralRunner)
 	case c.Pod == nil:
-		return "delete-registration"
+		return DeleteRegistration
+	case c.Pod.Owner.ARCOwned() && c.Pod.Owner.Kind == reconcile.LegacyRunnerKind:
+		return pick(DeleteRunner, DeleteRegistrationThenRunner)
 	case c.Pod.Owner.ARCOwned():
-		return then + strings.ToLower(c.Pod.Owner.Kind)
+		return pick(DeleteEphemeralRunner, DeleteRegistrationThenEphemeralRunner)
 	default:
-		return then + "pod"
+		return pick(DeletePod, DeleteRegistrationThenPod)
 	}
 }
 
@@ -181,13 +218,16 @@ func Object(c reconcile.Candidate) string {
 // Outcome is one candidate's fate, everything the report needs.
 type Outcome struct {
 	Candidate reconcile.Candidate
-	Action    string
-	// Object is the Kubernetes object acted on (see Object).
-	Object         string
-	Result         Result
-	Registration   reconcile.DeleteResult
-	Pod            reconcile.DeleteResult
-	ServiceAccount reconcile.DeleteResult
+	Action    Action
+	// Object is the Kubernetes object acted on (see Object), and
+	// ObjectResult what its write answered: a pod's, or an ARC owner's or
+	// EphemeralRunner's when that is the object.
+	Object       string
+	ObjectResult Result
+	Result       Result
+	// Registration and ServiceAccount are what those deletes answered.
+	Registration   Result
+	ServiceAccount Result
 	// EventErr is set when the Event could not be recorded; the delete
 	// still goes on, and the report says so.
 	EventErr error
@@ -222,7 +262,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	for i, c := range cs {
 		out[i] = Outcome{Candidate: c, Action: r.Action(c), Object: Object(c), DryRun: r.opts.DryRun, Result: Deferred}
 		switch {
-		case out[i].Action == "report":
+		case out[i].Action == Report:
 			out[i].Result = Reported
 		case budget.Admit(c):
 			out[i].Result = ""
@@ -353,10 +393,10 @@ func (r *Reaper) needsRecheck(c reconcile.Candidate) bool {
 // ghost) has nothing to prove.
 func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 	c := o.Candidate
-	var res reconcile.DeleteResult
+	var res Result
 	var err error
 	switch {
-	case c.EphemeralRunner != nil && o.Action == "remove-finalizers":
+	case c.EphemeralRunner != nil && o.Action == RemoveFinalizers:
 		res, err = r.arc.CheckRemoveFinalizers(ctx, *c.EphemeralRunner)
 	case c.EphemeralRunner != nil:
 		res, err = r.arc.CheckDeleteEphemeralRunner(ctx, *c.EphemeralRunner)
@@ -371,11 +411,11 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 	case err != nil:
 		o.Result, o.Err = Failed, r.refused(o, err)
 		return false
-	case res == reconcile.Changed:
-		o.Pod, o.Result = res, SkippedChanged
+	case res == Changed:
+		o.ObjectResult, o.Result = res, SkippedChanged
 		return false
-	case res == reconcile.AlreadyGone:
-		o.Pod, o.Result = res, AlreadyGone
+	case res == AlreadyGone:
+		o.ObjectResult, o.Result = res, AlreadyGone
 		return false
 	}
 	if r.opts.DeleteServiceAccount && c.Pod != nil && c.EphemeralRunner == nil && !c.Pod.Owner.ARCOwned() {
@@ -433,7 +473,7 @@ func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 		}
 		o.Result = Failed
 		return false
-	case res == reconcile.RunnerBusy && !terminal:
+	case res == Busy && !terminal:
 		o.Result = SparedBusy
 		return false
 	case c.Pod == nil && c.EphemeralRunner == nil:
@@ -465,7 +505,7 @@ func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
 		o.Result, o.Err = Failed, fmt.Errorf("re-check runner %q in %s before deleting its pod: %w", c.Pod.RunnerName, scope, err)
 		return false
 	case found != nil && found.Busy:
-		o.Registration, o.Result = reconcile.RunnerBusy, SparedBusy
+		o.Registration, o.Result = Busy, SparedBusy
 		return false
 	case found != nil:
 		o.Result = SkippedRegistered
@@ -497,14 +537,14 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 	if err := r.kube.RecordEvent(ctx, p, "RunnerReaped", msg); err != nil {
 		o.EventErr = fmt.Errorf("record event on %s/%s: %w", p.Namespace, p.Name, err)
 	}
-	var res reconcile.DeleteResult
+	var res Result
 	var err error
 	if p.Owner.ARCOwned() {
 		res, err = r.arc.DeleteOwner(ctx, p.Namespace, *p.Owner)
 	} else {
 		res, err = r.kube.DeletePod(ctx, p)
 	}
-	o.Pod = res
+	o.ObjectResult = res
 	if !r.settle(o, res, err) {
 		return
 	}
@@ -526,44 +566,44 @@ func (r *Reaper) removeEphemeralRunner(ctx context.Context, o *Outcome) {
 	if err := r.arc.RecordEphemeralRunnerEvent(ctx, er, "RunnerReaped", msg); err != nil {
 		o.EventErr = err
 	}
-	var res reconcile.DeleteResult
+	var res Result
 	var err error
-	if o.Action == "remove-finalizers" {
+	if o.Action == RemoveFinalizers {
 		res, err = r.arc.RemoveFinalizers(ctx, er)
 	} else {
 		res, err = r.arc.DeleteEphemeralRunner(ctx, er)
 	}
-	o.Pod = res
+	o.ObjectResult = res
 	r.settle(o, res, err)
 }
 
 // settle records the result of deleting the Kubernetes object and reports
 // whether it is gone.
-func (r *Reaper) settle(o *Outcome, res reconcile.DeleteResult, err error) bool {
+func (r *Reaper) settle(o *Outcome, res Result, err error) bool {
 	switch {
 	case err != nil:
 		// The adapters' errors already say what was being done to which
 		// object; wrapping them again would only repeat it.
 		o.Result, o.Err = Failed, errors.Join(o.Err, err)
 		return false
-	case res == reconcile.Changed:
+	case res == Changed:
 		o.Result = SkippedChanged
 		return false
-	case o.Registration == reconcile.Deleted:
-		o.Result = Done
+	case o.Registration == Deleted:
+		o.Result = Deleted
 	default:
 		o.Result = resultOf(res)
 	}
 	return true
 }
 
-func resultOf(r reconcile.DeleteResult) Result {
+func resultOf(r Result) Result {
 	switch r {
-	case reconcile.AlreadyGone:
+	case AlreadyGone:
 		return AlreadyGone
-	case reconcile.RunnerBusy:
+	case Busy:
 		return SparedBusy
 	default:
-		return Done
+		return Deleted
 	}
 }

@@ -20,14 +20,14 @@ import (
 type recorder struct {
 	mu       sync.Mutex
 	calls    []string
-	ghResult map[int64]reconcile.DeleteResult
+	ghResult map[int64]Result
 	ghErr    map[int64]error
-	podRes   map[string]reconcile.DeleteResult
+	podRes   map[string]Result
 	found    map[string]*reconcile.Registration
 	findErr  map[string]error
 	// checkRes and checkErr answer the pre-flight (the server-side dry
 	// run) of the write on the named object; by default it is allowed.
-	checkRes map[string]reconcile.DeleteResult
+	checkRes map[string]Result
 	checkErr map[string]error
 	inFlight int
 	maxGH    int
@@ -35,7 +35,7 @@ type recorder struct {
 
 func (r *recorder) log(s string) { r.mu.Lock(); r.calls = append(r.calls, s); r.mu.Unlock() }
 
-func (r *recorder) DeleteRunner(_ context.Context, s reconcile.Scope, id int64) (reconcile.DeleteResult, error) {
+func (r *recorder) DeleteRunner(_ context.Context, s reconcile.Scope, id int64) (Result, error) {
 	r.mu.Lock()
 	r.inFlight++
 	r.maxGH = max(r.maxGH, r.inFlight)
@@ -51,7 +51,7 @@ func (r *recorder) DeleteRunner(_ context.Context, s reconcile.Scope, id int64) 
 	if res, ok := r.ghResult[id]; ok {
 		return res, nil
 	}
-	return reconcile.Deleted, nil
+	return Deleted, nil
 }
 
 func (r *recorder) FindRunner(_ context.Context, s reconcile.Scope, name string) (*reconcile.Registration, error) {
@@ -59,22 +59,22 @@ func (r *recorder) FindRunner(_ context.Context, s reconcile.Scope, name string)
 	return r.found[name], r.findErr[name]
 }
 
-func (r *recorder) DeletePod(_ context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+func (r *recorder) DeletePod(_ context.Context, p reconcile.Pod) (Result, error) {
 	r.log("pod:" + p.Name)
 	if res, ok := r.podRes[p.Name]; ok {
 		return res, nil
 	}
-	return reconcile.Deleted, nil
+	return Deleted, nil
 }
 
-func (r *recorder) DeleteOwner(_ context.Context, ns string, o reconcile.Owner) (reconcile.DeleteResult, error) {
+func (r *recorder) DeleteOwner(_ context.Context, ns string, o reconcile.Owner) (Result, error) {
 	r.log("owner:" + o.Kind + ":" + o.Name)
-	return reconcile.Deleted, nil
+	return Deleted, nil
 }
 
-func (r *recorder) DeleteEphemeralRunner(_ context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (r *recorder) DeleteEphemeralRunner(_ context.Context, er reconcile.EphemeralRunner) (Result, error) {
 	r.log("er:" + er.Name)
-	return reconcile.Deleted, nil
+	return Deleted, nil
 }
 
 func (r *recorder) RecordEphemeralRunnerEvent(_ context.Context, er reconcile.EphemeralRunner, _, _ string) error {
@@ -82,17 +82,17 @@ func (r *recorder) RecordEphemeralRunnerEvent(_ context.Context, er reconcile.Ep
 	return nil
 }
 
-func (r *recorder) RemoveFinalizers(_ context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (r *recorder) RemoveFinalizers(_ context.Context, er reconcile.EphemeralRunner) (Result, error) {
 	r.log("finalizers:" + er.Name)
-	return reconcile.Deleted, nil
+	return Deleted, nil
 }
 
-func (r *recorder) DeleteServiceAccount(_ context.Context, _, name string) (reconcile.DeleteResult, error) {
+func (r *recorder) DeleteServiceAccount(_ context.Context, _, name string) (Result, error) {
 	r.log("sa:" + name)
-	return reconcile.Deleted, nil
+	return Deleted, nil
 }
 
-func (r *recorder) check(what, name string) (reconcile.DeleteResult, error) {
+func (r *recorder) check(what, name string) (Result, error) {
 	r.log("check-" + what + ":" + name)
 	if err := r.checkErr[name]; err != nil {
 		return "", err
@@ -100,26 +100,26 @@ func (r *recorder) check(what, name string) (reconcile.DeleteResult, error) {
 	if res, ok := r.checkRes[name]; ok {
 		return res, nil
 	}
-	return reconcile.Deleted, nil
+	return Deleted, nil
 }
 
-func (r *recorder) CheckDeletePod(_ context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+func (r *recorder) CheckDeletePod(_ context.Context, p reconcile.Pod) (Result, error) {
 	return r.check("pod", p.Name)
 }
 
-func (r *recorder) CheckDeleteServiceAccount(_ context.Context, _, name string) (reconcile.DeleteResult, error) {
+func (r *recorder) CheckDeleteServiceAccount(_ context.Context, _, name string) (Result, error) {
 	return r.check("sa", "sa-"+name)
 }
 
-func (r *recorder) CheckDeleteOwner(_ context.Context, _ string, o reconcile.Owner) (reconcile.DeleteResult, error) {
+func (r *recorder) CheckDeleteOwner(_ context.Context, _ string, o reconcile.Owner) (Result, error) {
 	return r.check("owner", o.Name)
 }
 
-func (r *recorder) CheckDeleteEphemeralRunner(_ context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (r *recorder) CheckDeleteEphemeralRunner(_ context.Context, er reconcile.EphemeralRunner) (Result, error) {
 	return r.check("er", er.Name)
 }
 
-func (r *recorder) CheckRemoveFinalizers(_ context.Context, er reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (r *recorder) CheckRemoveFinalizers(_ context.Context, er reconcile.EphemeralRunner) (Result, error) {
 	return r.check("finalizers", er.Name)
 }
 
@@ -170,9 +170,9 @@ func results(outs []Outcome) map[string]Result {
 
 func TestReapProtocol(t *testing.T) {
 	rec := &recorder{
-		ghResult: map[int64]reconcile.DeleteResult{2: reconcile.RunnerBusy, 3: reconcile.AlreadyGone, 6: reconcile.RunnerBusy},
+		ghResult: map[int64]Result{2: Busy, 3: AlreadyGone, 6: Busy},
 		ghErr:    map[int64]error{4: errors.New("502 bad gateway")},
-		podRes:   map[string]reconcile.DeleteResult{"replaced": reconcile.Changed, "gone": reconcile.AlreadyGone},
+		podRes:   map[string]Result{"replaced": Changed, "gone": AlreadyGone},
 	}
 	outs := New(rec, rec, rec, opts()).Reap(context.Background(), 100, []reconcile.Candidate{
 		cand(reconcile.Zombie, "zombie", 1),
@@ -185,14 +185,14 @@ func TestReapProtocol(t *testing.T) {
 		cand(reconcile.Ghost, "ghost", 7),
 	})
 	assert.Equal(t, map[string]Result{
-		"zombie":        Done,
+		"zombie":        Deleted,
 		"took-a-job":    SparedBusy,
-		"reg-404":       Done,
+		"reg-404":       Deleted,
 		"gh-down":       Failed,
 		"replaced":      SkippedChanged,
 		"gone":          AlreadyGone,
-		"dead-but-busy": Done,
-		"ghost":         Done,
+		"dead-but-busy": Deleted,
+		"ghost":         Deleted,
 	}, results(outs))
 
 	// The pods of a busy runner and of a failed registration delete are
@@ -240,11 +240,11 @@ func TestReapRechecksAbsenceBeforeDeletingPod(t *testing.T) {
 	}
 	outs := New(rec, rec, rec, opts()).Reap(context.Background(), 100, cs)
 	assert.Equal(t, map[string]Result{
-		"still-absent":  Done,
+		"still-absent":  Deleted,
 		"appeared-busy": SparedBusy,
 		"appeared-idle": SkippedRegistered,
 		"gh-down":       Failed,
-		"dead":          Done,
+		"dead":          Deleted,
 	}, results(outs))
 	assert.NotContains(t, rec.calls, "gh-find:org:acme:dead", "a terminal pod needs no re-check")
 	for _, name := range []string{"appeared-busy", "appeared-idle", "gh-down"} {
@@ -274,7 +274,7 @@ func TestReapBoundsAndDryRunShareOneChokePoint(t *testing.T) {
 			o := opts()
 			o.DryRun, o.Limits.MaxActions = dry, 2
 			outs := New(rec, rec, rec, o).Reap(context.Background(), 100, cs)
-			admitted := Done
+			admitted := Deleted
 			if dry {
 				admitted = WouldDelete
 				assert.Empty(t, rec.writes(), "dry-run changes nothing")
@@ -289,7 +289,7 @@ func TestReapBoundsAndDryRunShareOneChokePoint(t *testing.T) {
 }
 
 func TestReapServiceAccountWhenConfigured(t *testing.T) {
-	rec := &recorder{podRes: map[string]reconcile.DeleteResult{"replaced": reconcile.Changed}}
+	rec := &recorder{podRes: map[string]Result{"replaced": Changed}}
 	o := opts()
 	o.DeleteServiceAccount = true
 	outs := New(rec, rec, rec, o).Reap(context.Background(), 10, []reconcile.Candidate{
@@ -345,14 +345,14 @@ func TestReapARCOwnerAware(t *testing.T) {
 			for _, out := range outs {
 				byKey[out.Candidate.Key] = out
 			}
-			assert.Equal(t, "delete-registration-then-ephemeralrunner", byKey["set-runner-a"].Action)
+			assert.Equal(t, DeleteRegistrationThenEphemeralRunner, byKey["set-runner-a"].Action)
 			assert.Equal(t, "EphemeralRunner ns/set-runner-a", byKey["set-runner-a"].Object)
-			assert.Equal(t, "delete-runner", byKey["legacy-b"].Action)
+			assert.Equal(t, DeleteRunner, byKey["legacy-b"].Action)
 			assert.Equal(t, "Runner ns/legacy-b", byKey["legacy-b"].Object)
-			assert.Equal(t, "delete-registration-then-ephemeralrunner", byKey["set-runner-failed"].Action)
-			assert.Equal(t, "delete-ephemeralrunner", byKey["set-runner-podless"].Action)
+			assert.Equal(t, DeleteRegistrationThenEphemeralRunner, byKey["set-runner-failed"].Action)
+			assert.Equal(t, DeleteEphemeralRunner, byKey["set-runner-podless"].Action)
 			for _, k := range []string{"set-runner-a", "legacy-b", "set-runner-failed", "set-runner-podless"} {
-				assert.Equal(t, Done, byKey[k].Result, k)
+				assert.Equal(t, Deleted, byKey[k].Result, k)
 			}
 			// Owners deleted, never the pods; no ServiceAccount for ARC's pods.
 			assert.Contains(t, rec.calls, "owner:EphemeralRunner:set-runner-a")
@@ -367,10 +367,10 @@ func TestReapARCOwnerAware(t *testing.T) {
 
 			stuck := byKey["set-runner-stuck"]
 			if removeFinalizers {
-				assert.Equal(t, "remove-finalizers", stuck.Action)
+				assert.Equal(t, RemoveFinalizers, stuck.Action)
 				assert.Equal(t, Deferred, stuck.Result, "it takes its place in the bound of 4")
 			} else {
-				assert.Equal(t, "report", stuck.Action)
+				assert.Equal(t, Report, stuck.Action)
 				assert.Equal(t, Reported, stuck.Result)
 				assert.NotContains(t, fmt.Sprint(rec.calls), "finalizers:")
 			}
@@ -394,7 +394,7 @@ func TestReapKeepsSpareTimeBeforeDeadline(t *testing.T) {
 
 	o.Spare = time.Second
 	outs = New(rec, rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Terminal, "t", 0)})
-	assert.Equal(t, Done, outs[0].Result, "with time to spare the action runs")
+	assert.Equal(t, Deleted, outs[0].Result, "with time to spare the action runs")
 }
 
 // Dry-run walks the real path up to the first write: the re-check by name
@@ -408,7 +408,7 @@ func TestReapDryRunMakesTheSameDecisions(t *testing.T) {
 				"appeared-busy": {ID: 5, Name: "appeared-busy", Busy: true},
 			},
 			findErr:  map[string]error{"gh-down": errors.New("502")},
-			checkRes: map[string]reconcile.DeleteResult{"replaced": reconcile.Changed, "gone": reconcile.AlreadyGone},
+			checkRes: map[string]Result{"replaced": Changed, "gone": AlreadyGone},
 			checkErr: map[string]error{"forbidden": errors.New(`pods "forbidden" is forbidden: cannot delete`)},
 		}
 		cs := []reconcile.Candidate{
@@ -448,19 +448,19 @@ func TestReapDryRunMakesTheSameDecisions(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]Result{
-		"still-absent":  Done,
+		"still-absent":  Deleted,
 		"appeared-idle": SkippedRegistered,
 		"appeared-busy": SparedBusy,
 		"gh-down":       Failed,
 		"replaced":      SkippedChanged,
 		"gone":          AlreadyGone,
 		"forbidden":     Failed,
-		"zombie":        Done,
-		"ghost":         Done,
+		"zombie":        Deleted,
+		"ghost":         Deleted,
 	}, real)
 	want := map[string]Result{}
 	for k, v := range real {
-		if v == Done {
+		if v == Deleted {
 			v = WouldDelete
 		}
 		want[k] = v
@@ -492,7 +492,7 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 			"stuck-refused": forbidden, "sa-sa-refused": forbidden, "unreg-refused": forbidden,
 			"dead-refused": forbidden,
 		},
-		checkRes: map[string]reconcile.DeleteResult{"pod-changed": reconcile.Changed, "pod-gone": reconcile.AlreadyGone, "sa-pod-ok": reconcile.AlreadyGone},
+		checkRes: map[string]Result{"pod-changed": Changed, "pod-gone": AlreadyGone, "sa-pod-ok": AlreadyGone},
 	}
 	o := opts()
 	o.DeleteServiceAccount, o.RemoveFinalizers = true, true
@@ -528,7 +528,7 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 		"dead-refused":  Failed,
 		"pod-changed":   SkippedChanged,
 		"pod-gone":      AlreadyGone,
-		"pod-ok":        Done,
+		"pod-ok":        Deleted,
 	}, results(outs))
 	// Only pod-ok was written: its registration, Event, pod and
 	// ServiceAccount (a missing ServiceAccount does not hold the pod).
@@ -540,8 +540,8 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 		assert.ErrorIs(t, byKey[k].Err, forbidden, k)
 	}
 	assert.ErrorContains(t, byKey["unreg-refused"].Err, "would be refused, so nothing was changed")
-	assert.Equal(t, reconcile.Changed, byKey["pod-changed"].Pod)
-	assert.Equal(t, reconcile.AlreadyGone, byKey["pod-gone"].Pod)
+	assert.Equal(t, Changed, byKey["pod-changed"].ObjectResult)
+	assert.Equal(t, AlreadyGone, byKey["pod-gone"].ObjectResult)
 }
 
 // A re-check by name proves an absence only for the moment it answers: the
@@ -560,7 +560,7 @@ func TestReapRecheckIsFollowedByItsOwnDelete(t *testing.T) {
 	o.Limits.MaxActions = len(cs)
 	outs := New(rec, rec, rec, o).Reap(context.Background(), 100, cs)
 	for _, out := range outs {
-		assert.Equal(t, Done, out.Result, out.Candidate.Key)
+		assert.Equal(t, Deleted, out.Result, out.Candidate.Key)
 	}
 	for i := 0; i < 6; i++ {
 		name := fmt.Sprintf("u%d", i)
@@ -592,7 +592,7 @@ func (c *ctxSeer) saw(call string, ctx context.Context) {
 	c.seen[call] = ctx.Err()
 }
 
-func (c *ctxSeer) DeleteRunner(ctx context.Context, s reconcile.Scope, id int64) (reconcile.DeleteResult, error) {
+func (c *ctxSeer) DeleteRunner(ctx context.Context, s reconcile.Scope, id int64) (Result, error) {
 	c.cancel()
 	if c.block {
 		<-ctx.Done()
@@ -608,7 +608,7 @@ func (c *ctxSeer) RecordEvent(ctx context.Context, p reconcile.Pod, reason, msg 
 	return c.recorder.RecordEvent(ctx, p, reason, msg)
 }
 
-func (c *ctxSeer) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+func (c *ctxSeer) DeletePod(ctx context.Context, p reconcile.Pod) (Result, error) {
 	c.saw("pod:"+p.Name, ctx)
 	return c.recorder.DeletePod(ctx, p)
 }
@@ -623,7 +623,7 @@ func TestReapFinishesTheActionInFlight(t *testing.T) {
 	defer cancel()
 	c := &ctxSeer{recorder: &recorder{}, cancel: cancel, seen: map[string]error{}}
 	outs := New(c, c, c, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "first", 1), cand(reconcile.Zombie, "second", 2)})
-	assert.Equal(t, map[string]Result{"first": Done, "second": NotReached}, results(outs))
+	assert.Equal(t, map[string]Result{"first": Deleted, "second": NotReached}, results(outs))
 	assert.Equal(t, map[string]error{"gh:1": nil, "event:first": nil, "pod:first": nil}, c.seen,
 		"no write of the action in flight saw its context cancelled")
 	assert.Equal(t, []string{"gh:org:acme:1", "event:first", "pod:first"}, c.writes())
