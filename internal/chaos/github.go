@@ -108,6 +108,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			case faultShift:
 				if w.shift(scope) {
 					sc.shifted = true
+					w.stats.Shifts++
 				}
 			default:
 				sc.skipFault = true

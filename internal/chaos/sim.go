@@ -55,6 +55,7 @@ type Stats struct {
 	// from page 2 to page 1 unseen while they were read; WrongMarks counts
 	// verdicts of unregistered or zombie on a pod whose runner is in fact
 	// registered and online.
+	Shifts     int
 	Undetected int
 	WrongMarks int
 	Duration   time.Duration
@@ -454,6 +455,7 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 		}
 	}
 	// Wrong marks: a verdict of absence on a runner that is registered.
+	clear := w.snapshot()
 	for _, cand := range res.Confirmation.Candidates {
 		if cand.Pod == nil || (cand.Verdict != reconcile.Unregistered && cand.Verdict != reconcile.Zombie) {
 			continue
@@ -464,6 +466,7 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 			}
 		}
 	}
+	clear()
 	// Time to clean, and the documented causes of delay.
 	excuseAll := sc.overlap || sc.podListFault || sc.rateLimited || sc.mustFail != ""
 	for _, o := range res.Outcomes {

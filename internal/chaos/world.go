@@ -140,6 +140,22 @@ type world struct {
 	// documented cause delayed: a mark begun before it may have restarted
 	// or stalled, so a leak opening later still gets a whole hold from it.
 	excusedAt map[string]time.Time
+	// snap, while set, is the simulator's registrations by scope and id,
+	// for loops that read many and change none.
+	snap map[string]map[int64]ghsim.Runner
+}
+
+// snapshot sets snap and returns the function that clears it.
+func (w *world) snapshot() func() {
+	w.snap = map[string]map[int64]ghsim.Runner{}
+	for _, s := range shapes {
+		m := map[int64]ghsim.Runner{}
+		for _, r := range w.sim.Runners(s.key) {
+			m[r.ID] = r
+		}
+		w.snap[s.key] = m
+	}
+	return func() { w.snap = nil }
 }
 
 func (w *world) lastExcuse(scope string) time.Time {
@@ -300,6 +316,12 @@ var exits = []reconcile.Termination{
 
 func (w *world) reg(p *kpod) *ghsim.Runner {
 	if p.regID == 0 {
+		return nil
+	}
+	if w.snap != nil {
+		if r, ok := w.snap[p.scope][p.regID]; ok {
+			return &r
+		}
 		return nil
 	}
 	for _, r := range w.sim.Runners(p.scope) {
@@ -586,6 +608,7 @@ func holdOf(kind string) time.Duration {
 // open with their deadline, leaks that are no more close (cleaned by the
 // reaper, or resolved by the world).
 func (w *world) trackLeaks() {
+	defer w.snapshot()()
 	seen := map[string]bool{}
 	for _, p := range w.pods {
 		kind, since, ok := w.podLeak(p)
