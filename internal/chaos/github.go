@@ -52,6 +52,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if p := w.byKey[nsRunners+"/"+n]; p != nil && p.regID == 0 && p.running && !p.terminal() {
 			w.register(p)
 			w.landJob(p)
+			sc.raced = append(sc.raced, p.uid)
 		}
 	}
 

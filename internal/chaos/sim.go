@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -55,10 +56,13 @@ type Stats struct {
 	// from page 2 to page 1 unseen while they were read; WrongMarks counts
 	// verdicts of unregistered or zombie on a pod whose runner is in fact
 	// registered and online.
-	Shifts     int
-	Undetected int
-	WrongMarks int
-	Duration   time.Duration
+	Shifts int
+	// RateLimitFailed counts rate-limited sweeps that exited 1 rather
+	// than 3 (go-github's remembered limit failing later GitHub work).
+	RateLimitFailed int
+	Undetected      int
+	WrongMarks      int
+	Duration        time.Duration
 }
 
 // Summary is the one line `make chaos` prints.
@@ -129,8 +133,11 @@ type sweepCtx struct {
 	podDeletes   int
 	acted        map[string]bool
 	deferred     []reconcile.Pod
-	saved        bool
-	res          sweep.Result
+	// raced holds the pods whose runners registered after the lists
+	// were read, in the re-check race: their verdicts were right then.
+	raced []string
+	saved bool
+	res   sweep.Result
 }
 
 func (w *world) top() *sweepCtx { return w.stack[len(w.stack)-1] }
@@ -420,6 +427,9 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 		w.violateAt(sc, ExitStatus, "exit %d, want one of %v (must fail: %q, rate-limited %v, list fault %v, shifted %v); err: %v",
 			res.Status, sc.allowed(), sc.mustFail, sc.rateLimited, sc.skipFault, sc.shifted, res.Err)
 	}
+	if sc.rateLimited && res.Status == sweep.Failed && sc.mustFail == "" {
+		w.stats.RateLimitFailed++
+	}
 	// Confirmation, against the checker's own first sightings.
 	for _, o := range res.Outcomes {
 		v := o.Candidate.Verdict
@@ -460,7 +470,7 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 		if cand.Pod == nil || (cand.Verdict != reconcile.Unregistered && cand.Verdict != reconcile.Zombie) {
 			continue
 		}
-		if p := w.byKey[cand.Pod.Namespace+"/"+cand.Pod.Name]; p != nil && p.uid == cand.Pod.UID {
+		if p := w.byKey[cand.Pod.Namespace+"/"+cand.Pod.Name]; p != nil && p.uid == cand.Pod.UID && !slices.Contains(sc.raced, p.uid) {
 			if r := w.reg(p); r != nil && r.Status == "online" {
 				w.stats.WrongMarks++
 			}

@@ -35,7 +35,8 @@ func main() {
 	}
 	fmt.Println(st.Summary())
 	fmt.Print(st.Distribution())
-	fmt.Printf("chaos: %d lists taken as complete after a shift, %d wrong marks, run time %s\n", st.Undetected, st.WrongMarks, st.Duration.Round(1e6))
+	fmt.Printf("chaos: %d shifts, %d lists taken as complete after one, %d wrong marks, %d rate-limited sweeps exited 1, run time %s\n",
+		st.Shifts, st.Undetected, st.WrongMarks, st.RateLimitFailed, st.Duration.Round(1e6))
 	if len(st.Violations) == 0 {
 		return
 	}
