@@ -60,9 +60,13 @@ type Stats struct {
 	// RateLimitFailed counts rate-limited sweeps that exited 1 rather
 	// than 3 (go-github's remembered limit failing later GitHub work).
 	RateLimitFailed int
-	Undetected      int
-	WrongMarks      int
-	Duration        time.Duration
+	// Delayed counts cleaned leaks whose deadline a documented cause
+	// (bound, skipped scope, refused or failed delete, ledger wipe or
+	// overlap, failed sweep) moved.
+	Delayed    int
+	Undetected int
+	WrongMarks int
+	Duration   time.Duration
 }
 
 // Summary is the one line `make chaos` prints.
@@ -490,6 +494,9 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 		}
 		if l.cleaned {
 			w.stats.Cleaned++
+			if l.delayed {
+				w.stats.Delayed++
+			}
 			w.stats.TimeToClean[string(o.Candidate.Verdict)] = append(w.stats.TimeToClean[string(o.Candidate.Verdict)],
 				int(math.Ceil(float64(l.cleanAt.Sub(l.since))/float64(interval))))
 			delete(w.leaks, l.key)
@@ -509,6 +516,9 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 			// Cleaned by a sweep whose outcomes did not name it (a
 			// deferred delete): counted under the leak's own kind.
 			w.stats.Cleaned++
+			if l.delayed {
+				w.stats.Delayed++
+			}
 			w.stats.TimeToClean[l.kind] = append(w.stats.TimeToClean[l.kind], int(math.Ceil(float64(l.cleanAt.Sub(l.since))/float64(interval))))
 			delete(w.leaks, l.key)
 			continue
@@ -538,7 +548,7 @@ func (w *world) violateAt(sc *sweepCtx, inv Invariant, format string, args ...an
 func (w *world) excuse(l *leak, at time.Time) {
 	d := at.Add(fullHold(reconcile.Verdict(l.kind)) + 2*interval)
 	if d.After(l.deadline) {
-		l.deadline = d
+		l.deadline, l.delayed = d, true
 	}
 }
 

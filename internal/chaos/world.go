@@ -113,6 +113,8 @@ type leak struct {
 	deadline time.Time
 	cleaned  bool
 	cleanAt  time.Time
+	// delayed: a documented cause moved the deadline.
+	delayed bool
 }
 
 // world is the ground truth: the simulator's registrations and the pods.
