@@ -1,0 +1,129 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Hazard is one of the ways the world goes wrong, from issue 12's list. A
+// run enables a set of them; shrinking a failure turns them off one by one.
+type Hazard uint32
+
+const (
+	JobLag          Hazard = 1 << iota // busy:false listed for a while after a job lands
+	InvalidateOne                      // one registration invalidated (removed or offline)
+	InvalidateScope                    // every idle registration of a scope invalidated at once
+	ListError                          // a scope's list answers 500
+	RateLimit                          // a scope's list is rate-limited (primary or secondary)
+	ShortPage                          // a list page is short of total_count
+	Shift                              // runners shift left between page reads
+	KubeRace                           // pods deleted, replaced or changed between list and delete
+	LateStart                          // pods start late
+	LateRegister                       // runners register late, some after the deadline
+	NeverRegister                      // runners that never register
+	OrphanStamp                        // stamps whose claims never come
+	OtherTeams                         // other teams' registrations churn in the same scope
+	Overlap                            // two sweeps overlap on one ledger
+	Wipe                               // the ledger is wiped
+	RecheckRace                        // a runner registers and takes a job right after its re-check
+	DeleteFault                        // a registration delete answers 502
+	Refuse                             // a pre-flight is refused by admission
+	PodListFault                       // the pod list fails
+	NodeLoss                           // pods vanish with their nodes
+	Crash                              // runners crash without a job
+	OthersDelete                       // someone else cleans up terminal pods
+	hazardEnd
+)
+
+// AllHazards enables every hazard.
+const AllHazards = hazardEnd - 1
+
+var hazardNames = []string{
+	"job-lag", "invalidate-one", "invalidate-scope", "list-error", "rate-limit", "short-page", "shift",
+	"kube-race", "late-start", "late-register", "never-register", "orphan-stamp", "other-teams", "overlap",
+	"wipe", "recheck-race", "delete-fault", "refuse", "pod-list-fault", "node-loss", "crash", "others-delete",
+}
+
+// Has reports whether x is enabled.
+func (h Hazard) Has(x Hazard) bool { return h&x != 0 }
+
+// String lists the enabled hazards by name, comma-separated.
+func (h Hazard) String() string {
+	var names []string
+	for i, n := range hazardNames {
+		if h.Has(1 << i) {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// ParseHazards reads the String form; "all" enables every hazard.
+func ParseHazards(s string) (Hazard, error) {
+	if s == "all" {
+		return AllHazards, nil
+	}
+	var h Hazard
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		found := false
+		for i, known := range hazardNames {
+			if n == known {
+				h |= 1 << i
+				found = true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("unknown hazard %q", n)
+		}
+	}
+	return h, nil
+}
+
+// Break is a deliberately broken product, to prove that each invariant can
+// fire. None is the product as it is.
+type Break int
+
+const (
+	None Break = iota
+	// NoBounds: a reaper without the per-sweep bounds.
+	NoBounds
+	// TrustBusyFalse: a reaper that believes the list's busy:false, and so
+	// takes GitHub's 422 for a deleted registration.
+	TrustBusyFalse
+	// ConfirmZero: confirm-after of zero.
+	ConfirmZero
+	// DeferDeletes: every pod delete waits until all candidates' GitHub
+	// calls are done, as before the re-check moved next to its delete.
+	DeferDeletes
+	// ListAllNamespaces: a pod lister that ignores namespace and selector.
+	ListAllNamespaces
+	// GhostAll: an ownership rule that every registration matches.
+	GhostAll
+	// SwallowListErrors: a runner lister that turns a failed list into an
+	// empty, complete one.
+	SwallowListErrors
+	// LyingDeletes: pod deletes that answer success and delete nothing.
+	LyingDeletes
+	// NoRecheck: a list that loses a runner, and no re-check by name.
+	NoRecheck
+)
+
+// Invariant names one promise of the README.
+type Invariant string
+
+const (
+	JobKilled     Invariant = "no runner or registration with a job is deleted"
+	HealthyKilled Invariant = "no healthy runner is deleted"
+	WrongTarget   Invariant = "nothing of another team, namespace, selector or unconfigured scope is touched"
+	Bounds        Invariant = "the per-sweep bounds hold"
+	ExitStatus    Invariant = "the exit status matches the sweep's faults"
+	Unconfirmed   Invariant = "no GitHub-based verdict acts before its mark has held confirm-after"
+	Liveness      Invariant = "every leak is cleaned within confirm-after plus two sweeps, unless a documented cause delays it"
+)
+
+// wrongful reports whether the invariant is about deleting the wrong thing.
+func (i Invariant) wrongful() bool { return i == JobKilled || i == HealthyKilled || i == WrongTarget }

@@ -1,0 +1,195 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// errAdmission is how an admission webhook's refusal reads.
+var errAdmission = errors.New("admission webhook \"policy.example\" denied the request")
+
+// kube is the Kubernetes side: the pod lister the sweep uses and the
+// deletes the reaper sends, with real preconditions. It lists what the
+// reaper's configuration selects (namespace runners, the runner selector),
+// and judges every delete against the truth at the moment it is made.
+type kube struct{ w *world }
+
+// ListPods lists the selected pods of the configured namespace.
+func (k kube) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
+	w := k.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sc := w.top()
+	if sc.podListFault {
+		sc.mustFail = "pod list failed"
+		return nil, errors.New("list pods in runners: the server is currently unable to handle the request")
+	}
+	var out []reconcile.Pod
+	for _, p := range w.pods {
+		if p.ns == nsRunners && p.selected || w.cfg.Break == ListAllNamespaces {
+			out = append(out, p.view())
+		}
+	}
+	sc.managed = len(out)
+	return out, nil
+}
+
+// lookup finds the pod the request names and checks its preconditions.
+func (w *world) lookup(p reconcile.Pod) (*kpod, reconcile.DeleteResult) {
+	q := w.byKey[p.Namespace+"/"+p.Name]
+	switch {
+	case q == nil:
+		return nil, reconcile.AlreadyGone
+	case q.uid != p.UID || strconv.Itoa(q.rv) != p.ResourceVersion:
+		return nil, reconcile.Changed
+	}
+	return q, reconcile.Deleted
+}
+
+// CheckDeletePod is the pre-flight. Someone else may get to the pod first
+// (deleted, replaced, changed) between the sweep's list and its delete, and
+// an admission webhook may refuse.
+func (k kube) CheckDeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+	w := k.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if q := w.byKey[p.Namespace+"/"+p.Name]; q != nil && w.cfg.Hazards.Has(KubeRace) {
+		switch x := w.rng.Float64(); {
+		case x < 0.03:
+			w.kill(q)
+		case x < 0.06:
+			w.replace(q)
+		case x < 0.09:
+			q.rv++
+		}
+	}
+	if _, res := w.lookup(p); res != reconcile.Deleted {
+		return res, nil
+	}
+	if w.chance(Refuse, 0.02) {
+		w.top().mustFail = "pre-flight refused"
+		return "", fmt.Errorf("delete pod %s/%s (dry run): %w", p.Namespace, p.Name, errAdmission)
+	}
+	return reconcile.Deleted, nil
+}
+
+// DeletePod deletes the pod with its UID and resourceVersion preconditions.
+func (k kube) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+	w := k.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cfg.Break == DeferDeletes {
+		// The broken reaper of before: every pod delete waits until the
+		// GitHub work of all candidates is done.
+		sc := w.top()
+		sc.deferred = append(sc.deferred, p)
+		return reconcile.Deleted, nil
+	}
+	return w.deletePod(p), nil
+}
+
+// deletePod judges and carries out one pod delete.
+func (w *world) deletePod(p reconcile.Pod) reconcile.DeleteResult {
+	q, res := w.lookup(p)
+	if q == nil {
+		return res
+	}
+	w.judgePodDelete(q)
+	if w.cfg.Break == LyingDeletes {
+		return reconcile.Deleted
+	}
+	sc := w.top()
+	sc.podDeletes++
+	sc.acted[reconcile.PodMarkKey(q.uid)] = true
+	if l := w.leaks[reconcile.PodMarkKey(q.uid)]; l != nil {
+		l.cleaned, l.cleanAt = true, w.now
+	}
+	w.kill(q)
+	return reconcile.Deleted
+}
+
+func (k kube) DeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error) {
+	return reconcile.AlreadyGone, nil
+}
+
+func (k kube) CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error) {
+	return reconcile.AlreadyGone, nil
+}
+
+func (k kube) RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error {
+	return nil
+}
+
+// The world has no ARC objects: a call here is itself a violation.
+func (k kube) unexpected(what string) (reconcile.DeleteResult, error) {
+	k.w.mu.Lock()
+	defer k.w.mu.Unlock()
+	k.w.violate(WrongTarget, "%s called, but the world has no ARC objects", what)
+	return "", errors.New("no ARC objects")
+}
+
+func (k kube) DeleteOwner(context.Context, string, reconcile.Owner) (reconcile.DeleteResult, error) {
+	return k.unexpected("DeleteOwner")
+}
+
+func (k kube) DeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+	return k.unexpected("DeleteEphemeralRunner")
+}
+
+func (k kube) RemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+	return k.unexpected("RemoveFinalizers")
+}
+
+func (k kube) RecordEphemeralRunnerEvent(context.Context, reconcile.EphemeralRunner, string, string) error {
+	_, err := k.unexpected("RecordEphemeralRunnerEvent")
+	return err
+}
+
+func (k kube) CheckDeleteOwner(context.Context, string, reconcile.Owner) (reconcile.DeleteResult, error) {
+	return k.unexpected("CheckDeleteOwner")
+}
+
+func (k kube) CheckDeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+	return k.unexpected("CheckDeleteEphemeralRunner")
+}
+
+func (k kube) CheckRemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+	return k.unexpected("CheckRemoveFinalizers")
+}
+
+// judgePodDelete checks a pod delete against the truth: the first three
+// invariants of issue 12.
+func (w *world) judgePodDelete(q *kpod) {
+	if !q.managed() {
+		w.violate(WrongTarget, "pod %s deleted: another namespace or not matched by the selector", q.key())
+		return
+	}
+	if q.terminal() {
+		return
+	}
+	if r := w.reg(q); r != nil && r.Busy {
+		w.violate(JobKilled, "pod %s deleted while its runner %d runs a job", q.key(), r.ID)
+		return
+	}
+	if _, since, ok := w.podLeak(q); !ok {
+		why := "a healthy runner"
+		if q.stamped && w.now.Before(since) {
+			why = "a stamped pod younger than the stamp's max age"
+		}
+		w.violate(HealthyKilled, "pod %s deleted: %s (%s)", q.key(), why, w.describe(q))
+	}
+}
+
+// describe is the pod's truth, for a violation's detail.
+func (w *world) describe(p *kpod) string {
+	reg := "no registration"
+	if r := w.reg(p); r != nil {
+		reg = fmt.Sprintf("registration %d %s busy=%v listed-idle=%v", r.ID, r.Status, r.Busy, r.ListedIdle)
+	}
+	return fmt.Sprintf("phase %s, running %v, started %s, %s, stamped %v, removed %s, now %s",
+		p.phase, p.running, p.started.Format("15:04:05"), reg, p.stamped, p.removedAt.Format("15:04:05"), w.now.Format("15:04:05"))
+}
