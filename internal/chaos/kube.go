@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 // errAdmission is how an admission webhook's refusal reads.
@@ -39,21 +40,21 @@ func (k kube) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
 }
 
 // lookup finds the pod the request names and checks its preconditions.
-func (w *world) lookup(p reconcile.Pod) (*kpod, reconcile.DeleteResult) {
+func (w *world) lookup(p reconcile.Pod) (*kpod, reap.Result) {
 	q := w.byKey[p.Namespace+"/"+p.Name]
 	switch {
 	case q == nil:
-		return nil, reconcile.AlreadyGone
+		return nil, reap.AlreadyGone
 	case q.uid != p.UID || strconv.Itoa(q.rv) != p.ResourceVersion:
-		return nil, reconcile.Changed
+		return nil, reap.Changed
 	}
-	return q, reconcile.Deleted
+	return q, reap.Deleted
 }
 
 // CheckDeletePod is the pre-flight. Someone else may get to the pod first
 // (deleted, replaced, changed) between the sweep's list and its delete, and
 // an admission webhook may refuse.
-func (k kube) CheckDeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+func (k kube) CheckDeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
 	w := k.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -67,18 +68,18 @@ func (k kube) CheckDeletePod(ctx context.Context, p reconcile.Pod) (reconcile.De
 			q.rv++
 		}
 	}
-	if _, res := w.lookup(p); res != reconcile.Deleted {
+	if _, res := w.lookup(p); res != reap.Deleted {
 		return res, nil
 	}
 	if w.chance(Refuse, 0.02) {
 		w.top().mustFail = "pre-flight refused"
 		return "", fmt.Errorf("delete pod %s/%s (dry run): %w", p.Namespace, p.Name, errAdmission)
 	}
-	return reconcile.Deleted, nil
+	return reap.Deleted, nil
 }
 
 // DeletePod deletes the pod with its UID and resourceVersion preconditions.
-func (k kube) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteResult, error) {
+func (k kube) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
 	w := k.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -87,20 +88,20 @@ func (k kube) DeletePod(ctx context.Context, p reconcile.Pod) (reconcile.DeleteR
 		// GitHub work of all candidates is done.
 		sc := w.top()
 		sc.deferred = append(sc.deferred, p)
-		return reconcile.Deleted, nil
+		return reap.Deleted, nil
 	}
 	return w.deletePod(p), nil
 }
 
 // deletePod judges and carries out one pod delete.
-func (w *world) deletePod(p reconcile.Pod) reconcile.DeleteResult {
+func (w *world) deletePod(p reconcile.Pod) reap.Result {
 	q, res := w.lookup(p)
 	if q == nil {
 		return res
 	}
 	w.judgePodDelete(q)
 	if w.cfg.Break == LyingDeletes {
-		return reconcile.Deleted
+		return reap.Deleted
 	}
 	sc := w.top()
 	sc.podDeletes++
@@ -109,15 +110,15 @@ func (w *world) deletePod(p reconcile.Pod) reconcile.DeleteResult {
 		l.cleaned, l.cleanAt = true, w.now
 	}
 	w.kill(q)
-	return reconcile.Deleted
+	return reap.Deleted
 }
 
-func (k kube) DeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error) {
-	return reconcile.AlreadyGone, nil
+func (k kube) DeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
+	return reap.AlreadyGone, nil
 }
 
-func (k kube) CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (reconcile.DeleteResult, error) {
-	return reconcile.AlreadyGone, nil
+func (k kube) CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
+	return reap.AlreadyGone, nil
 }
 
 func (k kube) RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error {
@@ -125,22 +126,22 @@ func (k kube) RecordEvent(ctx context.Context, p reconcile.Pod, reason, message 
 }
 
 // The world has no ARC objects: a call here is itself a violation.
-func (k kube) unexpected(what string) (reconcile.DeleteResult, error) {
+func (k kube) unexpected(what string) (reap.Result, error) {
 	k.w.mu.Lock()
 	defer k.w.mu.Unlock()
 	k.w.violate(WrongTarget, "%s called, but the world has no ARC objects", what)
 	return "", errors.New("no ARC objects")
 }
 
-func (k kube) DeleteOwner(context.Context, string, reconcile.Owner) (reconcile.DeleteResult, error) {
+func (k kube) DeleteOwner(context.Context, string, reconcile.Owner) (reap.Result, error) {
 	return k.unexpected("DeleteOwner")
 }
 
-func (k kube) DeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (k kube) DeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
 	return k.unexpected("DeleteEphemeralRunner")
 }
 
-func (k kube) RemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (k kube) RemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
 	return k.unexpected("RemoveFinalizers")
 }
 
@@ -149,15 +150,15 @@ func (k kube) RecordEphemeralRunnerEvent(context.Context, reconcile.EphemeralRun
 	return err
 }
 
-func (k kube) CheckDeleteOwner(context.Context, string, reconcile.Owner) (reconcile.DeleteResult, error) {
+func (k kube) CheckDeleteOwner(context.Context, string, reconcile.Owner) (reap.Result, error) {
 	return k.unexpected("CheckDeleteOwner")
 }
 
-func (k kube) CheckDeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (k kube) CheckDeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
 	return k.unexpected("CheckDeleteEphemeralRunner")
 }
 
-func (k kube) CheckRemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reconcile.DeleteResult, error) {
+func (k kube) CheckRemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
 	return k.unexpected("CheckRemoveFinalizers")
 }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Config is one run: a seed, a number of sweeps, the hazards enabled, and
@@ -161,20 +161,19 @@ func (w *world) violate(inv Invariant, format string, args ...any) {
 func (sc *sweepCtx) allowed() []sweep.Status {
 	switch {
 	case sc.mustFail != "":
-		return []sweep.Status{sweep.Failed}
+		return []sweep.Status{sweep.StatusFailed}
 	case sc.rateLimited:
-		// go-github remembers an exhausted primary limit, so later
-		// GitHub work of the sweep fails (issue 12 asks for exit 3
-		// here; until that lands, 1 is what the README documents).
-		return []sweep.Status{sweep.Failed, sweep.Degraded}
+		// A rate limit holds the rest of the sweep's GitHub work: the
+		// sweep is degraded, never failed.
+		return []sweep.Status{sweep.StatusDegraded}
 	case sc.skipFault:
-		return []sweep.Status{sweep.Degraded}
+		return []sweep.Status{sweep.StatusDegraded}
 	case sc.shifted:
-		// Detected (after revalidation) or not (before it): both are
-		// counted, in Stats.Undetected.
-		return []sweep.Status{sweep.Complete, sweep.Degraded}
+		// The revalidation of the earlier pages sees the shift and
+		// skips the scope.
+		return []sweep.Status{sweep.StatusDegraded}
 	}
-	return []sweep.Status{sweep.Complete}
+	return []sweep.Status{sweep.StatusComplete}
 }
 
 // ledger is the sweep's state.Store over an in-memory ledger that can be
@@ -268,10 +267,10 @@ type brokenRegs struct {
 	brk   Break
 }
 
-func (b brokenRegs) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reconcile.DeleteResult, error) {
+func (b brokenRegs) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reap.Result, error) {
 	res, err := b.inner.DeleteRunner(ctx, scope, id)
-	if b.brk == TrustBusyFalse && res == reconcile.RunnerBusy {
-		return reconcile.Deleted, err
+	if b.brk == TrustBusyFalse && res == reap.Busy {
+		return reap.Deleted, err
 	}
 	return res, err
 }
@@ -431,13 +430,13 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 		w.violateAt(sc, ExitStatus, "exit %d, want one of %v (must fail: %q, rate-limited %v, list fault %v, shifted %v); err: %v",
 			res.Status, sc.allowed(), sc.mustFail, sc.rateLimited, sc.skipFault, sc.shifted, res.Err)
 	}
-	if sc.rateLimited && res.Status == sweep.Failed && sc.mustFail == "" {
+	if sc.rateLimited && res.Status == sweep.StatusFailed && sc.mustFail == "" {
 		w.stats.RateLimitFailed++
 	}
 	// Confirmation, against the checker's own first sightings.
 	for _, o := range res.Outcomes {
 		v := o.Candidate.Verdict
-		wrote := o.Registration == reconcile.Deleted || o.Pod == reconcile.Deleted && o.Result == reap.Done
+		wrote := o.Registration == reap.Deleted || o.ObjectResult == reap.Deleted && o.Result == reap.Deleted
 		if !wrote || v == reconcile.Terminal {
 			continue
 		}
