@@ -12,8 +12,16 @@ DYNALITE := tools/dynalite/node_modules/dynalite/cli.js
 
 all: build
 
+# The version and git revision every build links in: `runner-reaper
+# --version` prints them and each sweep's summary line carries them.
+# Override with `make image VERSION=v1.2.3`.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_PKG := github.com/runner-reaper/runner-reaper/internal/version
+LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)
+
 build:
-	$(GO) build -o $(BIN)/runner-reaper ./functions/cli
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/runner-reaper ./functions/cli
 
 # Debian packages the tests need; installed only when missing, so the second
 # run on a machine costs nothing.

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/internal/version"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile/sweep"
@@ -183,6 +184,9 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Int64("github_requests", res.GitHub.Requests),
 		slog.Int64("github_not_modified", res.GitHub.NotModified),
 		slog.Int64("kube_requests", res.Kube.Requests),
+		// Which build swept: ties a summary line to a release and commit.
+		slog.String("version", version.Version()),
+		slog.String("revision", version.Revision()),
 	}
 	if res.Err != nil {
 		a = append(a, slog.String("error", res.Err.Error()))
