@@ -4,10 +4,11 @@ GO ?= go
 CACHE := $(CURDIR)/.cache
 ASSETS := $(CACHE)/envtest
 BIN := $(CURDIR)/bin
+DIST := $(CURDIR)/dist
 KUBE_APISERVER := $(CACHE)/bin/kube-apiserver
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
-.PHONY: all build test unit bench vet demo envtest-assets deps dynalite openapi package clean
+.PHONY: all build test unit bench vet demo envtest-assets deps dynalite openapi package image push ca-bundle cluster-assets clean
 DYNALITE := tools/dynalite/node_modules/dynalite/cli.js
 
 all: build
@@ -92,7 +93,6 @@ demo: envtest-assets build
 # `bootstrap` at its root, for provided.al2023 on arm64 (template.yaml's
 # CodeUri). The binary's mtime is pinned and zip stores no extra attributes,
 # so the same source gives the same zip and `sam deploy` sees no change.
-DIST := $(CURDIR)/dist
 LAMBDA_ZIP := $(DIST)/runner-reaper-lambda.zip
 
 package:
@@ -106,6 +106,39 @@ package:
 		python3 -c 'import sys, zipfile; i = zipfile.ZipInfo("bootstrap", (1980, 1, 1, 0, 0, 0)); i.external_attr = 0o100755 << 16; i.compress_type = zipfile.ZIP_DEFLATED; z = zipfile.ZipFile(sys.argv[1], "w"); z.writestr(i, open(sys.argv[2], "rb").read()); z.close()' $(LAMBDA_ZIP) $(DIST)/bootstrap; \
 	fi
 	@echo "$(LAMBDA_ZIP): bootstrap (linux/arm64) at its root"
+
+# The container image, FROM scratch, with no daemon and no base image to
+# pull: static binaries for linux/amd64 and linux/arm64, Debian's CA bundle,
+# a nonroot (65532) passwd entry, assembled by tools/image (a module of its
+# own, on go-containerregistry) into one OCI image index at dist/image (an
+# OCI layout), plus the amd64 image as a tarball `docker load` and
+# `ctr images import` read. Same commit, same digests.
+IMAGE ?= ghcr.io/runner-reaper/runner-reaper:$(VERSION)
+IMAGE_LAYOUT = $(DIST)/image
+IMAGE_TARBALL = $(DIST)/runner-reaper-linux-amd64.tar
+IMAGE_ARCHES := amd64 arm64
+CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
+SOURCE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+ca-bundle:
+	@test -s $(CA_BUNDLE) || { echo "installing from Debian: ca-certificates"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ca-certificates >/dev/null; }
+
+image: ca-bundle
+	@for arch in $(IMAGE_ARCHES); do \
+		GOOS=linux GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' \
+			-o $(DIST)/bin/linux-$$arch/runner-reaper ./functions/cli || exit 1; \
+	done
+	cd tools/image && $(GO) run . build $(foreach a,$(IMAGE_ARCHES),--bin linux/$(a)=$(DIST)/bin/linux-$(a)/runner-reaper) \
+		--ca $(CA_BUNDLE) --version '$(VERSION)' --revision '$(REVISION)' --created $(SOURCE_EPOCH) \
+		--ref '$(IMAGE)' --layout $(IMAGE_LAYOUT) --tarball linux/amd64=$(IMAGE_TARBALL)
+	@echo "$(IMAGE_LAYOUT): $(IMAGE) for $(IMAGE_ARCHES); $(IMAGE_TARBALL): linux/amd64"
+
+# Push the image index `make image` wrote: make push IMAGE=registry/name:tag
+# (credentials from docker login or a credential helper). Never run by tests.
+push: image
+	@test "$(origin IMAGE)" = "command line" || { echo "say where: make push IMAGE=registry/name:tag"; exit 2; }
+	cd tools/image && $(GO) run . push --layout $(IMAGE_LAYOUT) --ref '$(IMAGE)'
 
 clean:
 	rm -rf $(BIN) $(CACHE)/envtest dist tools/dynalite/node_modules tools/openapi/node_modules
