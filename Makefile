@@ -6,6 +6,8 @@ ASSETS := $(CACHE)/envtest
 BIN := $(CURDIR)/bin
 DIST := $(CURDIR)/dist
 KUBE_APISERVER := $(CACHE)/bin/kube-apiserver
+# The real single-node cluster's other binaries (k8s-cronjob/cluster).
+CLUSTER_BINS := $(CACHE)/bin/kubelet $(CACHE)/bin/kube-scheduler $(CACHE)/bin/kube-controller-manager
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
 .PHONY: all build test unit bench vet demo envtest-assets deps dynalite openapi package image push ca-bundle cluster-assets clean
@@ -33,6 +35,10 @@ deps:
 	command -v etcd >/dev/null 2>&1 || pkgs="$$pkgs etcd-server"; \
 	command -v kubectl >/dev/null 2>&1 || pkgs="$$pkgs kubernetes-client"; \
 	command -v npm >/dev/null 2>&1 || pkgs="$$pkgs nodejs npm"; \
+	command -v containerd >/dev/null 2>&1 || pkgs="$$pkgs containerd"; \
+	command -v runc >/dev/null 2>&1 || pkgs="$$pkgs runc"; \
+	command -v unshare >/dev/null 2>&1 || pkgs="$$pkgs util-linux"; \
+	command -v ip >/dev/null 2>&1 || pkgs="$$pkgs iproute2"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing from Debian:$$pkgs"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
@@ -43,6 +49,15 @@ deps:
 $(KUBE_APISERVER): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum
 	@echo "building kube-apiserver for the test control plane (first time: about five minutes)"
 	cd tools/kube-apiserver && GONOSUMDB='k8s.io/*' $(GO) build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver
+
+# kubelet, kube-scheduler and kube-controller-manager for the real cluster,
+# from the same module and version, built once into the same place.
+$(CLUSTER_BINS): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum
+	@echo "building $(notdir $@) for the real-cluster tests (first time: a few minutes)"
+	cd tools/kube-apiserver && GONOSUMDB='k8s.io/*' $(GO) build -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
+
+# The real cluster's binaries; containerd and runc come from Debian (deps).
+cluster-assets: deps $(CLUSTER_BINS)
 
 envtest-assets: deps $(KUBE_APISERVER)
 	@mkdir -p $(ASSETS)
@@ -72,7 +87,9 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-test: envtest-assets dynalite openapi vet
+# image first: the image and cluster tests run `make image` themselves, and
+# inside the cluster's network namespace nothing can be downloaded.
+test: envtest-assets cluster-assets image dynalite openapi vet
 	$(GO) test -count=1 -timeout 30m ./...
 
 unit:
