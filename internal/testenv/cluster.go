@@ -100,8 +100,8 @@ func ClusterAssetsDir(root string) string {
 // ClusterMain runs a package's tests against one real cluster, started
 // once and torn down completely, inside namespaces of the run's own. Use it
 // from TestMain. Without root it fails, naming what is missing: a suite
-// that skips proves nothing. start runs inside, before the tests, with the
-// cluster up (e.g. to import images).
+// that skips proves nothing. images runs inside, before the kubelet starts,
+// and returns docker-archive tarballs to import into containerd.
 func ClusterMain(m *testing.M, c **Cluster, images func(dir string) ([]string, error)) {
 	if os.Getenv(insideEnv) == "" {
 		os.Exit(reexecInNamespaces())
