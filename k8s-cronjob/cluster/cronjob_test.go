@@ -379,8 +379,12 @@ func TestShippedCronJobOnARealKubelet(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the CronJob did not finish two sweeps in time: %d captured, errors %v (cluster logs in %s)",
-				len(w.ordered()), w.errs, cluster.Dir)
+			var last []map[string]any
+			if runs := w.ordered(); len(runs) > 0 {
+				last = runs[len(runs)-1].logs
+			}
+			t.Fatalf("the CronJob did not finish two sweeps in time: %d captured, errors %v, the last one's log %v (cluster logs in %s)",
+				len(w.ordered()), w.errs, last, cluster.Dir)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
