@@ -4,16 +4,27 @@ GO ?= go
 CACHE := $(CURDIR)/.cache
 ASSETS := $(CACHE)/envtest
 BIN := $(CURDIR)/bin
+DIST := $(CURDIR)/dist
 KUBE_APISERVER := $(CACHE)/bin/kube-apiserver
+# The real single-node cluster's other binaries (k8s-cronjob/cluster).
+CLUSTER_BINS := $(CACHE)/bin/kubelet $(CACHE)/bin/kube-scheduler $(CACHE)/bin/kube-controller-manager
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
-.PHONY: all build test unit bench chaos vet demo envtest-assets deps dynalite openapi package clean
+.PHONY: all build test unit bench chaos vet demo envtest-assets deps dynalite openapi package image push ca-bundle cluster-assets clean
 DYNALITE := tools/dynalite/node_modules/dynalite/cli.js
 
 all: build
 
+# The version and git revision every build links in: `runner-reaper
+# --version` prints them and each sweep's summary line carries them.
+# Override with `make image VERSION=v1.2.3`.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_PKG := github.com/runner-reaper/runner-reaper/internal/version
+LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)
+
 build:
-	$(GO) build -o $(BIN)/runner-reaper ./functions/cli
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/runner-reaper ./functions/cli
 
 # Debian packages the tests need; installed only when missing, so the second
 # run on a machine costs nothing.
@@ -24,6 +35,10 @@ deps:
 	command -v etcd >/dev/null 2>&1 || pkgs="$$pkgs etcd-server"; \
 	command -v kubectl >/dev/null 2>&1 || pkgs="$$pkgs kubernetes-client"; \
 	command -v npm >/dev/null 2>&1 || pkgs="$$pkgs nodejs npm"; \
+	command -v containerd >/dev/null 2>&1 || pkgs="$$pkgs containerd"; \
+	command -v runc >/dev/null 2>&1 || pkgs="$$pkgs runc"; \
+	command -v unshare >/dev/null 2>&1 || pkgs="$$pkgs util-linux"; \
+	command -v ip >/dev/null 2>&1 || pkgs="$$pkgs iproute2"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing from Debian:$$pkgs"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
@@ -34,6 +49,15 @@ deps:
 $(KUBE_APISERVER): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum
 	@echo "building kube-apiserver for the test control plane (first time: about five minutes)"
 	cd tools/kube-apiserver && GONOSUMDB='k8s.io/*' $(GO) build -o $(KUBE_APISERVER) k8s.io/kubernetes/cmd/kube-apiserver
+
+# kubelet, kube-scheduler and kube-controller-manager for the real cluster,
+# from the same module and version, built once into the same place.
+$(CLUSTER_BINS): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum
+	@echo "building $(notdir $@) for the real-cluster tests (first time: a few minutes)"
+	cd tools/kube-apiserver && GONOSUMDB='k8s.io/*' $(GO) build -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
+
+# The real cluster's binaries; containerd and runc come from Debian (deps).
+cluster-assets: deps $(CLUSTER_BINS)
 
 envtest-assets: deps $(KUBE_APISERVER)
 	@mkdir -p $(ASSETS)
@@ -63,7 +87,9 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-test: envtest-assets dynalite openapi vet
+# image first: the image and cluster tests run `make image` themselves, and
+# inside the cluster's network namespace nothing can be downloaded.
+test: envtest-assets cluster-assets image dynalite openapi vet
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./internal/chaos/cmd/chaos -sweeps 1000
 
@@ -92,7 +118,6 @@ demo: envtest-assets build
 # `bootstrap` at its root, for provided.al2023 on arm64 (template.yaml's
 # CodeUri). The binary's mtime is pinned and zip stores no extra attributes,
 # so the same source gives the same zip and `sam deploy` sees no change.
-DIST := $(CURDIR)/dist
 LAMBDA_ZIP := $(DIST)/runner-reaper-lambda.zip
 
 package:
@@ -106,6 +131,39 @@ package:
 		python3 -c 'import sys, zipfile; i = zipfile.ZipInfo("bootstrap", (1980, 1, 1, 0, 0, 0)); i.external_attr = 0o100755 << 16; i.compress_type = zipfile.ZIP_DEFLATED; z = zipfile.ZipFile(sys.argv[1], "w"); z.writestr(i, open(sys.argv[2], "rb").read()); z.close()' $(LAMBDA_ZIP) $(DIST)/bootstrap; \
 	fi
 	@echo "$(LAMBDA_ZIP): bootstrap (linux/arm64) at its root"
+
+# The container image, FROM scratch, with no daemon and no base image to
+# pull: static binaries for linux/amd64 and linux/arm64, Debian's CA bundle,
+# a nonroot (65532) passwd entry, assembled by tools/image (a module of its
+# own, on go-containerregistry) into one OCI image index at dist/image (an
+# OCI layout), plus the amd64 image as a tarball `docker load` and
+# `ctr images import` read. Same commit, same digests.
+IMAGE ?= ghcr.io/runner-reaper/runner-reaper:$(VERSION)
+IMAGE_LAYOUT = $(DIST)/image
+IMAGE_TARBALL = $(DIST)/runner-reaper-linux-amd64.tar
+IMAGE_ARCHES := amd64 arm64
+CA_BUNDLE := /etc/ssl/certs/ca-certificates.crt
+SOURCE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+ca-bundle:
+	@test -s $(CA_BUNDLE) || { echo "installing from Debian: ca-certificates"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ca-certificates >/dev/null; }
+
+image: ca-bundle
+	@for arch in $(IMAGE_ARCHES); do \
+		GOOS=linux GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' \
+			-o $(DIST)/bin/linux-$$arch/runner-reaper ./functions/cli || exit 1; \
+	done
+	cd tools/image && $(GO) run . build $(foreach a,$(IMAGE_ARCHES),--bin linux/$(a)=$(DIST)/bin/linux-$(a)/runner-reaper) \
+		--ca $(CA_BUNDLE) --version '$(VERSION)' --revision '$(REVISION)' --created $(SOURCE_EPOCH) \
+		--ref '$(IMAGE)' --layout $(IMAGE_LAYOUT) --tarball linux/amd64=$(IMAGE_TARBALL)
+	@echo "$(IMAGE_LAYOUT): $(IMAGE) for $(IMAGE_ARCHES); $(IMAGE_TARBALL): linux/amd64"
+
+# Push the image index `make image` wrote: make push IMAGE=registry/name:tag
+# (credentials from docker login or a credential helper). Never run by tests.
+push: image
+	@test "$(origin IMAGE)" = "command line" || { echo "say where: make push IMAGE=registry/name:tag"; exit 2; }
+	cd tools/image && $(GO) run . push --layout $(IMAGE_LAYOUT) --ref '$(IMAGE)'
 
 clean:
 	rm -rf $(BIN) $(CACHE)/envtest dist tools/dynalite/node_modules tools/openapi/node_modules

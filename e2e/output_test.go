@@ -184,3 +184,21 @@ func TestBadConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// The binary built with the version and revision linked in, as the Makefile
+// and the image build link them, prints them for --version with no
+// configuration at all, and its summary line carries them.
+func TestVersionFlagAndSummaryCarryTheLinkedBuild(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := testenv.RunBinary(ctx, bin, map[string]string{}, "--version")
+	require.NoError(t, err)
+	assert.Equal(t, 0, r.Code, r.Stderr)
+	assert.Equal(t, "runner-reaper "+testenv.BinaryVersion+" (revision "+testenv.BinaryRevision+")\n", r.Stdout)
+
+	w := newWorld(t, nil)
+	s := w.sweep("--dry-run")
+	s.requireCode(t, 0)
+	assert.Equal(t, testenv.BinaryVersion, s.summary(t)["version"])
+	assert.Equal(t, testenv.BinaryRevision, s.summary(t)["revision"])
+}

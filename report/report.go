@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/internal/version"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -197,6 +198,9 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Int64("github_requests", res.GitHub.Requests),
 		slog.Int64("github_not_modified", res.GitHub.NotModified),
 		slog.Int64("kube_requests", res.Kube.Requests),
+		// Which build swept: ties a summary line to a release and commit.
+		slog.String("version", version.Version()),
+		slog.String("revision", version.Revision()),
 	}
 	if until := RateLimitedUntil(res); !until.IsZero() {
 		a = append(a, slog.Time("github_rate_limited_until", until))

@@ -16,6 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
+	"github.com/runner-reaper/runner-reaper/internal/version"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -29,6 +30,7 @@ const usage = `usage:
   runner-reaper sweep [--dry-run]        one sweep that marks and reaps (JSON lines on stdout)
   runner-reaper audit [--output table|json]
                                          a dry run that changes nothing, printed for a person
+  runner-reaper --version                the version and the git revision it was built from
 Configuration is read from REAPER_* environment variables; see the README.
 Exit status: 0 complete, 1 could not observe or act, 2 bad configuration,
 3 complete but degraded (a scope was skipped, a namespace not observed, or
@@ -93,10 +95,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {}
 	dryRun := fs.Bool("dry-run", false, "mark and confirm, but delete nothing")
 	output := fs.String("output", "table", "audit output: table or json")
+	showVersion := fs.Bool("version", false, "print the version and revision, and exit")
 	words, err := parseAnywhere(fs, args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, usage)
+		return 0
+	case err == nil && *showVersion:
+		fmt.Fprintln(stdout, version.String())
 		return 0
 	case err != nil:
 		fmt.Fprint(stderr, usage)

@@ -203,3 +203,35 @@ func TestStrayWordsExitTwoAndTouchNothing(t *testing.T) {
 		assert.Contains(t, out, "usage:", help)
 	}
 }
+
+// --version answers before any configuration is read: an operator checking
+// which build an image holds has no REAPER_* variables set, and must not be
+// told about them instead. A plain `go build` says it is a dev build.
+func TestVersionPrintsBuildAndNeedsNoConfiguration(t *testing.T) {
+	w := setup(t)
+	t.Setenv("REAPER_SCOPES", "")
+	for _, args := range [][]string{{"--version"}, {"sweep", "--version"}} {
+		code, out, stderr := runCLI(args...)
+		assert.Equal(t, 0, code, "%v: %s", args, stderr)
+		assert.Equal(t, "runner-reaper dev (revision unknown)\n", out, "%v", args)
+		assert.Empty(t, stderr, "%v", args)
+	}
+	assert.Empty(t, w.sim.Requests(), "nothing was asked of GitHub")
+	assert.True(t, w.podExists(t, "acme-dead"), "nothing was deleted")
+}
+
+// The summary line says which build swept.
+func TestSummaryCarriesVersionAndRevision(t *testing.T) {
+	setup(t)
+	code, out, stderr := runCLI("sweep", "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	var summary map[string]any
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, `"msg":"sweep"`) {
+			require.NoError(t, json.Unmarshal([]byte(l), &summary))
+		}
+	}
+	require.NotNil(t, summary, "a summary line: %s", out)
+	assert.Equal(t, "dev", summary["version"])
+	assert.Equal(t, "unknown", summary["revision"])
+}

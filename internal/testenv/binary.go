@@ -11,6 +11,14 @@ import (
 	"strings"
 )
 
+// The version and revision BuildBinary links in, the way the Makefile and
+// the image build do, so tests can see that they reach --version and the
+// summary line.
+const (
+	BinaryVersion  = "v0.0.0-test"
+	BinaryRevision = "0123456789abcdef0123456789abcdef01234567"
+)
+
 // BuildBinary builds the runner-reaper command into dir and returns its
 // path, so tests run the very binary the CronJob runs.
 func BuildBinary(dir string) (string, error) {
@@ -19,7 +27,9 @@ func BuildBinary(dir string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, "runner-reaper")
-	cmd := exec.Command("go", "build", "-o", out, "./functions/cli")
+	const pkg = "github.com/runner-reaper/runner-reaper/internal/version"
+	ldflags := "-X " + pkg + ".version=" + BinaryVersion + " -X " + pkg + ".revision=" + BinaryRevision
+	cmd := exec.Command("go", "build", "-ldflags", ldflags, "-o", out, "./functions/cli")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build runner-reaper: %w\n%s", err, b)

@@ -77,7 +77,10 @@ func CRDDir(root string) string { return filepath.Join(root, "testdata", "arc-cr
 // Start starts a control plane with RBAC on and ARC's CRDs installed. It
 // fails rather than skips when the assets are missing: `make test` builds
 // them, and a test that quietly does not run proves nothing.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return start(nil) }
+
+// start is Start, with configure given the environment before it starts.
+func start(configure func(*envtest.Environment)) (*Env, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -96,6 +99,9 @@ func Start() (*Env, error) {
 		ControlPlaneStopTimeout:  time.Minute,
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("authorization-mode", "RBAC")
+	if configure != nil {
+		configure(env)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start test control plane from %s: %w", assets, err)
