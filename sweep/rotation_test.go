@@ -116,6 +116,18 @@ func TestScopeRotationListsEveryScopeAndReapsTheLast(t *testing.T) {
 		r.clock.Add(2 * time.Minute)
 	}
 
+	// The log says which scopes were left, once a sweep and not as
+	// warnings, and the summary keeps them apart from faulted scopes.
+	assert.Empty(t, r.lines("scope skipped"), "a deferred scope is not a skipped one")
+	deferredLines := r.lines("scopes deferred")
+	require.Len(t, deferredLines, reapedAt)
+	assert.Equal(t, []any{"org:s3", "org:s4", "org:s5", "org:s6"}, deferredLines[0]["scopes"])
+	assert.Equal(t, "org:s3", deferredLines[0]["next_scope"])
+	summaries := r.lines("sweep")
+	require.Len(t, summaries, reapedAt)
+	assert.Equal(t, []any{}, summaries[0]["scopes_skipped"])
+	assert.Equal(t, []any{"org:s3", "org:s4", "org:s5", "org:s6"}, summaries[0]["scopes_deferred"])
+
 	// Fair: every scope was listed within the first ceil(n/perSweep)
 	// sweeps, and no two listings of a scope are more than that apart.
 	rounds := (n + perSweep - 1) / perSweep
