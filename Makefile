@@ -108,6 +108,7 @@ unit:
 bench: envtest-assets
 	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
 	$(GO) test -run '^$$' -bench SweepFleet -benchtime 10x -benchmem ./sweep/
+	SCALE_FULL_LATENCY=1 $(GO) test -count=1 -v -run '^TestSweepTimeAgainstScopeCount$$' ./sweep/
 
 # A local control plane, a simulated GitHub, a fleet in every failure state,
 # and the real binary: audit, a sweep that marks, a sweep that reaps.

@@ -42,6 +42,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -94,7 +95,7 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 		{GitHubRequests, res.GitHub.Requests},
 		{GitHubNotModified, res.GitHub.NotModified},
 		{KubeRequests, res.Kube.Requests},
-		{ScopesSkipped, len(res.Class.Skipped)},
+		{ScopesSkipped, len(res.Class.Skipped) - len(res.Deferred)},
 	})
 	if err != nil {
 		return err
@@ -222,7 +223,8 @@ type skipKind struct {
 func skipKinds(res sweep.Result) []skipKind {
 	counts := map[string]int{}
 	for _, s := range res.Class.Skipped {
-		if s.Kind != "" {
+		// A scope the budget deferred is not a fault to alarm on.
+		if s.Kind != "" && s.Kind != reconcile.SkipDeferred {
 			counts[dimValue(string(s.Kind))]++
 		}
 	}

@@ -303,3 +303,22 @@ func TestWriteEMFSkipKinds(t *testing.T) {
 	}
 	assert.Equal(t, map[string]float64{"rate-limited": 2, "inconsistent": 1}, got)
 }
+
+// A scope the budget deferred (issue 12 §3) is the rotation working, not a
+// skip: an alarm on ScopesSkipped must not fire for a capped fleet.
+func TestWriteEMFDeferredIsNotSkipped(t *testing.T) {
+	res := sweep.Result{Mode: sweep.Act, Deferred: []string{"org:b", "org:c"}, Class: reconcile.Classification{Skipped: []reconcile.Skip{
+		{ScopeKey: "org:a", Kind: reconcile.SkipFailed},
+		{ScopeKey: "org:b", Kind: reconcile.SkipDeferred},
+		{ScopeKey: "org:c", Kind: reconcile.SkipDeferred},
+	}}}
+	var buf bytes.Buffer
+	require.NoError(t, WriteEMF(&buf, res, "RunnerReaper", now))
+	ls := lines(t, buf.String())
+	require.Len(t, ls, 2)
+	_, vals := checkEMF(t, ls[0], now)
+	assert.Equal(t, float64(1), vals["ScopesSkipped"])
+	dims, vals := checkEMF(t, ls[1], now)
+	assert.Equal(t, "failed", dims["SkipKind"])
+	assert.Equal(t, float64(1), vals["ScopesSkipped"])
+}

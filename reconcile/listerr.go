@@ -65,7 +65,16 @@ const (
 	SkipRateLimited SkipKind = "rate-limited"
 	// SkipInconsistent: the list was read but does not add up.
 	SkipInconsistent SkipKind = "inconsistent"
+	// SkipDeferred: the scope was not asked this sweep because it did not
+	// fit the sweep's budget; a later sweep of the rotation lists it. Not a
+	// fault: its marks are held like a skipped scope's, but it does not
+	// degrade the sweep.
+	SkipDeferred SkipKind = "deferred"
 )
+
+// ErrDeferred marks a scope left unlisted by the sweep's budget (its scope
+// cap or its deadline), to be listed by a later sweep of the rotation.
+var ErrDeferred = errors.New("not listed this sweep: deferred to a later sweep by the scope budget")
 
 // skipOf classifies a list error; Until is set for a rate limit.
 func skipOf(err error) (SkipKind, time.Time) {
@@ -74,6 +83,9 @@ func skipOf(err error) (SkipKind, time.Time) {
 	}
 	if errors.Is(err, ErrInconsistent) {
 		return SkipInconsistent, time.Time{}
+	}
+	if errors.Is(err, ErrDeferred) {
+		return SkipDeferred, time.Time{}
 	}
 	return SkipFailed, time.Time{}
 }

@@ -20,12 +20,21 @@ import (
 // per ready candidate, then the summary.
 func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 	for _, s := range res.Class.Skipped {
+		if s.Kind == reconcile.SkipDeferred {
+			continue // one line for all of them, below
+		}
 		attrs := []slog.Attr{slog.String("scope", s.ScopeKey), slog.String("kind", string(s.Kind)), slog.String("reason", s.Reason)}
 		if !s.Until.IsZero() {
 			attrs = append(attrs, slog.Time("until", s.Until.UTC()))
 		}
 		attrs = append(attrs, slog.String("effect", "no GitHub-based verdict for this scope's pods; their marks are held"))
 		log.LogAttrs(ctx, slog.LevelWarn, "scope skipped", attrs...)
+	}
+	if len(res.Deferred) > 0 {
+		// Info, not a warning: the budget working as configured.
+		log.LogAttrs(ctx, slog.LevelInfo, "scopes deferred",
+			slog.Any("scopes", res.Deferred), slog.String("next_scope", res.NextScope),
+			slog.String("effect", "not listed this sweep (scope cap or deadline); their pods get no GitHub-based verdict and their marks are held until the rotation lists them"))
 	}
 	for _, u := range res.Class.Unobserved {
 		log.LogAttrs(ctx, slog.LevelWarn, "namespace not observed",
@@ -165,7 +174,9 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 	}
 	skipped := make([]string, 0, len(res.Class.Skipped))
 	for _, s := range res.Class.Skipped {
-		skipped = append(skipped, s.ScopeKey)
+		if s.Kind != reconcile.SkipDeferred {
+			skipped = append(skipped, s.ScopeKey)
+		}
 	}
 	unobserved := make([]string, 0, len(res.Class.Unobserved))
 	for _, u := range res.Class.Unobserved {
@@ -184,6 +195,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Int("registrations_observed", registrations),
 		slog.Int("scopes", len(res.Observation.Lists)),
 		slog.Any("scopes_skipped", skipped),
+		slog.Any("scopes_deferred", deferred(res)),
 		slog.Any("namespaces_unobserved", unobserved),
 		countsGroup("verdicts", verdicts),
 		countsGroup("results", results),
@@ -264,4 +276,12 @@ func attrsMap(attrs []slog.Attr) map[string]any {
 		m[a.Key] = v.Any()
 	}
 	return m
+}
+
+// deferred is never null in the summary, like the other scope lists.
+func deferred(res sweep.Result) []string {
+	if res.Deferred == nil {
+		return []string{}
+	}
+	return res.Deferred
 }

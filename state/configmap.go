@@ -92,6 +92,7 @@ func (c *ConfigMap) Load(ctx context.Context) (Ledger, Version, error) {
 			c.droppedLists(listsKey, err, "configmap", c.namespace+"/"+c.name)
 		}
 	}
+	l.NextScope = cm.Data[nextScopeKey]
 	c.remember(cm)
 	return normalize(l), Version(cm.ResourceVersion), nil
 }
@@ -165,6 +166,11 @@ func (c *ConfigMap) Save(ctx context.Context, l Ledger, v Version) (Version, err
 	}
 	cm.Data[marksKey] = string(enc.marks)
 	cm.Data[savesKey] = nextSave(cm.Data[savesKey])
+	if enc.next != "" {
+		cm.Data[nextScopeKey] = enc.next
+	} else {
+		delete(cm.Data, nextScopeKey)
+	}
 	if enc.lists != nil {
 		if cm.BinaryData == nil {
 			cm.BinaryData = map[string][]byte{}

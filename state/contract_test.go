@@ -61,6 +61,7 @@ func TestStoreContract(t *testing.T) {
 		{"concurrent creates: exactly one wins", contractConcurrentCreate},
 		{"concurrent updates from one version: exactly one wins", contractConcurrentUpdate},
 		{"a save that changes nothing still moves the version", contractNoOpSave},
+		{"the scope rotation's position round-trips and clears", contractNextScope},
 	}
 	for _, b := range backends() {
 		for _, c := range cases {
@@ -314,3 +315,20 @@ func TestContractRaceRepeated(t *testing.T) {
 
 // errorsIsConflict is shorthand for the backend-specific tests.
 func errorsIsConflict(err error) bool { return errors.Is(err, ErrConflict) }
+
+func contractNextScope(t *testing.T, open func() Store) {
+	want := sample()
+	want.NextScope = "org:acme-7"
+	v, err := open().Save(ctx(t), want, "")
+	require.NoError(t, err)
+	got, v, err := open().Load(ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, "org:acme-7", got.NextScope)
+
+	got.NextScope = ""
+	_, err = open().Save(ctx(t), got, v)
+	require.NoError(t, err)
+	again, _, err := open().Load(ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, again.NextScope)
+}

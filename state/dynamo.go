@@ -19,11 +19,12 @@ import (
 // the reaper suspects; the list cache is bulky and of no interest to a
 // reader, so it is gzip'd, and left out when empty.
 const (
-	dynamoAttrKey     = "pk"      // S: the ledger's key
-	dynamoAttrVersion = "version" // N: a counter, 1 on create, +1 per save
-	dynamoAttrMarks   = "marks"   // S: JSON of Ledger.Marks
-	dynamoAttrLists   = "lists"   // B: gzip'd JSON of Ledger.Lists; absent when empty
-	dynamoAttrUpdated = "updated" // S: RFC 3339 time of the save, for a reader
+	dynamoAttrKey     = "pk"         // S: the ledger's key
+	dynamoAttrVersion = "version"    // N: a counter, 1 on create, +1 per save
+	dynamoAttrMarks   = "marks"      // S: JSON of Ledger.Marks
+	dynamoAttrLists   = "lists"      // B: gzip'd JSON of Ledger.Lists; absent when empty
+	dynamoAttrUpdated = "updated"    // S: RFC 3339 time of the save, for a reader
+	dynamoAttrNext    = "next_scope" // S: Ledger.NextScope; absent when empty
 )
 
 // DefaultDynamoLimitBytes is the size the DynamoDB backend keeps a ledger
@@ -134,6 +135,9 @@ func (d *Dynamo) decode(item map[string]types.AttributeValue) (Ledger, Version, 
 			d.droppedLists(dynamoAttrLists, err, "dynamodb_table", d.table, "key", d.key)
 		}
 	}
+	if s, ok := item[dynamoAttrNext].(*types.AttributeValueMemberS); ok {
+		l.NextScope = s.Value
+	}
 	return normalize(l), Version(n.Value), nil
 }
 
@@ -179,6 +183,9 @@ func (d *Dynamo) Save(ctx context.Context, l Ledger, v Version) (Version, error)
 	}
 	if enc.lists != nil {
 		in.Item[dynamoAttrLists] = &types.AttributeValueMemberB{Value: enc.lists}
+	}
+	if enc.next != "" {
+		in.Item[dynamoAttrNext] = &types.AttributeValueMemberS{Value: enc.next}
 	}
 
 	if _, err := d.client.PutItem(ctx, in); err != nil {

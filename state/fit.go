@@ -18,6 +18,8 @@ import (
 const (
 	marksKey = "marks.json"
 	listsKey = "lists.json.gz"
+	// nextScopeKey holds Ledger.NextScope; absent when it is empty.
+	nextScopeKey = "next-scope"
 )
 
 // DefaultLimitBytes is the size the ConfigMap backend keeps a ledger under.
@@ -44,12 +46,16 @@ func (t Trim) Trimmed() bool { return t.DroppedLists > 0 || t.DroppedMarks > 0 }
 type encoded struct {
 	marks []byte // data[marksKey]
 	lists []byte // binaryData[listsKey]; nil when no list cache is kept
+	next  string // data[nextScopeKey]; empty when there is no rotation
 }
 
 // size counts keys and values, as the API server counts values, so that
 // staying under a limit below 1 MiB keeps the object acceptable.
 func (e encoded) size() int {
 	n := len(marksKey) + len(e.marks)
+	if e.next != "" {
+		n += len(nextScopeKey) + len(e.next)
+	}
 	if e.lists != nil {
 		n += len(listsKey) + len(e.lists)
 	}
@@ -67,7 +73,7 @@ func fit(l Ledger, limit int) (encoded, Trim, error) {
 	if err != nil {
 		return encoded{}, trim, fmt.Errorf("encode ledger marks: %w", err)
 	}
-	enc := encoded{marks: marks}
+	enc := encoded{marks: marks, next: l.NextScope}
 	if len(l.Lists) > 0 {
 		if enc.lists, err = gzipJSON(l.Lists); err != nil {
 			return encoded{}, trim, fmt.Errorf("encode ledger list cache: %w", err)
@@ -82,7 +88,7 @@ func fit(l Ledger, limit int) (encoded, Trim, error) {
 		return enc, trim, nil
 	}
 
-	keep, err := newestMarksWithin(l.Marks, limit-len(marksKey))
+	keep, err := newestMarksWithin(l.Marks, limit-len(marksKey)-(enc.size()-len(marksKey)-len(enc.marks)))
 	if err != nil {
 		return encoded{}, trim, err
 	}

@@ -24,6 +24,10 @@ type Ledger struct {
 	// Lists is the runner-list cache by scope key (ETags and pages). It only
 	// saves rate limit, so a backend short of room may drop it.
 	Lists map[string]reconcile.ListCache `json:"lists,omitempty"`
+	// NextScope is the key of the scope the next sweep lists first, when a
+	// sweep cannot list every scope: the position of the fair rotation.
+	// Empty starts at the first configured scope.
+	NextScope string `json:"next_scope,omitempty"`
 }
 
 // Version identifies one saved state of the ledger. It is opaque to callers:

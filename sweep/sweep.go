@@ -5,6 +5,7 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -117,6 +118,14 @@ type Sweeper struct {
 	// a sooner deadline of its own (a Lambda invocation's) keeps that one.
 	// Zero sets no deadline of the sweep's own.
 	Timeout time.Duration
+	// MaxScopes caps the scopes listed per sweep (REAPER_MAX_SCOPES_PER_SWEEP);
+	// zero lists every scope that fits the deadline. See budget.
+	MaxScopes int
+	// ListRoom is the time before the sweep's deadline (its own or its
+	// context's) that listing leaves to the rest of the sweep: classify,
+	// the ledger's save and the actions, the reaper's spare included. Zero
+	// defers no scope for time.
+	ListRoom time.Duration
 }
 
 // ErrDeadline is the cause of a sweep stopped by its own Timeout.
@@ -142,6 +151,11 @@ type Result struct {
 	// Stopped says why the sweep's context ended before the sweep did (a
 	// signal, the deadline); empty when it did not.
 	Stopped string
+	// Deferred are the keys of the scopes the budget left for later sweeps
+	// of the rotation, in rotation order; NextScope is where the next
+	// sweep starts (empty when this one reached every scope).
+	Deferred  []string
+	NextScope string
 }
 
 // Run performs one sweep. It never returns an error without a Result: the
@@ -203,7 +217,8 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	// Once GitHub says rate-limited, the rest of the sweep sends it
 	// nothing (see notListed): later scopes are skipped as rate-limited.
 	var limit *reconcile.RateLimitError
-	for _, scope := range s.Scopes {
+	b := budget{max: s.MaxScopes, room: s.ListRoom}
+	for _, scope := range rotation(s.Scopes, ledger.NextScope) {
 		key := scope.Key()
 		var cache *reconcile.ListCache
 		if c, ok := ledger.Lists[key]; ok {
@@ -213,9 +228,19 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		if limit != nil {
 			err := notListed(limit)
 			obs.Lists[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
+			res.NextScope = cmp.Or(res.NextScope, key)
 			continue
 		}
+		if why := b.full(ctx); why != "" {
+			err := fmt.Errorf("%w: %s", reconcile.ErrDeferred, why)
+			obs.Lists[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
+			res.Deferred = append(res.Deferred, key)
+			res.NextScope = cmp.Or(res.NextScope, key)
+			continue
+		}
+		began := time.Now()
 		runners, fresh, err := s.Runners.ListRunners(ctx, scope, cache)
+		b.spent(time.Since(began))
 		if err != nil {
 			limit = reconcile.AsRateLimit(err)
 			obs.Lists[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
@@ -227,6 +252,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		}
 	}
 	ledger.Lists = lists
+	ledger.NextScope = res.NextScope
 	res.Observation = obs
 
 	res.Class = reconcile.Classify(obs, s.Policy, ledger.Marks)
@@ -273,7 +299,9 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	}
 
 	res.Status = StatusComplete
-	if len(res.Class.Skipped) > 0 || len(res.Class.Unobserved) > 0 {
+	if len(res.Class.Skipped) > len(res.Deferred) || len(res.Class.Unobserved) > 0 {
+		// A deferred scope is the budget working as configured, not a
+		// fault: the rotation lists it within a bounded number of sweeps.
 		res.Status = StatusDegraded
 	}
 	// An action the deadline or a signal kept from starting is owed: the
@@ -333,4 +361,59 @@ func counts(c Counter) httpcount.Counts {
 		return httpcount.Counts{}
 	}
 	return c.Counts()
+}
+
+// budget decides, before each scope's list, whether the sweep can still
+// afford it. GitHub asks that one credential's requests be serial, so the
+// lists take time in proportion to the scopes, and a fleet of many scopes
+// can outgrow one sweep. Two limits, both simple to predict:
+//   - at most max scopes a sweep (0: no cap), the operator's choice, sized
+//     to keep a sweep's requests under GitHub's secondary limit;
+//   - no new list once the time left before the deadline is less than room
+//     plus the longest list so far in this sweep, so that the actions keep
+//     their time.
+//
+// The first scope is always listed, so every sweep moves the rotation on.
+type budget struct {
+	max     int
+	room    time.Duration
+	listed  int
+	longest time.Duration
+}
+
+// full says why no further scope fits, or "" when one does.
+func (b *budget) full(ctx context.Context) string {
+	if b.listed == 0 {
+		return ""
+	}
+	if b.max > 0 && b.listed >= b.max {
+		return fmt.Sprintf("the cap of %d scope(s) a sweep (REAPER_MAX_SCOPES_PER_SWEEP) is reached", b.max)
+	}
+	if deadline, ok := ctx.Deadline(); ok && b.room > 0 {
+		if left := time.Until(deadline); left < b.room+b.longest {
+			return fmt.Sprintf("%s left before the sweep's deadline, under the %s kept for acting plus the %s the longest list took",
+				left.Round(time.Millisecond), b.room, b.longest.Round(time.Millisecond))
+		}
+	}
+	return ""
+}
+
+// spent counts one list that was sent.
+func (b *budget) spent(took time.Duration) {
+	b.listed++
+	b.longest = max(b.longest, took)
+}
+
+// rotation orders the configured scopes for this sweep's lists: from the
+// scope the last sweep did not reach, round to the one before it, so that
+// the scopes a budget leaves are the first of the next sweep and every scope
+// is listed within ceil(scopes / scopes per sweep) sweeps. A position that
+// names no configured scope (the configuration changed) starts at the first.
+func rotation(scopes []reconcile.Scope, next string) []reconcile.Scope {
+	for i, s := range scopes {
+		if s.Key() == next {
+			return append(scopes[i:len(scopes):len(scopes)], scopes[:i]...)
+		}
+	}
+	return scopes
 }

@@ -259,6 +259,10 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		GitHub:  gh,
 		Kube:    kc,
 		Timeout: cfg.SweepTimeout,
+		// A third of the deadline, and never less than twice the spare,
+		// stays for classify, the ledger and the actions.
+		MaxScopes: cfg.MaxScopesPerSweep,
+		ListRoom:  max(cfg.SweepTimeout/3, 2*o.Spare),
 	}, nil
 }
 

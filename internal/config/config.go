@@ -87,7 +87,11 @@ type Config struct {
 	// SweepTimeout bounds the whole sweep; past it less reap.DefaultSpare
 	// no action starts.
 	SweepTimeout time.Duration
-	LogLevel     slog.Level
+	// MaxScopesPerSweep caps the scopes one sweep lists; the rest wait for
+	// the next sweeps of the rotation. Zero lists every scope that fits
+	// the sweep's deadline.
+	MaxScopesPerSweep int
+	LogLevel          slog.Level
 	// EKSCluster, when set, reaches the cluster from outside through
 	// eks:DescribeCluster and an IAM token.
 	EKSCluster string
@@ -245,6 +249,7 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 		KubeConcurrency:      s.KubeConcurrency,
 		KubeTimeout:          s.KubeTimeout,
 		SweepTimeout:         s.SweepTimeout,
+		MaxScopesPerSweep:    s.MaxScopesPerSweep,
 		EKSCluster:           s.EksCluster,
 		MetricsNamespace:     s.MetricsNamespace,
 		Limits:               reconcile.Limits{MaxActions: s.MaxActions, MaxFraction: s.MaxFraction},
@@ -357,6 +362,9 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	}
 	if s.MaxActions < 1 {
 		bad("MaxActions", fmt.Sprintf("must be at least 1, got %d", s.MaxActions))
+	}
+	if s.MaxScopesPerSweep < 0 || s.MaxScopesPerSweep > maxScopesPerSweep {
+		bad("MaxScopesPerSweep", fmt.Sprintf("must be between 0 (every scope that fits the deadline) and %d, got %d", maxScopesPerSweep, s.MaxScopesPerSweep))
 	}
 	// Written so that NaN fails too: every comparison with NaN is false,
 	// and a NaN bound would defer every action, or turn the alarm off.
@@ -592,6 +600,9 @@ const (
 	maxKubeTimeout = 5 * time.Minute
 	// maxSweepTimeout bounds REAPER_SWEEP_TIMEOUT.
 	maxSweepTimeout = time.Hour
+	// maxScopesPerSweep bounds REAPER_MAX_SCOPES_PER_SWEEP: past it the cap
+	// means nothing a sweep's deadline would let it reach.
+	maxScopesPerSweep = 10000
 )
 
 var (

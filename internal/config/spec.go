@@ -48,6 +48,7 @@ type spec struct {
 	KubeConcurrency       int           `split_words:"true" default:"4" example:"4"`
 	KubeTimeout           time.Duration `split_words:"true" default:"30s" example:"30s"`
 	SweepTimeout          time.Duration `split_words:"true" default:"45s" example:"45s"`
+	MaxScopesPerSweep     int           `split_words:"true" default:"0" example:"50"`
 	LogLevel              string        `split_words:"true" default:"info" example:"debug"`
 
 	GithubToken          string        `split_words:"true" example:"ghp_xxxxxxxxxxxxxxxxxxxx"`

@@ -76,6 +76,11 @@ type Options struct {
 	// RateLimit is the primary budget per hour; DefaultRateLimit when zero
 	// or negative.
 	RateLimit int
+	// Latency delays every answer by this much real time, as a round trip
+	// to api.github.com does (100-300 ms in practice), so that a test can
+	// measure what serial requests cost a sweep. A request whose client
+	// gives up, or the sim's Close, ends the wait without an answer.
+	Latency time.Duration
 	// Now is the sim's clock: rate-limit windows, token expiry, JWT
 	// validity and request times. time.Now when nil. ghinstallation stamps
 	// its JWTs with the real clock, so a test that runs the App flow keeps

@@ -124,6 +124,19 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request) {
 	seq := s.requestSeq
 	s.mu.Unlock()
 
+	if d := s.opts.Latency; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		case <-s.closed:
+			t.Stop()
+			return
+		}
+	}
+
 	rec := &recorder{ResponseWriter: w}
 	defer func() {
 		s.mu.Lock()
