@@ -12,8 +12,8 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state/configmap"
 	"github.com/runner-reaper/runner-reaper/sweep"
-	"github.com/runner-reaper/runner-reaper/state"
 )
 
 // Requests per sweep are counted exactly: one pod list per namespace page,
@@ -86,7 +86,7 @@ func TestDroppedScopeLeavesNoCache(t *testing.T) {
 	r.sim.AddScope("repo:acme/web")
 	r.sim.AddRunner("repo:acme/web", ghRunner("web-1"))
 	require.NoError(t, r.run(sweep.Act).Err)
-	store := state.NewConfigMap(env.Client, r.ns, "runner-reaper-ledger", nil)
+	store := configmap.New(env.Client, r.ns, "runner-reaper-ledger", nil)
 	l, _, err := store.Load(context.Background())
 	require.NoError(t, err)
 	assert.Contains(t, l.Lists, repo.Key())

@@ -34,7 +34,7 @@ type NamespaceChecker interface {
 // RunnerLister reads one scope's complete runner list, using and renewing
 // the conditional-request cache.
 type RunnerLister interface {
-	ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error)
+	ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error)
 }
 
 // EphemeralRunnerLister lists ARC's EphemeralRunners, for ARC's own leaks
@@ -195,14 +195,14 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	// The cache is rebuilt from the configured scopes, so a scope removed
 	// from the configuration leaves nothing behind in the ledger; a scope
 	// whose list failed keeps its old pages for the next conditional read.
-	lists := make(map[string]reconcile.ListCache, len(s.Scopes))
+	lists := make(map[string]state.ListCache, len(s.Scopes))
 	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Lists: make(map[string]reconcile.ScopeList, len(s.Scopes)), Unobserved: unobserved}
 	// Once GitHub says rate-limited, the rest of the sweep sends it
 	// nothing (see notListed): later scopes are skipped as rate-limited.
 	var limit *reconcile.RateLimitError
 	for _, scope := range s.Scopes {
 		key := scope.Key()
-		var cache *reconcile.ListCache
+		var cache *state.ListCache
 		if c, ok := ledger.Lists[key]; ok {
 			cache = &c
 			lists[key] = c
