@@ -16,6 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -165,4 +166,43 @@ func TestRateLimitSaysUntilWhen(t *testing.T) {
 	assert.Contains(t, table.String(), "rate-limited: no GitHub call this sweep (until 2026-03-14T10:01:00Z)")
 	assert.Contains(t, table.String(), "scope org:acme skipped (rate-limited until 2026-03-14T10:00:00Z): 403 API rate limit exceeded\n")
 	assert.Contains(t, table.String(), "scope org:beta skipped (inconsistent): page 2 changed\n")
+}
+
+// The summary says when the ledger's save had to leave marks or list caches
+// out to fit the backend's limit, and says nothing of it otherwise.
+func TestSummaryReportsATrimmedLedger(t *testing.T) {
+	cases := []struct {
+		name string
+		trim state.Trim
+		want map[string]any // nil: neither key present
+	}{
+		{"nothing left out", state.Trim{LimitBytes: 100}, nil},
+		{"list cache dropped", state.Trim{DroppedLists: 3, LimitBytes: 100},
+			map[string]any{"ledger_trimmed_marks": 0.0, "ledger_trimmed_lists": 3.0}},
+		{"marks dropped", state.Trim{DroppedLists: 2, DroppedMarks: 7, LimitBytes: 100},
+			map[string]any{"ledger_trimmed_marks": 7.0, "ledger_trimmed_lists": 2.0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := sweep.Result{Status: sweep.Complete, LedgerTrim: c.trim}
+			var buf bytes.Buffer
+			Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
+			var line map[string]any
+			require.NoError(t, json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &line))
+			b, err := json.Marshal(Summary(res))
+			require.NoError(t, err)
+			var summary map[string]any
+			require.NoError(t, json.Unmarshal(b, &summary))
+			for _, got := range []map[string]any{line, summary} {
+				if c.want == nil {
+					assert.NotContains(t, got, "ledger_trimmed_marks")
+					assert.NotContains(t, got, "ledger_trimmed_lists")
+					continue
+				}
+				for k, v := range c.want {
+					assert.Equal(t, v, got[k], k)
+				}
+			}
+		})
+	}
 }

@@ -116,6 +116,14 @@ type Sweeper struct {
 	Timeout time.Duration
 }
 
+// trimReporter is a ledger that must fit a size limit (the ConfigMap and
+// DynamoDB backends) and so may leave part of a ledger out of a save. The
+// sweep reports what the last save left out: a dropped mark restarts that
+// verdict's confirmation, and a dropped list cache costs rate limit.
+type trimReporter interface {
+	LastTrim() state.Trim
+}
+
 // ErrDeadline is the cause of a sweep stopped by its own Timeout.
 var ErrDeadline = errors.New("the sweep's deadline (REAPER_SWEEP_TIMEOUT) passed")
 
@@ -139,6 +147,10 @@ type Result struct {
 	// Stopped says why the sweep's context ended before the sweep did (a
 	// signal, the deadline); empty when it did not.
 	Stopped string
+	// LedgerTrim is what the sweep's last successful save of the ledger
+	// left out to fit the backend's size limit; zero when nothing was left
+	// out, or the backend has no limit.
+	LedgerTrim state.Trim
 }
 
 // Run performs one sweep. It never returns an error without a Result: the
@@ -246,6 +258,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			res.Status, res.Err = Failed, fmt.Errorf("save ledger before acting (no action taken): %w", err)
 			return res
 		}
+		res.LedgerTrim = s.lastTrim()
 	}
 
 	reaper := s.Reaper(mode)
@@ -265,6 +278,8 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 				// The marks only point at objects that are gone or
 				// busy now; the next sweep clears them anyway.
 				s.Log.Warn("save ledger after acting", slog.String("error", err.Error()))
+			} else {
+				res.LedgerTrim = s.lastTrim()
 			}
 		}
 	}
@@ -330,4 +345,13 @@ func counts(c Counter) httpcount.Counts {
 		return httpcount.Counts{}
 	}
 	return c.Counts()
+}
+
+// lastTrim is what the ledger's last successful save left out, for a ledger
+// that says; the zero Trim for one that cannot leave anything out.
+func (s *Sweeper) lastTrim() state.Trim {
+	if tr, ok := s.Ledger.(trimReporter); ok {
+		return tr.LastTrim()
+	}
+	return state.Trim{}
 }
