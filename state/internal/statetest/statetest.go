@@ -181,7 +181,7 @@ func Kube(t testing.TB) *testenv.Env {
 	}
 	kubeOnce.Do(func() { kubeEnv, kubeErr = testenv.Start() })
 	if kubeErr != nil {
-		t.Fatalf("test control plane: %v", kubeErr)
+		t.Fatal(kubeErr)
 	}
 	return kubeEnv
 }
