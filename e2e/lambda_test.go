@@ -23,7 +23,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
-	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/state/dynamo"
 )
 
 const secretARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:runner-reaper-github-AbCdEf"
@@ -106,7 +106,7 @@ func newTable(t *testing.T, d *testenv.Dynalite) string {
 	table := "ledger-" + randomHex(t)[:10]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, d.CreateTable(ctx, state.DynamoTableSchema(table)))
+	require.NoError(t, d.CreateTable(ctx, dynamo.TableSchema(table)))
 	return table
 }
 

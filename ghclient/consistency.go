@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
 )
 
 // listCheck accumulates a runner list page by page and enforces safety
@@ -18,7 +19,7 @@ import (
 // not exceed what total_count implies at the page size, plus one, nor the
 // hard ceiling, whatever total_count says.
 type listCheck struct {
-	pages       []reconcile.CachedPage
+	pages       []state.CachedPage
 	runners     []reconcile.Registration
 	firstPageOn map[int64]int
 	// ceiling is the most pages any list may have.
@@ -30,7 +31,7 @@ type listCheck struct {
 // pages in smaller steps; a server that pages by one runner meets the
 // ceiling instead), plus one for a runner registered while the list was
 // read, and never more than the ceiling.
-func (l *listCheck) maxPagesFor(first reconcile.CachedPage) int {
+func (l *listCheck) maxPagesFor(first state.CachedPage) int {
 	size := perPage
 	if n := len(first.Runners); n > 0 && n < size {
 		size = n
@@ -40,7 +41,7 @@ func (l *listCheck) maxPagesFor(first reconcile.CachedPage) int {
 }
 
 // add takes page n; its error describes the inconsistency.
-func (l *listCheck) add(n int, p reconcile.CachedPage) error {
+func (l *listCheck) add(n int, p state.CachedPage) error {
 	if p.TotalCount < 0 {
 		return fmt.Errorf("page %d reports a negative total_count %d", n, p.TotalCount)
 	}

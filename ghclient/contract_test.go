@@ -11,6 +11,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
 )
 
 // TestContractRunnerPaginated decodes GitHub's own response example with
@@ -36,7 +37,7 @@ func TestContractRunnerPaginated(t *testing.T) {
 			}, got)
 			require.NotNil(t, cache)
 			require.Len(t, cache.Pages, 1)
-			assert.Equal(t, reconcile.CachedPage{ETag: `W/"fixture"`, TotalCount: 2, Runners: got}, cache.Pages[0])
+			assert.Equal(t, state.CachedPage{ETag: `W/"fixture"`, TotalCount: 2, Runners: got}, cache.Pages[0])
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-github/v60/github"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
 )
 
 // perPage is GitHub's maximum page size: the fewer pages, the fewer
@@ -37,7 +38,7 @@ const maxPages = 1000
 // pages do not add up, and is a *reconcile.RateLimitError when GitHub said
 // rate-limited) and the cache is nil, so that a caller keeps its old cache
 // and draws no conclusion.
-func (c *Client) ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error) {
+func (c *Client) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
 	path, err := runnersPath(scope)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list runners: %w", err)
@@ -68,13 +69,13 @@ func (c *Client) ListRunners(ctx context.Context, scope reconcile.Scope, cache *
 			return nil, nil, fmt.Errorf("list runners for %s: %w: page %d changed while later pages were read", scope, ErrInconsistent, n)
 		}
 	}
-	return list.runners, &reconcile.ListCache{Pages: list.pages}, nil
+	return list.runners, &state.ListCache{Pages: list.pages}, nil
 }
 
 // samePage reports whether two reads of a page show the same list: the
 // same total, runners and next link. Only what the reaper reads counts, so
 // a 200 that shows the same list under a new ETag is no change.
-func samePage(a, b reconcile.CachedPage) bool {
+func samePage(a, b state.CachedPage) bool {
 	if a.TotalCount != b.TotalCount || a.NextPage != b.NextPage || len(a.Runners) != len(b.Runners) {
 		return false
 	}
@@ -87,10 +88,10 @@ func samePage(a, b reconcile.CachedPage) bool {
 }
 
 // fetchPage reads one page, conditionally when cached has an ETag.
-func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *reconcile.CachedPage) (reconcile.CachedPage, error) {
+func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *state.CachedPage) (state.CachedPage, error) {
 	req, err := c.gh.NewRequest(http.MethodGet, fmt.Sprintf("%s?per_page=%d&page=%d", path, perPage, page), nil)
 	if err != nil {
-		return reconcile.CachedPage{}, fmt.Errorf("build request: %w", err)
+		return state.CachedPage{}, fmt.Errorf("build request: %w", err)
 	}
 	conditional := cached != nil && cached.ETag != ""
 	if conditional {
@@ -103,29 +104,29 @@ func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *r
 	// leaves body untouched). That is the one "error" that is success.
 	if resp != nil && resp.Response != nil && resp.StatusCode == http.StatusNotModified {
 		if !conditional {
-			return reconcile.CachedPage{}, errors.New("304 Not Modified to a request without If-None-Match")
+			return state.CachedPage{}, errors.New("304 Not Modified to a request without If-None-Match")
 		}
 		return clonePage(*cached), nil
 	}
 	if err != nil {
 		closeExchangeBody(err)
-		return reconcile.CachedPage{}, rateLimited(offOrigin(err))
+		return state.CachedPage{}, rateLimited(offOrigin(err))
 	}
 	if resp.StatusCode != http.StatusOK {
-		return reconcile.CachedPage{}, fmt.Errorf("unexpected status %s", resp.Status)
+		return state.CachedPage{}, fmt.Errorf("unexpected status %s", resp.Status)
 	}
 	if body.TotalCount == nil || body.Runners == nil {
-		return reconcile.CachedPage{}, errors.New("response lacks total_count or runners")
+		return state.CachedPage{}, errors.New("response lacks total_count or runners")
 	}
 	regs := make([]reconcile.Registration, 0, len(*body.Runners))
 	for i, r := range *body.Runners {
 		reg, err := registration(r)
 		if err != nil {
-			return reconcile.CachedPage{}, fmt.Errorf("item %d: %w", i+1, err)
+			return state.CachedPage{}, fmt.Errorf("item %d: %w", i+1, err)
 		}
 		regs = append(regs, reg)
 	}
-	return reconcile.CachedPage{
+	return state.CachedPage{
 		ETag:       resp.Header.Get("ETag"),
 		TotalCount: *body.TotalCount,
 		Runners:    regs,
@@ -175,7 +176,7 @@ func registration(r *github.Runner) (reconcile.Registration, error) {
 }
 
 // cachedPage is page n (from 1) of cache, or nil.
-func cachedPage(cache *reconcile.ListCache, n int) *reconcile.CachedPage {
+func cachedPage(cache *state.ListCache, n int) *state.CachedPage {
 	if cache == nil || n < 1 || n > len(cache.Pages) {
 		return nil
 	}
@@ -184,7 +185,7 @@ func cachedPage(cache *reconcile.ListCache, n int) *reconcile.CachedPage {
 
 // clonePage copies a cached page so that the cache returned never shares
 // memory with the one passed in.
-func clonePage(p reconcile.CachedPage) reconcile.CachedPage {
+func clonePage(p state.CachedPage) state.CachedPage {
 	runners := make([]reconcile.Registration, len(p.Runners))
 	for i, r := range p.Runners {
 		r.Labels = append([]string(nil), r.Labels...)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
 )
 
 // threePages is a list of five runners over three pages, with ETags.
@@ -246,7 +247,7 @@ func TestListRunnersInconsistent(t *testing.T) {
 			c, mux, _ := setup(t, 0)
 			list := &fakeList{}
 			mux.Handle("GET /orgs/octo/actions/runners", list)
-			var cache *reconcile.ListCache
+			var cache *state.ListCache
 			if tc.cached != nil {
 				list.set(tc.cached...)
 				var err error

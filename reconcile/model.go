@@ -275,23 +275,6 @@ type ScopeList struct {
 	Runners []Registration
 }
 
-// ListCache is what the ledger remembers of a scope's runner list so that
-// the next sweep can ask GitHub with If-None-Match and reuse an unchanged
-// page: a 304 costs no rate limit.
-type ListCache struct {
-	Pages []CachedPage `json:"pages"`
-}
-
-// CachedPage is one page of a runner list with the ETag GitHub gave it.
-type CachedPage struct {
-	ETag       string         `json:"etag"`
-	TotalCount int            `json:"total"`
-	Runners    []Registration `json:"runners"`
-	// NextPage is the page number the Link header pointed to, zero on the
-	// last page.
-	NextPage int `json:"next,omitempty"`
-}
-
 // EphemeralRunner is what the classifier needs of an ARC
 // actions.github.com/v1alpha1 EphemeralRunner.
 type EphemeralRunner struct {

@@ -217,6 +217,13 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 	if until := RateLimitedUntil(res); !until.IsZero() {
 		a = append(a, slog.Time("github_rate_limited_until", until))
 	}
+	if res.LedgerTrim.Trimmed() {
+		// Only when the save had to drop something, as the backend's own
+		// "ledger trimmed" warning says; the summary is what gets read.
+		a = append(a,
+			slog.Int("ledger_trimmed_marks", res.LedgerTrim.DroppedMarks),
+			slog.Int("ledger_trimmed_lists", res.LedgerTrim.DroppedLists))
+	}
 	if res.Err != nil {
 		a = append(a, slog.String("error", res.Err.Error()))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -197,4 +198,43 @@ func TestActionLineNamesItsObject(t *testing.T) {
 	assert.Equal(t, "2026-11-23T10:00:00Z", lines[0]["exit_finished_at"])
 	assert.Equal(t, "deleted", lines[1]["object_result"])
 	assert.NotContains(t, lines[1], "pod_result", "an EphemeralRunner is not a pod")
+}
+
+// The summary says when the ledger's save had to leave marks or list caches
+// out to fit the backend's limit, and says nothing of it otherwise.
+func TestSummaryReportsATrimmedLedger(t *testing.T) {
+	cases := []struct {
+		name string
+		trim state.Trim
+		want map[string]any // nil: neither key present
+	}{
+		{"nothing left out", state.Trim{LimitBytes: 100}, nil},
+		{"list cache dropped", state.Trim{DroppedLists: 3, LimitBytes: 100},
+			map[string]any{"ledger_trimmed_marks": 0.0, "ledger_trimmed_lists": 3.0}},
+		{"marks dropped", state.Trim{DroppedLists: 2, DroppedMarks: 7, LimitBytes: 100},
+			map[string]any{"ledger_trimmed_marks": 7.0, "ledger_trimmed_lists": 2.0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := sweep.Result{Status: sweep.StatusComplete, LedgerTrim: c.trim}
+			var buf bytes.Buffer
+			Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
+			var line map[string]any
+			require.NoError(t, json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &line))
+			b, err := json.Marshal(Summary(res))
+			require.NoError(t, err)
+			var summary map[string]any
+			require.NoError(t, json.Unmarshal(b, &summary))
+			for _, got := range []map[string]any{line, summary} {
+				if c.want == nil {
+					assert.NotContains(t, got, "ledger_trimmed_marks")
+					assert.NotContains(t, got, "ledger_trimmed_lists")
+					continue
+				}
+				for k, v := range c.want {
+					assert.Equal(t, v, got[k], k)
+				}
+			}
+		})
+	}
 }

@@ -1,55 +1,65 @@
-package state
+package state_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/state/configmap"
+	"github.com/runner-reaper/runner-reaper/state/dynamo"
+	"github.com/runner-reaper/runner-reaper/state/file"
+	. "github.com/runner-reaper/runner-reaper/state/internal/statetest"
+	"github.com/runner-reaper/runner-reaper/state/memory"
 )
 
-// backend makes a fresh, empty ledger and returns a way to open Store values
+// ledgerTable is the DynamoDB table the contract's ledgers share, each at a
+// key of its own: the test's name.
+const ledgerTable = "runner-reaper-ledger"
+
+// backend makes a fresh, empty ledger and returns a way to open state.Store values
 // on it. Each open is a separate value on the same ledger, as two sweeps in
 // two processes would hold.
 type backend struct {
 	name  string
-	fresh func(t *testing.T) (open func() Store)
+	fresh func(t *testing.T) (open func() state.Store)
 }
 
+// backends lists every backend. The configmap and dynamodb ones start their
+// server on first use, and skip in -short mode.
 func backends() []backend {
 	return []backend{
-		{"memory", func(t *testing.T) func() Store {
-			m := NewMemory()
-			return func() Store { return m }
+		{"memory", func(t *testing.T) func() state.Store {
+			m := memory.New()
+			return func() state.Store { return m }
 		}},
-		{"file", func(t *testing.T) func() Store {
+		{"file", func(t *testing.T) func() state.Store {
 			path := filepath.Join(t.TempDir(), "ledger.json")
-			return func() Store { return NewFile(path) }
+			return func() state.Store { return file.New(path) }
 		}},
-		{"configmap", func(t *testing.T) func() Store {
+		{"configmap", func(t *testing.T) func() state.Store {
+			env := Kube(t)
 			ns := env.Namespace(t, "ledger")
-			return func() Store { return NewConfigMap(env.Client, ns, "runner-reaper-ledger", nil) }
+			return func() state.Store { return configmap.New(env.Client, ns, "runner-reaper-ledger", nil) }
 		}},
-		{"dynamodb", func(t *testing.T) func() Store {
-			srv := dynalite(t)
-			key := srv.freshKey(t)
-			return func() Store { return srv.open(key, nil) }
+		{"dynamodb", func(t *testing.T) func() state.Store {
+			d := Dynalite(t, dynamo.TableSchema(ledgerTable))
+			key := t.Name()
+			return func() state.Store { return dynamo.New(d.Client, ledgerTable, key, nil) }
 		}},
 	}
 }
 
-// TestStoreContract runs the promises of Store against every backend.
+// TestStoreContract runs the promises of state.Store against every backend.
 func TestStoreContract(t *testing.T) {
 	cases := []struct {
 		name string
-		run  func(t *testing.T, open func() Store)
+		run  func(t *testing.T, open func() state.Store)
 	}{
 		{"missing ledger loads empty at version empty", contractMissing},
 		{"create then load round-trips", contractRoundTrip},
@@ -73,14 +83,8 @@ func TestStoreContract(t *testing.T) {
 	}
 }
 
-func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return c
-}
-
 // assertEmpty checks a ledger is empty with maps the caller can write to.
-func assertEmpty(t *testing.T, l Ledger) {
+func assertEmpty(t *testing.T, l state.Ledger) {
 	t.Helper()
 	require.NotNil(t, l.Marks)
 	require.NotNil(t, l.Lists)
@@ -88,169 +92,169 @@ func assertEmpty(t *testing.T, l Ledger) {
 	assert.Empty(t, l.Lists)
 }
 
-func contractMissing(t *testing.T, open func() Store) {
-	l, v, err := open().Load(ctx(t))
+func contractMissing(t *testing.T, open func() state.Store) {
+	l, v, err := open().Load(Ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, Version(""), v)
+	assert.Equal(t, state.Version(""), v)
 	assertEmpty(t, l)
 }
 
-func contractRoundTrip(t *testing.T, open func() Store) {
-	want := sample()
-	v, err := open().Save(ctx(t), want, "")
+func contractRoundTrip(t *testing.T, open func() state.Store) {
+	want := Sample()
+	v, err := open().Save(Ctx(t), want, "")
 	require.NoError(t, err)
 	assert.NotEmpty(t, v)
 
-	got, gv, err := open().Load(ctx(t))
+	got, gv, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, v, gv)
 	assert.Equal(t, want, got)
 }
 
-func contractUpdate(t *testing.T, open func() Store) {
+func contractUpdate(t *testing.T, open func() state.Store) {
 	s := open()
-	v1, err := s.Save(ctx(t), sample(), "")
+	v1, err := s.Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 
-	l, v, err := s.Load(ctx(t))
+	l, v, err := s.Load(Ctx(t))
 	require.NoError(t, err)
 	require.Equal(t, v1, v)
-	k, m := mark(99)
+	k, m := Mark(99)
 	l.Marks[k] = m
 	delete(l.Lists, "org:scope-0")
-	v2, err := s.Save(ctx(t), l, v)
+	v2, err := s.Save(Ctx(t), l, v)
 	require.NoError(t, err)
 	assert.NotEqual(t, v1, v2)
 
-	got, gv, err := open().Load(ctx(t))
+	got, gv, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, v2, gv)
 	assert.Equal(t, l, got)
 }
 
-func contractStale(t *testing.T, open func() Store) {
+func contractStale(t *testing.T, open func() state.Store) {
 	a, b := open(), open()
-	first := sample()
-	v1, err := a.Save(ctx(t), first, "")
+	first := Sample()
+	v1, err := a.Save(Ctx(t), first, "")
 	require.NoError(t, err)
 
 	// Both sweeps load the same version; a saves first.
-	la, va, err := a.Load(ctx(t))
+	la, va, err := a.Load(Ctx(t))
 	require.NoError(t, err)
-	lb, vb, err := b.Load(ctx(t))
+	lb, vb, err := b.Load(Ctx(t))
 	require.NoError(t, err)
 	require.Equal(t, v1, va)
 	require.Equal(t, v1, vb)
 
-	ka, ma := mark(10)
+	ka, ma := Mark(10)
 	la.Marks[ka] = ma
-	v2, err := a.Save(ctx(t), la, va)
+	v2, err := a.Save(Ctx(t), la, va)
 	require.NoError(t, err)
 
-	kb, mb := mark(20)
+	kb, mb := Mark(20)
 	lb.Marks[kb] = mb
-	_, err = b.Save(ctx(t), lb, vb)
-	require.ErrorIs(t, err, ErrConflict)
+	_, err = b.Save(Ctx(t), lb, vb)
+	require.ErrorIs(t, err, state.ErrConflict)
 
-	got, gv, err := open().Load(ctx(t))
+	got, gv, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, v2, gv)
 	assert.Equal(t, la, got, "the loser's save must change nothing")
 }
 
-func contractCreateExists(t *testing.T, open func() Store) {
-	want := sample()
-	v, err := open().Save(ctx(t), want, "")
+func contractCreateExists(t *testing.T, open func() state.Store) {
+	want := Sample()
+	v, err := open().Save(Ctx(t), want, "")
 	require.NoError(t, err)
 
-	_, err = open().Save(ctx(t), Ledger{Marks: marks(1)}, "")
-	require.ErrorIs(t, err, ErrConflict)
+	_, err = open().Save(Ctx(t), state.Ledger{Marks: Marks(1)}, "")
+	require.ErrorIs(t, err, state.ErrConflict)
 
-	got, gv, err := open().Load(ctx(t))
+	got, gv, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, v, gv)
 	assert.Equal(t, want, got)
 }
 
-func contractNilMaps(t *testing.T, open func() Store) {
-	v, err := open().Save(ctx(t), Ledger{}, "")
+func contractNilMaps(t *testing.T, open func() state.Store) {
+	v, err := open().Save(Ctx(t), state.Ledger{}, "")
 	require.NoError(t, err)
-	got, gv, err := open().Load(ctx(t))
+	got, gv, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, v, gv)
 	assertEmpty(t, got)
 }
 
-func contractIsolation(t *testing.T, open func() Store) {
+func contractIsolation(t *testing.T, open func() state.Store) {
 	s := open()
-	saved := sample()
-	_, err := s.Save(ctx(t), saved, "")
+	saved := Sample()
+	_, err := s.Save(Ctx(t), saved, "")
 	require.NoError(t, err)
-	k, m := mark(50)
+	k, m := Mark(50)
 	saved.Marks[k] = m // changing what was saved changes nothing stored
 
-	l, _, err := s.Load(ctx(t))
+	l, _, err := s.Load(Ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, sample(), l)
+	assert.Equal(t, Sample(), l)
 	for key := range l.Marks {
 		delete(l.Marks, key) // nor does changing what was loaded
 	}
-	again, _, err := s.Load(ctx(t))
+	again, _, err := s.Load(Ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, sample(), again)
+	assert.Equal(t, Sample(), again)
 }
 
 // contractNoOpSave: two sweeps load the same version and neither changes a
 // mark or the list cache. The first save must still move the version, or
 // the second would be let through and both sweeps would act.
-func contractNoOpSave(t *testing.T, open func() Store) {
-	v1, err := open().Save(ctx(t), sample(), "")
+func contractNoOpSave(t *testing.T, open func() state.Store) {
+	v1, err := open().Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 
 	a, b := open(), open()
-	la, va, err := a.Load(ctx(t))
+	la, va, err := a.Load(Ctx(t))
 	require.NoError(t, err)
-	lb, vb, err := b.Load(ctx(t))
+	lb, vb, err := b.Load(Ctx(t))
 	require.NoError(t, err)
 	require.Equal(t, v1, va)
 	require.Equal(t, v1, vb)
 
-	v2, err := a.Save(ctx(t), la, va)
+	v2, err := a.Save(Ctx(t), la, va)
 	require.NoError(t, err)
 	assert.NotEqual(t, v1, v2, "an unchanged ledger saved again is a new version")
 
-	_, err = b.Save(ctx(t), lb, vb)
-	require.ErrorIs(t, err, ErrConflict, "the second save at the old version is refused")
-	_, err = a.Save(ctx(t), la, va)
-	require.ErrorIs(t, err, ErrConflict, "so is the first saver's, at its old version")
+	_, err = b.Save(Ctx(t), lb, vb)
+	require.ErrorIs(t, err, state.ErrConflict, "the second save at the old version is refused")
+	_, err = a.Save(Ctx(t), la, va)
+	require.ErrorIs(t, err, state.ErrConflict, "so is the first saver's, at its old version")
 
-	got, gv, err := open().Load(ctx(t))
+	got, gv, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, v2, gv)
-	assert.Equal(t, sample(), got)
+	assert.Equal(t, Sample(), got)
 
 	// And again from the new version, by a store that did not load it.
-	v3, err := open().Save(ctx(t), got, gv)
+	v3, err := open().Save(Ctx(t), got, gv)
 	require.NoError(t, err)
 	assert.NotEqual(t, v2, v3)
 }
 
-// race has n savers, each with its own Store value and its own ledger,
+// race has n savers, each with its own state.Store value and its own ledger,
 // save over version v at once, and checks that exactly one wins, the others
-// see ErrConflict, and the winner's ledger is what is stored.
-func race(t *testing.T, open func() Store, v Version, n int) {
+// see state.ErrConflict, and the winner's ledger is what is stored.
+func race(t *testing.T, open func() state.Store, v state.Version, n int) {
 	t.Helper()
 	type result struct {
-		ledger  Ledger
-		version Version
+		ledger  state.Ledger
+		version state.Version
 		err     error
 	}
 	results := make([]result, n)
-	stores := make([]Store, n)
+	stores := make([]state.Store, n)
 	for i := range stores {
 		stores[i] = open()
-		k, m := mark(1000 + i)
-		results[i].ledger = Ledger{Marks: map[string]reconcile.Mark{k: m}, Lists: lists(1, i+1)}
+		k, m := Mark(1000 + i)
+		results[i].ledger = state.Ledger{Marks: map[string]reconcile.Mark{k: m}, Lists: Lists(1, i+1)}
 	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -259,7 +263,7 @@ func race(t *testing.T, open func() Store, v Version, n int) {
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i].version, results[i].err = stores[i].Save(ctx(t), results[i].ledger, v)
+			results[i].version, results[i].err = stores[i].Save(Ctx(t), results[i].ledger, v)
 		}()
 	}
 	close(start)
@@ -272,22 +276,22 @@ func race(t *testing.T, open func() Store, v Version, n int) {
 			winner = i
 			continue
 		}
-		require.ErrorIs(t, r.err, ErrConflict, "saver %d", i)
+		require.ErrorIs(t, r.err, state.ErrConflict, "saver %d", i)
 	}
 	require.NotEqual(t, -1, winner, "no saver won")
 
-	got, gv, err := open().Load(ctx(t))
+	got, gv, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, results[winner].version, gv)
 	assert.Equal(t, results[winner].ledger, got)
 }
 
-func contractConcurrentCreate(t *testing.T, open func() Store) {
+func contractConcurrentCreate(t *testing.T, open func() state.Store) {
 	race(t, open, "", 8)
 }
 
-func contractConcurrentUpdate(t *testing.T, open func() Store) {
-	v, err := open().Save(ctx(t), sample(), "")
+func contractConcurrentUpdate(t *testing.T, open func() state.Store) {
+	v, err := open().Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 	race(t, open, v, 8)
 }
@@ -304,7 +308,7 @@ func TestContractRaceRepeated(t *testing.T) {
 				t.Run(fmt.Sprint(i), func(t *testing.T) {
 					open := b.fresh(t)
 					contractConcurrentCreate(t, open)
-					_, v, err := open().Load(ctx(t))
+					_, v, err := open().Load(Ctx(t))
 					require.NoError(t, err)
 					race(t, open, v, 8)
 				})
@@ -313,22 +317,19 @@ func TestContractRaceRepeated(t *testing.T) {
 	}
 }
 
-// errorsIsConflict is shorthand for the backend-specific tests.
-func errorsIsConflict(err error) bool { return errors.Is(err, ErrConflict) }
-
-func contractNextScope(t *testing.T, open func() Store) {
-	want := sample()
+func contractNextScope(t *testing.T, open func() state.Store) {
+	want := Sample()
 	want.NextScope = "org:acme-7"
-	v, err := open().Save(ctx(t), want, "")
+	v, err := open().Save(Ctx(t), want, "")
 	require.NoError(t, err)
-	got, v, err := open().Load(ctx(t))
+	got, v, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, "org:acme-7", got.NextScope)
 
 	got.NextScope = ""
-	_, err = open().Save(ctx(t), got, v)
+	_, err = open().Save(Ctx(t), got, v)
 	require.NoError(t, err)
-	again, _, err := open().Load(ctx(t))
+	again, _, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Empty(t, again.NextScope)
 }

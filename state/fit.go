@@ -12,20 +12,17 @@ import (
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
-// The ConfigMap layout. Marks are plain JSON so that `kubectl get configmap
-// -o jsonpath='{.data.marks\.json}'` shows what the reaper suspects; the list
-// cache is bulky and of no interest to a reader, so it is gzip'd.
+// The ConfigMap layout, which Fit also counts for the DynamoDB item. Marks
+// are plain JSON so that `kubectl get configmap -o
+// jsonpath='{.data.marks\.json}'` shows what the reaper suspects; the list
+// cache is bulky and of no interest to a reader, so it is gzip'd. They are
+// exported for the configmap backend, whose data keys they are.
 const (
-	marksKey = "marks.json"
-	listsKey = "lists.json.gz"
-	// nextScopeKey holds Ledger.NextScope; absent when it is empty.
-	nextScopeKey = "next-scope"
+	MarksKey = "marks.json"
+	ListsKey = "lists.json.gz"
+	// NextScopeKey holds Ledger.NextScope; absent when it is empty.
+	NextScopeKey = "next-scope"
 )
-
-// DefaultLimitBytes is the size the ConfigMap backend keeps a ledger under.
-// The API server refuses a ConfigMap whose data exceeds 1 MiB; the margin
-// leaves room for metadata and for the ledger growing between sweeps.
-const DefaultLimitBytes = 900 * 1024
 
 // Trim says what a save had to leave out to fit the limit. Dropping the
 // list cache costs rate limit on the next sweep; dropping a mark restarts
@@ -42,64 +39,81 @@ type Trim struct {
 // Trimmed is true when anything was left out.
 func (t Trim) Trimmed() bool { return t.DroppedLists > 0 || t.DroppedMarks > 0 }
 
-// encoded is a ledger in the ConfigMap layout.
-type encoded struct {
-	marks []byte // data[marksKey]
-	lists []byte // binaryData[listsKey]; nil when no list cache is kept
-	next  string // data[nextScopeKey]; empty when there is no rotation
+// Encoded is a ledger in the ConfigMap layout, as a backend with a size
+// limit stores it.
+type Encoded struct {
+	Marks []byte // JSON of Ledger.Marks: data[MarksKey]
+	Lists []byte // gzip'd JSON of Ledger.Lists: binaryData[ListsKey]; nil when no list cache is kept
+	Next  string // Ledger.NextScope: data[NextScopeKey]; empty when there is no rotation
 }
 
 // size counts keys and values, as the API server counts values, so that
 // staying under a limit below 1 MiB keeps the object acceptable.
-func (e encoded) size() int {
-	n := len(marksKey) + len(e.marks)
-	if e.next != "" {
-		n += len(nextScopeKey) + len(e.next)
+func (e Encoded) size() int {
+	n := len(MarksKey) + len(e.Marks)
+	if e.Next != "" {
+		n += len(NextScopeKey) + len(e.Next)
 	}
-	if e.lists != nil {
-		n += len(listsKey) + len(e.lists)
+	if e.Lists != nil {
+		n += len(ListsKey) + len(e.Lists)
 	}
 	return n
+}
+
+// Fit is the start of every Save of a backend with a size limit: it fits l
+// within limit bytes, or within defaultLimit when limit is not positive (a
+// backend's LimitBytes left zero). where names the ledger in the error. The
+// caller stores the Encoded parts and, once the save succeeded, hands the
+// Trim to its TrimLog.
+func Fit(l Ledger, limit, defaultLimit int, where string) (Encoded, Trim, error) {
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	enc, trim, err := fit(l, limit)
+	if err != nil {
+		return Encoded{}, trim, fmt.Errorf("fit %s: %w", where, err)
+	}
+	return enc, trim, nil
 }
 
 // fit encodes l in the ConfigMap layout within limit bytes. If it does not
 // fit whole it first drops the list cache, which only saves rate limit, and
 // then the oldest marks by FirstSeen, keeping as many of the newest as fit.
 // It fails only when not even an empty ledger fits.
-func fit(l Ledger, limit int) (encoded, Trim, error) {
-	l = normalize(l)
+func fit(l Ledger, limit int) (Encoded, Trim, error) {
+	l = Normalize(l)
 	trim := Trim{LimitBytes: limit}
 	marks, err := json.Marshal(l.Marks)
 	if err != nil {
-		return encoded{}, trim, fmt.Errorf("encode ledger marks: %w", err)
+		return Encoded{}, trim, fmt.Errorf("encode ledger marks: %w", err)
 	}
-	enc := encoded{marks: marks, next: l.NextScope}
+	enc := Encoded{Marks: marks, Next: l.NextScope}
 	if len(l.Lists) > 0 {
-		if enc.lists, err = gzipJSON(l.Lists); err != nil {
-			return encoded{}, trim, fmt.Errorf("encode ledger list cache: %w", err)
+		if enc.Lists, err = gzipJSON(l.Lists); err != nil {
+			return Encoded{}, trim, fmt.Errorf("encode ledger list cache: %w", err)
 		}
 		if enc.size() <= limit {
 			return enc, trim, nil
 		}
-		enc.lists = nil
+		enc.Lists = nil
 		trim.DroppedLists = len(l.Lists)
 	}
 	if enc.size() <= limit {
 		return enc, trim, nil
 	}
 
-	keep, err := newestMarksWithin(l.Marks, limit-len(marksKey)-(enc.size()-len(marksKey)-len(enc.marks)))
+	keep, err := newestMarksWithin(l.Marks, limit-len(MarksKey)-(enc.size()-len(MarksKey)-len(enc.Marks)))
 	if err != nil {
-		return encoded{}, trim, err
+		return Encoded{}, trim, err
 	}
-	if enc.marks, err = json.Marshal(keep); err != nil {
-		return encoded{}, trim, fmt.Errorf("encode ledger marks: %w", err)
+	if enc.Marks, err = json.Marshal(keep); err != nil {
+		return Encoded{}, trim, fmt.Errorf("encode ledger marks: %w", err)
 	}
 	trim.DroppedMarks = len(l.Marks) - len(keep)
 	if enc.size() > limit {
 		// newestMarksWithin computes the encoding's size exactly; reaching
 		// here means that arithmetic no longer matches encoding/json.
-		return encoded{}, trim, fmt.Errorf("ledger of %d marks is %d bytes, over the limit of %d bytes", len(keep), enc.size(), limit)
+		return Encoded{}, trim, fmt.Errorf("ledger of %d marks is %d bytes, over the limit of %d bytes", len(keep), enc.size(), limit)
 	}
 	return enc, trim, nil
 }
@@ -137,7 +151,7 @@ func newestMarksWithin(marks map[string]reconcile.Mark, budget int) (map[string]
 	})
 	total := len("{}")
 	if total > budget {
-		return nil, fmt.Errorf("ledger cannot fit in %d bytes even without marks", budget+len(marksKey))
+		return nil, fmt.Errorf("ledger cannot fit in %d bytes even without marks", budget+len(MarksKey))
 	}
 	keep := map[string]reconcile.Mark{}
 	for i, e := range entries {
@@ -168,8 +182,8 @@ func gzipJSON(v any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// gunzipJSON decodes what gzipJSON encoded.
-func gunzipJSON(b []byte, v any) error {
+// GunzipJSON decodes what Fit gzip'd, for a backend's Load.
+func GunzipJSON(b []byte, v any) error {
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
 		return fmt.Errorf("not gzip: %w", err)
@@ -181,26 +195,29 @@ func gunzipJSON(b []byte, v any) error {
 	return nil
 }
 
-// trimLog remembers the trim of the most recent successful Save and says so
+// TrimLog remembers the trim of the most recent successful Save and says so
 // in a warning, for the backends that must fit a size limit. Only a trim
 // that was saved is reported: a ledger that lost the race trimmed nothing
-// anyone will read.
-type trimLog struct {
+// anyone will read. A backend keeps one and offers its LastTrim, which the
+// sweep reports in its summary.
+type TrimLog struct {
 	logger *slog.Logger
 	mu     sync.Mutex
 	last   Trim
 }
 
-func newTrimLog(logger *slog.Logger) trimLog {
+// NewTrimLog returns a TrimLog warning on logger; a nil logger discards the
+// warnings, and LastTrim still reports the trim.
+func NewTrimLog(logger *slog.Logger) *TrimLog {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return trimLog{logger: logger}
+	return &TrimLog{logger: logger}
 }
 
-// saved records the trim of a Save that succeeded; where names the ledger
-// in the warning.
-func (t *trimLog) saved(trim Trim, where ...any) {
+// Saved records the trim of a Save that succeeded; where names the ledger
+// in the warning (slog key-value pairs).
+func (t *TrimLog) Saved(trim Trim, where ...any) {
 	t.mu.Lock()
 	t.last = trim
 	t.mu.Unlock()
@@ -212,10 +229,10 @@ func (t *trimLog) saved(trim Trim, where ...any) {
 	}
 }
 
-// droppedLists warns that the stored list cache, under key, could not be
+// DroppedLists warns that the stored list cache, under key, could not be
 // read and was dropped; where names the ledger. The cache only saves rate
 // limit, so a sweep goes on without it and the next save replaces it.
-func (t *trimLog) droppedLists(key string, err error, where ...any) {
+func (t *TrimLog) DroppedLists(key string, err error, where ...any) {
 	t.logger.Warn("ledger list cache dropped", append(where,
 		"field", key,
 		"error", err.Error(),
@@ -225,7 +242,7 @@ func (t *trimLog) droppedLists(key string, err error, where ...any) {
 // LastTrim reports what the most recent successful Save left out to fit the
 // limit; the zero Trim (Trimmed false) when it left out nothing. With
 // several Saves on one store at once it is whichever finished last.
-func (t *trimLog) LastTrim() Trim {
+func (t *TrimLog) LastTrim() Trim {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.last

@@ -1,10 +1,9 @@
-package state
+package state_test
 
 import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"testing"
 	"time"
 
@@ -12,52 +11,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
+	. "github.com/runner-reaper/runner-reaper/state/internal/statetest"
 )
 
-// sizeOf is the layout size of a ledger encoded whole, for choosing limits.
-func sizeOf(t *testing.T, l Ledger) (withLists, marksOnly int) {
-	t.Helper()
-	enc, trim, err := fit(l, 1<<30)
-	require.NoError(t, err)
-	require.False(t, trim.Trimmed())
-	return enc.size(), len(marksKey) + len(enc.marks)
-}
-
-// newest returns the keys of the n newest of ms by FirstSeen, the smaller
-// key first among equals, as fit keeps them.
-func newest(ms map[string]reconcile.Mark, n int) []string {
-	keys := make([]string, 0, len(ms))
-	for k := range ms {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := ms[keys[i]].FirstSeen, ms[keys[j]].FirstSeen
-		if !a.Equal(b) {
-			return a.After(b)
-		}
-		return keys[i] < keys[j]
-	})
-	return keys[:n]
-}
-
-func keysOf(ms map[string]reconcile.Mark) []string {
-	keys := make([]string, 0, len(ms))
-	for k := range ms {
-		keys = append(keys, k)
-	}
-	return keys
+// fit is state.Fit at exactly limit bytes.
+func fit(l state.Ledger, limit int) (state.Encoded, state.Trim, error) {
+	return state.Fit(l, limit, limit, "test ledger")
 }
 
 func TestFit(t *testing.T) {
-	full := Ledger{Marks: marks(20), Lists: lists(3, 20)}
-	whole, marksOnly := sizeOf(t, full)
+	full := state.Ledger{Marks: Marks(20), Lists: Lists(3, 20)}
+	whole, marksOnly := SizeOf(t, full)
 	require.Greater(t, whole, marksOnly)
-	_, oneMark := sizeOf(t, Ledger{Marks: marks(1)})
-	markSize := oneMark - len(marksKey) - len("{}") + 1 // an entry and its comma
+	_, oneMark := SizeOf(t, state.Ledger{Marks: Marks(1)})
+	markSize := oneMark - len(state.MarksKey) - len("{}") + 1 // an entry and its comma
 
 	cases := []struct {
 		name         string
-		ledger       Ledger
+		ledger       state.Ledger
 		limit        int
 		wantLists    bool
 		wantMarks    int // how many of the newest marks are kept
@@ -65,15 +37,15 @@ func TestFit(t *testing.T) {
 		droppedMarks int
 		wantErr      bool
 	}{
-		{name: "empty ledger", ledger: Ledger{}, limit: 100, wantMarks: 0},
+		{name: "empty ledger", ledger: state.Ledger{}, limit: 100, wantMarks: 0},
 		{name: "fits whole", ledger: full, limit: whole, wantLists: true, wantMarks: 20},
 		{name: "one byte over drops the list cache only", ledger: full, limit: whole - 1, wantMarks: 20, droppedLists: 3},
 		{name: "marks alone fit exactly", ledger: full, limit: marksOnly, wantMarks: 20, droppedLists: 3},
 		{name: "one byte under the marks drops the oldest mark", ledger: full, limit: marksOnly - 1, wantMarks: 19, droppedLists: 3, droppedMarks: 1},
-		{name: "room for five marks keeps the five newest", ledger: full, limit: len(marksKey) + len("{}") - 1 + 5*markSize, wantMarks: 5, droppedLists: 3, droppedMarks: 15},
-		{name: "without a list cache only marks are dropped", ledger: Ledger{Marks: marks(20)}, limit: marksOnly - 1, wantMarks: 19, droppedMarks: 1},
-		{name: "room for no mark keeps an empty object", ledger: full, limit: len(marksKey) + len("{}"), wantMarks: 0, droppedLists: 3, droppedMarks: 20},
-		{name: "not even an empty ledger fits", ledger: full, limit: len(marksKey) + 1, wantErr: true},
+		{name: "room for five marks keeps the five newest", ledger: full, limit: len(state.MarksKey) + len("{}") - 1 + 5*markSize, wantMarks: 5, droppedLists: 3, droppedMarks: 15},
+		{name: "without a list cache only marks are dropped", ledger: state.Ledger{Marks: Marks(20)}, limit: marksOnly - 1, wantMarks: 19, droppedMarks: 1},
+		{name: "room for no mark keeps an empty object", ledger: full, limit: len(state.MarksKey) + len("{}"), wantMarks: 0, droppedLists: 3, droppedMarks: 20},
+		{name: "not even an empty ledger fits", ledger: full, limit: len(state.MarksKey) + 1, wantErr: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -83,22 +55,22 @@ func TestFit(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.LessOrEqual(t, enc.size(), c.limit)
-			assert.Equal(t, Trim{DroppedLists: c.droppedLists, DroppedMarks: c.droppedMarks, LimitBytes: c.limit}, trim)
+			assert.LessOrEqual(t, Size(enc), c.limit)
+			assert.Equal(t, state.Trim{DroppedLists: c.droppedLists, DroppedMarks: c.droppedMarks, LimitBytes: c.limit}, trim)
 			assert.Equal(t, c.droppedLists > 0 || c.droppedMarks > 0, trim.Trimmed())
 
 			var got map[string]reconcile.Mark
-			require.NoError(t, json.Unmarshal(enc.marks, &got))
-			assert.ElementsMatch(t, newest(normalize(c.ledger).Marks, c.wantMarks), keysOf(got))
+			require.NoError(t, json.Unmarshal(enc.Marks, &got))
+			assert.ElementsMatch(t, Newest(state.Normalize(c.ledger).Marks, c.wantMarks), KeysOf(got))
 			for k, m := range got {
 				assert.Equal(t, c.ledger.Marks[k], m)
 			}
 			if !c.wantLists {
-				assert.Nil(t, enc.lists)
+				assert.Nil(t, enc.Lists)
 				return
 			}
-			var lists map[string]reconcile.ListCache
-			require.NoError(t, gunzipJSON(enc.lists, &lists))
+			var lists map[string]state.ListCache
+			require.NoError(t, state.GunzipJSON(enc.Lists, &lists))
 			assert.Equal(t, c.ledger.Lists, lists)
 		})
 	}
@@ -107,21 +79,21 @@ func TestFit(t *testing.T) {
 // TestFitTiesBreakByKey checks that marks first seen at the same moment are
 // trimmed the same way every time.
 func TestFitTiesBreakByKey(t *testing.T) {
-	ms := marks(10)
+	ms := Marks(10)
 	for k, m := range ms {
-		m.FirstSeen = epoch
+		m.FirstSeen = Epoch
 		ms[k] = m
 	}
-	_, full := sizeOf(t, Ledger{Marks: ms})
-	first, _, err := fit(Ledger{Marks: ms}, full-1)
+	_, full := SizeOf(t, state.Ledger{Marks: ms})
+	first, _, err := fit(state.Ledger{Marks: ms}, full-1)
 	require.NoError(t, err)
 	for i := 0; i < 20; i++ {
-		again, _, err := fit(Ledger{Marks: ms}, full-1)
+		again, _, err := fit(state.Ledger{Marks: ms}, full-1)
 		require.NoError(t, err)
-		require.Equal(t, string(first.marks), string(again.marks))
+		require.Equal(t, string(first.Marks), string(again.Marks))
 	}
 	var got map[string]reconcile.Mark
-	require.NoError(t, json.Unmarshal(first.marks, &got))
+	require.NoError(t, json.Unmarshal(first.Marks, &got))
 	assert.NotContains(t, got, reconcile.PodMarkKey("0000-uid-0009"), "the greatest key goes first among equals")
 }
 
@@ -140,22 +112,22 @@ func TestFitRandom(t *testing.T) {
 			o := odd[rng.IntN(len(odd))]
 			ms[fmt.Sprintf("pod/%d%s", i, o)] = reconcile.Mark{
 				Verdict:    reconcile.Verdicts[rng.IntN(len(reconcile.Verdicts))],
-				FirstSeen:  epoch.Add(time.Duration(rng.IntN(30)) * time.Second),
+				FirstSeen:  Epoch.Add(time.Duration(rng.IntN(30)) * time.Second),
 				RunnerName: "r" + o + fmt.Sprint(rng.IntN(1000)),
 			}
 		}
-		l := Ledger{Marks: ms}
+		l := state.Ledger{Marks: ms}
 		if rng.IntN(2) == 0 {
-			l.Lists = lists(rng.IntN(3)+1, rng.IntN(10))
+			l.Lists = Lists(rng.IntN(3)+1, rng.IntN(10))
 		}
-		whole, _ := sizeOf(t, l)
-		limit := len(marksKey) + 2 + rng.IntN(whole)
+		whole, _ := SizeOf(t, l)
+		limit := len(state.MarksKey) + 2 + rng.IntN(whole)
 		enc, trim, err := fit(l, limit)
 		require.NoError(t, err)
-		require.LessOrEqual(t, enc.size(), limit, "round %d", round)
+		require.LessOrEqual(t, Size(enc), limit, "round %d", round)
 
 		var kept map[string]reconcile.Mark
-		require.NoError(t, json.Unmarshal(enc.marks, &kept))
+		require.NoError(t, json.Unmarshal(enc.Marks, &kept))
 		require.Len(t, kept, len(ms)-trim.DroppedMarks)
 		if trim.DroppedLists > 0 {
 			require.Greater(t, whole, limit, "round %d: list cache dropped needlessly", round)
@@ -178,7 +150,7 @@ func TestFitRandom(t *testing.T) {
 			require.False(t, oldestKept.Before(newestDropped), "round %d: an older mark kept over a newer one", round)
 		}
 		// Keeping the next mark as well would not have fitted.
-		sorted := newest(ms, len(ms))
+		sorted := Newest(ms, len(ms))
 		plus := map[string]reconcile.Mark{}
 		for k, m := range kept {
 			plus[k] = m
@@ -191,19 +163,38 @@ func TestFitRandom(t *testing.T) {
 		}
 		b, err := json.Marshal(plus)
 		require.NoError(t, err)
-		require.Greater(t, len(marksKey)+len(b), limit, "round %d: dropped a mark that fitted", round)
+		require.Greater(t, len(state.MarksKey)+len(b), limit, "round %d: dropped a mark that fitted", round)
 	}
 }
 
-func TestGzipJSONRoundTrip(t *testing.T) {
-	want := lists(4, 50)
-	b, err := gzipJSON(want)
+// TestFitListCacheRoundTrip: the list cache Fit gzip's reads back whole
+// through GunzipJSON, the same cache always encodes to the same bytes (so an
+// unchanged cache writes nothing new), and GunzipJSON refuses what is not
+// gzip.
+func TestFitListCacheRoundTrip(t *testing.T) {
+	want := state.Ledger{Lists: Lists(4, 50)}
+	enc, _, err := fit(want, 1<<30)
 	require.NoError(t, err)
-	again, err := gzipJSON(want)
+	again, _, err := fit(want, 1<<30)
 	require.NoError(t, err)
-	assert.Equal(t, b, again, "the same cache encodes to the same bytes")
-	var got map[string]reconcile.ListCache
-	require.NoError(t, gunzipJSON(b, &got))
-	assert.Equal(t, want, got)
-	require.Error(t, gunzipJSON([]byte("not gzip"), &got))
+	assert.Equal(t, enc.Lists, again.Lists, "the same cache encodes to the same bytes")
+	var got map[string]state.ListCache
+	require.NoError(t, state.GunzipJSON(enc.Lists, &got))
+	assert.Equal(t, want.Lists, got)
+	require.Error(t, state.GunzipJSON([]byte("not gzip"), &got))
+}
+
+// TestFitDefaultLimit: a backend's LimitBytes left zero fits to the
+// backend's default, and the error names the ledger.
+func TestFitDefaultLimit(t *testing.T) {
+	full := state.Ledger{Marks: Marks(20)}
+	_, whole := SizeOf(t, full)
+	_, trim, err := state.Fit(full, 0, whole-1, "test ledger")
+	require.NoError(t, err)
+	assert.Equal(t, state.Trim{DroppedMarks: 1, LimitBytes: whole - 1}, trim)
+	_, trim, err = state.Fit(full, whole, 1, "test ledger")
+	require.NoError(t, err)
+	assert.False(t, trim.Trimmed(), "a positive limit wins over the default")
+	_, _, err = state.Fit(full, 0, 1, "test ledger")
+	require.ErrorContains(t, err, "fit test ledger: ")
 }

@@ -1,20 +1,10 @@
-package state
+package state_test
 
 import (
-	"os"
 	"testing"
 
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/state/internal/statetest"
 )
 
-// env is the real API server the ConfigMap backend is tested against.
-var env *testenv.Env
-
-func TestMain(m *testing.M) {
-	// A child process of TestFileSeparateProcessesRace saves once and exits,
-	// without a control plane of its own.
-	if os.Getenv(fileSaverEnv) != "" {
-		os.Exit(runFileSaver())
-	}
-	testenv.Main(m, &env)
-}
+// TestMain stops the control plane if a configmap contract test started it.
+func TestMain(m *testing.M) { statetest.Main(m) }

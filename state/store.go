@@ -6,28 +6,53 @@
 // decides, saves it with the version it loaded, and only then acts. If the
 // save fails with ErrConflict another sweep saved in between, and this sweep
 // starts no action; that is how two overlapping sweeps never act twice.
+//
+// This package is the leaf the sweep, the report and the metrics read: it
+// holds the contract and what the backends share, and imports no client of
+// any store. Each backend lives in a subpackage (configmap, dynamo, file,
+// memory), so that only the composition root pulls in client-go or the AWS
+// SDK.
 package state
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
 // Ledger is what one sweep leaves for the next.
 type Ledger struct {
-	// Marks are keyed by reconcile.PodMarkKey or RegistrationMarkKey.
+	// Marks are keyed by the mark key of the object suspected:
+	// reconcile.PodMarkKey ("pod/"), reconcile.EphemeralRunnerMarkKey
+	// ("er/") or reconcile.RegistrationMarkKey ("reg/").
 	Marks map[string]reconcile.Mark `json:"marks"`
 	// Lists is the runner-list cache by scope key (ETags and pages). It only
 	// saves rate limit, so a backend short of room may drop it.
-	Lists map[string]reconcile.ListCache `json:"lists,omitempty"`
+	Lists map[string]ListCache `json:"lists,omitempty"`
 	// NextScope is the key of the scope the next sweep lists first, when a
 	// sweep cannot list every scope: the position of the fair rotation.
 	// Empty starts at the first configured scope.
 	NextScope string `json:"next_scope,omitempty"`
+}
+
+// ListCache is what the ledger remembers of a scope's runner list so that
+// the next sweep can ask GitHub with If-None-Match and reuse an unchanged
+// page: a 304 costs no rate limit. It lives here, not in reconcile, because
+// only the GitHub client, the sweep and the ledger read it; the verdicts
+// never do.
+type ListCache struct {
+	Pages []CachedPage `json:"pages"`
+}
+
+// CachedPage is one page of a runner list with the ETag GitHub gave it.
+type CachedPage struct {
+	ETag       string                   `json:"etag"`
+	TotalCount int                      `json:"total"`
+	Runners    []reconcile.Registration `json:"runners"`
+	// NextPage is the page number the Link header pointed to, zero on the
+	// last page.
+	NextPage int `json:"next,omitempty"`
 }
 
 // Version identifies one saved state of the ledger. It is opaque to callers:
@@ -53,34 +78,14 @@ type Store interface {
 	Save(ctx context.Context, l Ledger, v Version) (Version, error)
 }
 
-// normalize gives a ledger non-nil maps, so callers can write to what Load
-// returns without checking.
-func normalize(l Ledger) Ledger {
+// Normalize gives a ledger non-nil maps. Every backend's Load returns what
+// it gives, so that callers can write to a loaded ledger without checking.
+func Normalize(l Ledger) Ledger {
 	if l.Marks == nil {
 		l.Marks = map[string]reconcile.Mark{}
 	}
 	if l.Lists == nil {
-		l.Lists = map[string]reconcile.ListCache{}
+		l.Lists = map[string]ListCache{}
 	}
 	return l
-}
-
-// encodeLedger and decodeLedger are the JSON form the Memory and File
-// backends keep. Memory keeps bytes rather than the caller's maps so that a
-// caller changing a loaded ledger cannot change the stored one, and so that
-// it stores exactly what the real backends would.
-func encodeLedger(l Ledger) ([]byte, error) {
-	b, err := json.Marshal(normalize(l))
-	if err != nil {
-		return nil, fmt.Errorf("encode ledger: %w", err)
-	}
-	return b, nil
-}
-
-func decodeLedger(b []byte) (Ledger, error) {
-	var l Ledger
-	if err := json.Unmarshal(b, &l); err != nil {
-		return Ledger{}, fmt.Errorf("decode ledger: %w", err)
-	}
-	return normalize(l), nil
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/state/dynamo"
+	"github.com/runner-reaper/runner-reaper/state/file"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -38,15 +40,15 @@ func TestConcurrentSweepsExactlyOneActs(t *testing.T) {
 		{"configmap", func(t *testing.T) func() state.Store { return nil }},
 		{"file", func(t *testing.T) func() state.Store {
 			path := filepath.Join(t.TempDir(), "ledger.json")
-			return func() state.Store { return state.NewFile(path) }
+			return func() state.Store { return file.New(path) }
 		}},
 		{"dynamodb", func(t *testing.T) func() state.Store {
 			d, err := testenv.StartDynalite()
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			require.NoError(t, d.CreateTable(ctx, state.DynamoTableSchema("runner-reaper-ledger")))
-			return func() state.Store { return state.NewDynamo(d.Client, "runner-reaper-ledger", "runner-reaper", nil) }
+			require.NoError(t, d.CreateTable(ctx, dynamo.TableSchema("runner-reaper-ledger")))
+			return func() state.Store { return dynamo.New(d.Client, "runner-reaper-ledger", "runner-reaper", nil) }
 		}},
 	}
 	for _, b := range backends {

@@ -9,10 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/state/configmap"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -86,7 +88,7 @@ func TestDroppedScopeLeavesNoCache(t *testing.T) {
 	r.sim.AddScope("repo:acme/web")
 	r.sim.AddRunner("repo:acme/web", ghRunner("web-1"))
 	require.NoError(t, r.run(sweep.Act).Err)
-	store := state.NewConfigMap(env.Client, r.ns, "runner-reaper-ledger", nil)
+	store := configmap.New(env.Client, r.ns, "runner-reaper-ledger", nil)
 	l, _, err := store.Load(context.Background())
 	require.NoError(t, err)
 	assert.Contains(t, l.Lists, repo.Key())
@@ -97,6 +99,37 @@ func TestDroppedScopeLeavesNoCache(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, l.Lists, repo.Key())
 	assert.Contains(t, l.Lists, orgScope)
+}
+
+// A ledger that had to be trimmed to fit its backend's limit is in the
+// sweep's result and summary: the marks dropped restart their confirmation,
+// and the summary is what an operator reads. A save that fits says nothing.
+func TestTrimmedLedgerIsSummarised(t *testing.T) {
+	r := newRig(t)
+	r.runner("acme-zombie", "offline", false)
+	r.pod("acme-zombie", testenv.Running())
+
+	s := r.sweeper()
+	store := configmap.New(env.Client, r.ns, "runner-reaper-ledger", nil)
+	// Room for an empty marks object only: the mark and the list cache go.
+	store.LimitBytes = len(state.MarksKey) + len("{}")
+	s.Ledger = store
+	res := app.Sweep(context.Background(), s, sweep.DryRun, s.Log)
+	require.NoError(t, res.Err)
+	require.Len(t, res.Confirmation.Marks, 1)
+	assert.Equal(t, state.Trim{DroppedLists: 1, DroppedMarks: 1, LimitBytes: store.LimitBytes}, res.LedgerTrim)
+	sums := r.lines("sweep")
+	require.Len(t, sums, 1)
+	assert.EqualValues(t, 1, sums[0]["ledger_trimmed_marks"])
+	assert.EqualValues(t, 1, sums[0]["ledger_trimmed_lists"])
+
+	res = r.run(sweep.DryRun)
+	require.NoError(t, res.Err)
+	assert.False(t, res.LedgerTrim.Trimmed())
+	sums = r.lines("sweep")
+	require.Len(t, sums, 2)
+	assert.NotContains(t, sums[1], "ledger_trimmed_marks")
+	assert.NotContains(t, sums[1], "ledger_trimmed_lists")
 }
 
 // Each admitted action costs one Kubernetes request more than its writes:

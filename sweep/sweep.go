@@ -35,7 +35,7 @@ type NamespaceChecker interface {
 // RunnerLister reads one scope's complete runner list, using and renewing
 // the conditional-request cache.
 type RunnerLister interface {
-	ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error)
+	ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error)
 }
 
 // EphemeralRunnerLister lists ARC's EphemeralRunners, for ARC's own leaks
@@ -128,6 +128,14 @@ type Sweeper struct {
 	ListRoom time.Duration
 }
 
+// trimReporter is a ledger that must fit a size limit (the ConfigMap and
+// DynamoDB backends) and so may leave part of a ledger out of a save. The
+// sweep reports what the last save left out: a dropped mark restarts that
+// verdict's confirmation, and a dropped list cache costs rate limit.
+type trimReporter interface {
+	LastTrim() state.Trim
+}
+
 // ErrDeadline is the cause of a sweep stopped by its own Timeout.
 var ErrDeadline = errors.New("the sweep's deadline (REAPER_SWEEP_TIMEOUT) passed")
 
@@ -156,6 +164,10 @@ type Result struct {
 	// sweep starts (empty when this one reached every scope).
 	Deferred  []string
 	NextScope string
+	// LedgerTrim is what the sweep's last successful save of the ledger
+	// left out to fit the backend's size limit; zero when nothing was left
+	// out, or the backend has no limit.
+	LedgerTrim state.Trim
 }
 
 // Run performs one sweep. It never returns an error without a Result: the
@@ -212,7 +224,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	// The cache is rebuilt from the configured scopes, so a scope removed
 	// from the configuration leaves nothing behind in the ledger; a scope
 	// whose list failed keeps its old pages for the next conditional read.
-	lists := make(map[string]reconcile.ListCache, len(s.Scopes))
+	lists := make(map[string]state.ListCache, len(s.Scopes))
 	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Lists: make(map[string]reconcile.ScopeList, len(s.Scopes)), Unobserved: unobserved}
 	// Once GitHub says rate-limited, the rest of the sweep sends it
 	// nothing (see notListed): later scopes are skipped as rate-limited.
@@ -220,7 +232,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	b := budget{max: s.MaxScopes, room: s.ListRoom}
 	for _, scope := range rotation(s.Scopes, ledger.NextScope) {
 		key := scope.Key()
-		var cache *reconcile.ListCache
+		var cache *state.ListCache
 		if c, ok := ledger.Lists[key]; ok {
 			cache = &c
 			lists[key] = c
@@ -275,6 +287,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			res.Status, res.Err = StatusFailed, fmt.Errorf("save ledger before acting (no action taken): %w", err)
 			return res
 		}
+		res.LedgerTrim = s.lastTrim()
 	}
 
 	reaper := s.Reaper(mode)
@@ -294,6 +307,8 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 				// The marks only point at objects that are gone or
 				// busy now; the next sweep clears them anyway.
 				s.Log.Warn("save ledger after acting", slog.String("error", err.Error()))
+			} else {
+				res.LedgerTrim = s.lastTrim()
 			}
 		}
 	}
@@ -416,4 +431,13 @@ func rotation(scopes []reconcile.Scope, next string) []reconcile.Scope {
 		}
 	}
 	return scopes
+}
+
+// lastTrim is what the ledger's last successful save left out, for a ledger
+// that says; the zero Trim for one that cannot leave anything out.
+func (s *Sweeper) lastTrim() state.Trim {
+	if tr, ok := s.Ledger.(trimReporter); ok {
+		return tr.LastTrim()
+	}
+	return state.Trim{}
 }

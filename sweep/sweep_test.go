@@ -17,6 +17,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/state/configmap"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -140,7 +141,7 @@ func TestSweepReapsEveryVerdictAndNothingElse(t *testing.T) {
 	}
 
 	// The ledger is left clean.
-	l, _, err := state.NewConfigMap(env.Client, r.ns, "runner-reaper-ledger", nil).Load(context.Background())
+	l, _, err := configmap.New(env.Client, r.ns, "runner-reaper-ledger", nil).Load(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, l.Marks)
 }
@@ -226,7 +227,7 @@ type busyAfterList struct {
 	flip func()
 }
 
-func (b busyAfterList) ListRunners(ctx context.Context, s reconcile.Scope, c *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error) {
+func (b busyAfterList) ListRunners(ctx context.Context, s reconcile.Scope, c *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
 	regs, cache, err := b.RunnerLister.ListRunners(ctx, s, c)
 	b.flip()
 	return regs, cache, err
@@ -350,7 +351,7 @@ func TestDryRunAndAuditDeleteNothing(t *testing.T) {
 	z := r.runner("acme-zombie", "offline", false)
 	r.pod("acme-zombie", testenv.Running())
 	r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
-	store := state.NewConfigMap(env.Client, r.ns, "runner-reaper-ledger", nil)
+	store := configmap.New(env.Client, r.ns, "runner-reaper-ledger", nil)
 
 	audit := r.run(sweep.Audit)
 	require.NoError(t, audit.Err)

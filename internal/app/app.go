@@ -31,6 +31,10 @@ import (
 	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/secret"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/state/configmap"
+	"github.com/runner-reaper/runner-reaper/state/dynamo"
+	"github.com/runner-reaper/runner-reaper/state/file"
+	"github.com/runner-reaper/runner-reaper/state/memory"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -279,13 +283,13 @@ func ledger(l config.Ledger, cs kubernetes.Interface, awsCfg *aws.Config, log *s
 			}
 			awsCfg = &c
 		}
-		return state.NewDynamo(dynamodb.NewFromConfig(*awsCfg), l.Table, ledgerKey, log), nil
+		return dynamo.New(dynamodb.NewFromConfig(*awsCfg), l.Table, ledgerKey, log), nil
 	case config.LedgerMemory:
-		return state.NewMemory(), nil
+		return memory.New(), nil
 	case config.LedgerFile:
-		return state.NewFile(l.Path), nil
+		return file.New(l.Path), nil
 	case config.LedgerConfigMap:
-		return state.NewConfigMap(cs, l.Namespace, l.Name, log), nil
+		return configmap.New(cs, l.Namespace, l.Name, log), nil
 	default:
 		return nil, fmt.Errorf("ledger kind %q", l.Kind)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
 )
 
 const (
@@ -196,10 +197,10 @@ func parsePath(method, path string) (scope string, id int64, endpoint string) {
 type hiddenBusy struct{ inner runnerLister }
 
 type runnerLister interface {
-	ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error)
+	ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error)
 }
 
-func (h hiddenBusy) ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error) {
+func (h hiddenBusy) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
 	regs, c, err := h.inner.ListRunners(ctx, scope, cache)
 	for i := range regs {
 		regs[i].Busy = false

@@ -16,6 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/state/memory"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -181,7 +182,7 @@ func (sc *sweepCtx) allowed() []sweep.Status {
 // load and its save.
 type ledger struct {
 	w       *world
-	mem     *state.Memory
+	mem     *memory.Store
 	overlap func()
 }
 
@@ -213,7 +214,7 @@ type observedLister struct {
 	w     *world
 }
 
-func (o observedLister) ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error) {
+func (o observedLister) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
 	regs, c, err := o.inner.ListRunners(ctx, scope, cache)
 	if err != nil {
 		return regs, c, err
@@ -238,7 +239,7 @@ func (o observedLister) ListRunners(ctx context.Context, scope reconcile.Scope, 
 // swallowed is the broken lister that reads a failed list as empty.
 type swallowed struct{ inner runnerLister }
 
-func (s swallowed) ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error) {
+func (s swallowed) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
 	regs, c, err := s.inner.ListRunners(ctx, scope, cache)
 	if err != nil {
 		return nil, nil, nil
@@ -249,7 +250,7 @@ func (s swallowed) ListRunners(ctx context.Context, scope reconcile.Scope, cache
 // dropping is the broken lister that loses every seventh registration.
 type dropping struct{ inner runnerLister }
 
-func (d dropping) ListRunners(ctx context.Context, scope reconcile.Scope, cache *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error) {
+func (d dropping) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
 	regs, c, err := d.inner.ListRunners(ctx, scope, cache)
 	kept := regs[:0:0]
 	for _, r := range regs {
@@ -576,7 +577,7 @@ func Run(cfg Config) (*Stats, error) {
 	start := time.Now()
 	st := &Stats{Seed: cfg.Seed, TimeToClean: map[string][]int{}}
 	w := newWorld(cfg, st)
-	store := &ledger{w: w, mem: state.NewMemory()}
+	store := &ledger{w: w, mem: memory.New()}
 	c := &checker{first: map[string]firstSeen{}}
 	w.trackLeaks()
 	var failed error
@@ -586,7 +587,7 @@ func Run(cfg Config) (*Stats, error) {
 		w.trackLeaks()
 		sc := &sweepCtx{no: i, at: w.now, listFault: map[string]faultKind{}, acted: map[string]bool{}}
 		if w.chance(Wipe, 0.003) {
-			store.mem = state.NewMemory()
+			store.mem = memory.New()
 			// Every mark restarts: a documented delay, for the leaks
 			// open now and for those whose marks were already running.
 			sc.overlap = true

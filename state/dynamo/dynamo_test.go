@@ -1,8 +1,7 @@
-package state
+package dynamo
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -18,74 +17,47 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
+	. "github.com/runner-reaper/runner-reaper/state/internal/statetest"
 )
 
 // dynaliteTable is the table every DynamoDB test shares; each test gets a
 // ledger of its own by key (freshKey).
 const dynaliteTable = "runner-reaper-ledger"
 
-// dynaliteServer is a running dynalite, the real DynamoDB-compatible server
-// installed from npm into tools/dynalite by `make test`.
+// dynaliteServer is the process's dynalite, the real DynamoDB-compatible
+// server installed from npm into tools/dynalite, with the shared table.
 type dynaliteServer struct {
-	url    string
 	client *dynamodb.Client
-	keys   atomic.Int64
-	// dyn is held so that dynalite's stdin pipe, whose closing stops it,
-	// is not collected while the tests run.
-	dyn *testenv.Dynalite
 }
 
-var (
-	dynaliteOnce sync.Once
-	dynaliteSrv  *dynaliteServer
-	dynaliteErr  error
-)
+// keys numbers the ledgers the tests make, so that no two share a key.
+var keys atomic.Int64
 
-// dynalite returns the one dynalite of this test process, starting it with
-// the shared table on first use. It fails the test, never skips it, when
-// node or dynalite is missing: a test that quietly does not run proves
-// nothing.
-func dynalite(t testing.TB) *dynaliteServer {
+// dynalite returns the process's dynalite, starting it with the shared
+// table on first use (statetest.Dynalite skips in -short mode).
+func dynalite(t testing.TB) dynaliteServer {
 	t.Helper()
-	dynaliteOnce.Do(func() { dynaliteSrv, dynaliteErr = startDynalite(t) })
-	if dynaliteErr != nil {
-		t.Fatalf("dynalite: %v", dynaliteErr)
-	}
-	return dynaliteSrv
+	return dynaliteServer{client: Dynalite(t, TableSchema(dynaliteTable)).Client}
 }
 
 // freshKey returns a ledger key no other test uses, so that each test starts
 // from a missing ledger on the shared table.
-func (s *dynaliteServer) freshKey(t testing.TB) string {
-	return fmt.Sprintf("%s#%d", t.Name(), s.keys.Add(1))
-}
-
-// startDynalite starts the process's dynalite and creates the shared table.
-func startDynalite(t testing.TB) (*dynaliteServer, error) {
-	d, err := testenv.StartDynalite()
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := d.CreateTable(ctx, DynamoTableSchema(dynaliteTable)); err != nil {
-		return nil, err
-	}
-	return &dynaliteServer{url: d.URL, client: d.Client, dyn: d}, nil
+func (dynaliteServer) freshKey(t testing.TB) string {
+	return fmt.Sprintf("%s#%d", t.Name(), keys.Add(1))
 }
 
 // open returns a store on the shared table at key, as a separate sweep
 // would hold.
-func (s *dynaliteServer) open(key string, logger *slog.Logger) *Dynamo {
-	return NewDynamo(s.client, dynaliteTable, key, logger)
+func (s dynaliteServer) open(key string, logger *slog.Logger) *Store {
+	return New(s.client, dynaliteTable, key, logger)
 }
 
 // rawItem reads the stored item as DynamoDB holds it.
-func rawItem(t *testing.T, s *dynaliteServer, key string) map[string]types.AttributeValue {
+func rawItem(t *testing.T, s dynaliteServer, key string) map[string]types.AttributeValue {
 	t.Helper()
-	out, err := s.client.GetItem(ctx(t), &dynamodb.GetItemInput{
+	out, err := s.client.GetItem(Ctx(t), &dynamodb.GetItemInput{
 		TableName:      aws.String(dynaliteTable),
 		Key:            map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}},
 		ConsistentRead: aws.Bool(true),
@@ -102,9 +74,9 @@ func TestDynamoItemAttributes(t *testing.T) {
 	srv := dynalite(t)
 	key := srv.freshKey(t)
 	s := srv.open(key, nil)
-	want := sample()
+	want := Sample()
 	before := time.Now().UTC().Truncate(time.Second)
-	v, err := s.Save(ctx(t), want, "")
+	v, err := s.Save(Ctx(t), want, "")
 	require.NoError(t, err)
 	after := time.Now().UTC()
 
@@ -120,7 +92,7 @@ func TestDynamoItemAttributes(t *testing.T) {
 
 	require.IsType(t, &types.AttributeValueMemberN{}, item["version"])
 	assert.Equal(t, "1", item["version"].(*types.AttributeValueMemberN).Value)
-	assert.Equal(t, Version("1"), v)
+	assert.Equal(t, state.Version("1"), v)
 
 	require.IsType(t, &types.AttributeValueMemberS{}, item["marks"])
 	raw := item["marks"].(*types.AttributeValueMemberS).Value
@@ -132,8 +104,8 @@ func TestDynamoItemAttributes(t *testing.T) {
 	assert.Equal(t, want.Marks, gotMarks)
 
 	require.IsType(t, &types.AttributeValueMemberB{}, item["lists"])
-	var gotLists map[string]reconcile.ListCache
-	require.NoError(t, gunzipJSON(item["lists"].(*types.AttributeValueMemberB).Value, &gotLists))
+	var gotLists map[string]state.ListCache
+	require.NoError(t, state.GunzipJSON(item["lists"].(*types.AttributeValueMemberB).Value, &gotLists))
 	assert.Equal(t, want.Lists, gotLists)
 
 	require.IsType(t, &types.AttributeValueMemberS{}, item["updated"])
@@ -142,25 +114,25 @@ func TestDynamoItemAttributes(t *testing.T) {
 	assert.False(t, updated.Before(before) || updated.After(after), "updated %s is the time of the save (%s to %s)", updated, before, after)
 
 	// A save without a list cache leaves no lists attribute, and counts on.
-	v2, err := s.Save(ctx(t), Ledger{Marks: marks(2)}, v)
+	v2, err := s.Save(Ctx(t), state.Ledger{Marks: Marks(2)}, v)
 	require.NoError(t, err)
-	assert.Equal(t, Version("2"), v2)
+	assert.Equal(t, state.Version("2"), v2)
 	item = rawItem(t, srv, key)
 	assert.NotContains(t, item, "lists")
 	assert.Equal(t, "2", item["version"].(*types.AttributeValueMemberN).Value)
-	l, lv, err := s.Load(ctx(t))
+	l, lv, err := s.Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Equal(t, v2, lv)
-	assert.Equal(t, Ledger{Marks: marks(2), Lists: map[string]reconcile.ListCache{}}, l)
+	assert.Equal(t, state.Ledger{Marks: Marks(2), Lists: map[string]state.ListCache{}}, l)
 }
 
-// TestDynamoTableSchema checks the table the tests run on, made from
-// DynamoTableSchema, is what the backend documents: pk, a string, the only
+// TestTableSchema checks the table the tests run on, made from
+// TableSchema, is what the backend documents: pk, a string, the only
 // key, on demand.
-func TestDynamoTableSchema(t *testing.T) {
+func TestTableSchema(t *testing.T) {
 	t.Parallel()
 	srv := dynalite(t)
-	out, err := srv.client.DescribeTable(ctx(t), &dynamodb.DescribeTableInput{TableName: aws.String(dynaliteTable)})
+	out, err := srv.client.DescribeTable(Ctx(t), &dynamodb.DescribeTableInput{TableName: aws.String(dynaliteTable)})
 	require.NoError(t, err)
 	td := out.Table
 	require.Len(t, td.KeySchema, 1)
@@ -174,7 +146,7 @@ func TestDynamoTableSchema(t *testing.T) {
 }
 
 // TestDynamoSweepsRace is two sweeps on one ledger version: both load, both
-// save at once. Exactly one save succeeds, the other is ErrConflict, and the
+// save at once. Exactly one save succeeds, the other is state.ErrConflict, and the
 // stored ledger is the winner's. Repeated, since one interleaving proves
 // little about a conditional write.
 func TestDynamoSweepsRace(t *testing.T) {
@@ -182,22 +154,22 @@ func TestDynamoSweepsRace(t *testing.T) {
 	srv := dynalite(t)
 	for round := 0; round < 20; round++ {
 		key := srv.freshKey(t)
-		_, err := srv.open(key, nil).Save(ctx(t), sample(), "")
+		_, err := srv.open(key, nil).Save(Ctx(t), Sample(), "")
 		require.NoError(t, err)
 
-		sweeps := []*Dynamo{srv.open(key, nil), srv.open(key, nil)}
-		ledgers := make([]Ledger, 2)
-		loaded := make([]Version, 2)
+		sweeps := []*Store{srv.open(key, nil), srv.open(key, nil)}
+		ledgers := make([]state.Ledger, 2)
+		loaded := make([]state.Version, 2)
 		for i, s := range sweeps {
-			ledgers[i], loaded[i], err = s.Load(ctx(t))
+			ledgers[i], loaded[i], err = s.Load(Ctx(t))
 			require.NoError(t, err)
-			k, m := mark(100 + i)
+			k, m := Mark(100 + i)
 			ledgers[i].Marks[k] = m
 			delete(ledgers[i].Lists, fmt.Sprintf("org:scope-%d", i))
 		}
 		require.Equal(t, loaded[0], loaded[1])
 
-		saved := make([]Version, 2)
+		saved := make([]state.Version, 2)
 		errs := make([]error, 2)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -206,7 +178,7 @@ func TestDynamoSweepsRace(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				saved[i], errs[i] = s.Save(ctx(t), ledgers[i], loaded[i])
+				saved[i], errs[i] = s.Save(Ctx(t), ledgers[i], loaded[i])
 			}()
 		}
 		close(start)
@@ -223,11 +195,11 @@ func TestDynamoSweepsRace(t *testing.T) {
 		default:
 			t.Fatalf("round %d: neither sweep saved: %v; %v", round, errs[0], errs[1])
 		}
-		require.ErrorIs(t, errs[loser], ErrConflict, "round %d", round)
+		require.ErrorIs(t, errs[loser], state.ErrConflict, "round %d", round)
 		var ccf *types.ConditionalCheckFailedException
 		assert.ErrorAs(t, errs[loser], &ccf, "the conflict is DynamoDB's own verdict")
 
-		got, gv, err := srv.open(key, nil).Load(ctx(t))
+		got, gv, err := srv.open(key, nil).Load(Ctx(t))
 		require.NoError(t, err)
 		assert.Equal(t, saved[winner], gv, "round %d", round)
 		assert.Equal(t, ledgers[winner], got, "round %d: the stored ledger is the winner's", round)
@@ -244,8 +216,8 @@ func TestDynamoTrim(t *testing.T) {
 	s := srv.open(srv.freshKey(t), slog.New(slog.NewJSONHandler(&logs, nil)))
 	s.LimitBytes = 2048
 
-	l := Ledger{Marks: marks(40), Lists: lists(3, 50)}
-	v, err := s.Save(ctx(t), l, "")
+	l := state.Ledger{Marks: Marks(40), Lists: Lists(3, 50)}
+	v, err := s.Save(Ctx(t), l, "")
 	require.NoError(t, err)
 
 	trim := s.LastTrim()
@@ -255,18 +227,18 @@ func TestDynamoTrim(t *testing.T) {
 	require.Greater(t, trim.DroppedMarks, 0)
 	require.Less(t, trim.DroppedMarks, 40)
 
-	got, _, err := s.Load(ctx(t))
+	got, _, err := s.Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Empty(t, got.Lists)
 	require.NotNil(t, got.Lists)
 	kept := 40 - trim.DroppedMarks
 	require.Len(t, got.Marks, kept)
 	for i := 40 - kept; i < 40; i++ { // the newest marks are kept
-		k, m := mark(i)
+		k, m := Mark(i)
 		assert.Equal(t, m, got.Marks[k], "mark %d", i)
 	}
 
-	lines := logLines(t, &logs)
+	lines := LogLines(t, &logs)
 	require.Len(t, lines, 1)
 	assert.Equal(t, "WARN", lines[0]["level"])
 	assert.Equal(t, "ledger trimmed", lines[0]["msg"])
@@ -275,10 +247,10 @@ func TestDynamoTrim(t *testing.T) {
 	assert.Equal(t, float64(trim.DroppedMarks), lines[0]["dropped_marks"])
 	assert.Equal(t, float64(2048), lines[0]["limit_bytes"])
 
-	_, err = s.Save(ctx(t), Ledger{Marks: marks(1)}, v)
+	_, err = s.Save(Ctx(t), state.Ledger{Marks: Marks(1)}, v)
 	require.NoError(t, err)
 	assert.False(t, s.LastTrim().Trimmed(), "a save that fits reports no trim")
-	assert.Empty(t, logLines(t, &logs), "and logs no warning")
+	assert.Empty(t, LogLines(t, &logs), "and logs no warning")
 }
 
 // TestDynamoDefaultLimitFitsAnItem saves a ledger over DynamoDB's 400 KB
@@ -288,25 +260,25 @@ func TestDynamoTrim(t *testing.T) {
 func TestDynamoDefaultLimitFitsAnItem(t *testing.T) {
 	t.Parallel()
 	srv := dynalite(t)
-	big := Ledger{Marks: marks(2500)}
+	big := state.Ledger{Marks: Marks(2500)}
 	b, err := json.Marshal(big.Marks)
 	require.NoError(t, err)
 	require.Greater(t, len(b), 400*1024, "the ledger must be over the item limit")
 
 	unlimited := srv.open(srv.freshKey(t), nil)
 	unlimited.LimitBytes = 4 << 20
-	_, err = unlimited.Save(ctx(t), big, "")
+	_, err = unlimited.Save(Ctx(t), big, "")
 	require.Error(t, err, "dynalite enforces the 400 KB item limit")
-	assert.False(t, errorsIsConflict(err), "an item too large is not a conflict: %v", err)
+	assert.NotErrorIs(t, err, state.ErrConflict, "an item too large is not a conflict: %v", err)
 	assert.False(t, unlimited.LastTrim().Trimmed())
 
 	s := srv.open(srv.freshKey(t), nil)
-	_, err = s.Save(ctx(t), big, "")
+	_, err = s.Save(Ctx(t), big, "")
 	require.NoError(t, err)
 	trim := s.LastTrim()
 	assert.True(t, trim.Trimmed())
-	assert.Equal(t, DefaultDynamoLimitBytes, trim.LimitBytes)
-	got, _, err := s.Load(ctx(t))
+	assert.Equal(t, DefaultLimitBytes, trim.LimitBytes)
+	got, _, err := s.Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Len(t, got.Marks, 2500-trim.DroppedMarks)
 }
@@ -351,12 +323,12 @@ func TestDynamoCorruptItem(t *testing.T) {
 			key := srv.freshKey(t)
 			item := good(key)
 			c.change(item)
-			_, err := srv.client.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(dynaliteTable), Item: item})
+			_, err := srv.client.PutItem(Ctx(t), &dynamodb.PutItemInput{TableName: aws.String(dynaliteTable), Item: item})
 			require.NoError(t, err)
 
-			_, _, err = srv.open(key, nil).Load(ctx(t))
+			_, _, err = srv.open(key, nil).Load(Ctx(t))
 			require.Error(t, err)
-			assert.False(t, errorsIsConflict(err), "a corrupt ledger is not a conflict: %v", err)
+			assert.NotErrorIs(t, err, state.ErrConflict, "a corrupt ledger is not a conflict: %v", err)
 			assert.Contains(t, err.Error(), c.want)
 			assert.Contains(t, err.Error(), key, "the error names the item")
 		})
@@ -375,7 +347,7 @@ func TestDynamoCorruptListCacheIsDropped(t *testing.T) {
 		why   string
 	}{
 		{"not gzip", &types.AttributeValueMemberB{Value: []byte("not gzip")}, "gzip"},
-		{"gzip of another shape", &types.AttributeValueMemberB{Value: gzipped(t, `"a string"`)}, "cannot unmarshal"},
+		{"gzip of another shape", &types.AttributeValueMemberB{Value: Gzipped(t, `"a string"`)}, "cannot unmarshal"},
 		{"not binary", &types.AttributeValueMemberS{Value: "H4sI"}, "not binary"},
 	}
 	for _, c := range cases {
@@ -387,16 +359,16 @@ func TestDynamoCorruptListCacheIsDropped(t *testing.T) {
 				"marks":   &types.AttributeValueMemberS{Value: `{"pod/0000-uid-0001":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T09:01:00Z"}}`},
 				"lists":   c.lists,
 			}
-			_, err := srv.client.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(dynaliteTable), Item: item})
+			_, err := srv.client.PutItem(Ctx(t), &dynamodb.PutItemInput{TableName: aws.String(dynaliteTable), Item: item})
 			require.NoError(t, err)
 
 			var buf bytes.Buffer
-			l, v, err := srv.open(key, slog.New(slog.NewJSONHandler(&buf, nil))).Load(ctx(t))
+			l, v, err := srv.open(key, slog.New(slog.NewJSONHandler(&buf, nil))).Load(Ctx(t))
 			require.NoError(t, err, "a corrupt cache does not block the sweep")
-			assert.Equal(t, Version("3"), v)
+			assert.Equal(t, state.Version("3"), v)
 			assert.Len(t, l.Marks, 1, "the marks load as they were")
 			assert.Empty(t, l.Lists)
-			lines := logLines(t, &buf)
+			lines := LogLines(t, &buf)
 			require.Len(t, lines, 1, "one warning")
 			assert.Equal(t, "ledger list cache dropped", lines[0]["msg"])
 			assert.Equal(t, dynaliteTable, lines[0]["dynamodb_table"])
@@ -413,20 +385,20 @@ func TestDynamoCorruptListCacheIsDropped(t *testing.T) {
 func TestDynamoMissingTable(t *testing.T) {
 	t.Parallel()
 	srv := dynalite(t)
-	s := NewDynamo(srv.client, "no-such-table", "ledger", nil)
+	s := New(srv.client, "no-such-table", "ledger", nil)
 	var notFound *types.ResourceNotFoundException
 
-	_, _, err := s.Load(ctx(t))
+	_, _, err := s.Load(Ctx(t))
 	require.Error(t, err)
-	assert.False(t, errorsIsConflict(err), "%v", err)
+	assert.NotErrorIs(t, err, state.ErrConflict, "%v", err)
 	assert.ErrorAs(t, err, &notFound)
 	assert.Contains(t, err.Error(), "get ledger item")
 	assert.Contains(t, err.Error(), "no-such-table")
 
-	for _, v := range []Version{"", "4"} {
-		_, err = s.Save(ctx(t), sample(), v)
+	for _, v := range []state.Version{"", "4"} {
+		_, err = s.Save(Ctx(t), Sample(), v)
 		require.Error(t, err, "save at version %q", v)
-		assert.False(t, errorsIsConflict(err), "save at version %q: %v", v, err)
+		assert.NotErrorIs(t, err, state.ErrConflict, "save at version %q: %v", v, err)
 		assert.ErrorAs(t, err, &notFound)
 		assert.Contains(t, err.Error(), "no-such-table")
 	}
@@ -440,22 +412,22 @@ func TestDynamoVersions(t *testing.T) {
 	srv := dynalite(t)
 	key := srv.freshKey(t)
 	s := srv.open(key, nil)
-	v, err := s.Save(ctx(t), sample(), "")
+	v, err := s.Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 
-	_, err = s.Save(ctx(t), sample(), "v1")
+	_, err = s.Save(Ctx(t), Sample(), "v1")
 	require.Error(t, err)
-	assert.False(t, errorsIsConflict(err), "%v", err)
+	assert.NotErrorIs(t, err, state.ErrConflict, "%v", err)
 	assert.True(t, strings.Contains(err.Error(), "not given by this store"), "%v", err)
 
-	_, err = srv.client.DeleteItem(ctx(t), &dynamodb.DeleteItemInput{
+	_, err = srv.client.DeleteItem(Ctx(t), &dynamodb.DeleteItemInput{
 		TableName: aws.String(dynaliteTable),
 		Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}},
 	})
 	require.NoError(t, err)
-	_, err = s.Save(ctx(t), sample(), v)
-	require.ErrorIs(t, err, ErrConflict)
-	_, lv, err := s.Load(ctx(t))
+	_, err = s.Save(Ctx(t), Sample(), v)
+	require.ErrorIs(t, err, state.ErrConflict)
+	_, lv, err := s.Load(Ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, Version(""), lv, "the conflicting save created nothing")
+	assert.Equal(t, state.Version(""), lv, "the conflicting save created nothing")
 }

@@ -1,4 +1,6 @@
-package state
+// Package configmap is a ledger store in one Kubernetes ConfigMap, the
+// default in a cluster.
+package configmap
 
 import (
 	"context"
@@ -12,9 +14,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/runner-reaper/runner-reaper/state"
 )
 
-// ConfigMap is a Store in one Kubernetes ConfigMap, the default in a
+// Store is a state.Store in one Kubernetes ConfigMap, the default in a
 // cluster: it needs no other infrastructure, and its resourceVersion gives
 // optimistic concurrency for free. The version is the resourceVersion.
 //
@@ -32,7 +36,7 @@ import (
 // A ConfigMap holds at most 1 MiB, so Save keeps the ledger under LimitBytes
 // by dropping first the list cache and then the oldest marks, and says so in
 // a warning and through LastTrim.
-type ConfigMap struct {
+type Store struct {
 	client    kubernetes.Interface
 	namespace string
 	name      string
@@ -42,13 +46,18 @@ type ConfigMap struct {
 	// the first Save.
 	LimitBytes int
 
-	trimLog
+	trims *state.TrimLog
 
 	mu sync.Mutex
 	// last is the object as this store last loaded or saved it: the base
 	// of a Save at its resourceVersion, which then needs no extra read.
 	last *corev1.ConfigMap
 }
+
+// DefaultLimitBytes is the size Save keeps a ledger under. The API server
+// refuses a ConfigMap whose data exceeds 1 MiB; the margin leaves room for
+// metadata and for the ledger growing between sweeps.
+const DefaultLimitBytes = 900 * 1024
 
 // savesKey is the data key of the save counter.
 const savesKey = "saves"
@@ -63,42 +72,46 @@ func ledgerLabels() map[string]string {
 	}
 }
 
-// NewConfigMap returns a store in the ConfigMap namespace/name. A nil logger
+// New returns a store in the ConfigMap namespace/name. A nil logger
 // discards the trim warnings (LastTrim still reports them).
-func NewConfigMap(client kubernetes.Interface, namespace, name string, logger *slog.Logger) *ConfigMap {
-	return &ConfigMap{client: client, namespace: namespace, name: name, trimLog: newTrimLog(logger)}
+func New(client kubernetes.Interface, namespace, name string, logger *slog.Logger) *Store {
+	return &Store{client: client, namespace: namespace, name: name, trims: state.NewTrimLog(logger)}
 }
 
+// LastTrim reports what the most recent successful Save left out to fit
+// LimitBytes, for the sweep's summary.
+func (c *Store) LastTrim() state.Trim { return c.trims.LastTrim() }
+
 // Load reads the ConfigMap; a missing one is an empty ledger at Version "".
-func (c *ConfigMap) Load(ctx context.Context) (Ledger, Version, error) {
+func (c *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
 	cm, err := c.client.CoreV1().ConfigMaps(c.namespace).Get(ctx, c.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return normalize(Ledger{}), "", nil
+		return state.Normalize(state.Ledger{}), "", nil
 	}
 	if err != nil {
-		return Ledger{}, "", fmt.Errorf("get ledger configmap %s/%s: %w", c.namespace, c.name, err)
+		return state.Ledger{}, "", fmt.Errorf("get ledger configmap %s/%s: %w", c.namespace, c.name, err)
 	}
-	var l Ledger
-	if s, ok := cm.Data[marksKey]; ok {
+	var l state.Ledger
+	if s, ok := cm.Data[state.MarksKey]; ok {
 		if err := json.Unmarshal([]byte(s), &l.Marks); err != nil {
-			return Ledger{}, "", fmt.Errorf("decode %s of ledger configmap %s/%s: %w", marksKey, c.namespace, c.name, err)
+			return state.Ledger{}, "", fmt.Errorf("decode %s of ledger configmap %s/%s: %w", state.MarksKey, c.namespace, c.name, err)
 		}
 	}
-	if b, ok := cm.BinaryData[listsKey]; ok {
-		if err := gunzipJSON(b, &l.Lists); err != nil {
+	if b, ok := cm.BinaryData[state.ListsKey]; ok {
+		if err := state.GunzipJSON(b, &l.Lists); err != nil {
 			// Only a cache: without it the lists are read afresh. The
 			// marks above are not, and stay an error.
 			l.Lists = nil
-			c.droppedLists(listsKey, err, "configmap", c.namespace+"/"+c.name)
+			c.trims.DroppedLists(state.ListsKey, err, "configmap", c.namespace+"/"+c.name)
 		}
 	}
-	l.NextScope = cm.Data[nextScopeKey]
+	l.NextScope = cm.Data[state.NextScopeKey]
 	c.remember(cm)
-	return normalize(l), Version(cm.ResourceVersion), nil
+	return state.Normalize(l), state.Version(cm.ResourceVersion), nil
 }
 
 // remember keeps cm as the base of the next Save at its resourceVersion.
-func (c *ConfigMap) remember(cm *corev1.ConfigMap) {
+func (c *Store) remember(cm *corev1.ConfigMap) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last = cm.DeepCopy()
@@ -107,22 +120,22 @@ func (c *ConfigMap) remember(cm *corev1.ConfigMap) {
 // base returns a copy of the object at resourceVersion v to update: the one
 // this store last loaded or saved, or else the one on the server, which
 // must still be at v. A ledger gone or moved on is a conflict.
-func (c *ConfigMap) base(ctx context.Context, v Version) (*corev1.ConfigMap, error) {
+func (c *Store) base(ctx context.Context, v state.Version) (*corev1.ConfigMap, error) {
 	c.mu.Lock()
 	last := c.last
 	c.mu.Unlock()
-	if last != nil && Version(last.ResourceVersion) == v {
+	if last != nil && state.Version(last.ResourceVersion) == v {
 		return last.DeepCopy(), nil
 	}
 	cm, err := c.client.CoreV1().ConfigMaps(c.namespace).Get(ctx, c.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("get ledger configmap %s/%s to update at version %s: %w: %w", c.namespace, c.name, v, ErrConflict, err)
+		return nil, fmt.Errorf("get ledger configmap %s/%s to update at version %s: %w: %w", c.namespace, c.name, v, state.ErrConflict, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get ledger configmap %s/%s to update: %w", c.namespace, c.name, err)
 	}
-	if Version(cm.ResourceVersion) != v {
-		return nil, fmt.Errorf("update ledger configmap %s/%s at version %s (now %s): %w", c.namespace, c.name, v, cm.ResourceVersion, ErrConflict)
+	if state.Version(cm.ResourceVersion) != v {
+		return nil, fmt.Errorf("update ledger configmap %s/%s at version %s (now %s): %w", c.namespace, c.name, v, cm.ResourceVersion, state.ErrConflict)
 	}
 	return cm, nil
 }
@@ -140,14 +153,10 @@ func nextSave(prev string) string {
 // Save writes l if the ConfigMap is still at resourceVersion v, creating it
 // when v is "". A ConfigMap deleted since it was loaded is a conflict too:
 // the ledger changed under the caller.
-func (c *ConfigMap) Save(ctx context.Context, l Ledger, v Version) (Version, error) {
-	limit := c.LimitBytes
-	if limit <= 0 {
-		limit = DefaultLimitBytes
-	}
-	enc, trim, err := fit(l, limit)
+func (c *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (state.Version, error) {
+	enc, trim, err := state.Fit(l, c.LimitBytes, DefaultLimitBytes, "ledger configmap "+c.namespace+"/"+c.name)
 	if err != nil {
-		return "", fmt.Errorf("fit ledger configmap %s/%s: %w", c.namespace, c.name, err)
+		return "", err
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: c.name}}
 	if v != "" {
@@ -164,27 +173,27 @@ func (c *ConfigMap) Save(ctx context.Context, l Ledger, v Version) (Version, err
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}
-	cm.Data[marksKey] = string(enc.marks)
+	cm.Data[state.MarksKey] = string(enc.Marks)
 	cm.Data[savesKey] = nextSave(cm.Data[savesKey])
-	if enc.next != "" {
-		cm.Data[nextScopeKey] = enc.next
+	if enc.Next != "" {
+		cm.Data[state.NextScopeKey] = enc.Next
 	} else {
-		delete(cm.Data, nextScopeKey)
+		delete(cm.Data, state.NextScopeKey)
 	}
-	if enc.lists != nil {
+	if enc.Lists != nil {
 		if cm.BinaryData == nil {
 			cm.BinaryData = map[string][]byte{}
 		}
-		cm.BinaryData[listsKey] = enc.lists
+		cm.BinaryData[state.ListsKey] = enc.Lists
 	} else {
-		delete(cm.BinaryData, listsKey)
+		delete(cm.BinaryData, state.ListsKey)
 	}
 
 	var saved *corev1.ConfigMap
 	if v == "" {
 		saved, err = c.client.CoreV1().ConfigMaps(c.namespace).Create(ctx, cm, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return "", fmt.Errorf("create ledger configmap %s/%s: %w: %w", c.namespace, c.name, ErrConflict, err)
+			return "", fmt.Errorf("create ledger configmap %s/%s: %w: %w", c.namespace, c.name, state.ErrConflict, err)
 		}
 		if err != nil {
 			return "", fmt.Errorf("create ledger configmap %s/%s: %w", c.namespace, c.name, err)
@@ -192,7 +201,7 @@ func (c *ConfigMap) Save(ctx context.Context, l Ledger, v Version) (Version, err
 	} else {
 		saved, err = c.client.CoreV1().ConfigMaps(c.namespace).Update(ctx, cm, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("update ledger configmap %s/%s at version %s: %w: %w", c.namespace, c.name, v, ErrConflict, err)
+			return "", fmt.Errorf("update ledger configmap %s/%s at version %s: %w: %w", c.namespace, c.name, v, state.ErrConflict, err)
 		}
 		if err != nil {
 			return "", fmt.Errorf("update ledger configmap %s/%s: %w", c.namespace, c.name, err)
@@ -200,6 +209,6 @@ func (c *ConfigMap) Save(ctx context.Context, l Ledger, v Version) (Version, err
 	}
 
 	c.remember(saved)
-	c.saved(trim, "configmap", c.namespace+"/"+c.name)
-	return Version(saved.ResourceVersion), nil
+	c.trims.Saved(trim, "configmap", c.namespace+"/"+c.name)
+	return state.Version(saved.ResourceVersion), nil
 }

@@ -1,8 +1,9 @@
-package state
+package file
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
+	. "github.com/runner-reaper/runner-reaper/state/internal/statetest"
 )
 
 func TestFileErrorsAreNotConflicts(t *testing.T) {
@@ -39,14 +42,14 @@ func TestFileErrorsAreNotConflicts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := NewFile(c.setup(t))
-			_, err := f.Save(ctx(t), sample(), "")
+			f := New(c.setup(t))
+			_, err := f.Save(Ctx(t), Sample(), "")
 			require.Error(t, err)
-			assert.False(t, errorsIsConflict(err), "a broken file must not look like a lost race: %v", err)
+			assert.False(t, errors.Is(err, state.ErrConflict), "a broken file must not look like a lost race: %v", err)
 			if c.name != "directory missing" {
-				_, _, err = f.Load(ctx(t))
+				_, _, err = f.Load(Ctx(t))
 				require.Error(t, err)
-				assert.False(t, errorsIsConflict(err))
+				assert.False(t, errors.Is(err, state.ErrConflict))
 			}
 		})
 	}
@@ -57,13 +60,13 @@ func TestFileErrorsAreNotConflicts(t *testing.T) {
 func TestFileLayout(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "ledger.json")
-	f := NewFile(p)
-	v1, err := f.Save(ctx(t), sample(), "")
+	f := New(p)
+	v1, err := f.Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
-	v2, err := f.Save(ctx(t), Ledger{Marks: marks(2)}, v1)
+	v2, err := f.Save(Ctx(t), state.Ledger{Marks: Marks(2)}, v1)
 	require.NoError(t, err)
-	assert.Equal(t, Version("1"), v1)
-	assert.Equal(t, Version("2"), v2)
+	assert.Equal(t, state.Version("1"), v1)
+	assert.Equal(t, state.Version("2"), v2)
 
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
@@ -96,12 +99,12 @@ func TestFileSaveWaitsForLockWithinContext(t *testing.T) {
 
 	short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	_, err = NewFile(p).Save(short, sample(), "")
+	_, err = New(p).Save(short, Sample(), "")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	assert.False(t, errorsIsConflict(err))
+	assert.False(t, errors.Is(err, state.ErrConflict))
 
 	require.NoError(t, syscall.Flock(int(lf.Fd()), syscall.LOCK_UN))
-	_, err = NewFile(p).Save(ctx(t), sample(), "")
+	_, err = New(p).Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 }
 
@@ -116,6 +119,15 @@ const (
 	saverFailed   = 1
 )
 
+// TestMain lets a child process of TestFileSeparateProcessesRace save once
+// and exit instead of running the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv(fileSaverEnv) != "" {
+		os.Exit(runFileSaver())
+	}
+	os.Exit(m.Run())
+}
+
 // runFileSaver is the child process's whole life: one Save.
 func runFileSaver() int {
 	parts := strings.Split(os.Getenv(fileSaverEnv), "|")
@@ -128,16 +140,16 @@ func runFileSaver() int {
 		fmt.Fprintln(os.Stderr, err)
 		return saverFailed
 	}
-	k, m := mark(i)
-	ledger := Ledger{Marks: marks(0)}
+	k, m := Mark(i)
+	ledger := state.Ledger{Marks: Marks(0)}
 	ledger.Marks[k] = m
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := NewFile(parts[0]).Save(c, ledger, Version(parts[1]))
+	_, err := New(parts[0]).Save(c, ledger, state.Version(parts[1]))
 	switch {
 	case err == nil:
 		return saverWon
-	case errorsIsConflict(err):
+	case errors.Is(err, state.ErrConflict):
 		return saverConflict
 	default:
 		fmt.Fprintln(os.Stderr, err)
@@ -149,7 +161,7 @@ func runFileSaver() int {
 // version of one file: the flock must make exactly one of them win.
 func TestFileSeparateProcessesRace(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "ledger.json")
-	v, err := NewFile(p).Save(ctx(t), sample(), "")
+	v, err := New(p).Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 
 	const n = 6
@@ -173,11 +185,11 @@ func TestFileSeparateProcessesRace(t *testing.T) {
 	}
 	require.NotEqual(t, -1, won, "no process won")
 
-	got, gv, err := NewFile(p).Load(ctx(t))
+	got, gv, err := New(p).Load(Ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, Version("2"), gv)
-	k, m := mark(500 + won)
-	assert.Equal(t, Ledger{Marks: map[string]reconcile.Mark{k: m}, Lists: map[string]reconcile.ListCache{}}, got)
+	assert.Equal(t, state.Version("2"), gv)
+	k, m := Mark(500 + won)
+	assert.Equal(t, state.Ledger{Marks: map[string]reconcile.Mark{k: m}, Lists: map[string]state.ListCache{}}, got)
 }
 
 // TestFileOfAnotherShapeIsLeftAlone: a file that is not the reaper's
@@ -207,18 +219,18 @@ func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "ledger.json")
 			require.NoError(t, os.WriteFile(p, []byte(c.content), 0o600))
-			f := NewFile(p)
+			f := New(p)
 
-			_, _, err := f.Load(ctx(t))
+			_, _, err := f.Load(Ctx(t))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), p, "the error names the file")
 			assert.Contains(t, err.Error(), c.why)
-			assert.False(t, errorsIsConflict(err))
-			for _, v := range []Version{"", "1", "7"} {
-				_, err = f.Save(ctx(t), sample(), v)
+			assert.False(t, errors.Is(err, state.ErrConflict))
+			for _, v := range []state.Version{"", "1", "7"} {
+				_, err = f.Save(Ctx(t), Sample(), v)
 				require.Error(t, err, "save at %q", v)
 				assert.Contains(t, err.Error(), p)
-				assert.False(t, errorsIsConflict(err), "a foreign file is not a lost race: %v", err)
+				assert.False(t, errors.Is(err, state.ErrConflict), "a foreign file is not a lost race: %v", err)
 			}
 			b, err := os.ReadFile(p)
 			require.NoError(t, err)
@@ -234,12 +246,12 @@ func TestFileWithoutFormatIsRead(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "ledger.json")
 	old := `{"version":3,"ledger":{"marks":{"pod/0000-uid-0001":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T10:00:00Z"}}}}`
 	require.NoError(t, os.WriteFile(p, []byte(old), 0o600))
-	f := NewFile(p)
-	l, v, err := f.Load(ctx(t))
+	f := New(p)
+	l, v, err := f.Load(Ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, Version("3"), v)
+	assert.Equal(t, state.Version("3"), v)
 	assert.Len(t, l.Marks, 1)
-	_, err = f.Save(ctx(t), l, v)
+	_, err = f.Save(Ctx(t), l, v)
 	require.NoError(t, err)
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)

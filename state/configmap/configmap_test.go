@@ -1,9 +1,7 @@
-package state
+package configmap
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -17,33 +15,23 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
+	. "github.com/runner-reaper/runner-reaper/state/internal/statetest"
 )
 
 const ledgerName = "runner-reaper-ledger"
-
-// logLines decodes what a JSON slog handler wrote.
-func logLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
-	t.Helper()
-	var lines []map[string]any
-	sc := bufio.NewScanner(buf)
-	for sc.Scan() {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &m))
-		lines = append(lines, m)
-	}
-	return lines
-}
 
 // TestConfigMapObjectIsReadable checks the stored object as kubectl would
 // show it: labelled, marks as plain compact JSON, the list cache gzip'd.
 func TestConfigMapObjectIsReadable(t *testing.T) {
 	t.Parallel()
+	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
-	want := sample()
-	_, err := NewConfigMap(env.Client, ns, ledgerName, nil).Save(ctx(t), want, "")
+	want := Sample()
+	_, err := New(env.Client, ns, ledgerName, nil).Save(Ctx(t), want, "")
 	require.NoError(t, err)
 
-	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "runner-reaper", cm.Labels["app.kubernetes.io/name"])
 	assert.Equal(t, "ledger", cm.Labels["app.kubernetes.io/component"])
@@ -56,8 +44,8 @@ func TestConfigMapObjectIsReadable(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(raw), &marks))
 	assert.Equal(t, want.Marks, marks)
 
-	var lists map[string]reconcile.ListCache
-	require.NoError(t, gunzipJSON(cm.BinaryData["lists.json.gz"], &lists))
+	var lists map[string]state.ListCache
+	require.NoError(t, state.GunzipJSON(cm.BinaryData["lists.json.gz"], &lists))
 	assert.Equal(t, want.Lists, lists)
 }
 
@@ -65,26 +53,28 @@ func TestConfigMapObjectIsReadable(t *testing.T) {
 // binaryData key, and that a list cache dropped by a later save is gone.
 func TestConfigMapWithoutListCache(t *testing.T) {
 	t.Parallel()
+	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
-	s := NewConfigMap(env.Client, ns, ledgerName, nil)
-	v, err := s.Save(ctx(t), sample(), "")
+	s := New(env.Client, ns, ledgerName, nil)
+	v, err := s.Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
-	_, err = s.Save(ctx(t), Ledger{Marks: marks(2)}, v)
+	_, err = s.Save(Ctx(t), state.Ledger{Marks: Marks(2)}, v)
 	require.NoError(t, err)
 
-	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.NotContains(t, cm.BinaryData, "lists.json.gz")
-	l, _, err := s.Load(ctx(t))
+	l, _, err := s.Load(Ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, Ledger{Marks: marks(2), Lists: map[string]reconcile.ListCache{}}, l)
+	assert.Equal(t, state.Ledger{Marks: Marks(2), Lists: map[string]state.ListCache{}}, l)
 }
 
 // TestConfigMapTrim saves ledgers over the limit and checks what was kept,
 // what the warning said and what LastTrim reports.
 func TestConfigMapTrim(t *testing.T) {
-	full := Ledger{Marks: marks(30), Lists: lists(4, 30)}
-	whole, marksOnly := sizeOf(t, full)
+	env := Kube(t)
+	full := state.Ledger{Marks: Marks(30), Lists: Lists(4, 30)}
+	whole, marksOnly := SizeOf(t, full)
 
 	cases := []struct {
 		name         string
@@ -103,13 +93,13 @@ func TestConfigMapTrim(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t, "ledger")
 			var logs bytes.Buffer
-			s := NewConfigMap(env.Client, ns, ledgerName, slog.New(slog.NewJSONHandler(&logs, nil)))
+			s := New(env.Client, ns, ledgerName, slog.New(slog.NewJSONHandler(&logs, nil)))
 			s.LimitBytes = c.limit
-			_, err := s.Save(ctx(t), full, "")
+			_, err := s.Save(Ctx(t), full, "")
 			require.NoError(t, err)
 
 			trim := s.LastTrim()
-			got, _, err := s.Load(ctx(t))
+			got, _, err := s.Load(Ctx(t))
 			require.NoError(t, err)
 			kept := c.keptMarks
 			if kept < 0 {
@@ -117,15 +107,15 @@ func TestConfigMapTrim(t *testing.T) {
 				require.Greater(t, kept, 0)
 				require.Less(t, kept, 29)
 			}
-			assert.ElementsMatch(t, newest(full.Marks, kept), keysOf(got.Marks), "the newest marks are kept")
+			assert.ElementsMatch(t, Newest(full.Marks, kept), KeysOf(got.Marks), "the newest marks are kept")
 			if c.keptLists {
 				assert.Equal(t, full.Lists, got.Lists)
 			} else {
 				assert.Empty(t, got.Lists)
 			}
-			assert.Equal(t, Trim{DroppedLists: c.droppedLists, DroppedMarks: 30 - kept, LimitBytes: c.limit}, trim)
+			assert.Equal(t, state.Trim{DroppedLists: c.droppedLists, DroppedMarks: 30 - kept, LimitBytes: c.limit}, trim)
 
-			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
 			require.NoError(t, err)
 			size := len("marks.json") + len(cm.Data["marks.json"])
 			if b, ok := cm.BinaryData["lists.json.gz"]; ok {
@@ -133,7 +123,7 @@ func TestConfigMapTrim(t *testing.T) {
 			}
 			assert.LessOrEqual(t, size, c.limit)
 
-			lines := logLines(t, &logs)
+			lines := LogLines(t, &logs)
 			if !trim.Trimmed() {
 				assert.Empty(t, lines)
 				return
@@ -153,28 +143,29 @@ func TestConfigMapTrim(t *testing.T) {
 // ConfigMap over 1 MiB, must accept what is saved.
 func TestConfigMapDefaultLimitKeepsTheObjectAcceptable(t *testing.T) {
 	t.Parallel()
+	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
-	big := Ledger{Marks: marks(6000), Lists: lists(3, 2000)}
-	_, marksOnly := sizeOf(t, big)
+	big := state.Ledger{Marks: Marks(6000), Lists: Lists(3, 2000)}
+	_, marksOnly := SizeOf(t, big)
 	require.Greater(t, marksOnly, 1<<20)
 
-	s := NewConfigMap(env.Client, ns, ledgerName, nil)
-	_, err := s.Save(ctx(t), big, "")
+	s := New(env.Client, ns, ledgerName, nil)
+	_, err := s.Save(Ctx(t), big, "")
 	require.NoError(t, err)
 	trim := s.LastTrim()
 	assert.True(t, trim.Trimmed())
 	assert.Equal(t, DefaultLimitBytes, trim.LimitBytes)
 	assert.Equal(t, 3, trim.DroppedLists)
 
-	got, _, err := s.Load(ctx(t))
+	got, _, err := s.Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Len(t, got.Marks, 6000-trim.DroppedMarks)
-	assert.ElementsMatch(t, newest(big.Marks, len(got.Marks)), keysOf(got.Marks))
+	assert.ElementsMatch(t, Newest(big.Marks, len(got.Marks)), KeysOf(got.Marks))
 
 	// A later ledger that fits is saved whole, and LastTrim says so.
-	_, v, err := s.Load(ctx(t))
+	_, v, err := s.Load(Ctx(t))
 	require.NoError(t, err)
-	_, err = s.Save(ctx(t), sample(), v)
+	_, err = s.Save(Ctx(t), Sample(), v)
 	require.NoError(t, err)
 	assert.False(t, s.LastTrim().Trimmed())
 }
@@ -183,14 +174,15 @@ func TestConfigMapDefaultLimitKeepsTheObjectAcceptable(t *testing.T) {
 // loaded has changed under the sweep, which must not act.
 func TestConfigMapDeletedSinceLoadConflicts(t *testing.T) {
 	t.Parallel()
+	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
-	s := NewConfigMap(env.Client, ns, ledgerName, nil)
-	v, err := s.Save(ctx(t), sample(), "")
+	s := New(env.Client, ns, ledgerName, nil)
+	v, err := s.Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
-	require.NoError(t, env.Client.CoreV1().ConfigMaps(ns).Delete(ctx(t), ledgerName, metav1.DeleteOptions{}))
+	require.NoError(t, env.Client.CoreV1().ConfigMaps(ns).Delete(Ctx(t), ledgerName, metav1.DeleteOptions{}))
 
-	_, err = s.Save(ctx(t), sample(), v)
-	require.ErrorIs(t, err, ErrConflict)
+	_, err = s.Save(Ctx(t), Sample(), v)
+	require.ErrorIs(t, err, state.ErrConflict)
 }
 
 // TestConfigMapCorruptIsAnError: marks someone edited into nonsense are an
@@ -199,6 +191,7 @@ func TestConfigMapDeletedSinceLoadConflicts(t *testing.T) {
 // TestConfigMapCorruptListCacheIsDropped.)
 func TestConfigMapCorruptIsAnError(t *testing.T) {
 	t.Parallel()
+	env := Kube(t)
 	cases := []struct {
 		name  string
 		edit  func(data map[string]string, binary map[string][]byte)
@@ -215,57 +208,58 @@ func TestConfigMapCorruptIsAnError(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t, "ledger")
-			s := NewConfigMap(env.Client, ns, ledgerName, nil)
-			_, err := s.Save(ctx(t), sample(), "")
+			s := New(env.Client, ns, ledgerName, nil)
+			_, err := s.Save(Ctx(t), Sample(), "")
 			require.NoError(t, err)
-			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
 			require.NoError(t, err)
 			c.edit(cm.Data, cm.BinaryData)
-			_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx(t), cm, metav1.UpdateOptions{})
+			_, err = env.Client.CoreV1().ConfigMaps(ns).Update(Ctx(t), cm, metav1.UpdateOptions{})
 			require.NoError(t, err)
 
-			_, _, err = s.Load(ctx(t))
+			_, _, err = s.Load(Ctx(t))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.field)
-			assert.False(t, errorsIsConflict(err))
+			assert.NotErrorIs(t, err, state.ErrConflict)
 		})
 	}
 }
 
 // TestConfigMapForbiddenIsNotAConflict uses a user RBAC grants nothing:
-// every refusal must surface as an error that is not ErrConflict, or a
+// every refusal must surface as an error that is not state.ErrConflict, or a
 // sweep would take a misconfiguration for a lost race and quietly skip
 // forever.
 func TestConfigMapForbiddenIsNotAConflict(t *testing.T) {
 	t.Parallel()
+	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
-	v, err := NewConfigMap(env.Client, ns, ledgerName, nil).Save(ctx(t), sample(), "")
+	v, err := New(env.Client, ns, ledgerName, nil).Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 
 	cfg, err := env.AddUser("ledger-nobody")
 	require.NoError(t, err)
 	client, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	s := NewConfigMap(client, ns, ledgerName, nil)
-	other := NewConfigMap(client, ns, "no-such-ledger", nil)
+	s := New(client, ns, ledgerName, nil)
+	other := New(client, ns, "no-such-ledger", nil)
 
 	cases := []struct {
 		name string
 		call func() error
 	}{
-		{"load", func() error { _, _, err := s.Load(ctx(t)); return err }},
-		{"load of a missing ledger", func() error { _, _, err := other.Load(ctx(t)); return err }},
-		{"create", func() error { _, err := other.Save(ctx(t), sample(), ""); return err }},
-		{"create over an existing ledger", func() error { _, err := s.Save(ctx(t), sample(), ""); return err }},
-		{"update", func() error { _, err := s.Save(ctx(t), sample(), v); return err }},
-		{"update at a stale version", func() error { _, err := s.Save(ctx(t), sample(), "1"); return err }},
+		{"load", func() error { _, _, err := s.Load(Ctx(t)); return err }},
+		{"load of a missing ledger", func() error { _, _, err := other.Load(Ctx(t)); return err }},
+		{"create", func() error { _, err := other.Save(Ctx(t), Sample(), ""); return err }},
+		{"create over an existing ledger", func() error { _, err := s.Save(Ctx(t), Sample(), ""); return err }},
+		{"update", func() error { _, err := s.Save(Ctx(t), Sample(), v); return err }},
+		{"update at a stale version", func() error { _, err := s.Save(Ctx(t), Sample(), "1"); return err }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.call()
 			require.Error(t, err)
 			assert.True(t, apierrors.IsForbidden(err), "want forbidden, got %v", err)
-			assert.False(t, errorsIsConflict(err), "a refusal is not a lost race: %v", err)
+			assert.NotErrorIs(t, err, state.ErrConflict, "a refusal is not a lost race: %v", err)
 			assert.True(t, strings.Contains(err.Error(), ns+"/"), "the error names the configmap: %v", err)
 		})
 	}
@@ -278,13 +272,14 @@ func TestConfigMapForbiddenIsNotAConflict(t *testing.T) {
 // on each save.
 func TestConfigMapKeepsWhatOthersPut(t *testing.T) {
 	t.Parallel()
+	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
-	s := NewConfigMap(env.Client, ns, ledgerName, nil)
-	_, err := s.Save(ctx(t), sample(), "")
+	s := New(env.Client, ns, ledgerName, nil)
+	_, err := s.Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 
 	get := func() *corev1.ConfigMap {
-		cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+		cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
 		require.NoError(t, err)
 		return cm
 	}
@@ -295,17 +290,17 @@ func TestConfigMapKeepsWhatOthersPut(t *testing.T) {
 	cm.Annotations = map[string]string{"note": "owned by the reaper; do not edit marks.json"}
 	cm.Data["README"] = "see runner-reaper's README"
 	cm.BinaryData["blob"] = []byte{1, 2, 3}
-	_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx(t), cm, metav1.UpdateOptions{})
+	_, err = env.Client.CoreV1().ConfigMaps(ns).Update(Ctx(t), cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
-	l, v, err := s.Load(ctx(t))
+	l, v, err := s.Load(Ctx(t))
 	require.NoError(t, err)
-	k, m := mark(7)
+	k, m := Mark(7)
 	l.Marks[k] = m
-	v, err = s.Save(ctx(t), l, v)
+	v, err = s.Save(Ctx(t), l, v)
 	require.NoError(t, err)
 	// A store that did not load the object saves over it too.
-	_, err = NewConfigMap(env.Client, ns, ledgerName, nil).Save(ctx(t), Ledger{Marks: marks(1)}, v)
+	_, err = New(env.Client, ns, ledgerName, nil).Save(Ctx(t), state.Ledger{Marks: Marks(1)}, v)
 	require.NoError(t, err)
 
 	cm = get()
@@ -316,9 +311,9 @@ func TestConfigMapKeepsWhatOthersPut(t *testing.T) {
 	assert.Equal(t, []byte{1, 2, 3}, cm.BinaryData["blob"])
 	assert.NotContains(t, cm.BinaryData, "lists.json.gz", "the reaper's own keys follow the ledger")
 	assert.Equal(t, "3", cm.Data["saves"])
-	got, _, err := s.Load(ctx(t))
+	got, _, err := s.Load(Ctx(t))
 	require.NoError(t, err)
-	assert.Equal(t, Ledger{Marks: marks(1), Lists: map[string]reconcile.ListCache{}}, got)
+	assert.Equal(t, state.Ledger{Marks: Marks(1), Lists: map[string]state.ListCache{}}, got)
 }
 
 // TestConfigMapCorruptListCacheIsDropped: lists.json.gz only saves rate
@@ -327,35 +322,36 @@ func TestConfigMapKeepsWhatOthersPut(t *testing.T) {
 // writes a cache that reads again.
 func TestConfigMapCorruptListCacheIsDropped(t *testing.T) {
 	t.Parallel()
+	env := Kube(t)
 	cases := []struct {
 		name  string
 		bytes []byte
 		why   string
 	}{
 		{"not gzip", []byte("plain"), "gzip"},
-		{"gzip of something not JSON", gzipped(t, "{oops"), "invalid character"},
-		{"gzip of JSON of another shape", gzipped(t, `[1,2,3]`), "cannot unmarshal"},
-		{"gzip cut short", gzipped(t, `{"org:acme":{"pages":[]}}`)[:12], "EOF"},
+		{"gzip of something not JSON", Gzipped(t, "{oops"), "invalid character"},
+		{"gzip of JSON of another shape", Gzipped(t, `[1,2,3]`), "cannot unmarshal"},
+		{"gzip cut short", Gzipped(t, `{"org:acme":{"pages":[]}}`)[:12], "EOF"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t, "ledger")
 			var buf bytes.Buffer
-			s := NewConfigMap(env.Client, ns, ledgerName, slog.New(slog.NewJSONHandler(&buf, nil)))
-			_, err := s.Save(ctx(t), sample(), "")
+			s := New(env.Client, ns, ledgerName, slog.New(slog.NewJSONHandler(&buf, nil)))
+			_, err := s.Save(Ctx(t), Sample(), "")
 			require.NoError(t, err)
-			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx(t), ledgerName, metav1.GetOptions{})
+			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
 			require.NoError(t, err)
 			cm.BinaryData["lists.json.gz"] = c.bytes
-			_, err = env.Client.CoreV1().ConfigMaps(ns).Update(ctx(t), cm, metav1.UpdateOptions{})
+			_, err = env.Client.CoreV1().ConfigMaps(ns).Update(Ctx(t), cm, metav1.UpdateOptions{})
 			require.NoError(t, err)
 
-			l, v, err := s.Load(ctx(t))
+			l, v, err := s.Load(Ctx(t))
 			require.NoError(t, err, "a corrupt cache does not block the sweep")
-			assert.Equal(t, sample().Marks, l.Marks, "the marks load as they were")
+			assert.Equal(t, Sample().Marks, l.Marks, "the marks load as they were")
 			assert.Empty(t, l.Lists, "the cache is dropped: the lists are read afresh")
-			lines := logLines(t, &buf)
+			lines := LogLines(t, &buf)
 			require.Len(t, lines, 1, "one warning")
 			w := lines[0]
 			assert.Equal(t, "WARN", w["level"])
@@ -364,23 +360,15 @@ func TestConfigMapCorruptListCacheIsDropped(t *testing.T) {
 			assert.Equal(t, "lists.json.gz", w["field"])
 			assert.Contains(t, w["error"], c.why, "the warning says what was wrong")
 
-			l.Lists = lists(2, 3)
-			_, err = s.Save(ctx(t), l, v)
+			l.Lists = Lists(2, 3)
+			_, err = s.Save(Ctx(t), l, v)
 			require.NoError(t, err)
-			got, _, err := NewConfigMap(env.Client, ns, ledgerName, nil).Load(ctx(t))
+			got, _, err := New(env.Client, ns, ledgerName, nil).Load(Ctx(t))
 			require.NoError(t, err)
-			assert.Equal(t, lists(2, 3), got.Lists, "the next save writes a cache that reads")
+			assert.Equal(t, Lists(2, 3), got.Lists, "the next save writes a cache that reads")
 		})
 	}
 }
 
-// gzipped is s, gzip'd.
-func gzipped(t *testing.T, s string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	_, err := zw.Write([]byte(s))
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
-	return buf.Bytes()
-}
+// TestMain stops the control plane if a test started it.
+func TestMain(m *testing.M) { Main(m) }

@@ -1,4 +1,6 @@
-package state
+// Package file is a ledger store in a local JSON file, for audits and
+// development.
+package file
 
 import (
 	"bytes"
@@ -13,14 +15,16 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/runner-reaper/runner-reaper/state"
 )
 
-// File is a Store in a local JSON file, for audits and development. Several
-// processes may share the file: the compare-and-write happens under an
-// exclusive flock on path+".lock", the version is a counter kept in the file
-// itself, and the new file is written beside the old one and renamed over
-// it, so a reader never sees half a ledger and needs no lock.
-type File struct {
+// Store is a state.Store in a local JSON file. Several processes may share
+// the file: the compare-and-write happens under an exclusive flock on
+// path+".lock", the version is a counter kept in the file itself, and the
+// new file is written beside the old one and renamed over it, so a reader
+// never sees half a ledger and needs no lock.
+type Store struct {
 	path string
 }
 
@@ -29,9 +33,9 @@ type File struct {
 // Format is the layout's own version; files written before it existed have
 // none, and are read as fileFormat.
 type fileDoc struct {
-	Format  int    `json:"format,omitempty"`
-	Version uint64 `json:"version"`
-	Ledger  Ledger `json:"ledger"`
+	Format  int          `json:"format,omitempty"`
+	Version uint64       `json:"version"`
+	Ledger  state.Ledger `json:"ledger"`
 }
 
 // fileFormat is the layout this code reads and writes.
@@ -41,27 +45,27 @@ const fileFormat = 1
 // a context.
 const lockPoll = 5 * time.Millisecond
 
-// NewFile returns a File store at path. The directory must exist; the file
+// New returns a Store at path. The directory must exist; the file
 // need not (a missing file is an empty ledger).
-func NewFile(path string) *File { return &File{path: path} }
+func New(path string) *Store { return &Store{path: path} }
 
 // Load reads the ledger; a missing file is an empty ledger at Version "".
-func (f *File) Load(ctx context.Context) (Ledger, Version, error) {
+func (f *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
 	if err := ctx.Err(); err != nil {
-		return Ledger{}, "", fmt.Errorf("load ledger file %s: %w", f.path, err)
+		return state.Ledger{}, "", fmt.Errorf("load ledger file %s: %w", f.path, err)
 	}
 	doc, ok, err := f.read()
 	if err != nil {
-		return Ledger{}, "", err
+		return state.Ledger{}, "", err
 	}
 	if !ok {
-		return normalize(Ledger{}), "", nil
+		return state.Normalize(state.Ledger{}), "", nil
 	}
-	return normalize(doc.Ledger), fileVersion(doc.Version), nil
+	return state.Normalize(doc.Ledger), fileVersion(doc.Version), nil
 }
 
 // Save writes l if the file is still at v.
-func (f *File) Save(ctx context.Context, l Ledger, v Version) (Version, error) {
+func (f *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (state.Version, error) {
 	unlock, err := f.lock(ctx)
 	if err != nil {
 		return "", err
@@ -72,14 +76,14 @@ func (f *File) Save(ctx context.Context, l Ledger, v Version) (Version, error) {
 	if err != nil {
 		return "", err
 	}
-	cur := Version("")
+	cur := state.Version("")
 	if ok {
 		cur = fileVersion(doc.Version)
 	}
 	if v != cur {
-		return "", fmt.Errorf("save ledger file %s at version %q (now %q): %w", f.path, v, cur, ErrConflict)
+		return "", fmt.Errorf("save ledger file %s at version %q (now %q): %w", f.path, v, cur, state.ErrConflict)
 	}
-	next := fileDoc{Format: fileFormat, Version: doc.Version + 1, Ledger: normalize(l)}
+	next := fileDoc{Format: fileFormat, Version: doc.Version + 1, Ledger: state.Normalize(l)}
 	b, err := json.MarshalIndent(next, "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("encode ledger file %s: %w", f.path, err)
@@ -92,10 +96,10 @@ func (f *File) Save(ctx context.Context, l Ledger, v Version) (Version, error) {
 
 // fileVersion renders the counter. An existing file is never Version "",
 // even one written by hand without a version.
-func fileVersion(n uint64) Version { return Version(strconv.FormatUint(n, 10)) }
+func fileVersion(n uint64) state.Version { return state.Version(strconv.FormatUint(n, 10)) }
 
 // read returns the file's content, and false when there is no file.
-func (f *File) read() (fileDoc, bool, error) {
+func (f *Store) read() (fileDoc, bool, error) {
 	b, err := os.ReadFile(f.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fileDoc{}, false, nil
@@ -150,7 +154,7 @@ func decodeFileDoc(b []byte) (fileDoc, error) {
 // lock takes the exclusive flock on path+".lock", waiting for it as long as
 // ctx allows. Each call opens the lock file anew, so two Save calls in one
 // process exclude each other just as two processes do.
-func (f *File) lock(ctx context.Context) (unlock func(), err error) {
+func (f *Store) lock(ctx context.Context) (unlock func(), err error) {
 	name := f.path + ".lock"
 	lf, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -181,7 +185,7 @@ func (f *File) lock(ctx context.Context) (unlock func(), err error) {
 
 // replace writes b to a temporary file in the ledger's directory and renames
 // it over the ledger, so the old ledger stays whole until the new one is.
-func (f *File) replace(b []byte) error {
+func (f *Store) replace(b []byte) error {
 	dir := filepath.Dir(f.path)
 	tmp, err := os.CreateTemp(dir, filepath.Base(f.path)+".tmp-*")
 	if err != nil {

@@ -1,4 +1,6 @@
-package state
+// Package dynamo is a ledger store in one item of a DynamoDB table, for the
+// Lambda.
+package dynamo
 
 import (
 	"context"
@@ -12,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runner-reaper/runner-reaper/state"
 )
 
 // The DynamoDB item layout: one item per ledger, at partition key pk. Marks
@@ -27,16 +31,16 @@ const (
 	dynamoAttrNext    = "next_scope" // S: Ledger.NextScope; absent when empty
 )
 
-// DefaultDynamoLimitBytes is the size the DynamoDB backend keeps a ledger
+// DefaultLimitBytes is the size the DynamoDB backend keeps a ledger
 // under. DynamoDB refuses an item over 400 KB (names and values of all its
 // attributes); the margin covers the key, version and time attributes, which
 // are a few dozen bytes, and the ledger growing between sweeps.
-const DefaultDynamoLimitBytes = 350 * 1024
+const DefaultLimitBytes = 350 * 1024
 
-// DynamoTableSchema is the table the DynamoDB backend needs: partition key
+// TableSchema is the table the DynamoDB backend needs: partition key
 // pk of type S and nothing else, on demand. The tests create their table
 // from it, so it is what template.yaml must declare.
-func DynamoTableSchema(table string) *dynamodb.CreateTableInput {
+func TableSchema(table string) *dynamodb.CreateTableInput {
 	return &dynamodb.CreateTableInput{
 		TableName: aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{
@@ -49,7 +53,7 @@ func DynamoTableSchema(table string) *dynamodb.CreateTableInput {
 	}
 }
 
-// Dynamo is a Store in one item of a DynamoDB table, for the Lambda, which
+// Store is a state.Store in one item of a DynamoDB table, for the Lambda, which
 // has no cluster of its own to keep a ConfigMap in. The version is the
 // item's version counter; Save is a conditional PutItem on it, so two sweeps
 // saving over the same version cannot both succeed. It makes no Transact*
@@ -58,70 +62,74 @@ func DynamoTableSchema(table string) *dynamodb.CreateTableInput {
 // An item holds at most 400 KB, so Save keeps the ledger under LimitBytes by
 // dropping first the list cache and then the oldest marks, and says so in a
 // warning and through LastTrim.
-type Dynamo struct {
+type Store struct {
 	client *dynamodb.Client
 	table  string
 	key    string
 
 	// LimitBytes is the size Save keeps the ledger's marks and list cache
-	// under, counted as fit counts them; zero means
-	// DefaultDynamoLimitBytes. Set it before the first Save.
+	// under, counted as state.Fit counts them; zero means
+	// DefaultLimitBytes. Set it before the first Save.
 	LimitBytes int
 
-	trimLog
+	trims *state.TrimLog
 }
 
-// NewDynamo returns a store in the item with pk = key of table. A nil
-// logger discards the trim warnings (LastTrim still reports them).
-func NewDynamo(client *dynamodb.Client, table, key string, logger *slog.Logger) *Dynamo {
-	return &Dynamo{client: client, table: table, key: key, trimLog: newTrimLog(logger)}
+// New returns a store in the item with pk = key of table. A nil logger
+// discards the trim warnings (LastTrim still reports them).
+func New(client *dynamodb.Client, table, key string, logger *slog.Logger) *Store {
+	return &Store{client: client, table: table, key: key, trims: state.NewTrimLog(logger)}
 }
+
+// LastTrim reports what the most recent successful Save left out to fit
+// LimitBytes, for the sweep's summary.
+func (d *Store) LastTrim() state.Trim { return d.trims.LastTrim() }
 
 // where names the item in errors.
-func (d *Dynamo) where() string {
+func (d *Store) where() string {
 	return fmt.Sprintf("ledger item %s=%q in dynamodb table %s", dynamoAttrKey, d.key, d.table)
 }
 
-func (d *Dynamo) itemKey() map[string]types.AttributeValue {
+func (d *Store) itemKey() map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{dynamoAttrKey: &types.AttributeValueMemberS{Value: d.key}}
 }
 
 // Load reads the item with a strongly consistent read, so that a sweep sees
 // the last save however soon after it runs; a missing item is an empty
 // ledger at Version "".
-func (d *Dynamo) Load(ctx context.Context) (Ledger, Version, error) {
+func (d *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
 	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(d.table),
 		Key:            d.itemKey(),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return Ledger{}, "", fmt.Errorf("get %s: %w", d.where(), err)
+		return state.Ledger{}, "", fmt.Errorf("get %s: %w", d.where(), err)
 	}
 	if len(out.Item) == 0 {
-		return normalize(Ledger{}), "", nil
+		return state.Normalize(state.Ledger{}), "", nil
 	}
 	return d.decode(out.Item)
 }
 
 // decode reads a stored item. A missing marks attribute is no marks, as a
 // missing lists attribute is no list cache; anything present must decode.
-func (d *Dynamo) decode(item map[string]types.AttributeValue) (Ledger, Version, error) {
+func (d *Store) decode(item map[string]types.AttributeValue) (state.Ledger, state.Version, error) {
 	n, ok := item[dynamoAttrVersion].(*types.AttributeValueMemberN)
 	if !ok {
-		return Ledger{}, "", fmt.Errorf("decode %s: attribute %s is missing or not a number", d.where(), dynamoAttrVersion)
+		return state.Ledger{}, "", fmt.Errorf("decode %s: attribute %s is missing or not a number", d.where(), dynamoAttrVersion)
 	}
 	if _, err := strconv.ParseUint(n.Value, 10, 64); err != nil {
-		return Ledger{}, "", fmt.Errorf("decode %s: attribute %s is %q, not a counter: %w", d.where(), dynamoAttrVersion, n.Value, err)
+		return state.Ledger{}, "", fmt.Errorf("decode %s: attribute %s is %q, not a counter: %w", d.where(), dynamoAttrVersion, n.Value, err)
 	}
-	var l Ledger
+	var l state.Ledger
 	if av, present := item[dynamoAttrMarks]; present {
 		s, ok := av.(*types.AttributeValueMemberS)
 		if !ok {
-			return Ledger{}, "", fmt.Errorf("decode %s: attribute %s is not a string", d.where(), dynamoAttrMarks)
+			return state.Ledger{}, "", fmt.Errorf("decode %s: attribute %s is not a string", d.where(), dynamoAttrMarks)
 		}
 		if err := json.Unmarshal([]byte(s.Value), &l.Marks); err != nil {
-			return Ledger{}, "", fmt.Errorf("decode %s of %s: %w", dynamoAttrMarks, d.where(), err)
+			return state.Ledger{}, "", fmt.Errorf("decode %s of %s: %w", dynamoAttrMarks, d.where(), err)
 		}
 	}
 	if av, present := item[dynamoAttrLists]; present {
@@ -129,16 +137,16 @@ func (d *Dynamo) decode(item map[string]types.AttributeValue) (Ledger, Version, 
 		// are read afresh. The marks above are not, and stay an error.
 		b, ok := av.(*types.AttributeValueMemberB)
 		if !ok {
-			d.droppedLists(dynamoAttrLists, errors.New("the attribute is not binary"), "dynamodb_table", d.table, "key", d.key)
-		} else if err := gunzipJSON(b.Value, &l.Lists); err != nil {
+			d.trims.DroppedLists(dynamoAttrLists, errors.New("the attribute is not binary"), "dynamodb_table", d.table, "key", d.key)
+		} else if err := state.GunzipJSON(b.Value, &l.Lists); err != nil {
 			l.Lists = nil
-			d.droppedLists(dynamoAttrLists, err, "dynamodb_table", d.table, "key", d.key)
+			d.trims.DroppedLists(dynamoAttrLists, err, "dynamodb_table", d.table, "key", d.key)
 		}
 	}
 	if s, ok := item[dynamoAttrNext].(*types.AttributeValueMemberS); ok {
 		l.NextScope = s.Value
 	}
-	return normalize(l), Version(n.Value), nil
+	return state.Normalize(l), state.Version(n.Value), nil
 }
 
 // Save writes l if the item is still at version v, creating it when v is
@@ -149,14 +157,10 @@ func (d *Dynamo) decode(item map[string]types.AttributeValue) (Ledger, Version, 
 // condition. If a PutItem that succeeded is retried by the SDK (its response
 // was lost) the retry fails the condition and is reported as a conflict: a
 // sweep then starts no action, which is the safe way to be wrong.
-func (d *Dynamo) Save(ctx context.Context, l Ledger, v Version) (Version, error) {
-	limit := d.LimitBytes
-	if limit <= 0 {
-		limit = DefaultDynamoLimitBytes
-	}
-	enc, trim, err := fit(l, limit)
+func (d *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (state.Version, error) {
+	enc, trim, err := state.Fit(l, d.LimitBytes, DefaultLimitBytes, d.where())
 	if err != nil {
-		return "", fmt.Errorf("fit %s: %w", d.where(), err)
+		return "", err
 	}
 
 	var next uint64 = 1
@@ -178,14 +182,14 @@ func (d *Dynamo) Save(ctx context.Context, l Ledger, v Version) (Version, error)
 	in.Item = map[string]types.AttributeValue{
 		dynamoAttrKey:     &types.AttributeValueMemberS{Value: d.key},
 		dynamoAttrVersion: &types.AttributeValueMemberN{Value: nextVersion},
-		dynamoAttrMarks:   &types.AttributeValueMemberS{Value: string(enc.marks)},
+		dynamoAttrMarks:   &types.AttributeValueMemberS{Value: string(enc.Marks)},
 		dynamoAttrUpdated: &types.AttributeValueMemberS{Value: time.Now().UTC().Format(time.RFC3339)},
 	}
-	if enc.lists != nil {
-		in.Item[dynamoAttrLists] = &types.AttributeValueMemberB{Value: enc.lists}
+	if enc.Lists != nil {
+		in.Item[dynamoAttrLists] = &types.AttributeValueMemberB{Value: enc.Lists}
 	}
-	if enc.next != "" {
-		in.Item[dynamoAttrNext] = &types.AttributeValueMemberS{Value: enc.next}
+	if enc.Next != "" {
+		in.Item[dynamoAttrNext] = &types.AttributeValueMemberS{Value: enc.Next}
 	}
 
 	if _, err := d.client.PutItem(ctx, in); err != nil {
@@ -196,13 +200,13 @@ func (d *Dynamo) Save(ctx context.Context, l Ledger, v Version) (Version, error)
 		var ccf *types.ConditionalCheckFailedException
 		if errors.As(err, &ccf) {
 			if v == "" {
-				return "", fmt.Errorf("create %s: %w: %w", d.where(), ErrConflict, err)
+				return "", fmt.Errorf("create %s: %w: %w", d.where(), state.ErrConflict, err)
 			}
-			return "", fmt.Errorf("update %s at version %s: %w: %w", d.where(), v, ErrConflict, err)
+			return "", fmt.Errorf("update %s at version %s: %w: %w", d.where(), v, state.ErrConflict, err)
 		}
 		return "", fmt.Errorf("%s %s: %w", doing, d.where(), err)
 	}
 
-	d.saved(trim, "dynamodb_table", d.table, "key", d.key)
-	return Version(nextVersion), nil
+	d.trims.Saved(trim, "dynamodb_table", d.table, "key", d.key)
+	return state.Version(nextVersion), nil
 }
