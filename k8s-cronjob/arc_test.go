@@ -144,8 +144,9 @@ type arcWorld struct {
 
 func newARCWorld(t *testing.T, bin string, m manifest, o arcWorldOpts) *arcWorld {
 	t.Helper()
+	env := plane.Env(t)
 	ns := env.Namespace(t, "cronjob-arc")
-	w := &arcWorld{world: &world{t: t, ns: ns, bin: bin}}
+	w := &arcWorld{world: &world{t: t, env: env, ns: ns, bin: bin}}
 
 	kubeconfig := installManifest(t, ns, m, o.dropRule, true)
 
@@ -222,11 +223,11 @@ func (w *arcWorld) arcState() map[string]string {
 	out := map[string]string{}
 	for _, n := range []string{w.zombie, w.failed, w.stuck} {
 		if n != "" {
-			out["EphemeralRunner/"+n] = env.ARCState(w.t, testenv.EphemeralRunners, w.ns, n)
+			out["EphemeralRunner/"+n] = w.env.ARCState(w.t, testenv.EphemeralRunners, w.ns, n)
 		}
 	}
 	if w.legacy != "" {
-		out["Runner/"+w.legacy] = env.ARCState(w.t, testenv.LegacyRunners, w.ns, w.legacy)
+		out["Runner/"+w.legacy] = w.env.ARCState(w.t, testenv.LegacyRunners, w.ns, w.legacy)
 	}
 	return out
 }

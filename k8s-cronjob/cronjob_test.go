@@ -35,9 +35,11 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 )
 
-var env *testenv.Env
+// plane is the one real control plane this package's tests share, started
+// by the first test that needs it; each test works in namespaces of its own.
+var plane testenv.Lazy
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func TestMain(m *testing.M) { testenv.LazyMain(m, &plane) }
 
 const (
 	// shippedNamespace is the base's namespace; the sweep tests move the
@@ -161,6 +163,7 @@ var nsOnce sync.Once
 // pod template that falls short of the restricted standard.
 func shippedNamespaceExists(t *testing.T) {
 	t.Helper()
+	env := plane.Env(t)
 	nsOnce.Do(func() {
 		_, err := env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
 			ObjectMeta: metav1.ObjectMeta{Name: shippedNamespace, Labels: map[string]string{
@@ -176,6 +179,7 @@ func shippedNamespaceExists(t *testing.T) {
 
 func serverDryRun(t *testing.T, yamlDoc []byte) (stdout, stderr string, err error) {
 	t.Helper()
+	env := plane.Env(t)
 	kubeconfig, kerr := env.Kubeconfig(t.TempDir())
 	require.NoError(t, kerr)
 	var out, errOut bytes.Buffer
@@ -424,6 +428,7 @@ func TestRoleIsExactlyTheSweepsActions(t *testing.T) {
 // pod and a zombie, with a simulated GitHub beside it.
 type world struct {
 	t     *testing.T
+	env   *testenv.Env
 	ns    string
 	sim   *ghsim.Sim
 	reap  map[string]string // the binary's environment
@@ -449,6 +454,7 @@ type worldOpts struct {
 // identity the CronJob's pod has, as RBAC sees it.
 func installManifest(t *testing.T, ns string, m manifest, dropRule string, ledger bool) string {
 	t.Helper()
+	env := plane.Env(t)
 	ctx := context.Background()
 	sa := m.SA.DeepCopy()
 	sa.Namespace = ns
@@ -495,9 +501,10 @@ func installManifest(t *testing.T, ns string, m manifest, dropRule string, ledge
 
 func newWorld(t *testing.T, bin string, m manifest, o worldOpts) *world {
 	t.Helper()
+	env := plane.Env(t)
 	ctx := context.Background()
 	ns := env.Namespace(t, "cronjob")
-	w := &world{t: t, ns: ns, bin: bin}
+	w := &world{t: t, env: env, ns: ns, bin: bin}
 
 	require.Len(t, m.Binding.Subjects, 1)
 	require.Equal(t, shippedNamespace, m.Binding.Subjects[0].Namespace)
@@ -566,12 +573,12 @@ func (w *world) exists(get func(context.Context, string, metav1.GetOptions) erro
 
 func (w *world) podExists(name string) bool {
 	w.t.Helper()
-	return env.PodExists(w.t, w.ns, name)
+	return w.env.PodExists(w.t, w.ns, name)
 }
 
 func (w *world) serviceAccountExists(name string) bool {
 	return w.exists(func(ctx context.Context, n string, o metav1.GetOptions) error {
-		_, err := env.Client.CoreV1().ServiceAccounts(w.ns).Get(ctx, n, o)
+		_, err := w.env.Client.CoreV1().ServiceAccounts(w.ns).Get(ctx, n, o)
 		return err
 	}, name)
 }
@@ -587,7 +594,7 @@ func (w *world) registered(id int64) bool {
 
 // reapedEvents returns the pods the sweep recorded a RunnerReaped Event on.
 func (w *world) reapedEvents() []string {
-	evs, err := env.Client.CoreV1().Events(w.ns).List(context.Background(), metav1.ListOptions{})
+	evs, err := w.env.Client.CoreV1().Events(w.ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(w.t, err)
 	var pods []string
 	for _, e := range evs.Items {
@@ -631,6 +638,7 @@ func TestSweepAsTheCronJob(t *testing.T) {
 // ServiceAccount: the terminal pod in the first sweep, the zombie (its
 // registration, then its pod) in the second once confirm-after has passed.
 func wholeJob(t *testing.T, bin string) {
+	env := plane.Env(t)
 	m := render(t, false)
 	w := newWorld(t, bin, m, worldOpts{})
 

@@ -33,6 +33,7 @@ const erName = "arc-runner-set-abcde-runner-x1y2z"
 // controlled by it, and returns its view.
 func createOwnedPod(t *testing.T, owner *unstructured.Unstructured) reconcile.Pod {
 	t.Helper()
+	env := plane.Env(t)
 	created := env.RunnerPod(t, owner.GetNamespace(), testenv.RunnerPod{
 		Owner:  testenv.ControllerRef(owner),
 		Labels: map[string]string{"app": "runner", "actions-ephemeral-runner": "True"},
@@ -45,6 +46,7 @@ func createOwnedPod(t *testing.T, owner *unstructured.Unstructured) reconcile.Po
 // a deleting EphemeralRunner: drop its finalizer, so it goes away.
 func clearFinalizersAsAdmin(t *testing.T, ns, name string) {
 	t.Helper()
+	env := plane.Env(t)
 	_, err := env.Dynamic.Resource(ephemeralRunners).Namespace(ns).Patch(context.Background(), name,
 		types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -63,6 +65,7 @@ func ersByName(ers []reconcile.EphemeralRunner) map[string]reconcile.EphemeralRu
 // does, in every state the classifier cares about, and checks what the
 // view makes of each after a round trip through the API server.
 func TestListEphemeralRunnersReadsFields(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	ns := env.Namespace(t, "arc")
 	tests := []struct {
@@ -199,6 +202,7 @@ func TestScopeKeyOfConfigURL(t *testing.T) {
 // TestListEphemeralRunners checks which EphemeralRunners each list returns
 // and that it costs exactly one request per page per namespace.
 func TestListEphemeralRunners(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	nsA := env.Namespace(t, "arc")
 	nsB := env.Namespace(t, "arc")
@@ -388,6 +392,7 @@ func TestListEphemeralRunnersPageFails(t *testing.T) {
 // TestDeleteOwner deletes a runner pod's ARC owner as the act step does:
 // from the owner reference in the pod's view.
 func TestDeleteOwner(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	const legacyName = "acme-api-runner-7xk2p"
 	tests := []struct {
@@ -512,6 +517,7 @@ func TestDeleteOwner(t *testing.T) {
 // TestDeleteEphemeralRunner deletes an EphemeralRunner judged from its own
 // view (a failed or podless one), held to its UID and resourceVersion.
 func TestDeleteEphemeralRunner(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	tests := []struct {
 		name         string
@@ -584,6 +590,7 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 // waiting on an ARC controller that is gone, is let go, but only as it was
 // observed.
 func TestRemoveFinalizers(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	tests := []struct {
 		name  string
@@ -675,6 +682,7 @@ func TestRemoveFinalizers(t *testing.T) {
 }
 
 func TestARCForbidden(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	nsA := env.Namespace(t, "arc")
 	nsB := env.Namespace(t, "arc")

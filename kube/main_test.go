@@ -12,11 +12,11 @@ import (
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
-// env is the one real control plane all of this package's tests share; each
-// test works in namespaces of its own.
-var env *testenv.Env
+// plane is the one real control plane this package's tests share, started
+// by the first test that needs it; each test works in namespaces of its own.
+var plane testenv.Lazy
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func TestMain(m *testing.M) { testenv.LazyMain(m, &plane) }
 
 const runnerImage = "ghcr.io/actions/actions-runner:latest"
 
@@ -65,6 +65,7 @@ func term(code, signal int32, reason string) *reconcile.Termination {
 // newClient is a counting Client with the administrator's rights.
 func newClient(t *testing.T, opts Options) *Client {
 	t.Helper()
+	env := plane.Env(t)
 	c, err := New(env.Config, opts)
 	require.NoError(t, err)
 	return c
@@ -73,6 +74,7 @@ func newClient(t *testing.T, opts Options) *Client {
 // userClient is a Client for a user who has exactly what RBAC grants it.
 func userClient(t *testing.T, user string) *Client {
 	t.Helper()
+	env := plane.Env(t)
 	cfg, err := env.AddUser(user)
 	require.NoError(t, err)
 	c, err := New(cfg, Options{})

@@ -21,6 +21,7 @@ import (
 // them and checks what the view makes of each after a round trip through
 // the API server.
 func TestListPodsReadsKubeletStatus(t *testing.T) {
+	env := plane.Env(t)
 	ns := env.Namespace(t, "kube")
 	none := corev1.ContainerState{}
 	arc := map[string]string{
@@ -129,6 +130,7 @@ func utc(c reconcile.Container) reconcile.Container {
 // TestListPods checks which pods each list returns and that it costs exactly
 // one request per page per namespace.
 func TestListPods(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	nsA := env.Namespace(t, "kube")
 	nsB := env.Namespace(t, "kube")
@@ -233,6 +235,7 @@ func TestListPods(t *testing.T) {
 }
 
 func TestDeletePod(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	admin := env.Client.CoreV1()
 	running := podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), corev1.ContainerState{}))
@@ -327,6 +330,7 @@ func TestDeletePod(t *testing.T) {
 }
 
 func TestDeleteServiceAccount(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	tests := []struct {
 		name   string
@@ -363,6 +367,7 @@ func TestDeleteServiceAccount(t *testing.T) {
 
 // TestListPodsCancelled: a cancelled sweep stops listing and says so.
 func TestListPodsCancelled(t *testing.T) {
+	env := plane.Env(t)
 	ns := env.Namespace(t, "kube")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()

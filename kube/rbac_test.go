@@ -17,6 +17,7 @@ import (
 // TestForbidden: a user RBAC refuses gets errors that IsForbidden names, and
 // never a partial pod list.
 func TestForbidden(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	nsA := env.Namespace(t, "kube")
 	nsB := env.Namespace(t, "kube")

@@ -286,6 +286,7 @@ func TestParseSource(t *testing.T) {
 // when its runner started (the container's start, else the pod's, else its
 // creation).
 func TestListPodsRunnerStartAndContainer(t *testing.T) {
+	env := plane.Env(t)
 	ns := env.Namespace(t, "kube")
 	labels := map[string]string{"app": "runner"}
 	// The API keeps whole seconds.

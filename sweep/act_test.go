@@ -31,6 +31,7 @@ import (
 // the same refusal. Before the pre-flight, the terminal pod's registration
 // was deleted and its pod then stayed for good.
 func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
+	env := plane.Env(t)
 	r := newRig(t)
 	dead := r.runner("acme-dead", "offline", false)
 	r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
@@ -85,7 +86,7 @@ func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 // events lists the RunnerReaped Events in the rig's namespace.
 func (r *rig) events() []string {
 	r.t.Helper()
-	evs, err := env.Client.CoreV1().Events(r.ns).List(context.Background(), metav1.ListOptions{})
+	evs, err := r.env.Client.CoreV1().Events(r.ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(r.t, err)
 	var out []string
 	for _, e := range evs.Items {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Two sweeps never both act (issue 8, item 6), on every ledger: N sweeps
@@ -27,6 +27,7 @@ import (
 // (the pod needs no confirmation and every list page is answered 304), the
 // case in which a save that does not move the version lets them all act.
 func TestConcurrentSweepsExactlyOneActs(t *testing.T) {
+	env := plane.Env(t)
 	const sweeps, rounds = 8, 3
 	backends := []struct {
 		name string

@@ -35,6 +35,7 @@ func leastPrivilege() []rbacv1.PolicyRule {
 // permission taken away it says which action was refused, and never
 // deletes what it could not first record or mark.
 func TestSafetyRule5LeastPrivilege(t *testing.T) {
+	env := plane.Env(t)
 	cases := []struct {
 		name    string
 		drop    int // index into leastPrivilege; -1 drops nothing

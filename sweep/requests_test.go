@@ -12,8 +12,8 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Requests per sweep are counted exactly: one pod list per namespace page,
@@ -24,6 +24,7 @@ import (
 // rate limit. A configured namespace that lists
 // no pod costs one more request, the check that it exists.
 func TestRequestsPerSweep(t *testing.T) {
+	env := plane.Env(t)
 	second := env.Namespace(t, "sweep-b")
 	repo, err := reconcile.ParseScope("repo:acme/web")
 	require.NoError(t, err)
@@ -80,6 +81,7 @@ func TestRequestsPerSweep(t *testing.T) {
 // A scope dropped from the configuration leaves no list cache behind in the
 // ledger, which would otherwise grow until it had to be trimmed.
 func TestDroppedScopeLeavesNoCache(t *testing.T) {
+	env := plane.Env(t)
 	repo, err := reconcile.ParseScope("repo:acme/web")
 	require.NoError(t, err)
 	r := newRig(t, func(c *config.Config) { c.Scopes = append(c.Scopes, repo) })

@@ -16,8 +16,8 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Every verdict of docs/design.md's table and every exit fingerprint, through
@@ -25,6 +25,7 @@ import (
 // the GitHub-based verdicts are marked, wait out confirm-after, then go;
 // nothing else is touched.
 func TestSweepReapsEveryVerdictAndNothingElse(t *testing.T) {
+	env := plane.Env(t)
 	r := newRig(t)
 	healthy := r.runner("acme-healthy", "online", false)
 	r.pod("acme-healthy", testenv.Running())
@@ -346,6 +347,7 @@ func (w waitForBoth) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
 // Dry-run marks like a real sweep and deletes nothing; an audit changes
 // nothing at all, not even the ledger.
 func TestDryRunAndAuditDeleteNothing(t *testing.T) {
+	env := plane.Env(t)
 	r := newRig(t)
 	z := r.runner("acme-zombie", "offline", false)
 	r.pod("acme-zombie", testenv.Running())
