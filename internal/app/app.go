@@ -25,6 +25,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/kube"
+	"github.com/runner-reaper/runner-reaper/kube/eks"
 	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
@@ -149,7 +150,7 @@ func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Ru
 		if err != nil {
 			return nil, err
 		}
-		if restCfg, err = kube.EKSRESTConfig(ctx, awsCfg, cfg.EKSCluster); err != nil {
+		if restCfg, err = eks.RESTConfig(ctx, awsCfg, cfg.EKSCluster); err != nil {
 			return nil, err
 		}
 	} else {
