@@ -17,7 +17,6 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
-	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
@@ -67,7 +66,7 @@ func newRig(t testing.TB, mods ...func(*config.Config)) *rig {
 		Namespaces:      []string{ns},
 		PodSelector:     "actions-ephemeral-runner=True",
 		RunnerContainer: "runner",
-		RunnerName:      kube.Source{Kind: kube.PodName},
+		RunnerName:      config.NameSource{From: config.NameFromPod},
 		StampLabel:      "pool.example.com/claimed-by",
 		Policy: reconcile.Policy{
 			RegistrationDeadline: 10 * time.Minute,

@@ -29,10 +29,10 @@ import (
 	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/secret"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // ErrConfig marks a start-up failure that the configuration caused (a
@@ -226,7 +226,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		selector:   cfg.PodSelector,
 		mapping: kube.Mapping{
 			RunnerContainer: cfg.RunnerContainer,
-			RunnerName:      cfg.RunnerName,
+			RunnerName:      kubeSource(cfg.RunnerName),
 			ScopeLabel:      cfg.ScopeLabel,
 			Scopes:          cfg.Scopes,
 			StampLabel:      cfg.StampLabel,
@@ -324,4 +324,16 @@ type ephemeralRunners struct {
 
 func (e ephemeralRunners) ListEphemeralRunners(ctx context.Context) ([]reconcile.EphemeralRunner, error) {
 	return e.client.ListEphemeralRunners(ctx, e.namespaces)
+}
+
+// kubeSource is the configured runner name source in kube's terms.
+func kubeSource(s config.NameSource) kube.Source {
+	switch s.From {
+	case config.NameFromLabel:
+		return kube.Source{Kind: kube.Label, Key: s.Key}
+	case config.NameFromAnnotation:
+		return kube.Source{Kind: kube.Annotation, Key: s.Key}
+	default:
+		return kube.Source{Kind: kube.PodName}
+	}
 }
