@@ -23,7 +23,10 @@ import (
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
-var acme = reconcile.Scope{Kind: reconcile.OrgScope, Name: "acme"}
+var (
+	acme = reconcile.Scope{Kind: reconcile.OrgScope, Name: "acme"}
+	beta = reconcile.Scope{Kind: reconcile.OrgScope, Name: "beta"}
+)
 
 // fakeKube is the cluster: a pod list that may fail, and every delete the
 // reaper sends, by kind.
@@ -111,11 +114,13 @@ type fakeGitHub struct {
 	runners map[string][]reconcile.Registration
 	listErr map[string]error
 	deleted []int64
+	listed  []string // the scope of every list request
 }
 
 func (g *fakeGitHub) ListRunners(_ context.Context, s reconcile.Scope, _ *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.listed = append(g.listed, s.Key())
 	if err := g.listErr[s.Key()]; err != nil {
 		return nil, nil, err
 	}
@@ -164,6 +169,8 @@ type world struct {
 	// spare is the reaper's Spare: no action starts closer than this to
 	// the context's deadline.
 	spare time.Duration
+	// scopes are the configured scopes; acme alone unless a test adds one.
+	scopes []reconcile.Scope
 }
 
 var t0 = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
@@ -202,6 +209,7 @@ func newWorld() *world {
 		}}, listErr: map[string]error{}},
 		ledger: state.NewMemory(),
 		now:    t0,
+		scopes: []reconcile.Scope{acme},
 	}
 }
 
@@ -214,11 +222,11 @@ func (w *world) sweeper() *sweep.Sweeper {
 		Reaper: func(mode sweep.Mode) *reap.Reaper {
 			return reap.New(w.gh, w.kube, w.kube, reap.Options{
 				DryRun: mode != sweep.Act, Limits: reconcile.Limits{MaxActions: 50, MaxFraction: 1},
-				Scopes: map[string]reconcile.Scope{acme.Key(): acme},
+				Scopes: map[string]reconcile.Scope{acme.Key(): acme, beta.Key(): beta},
 				Spare:  w.spare,
 			})
 		},
-		Scopes: []reconcile.Scope{acme},
+		Scopes: w.scopes,
 		Policy: reconcile.Policy{RegistrationDeadline: 10 * time.Minute, GhostNamePrefix: "acme-"},
 		Hold:   reconcile.Hold{ConfirmAfter: 5 * time.Minute, StampMaxAge: 5 * time.Minute, MassSuspicionFraction: 0.5, MassSuspicionMin: 5},
 		Log:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
@@ -387,10 +395,15 @@ func TestRunNotReachedAndRateLimitedDegrade(t *testing.T) {
 		w := newWorld()
 		require.Equal(t, sweep.Complete, w.run(sweep.Act).Status)
 		w.now = w.now.Add(time.Hour)
+		w.scopes = append(w.scopes, beta)
+		w.gh.listed = nil
 		w.gh.listErr[acme.Key()] = &reconcile.RateLimitError{Until: w.now.Add(time.Hour), Err: errors.New("403 rate limit exceeded")}
 		res := w.run(sweep.Act)
 		assert.Equal(t, sweep.Degraded, res.Status, "a rate limit exits 3, not 1")
 		assert.Nil(t, res.Err)
+		assert.Equal(t, []string{acme.Key()}, w.gh.listed, "the later scope is not asked once GitHub rate-limited")
+		require.Contains(t, res.Observation.Lists, beta.Key())
+		assert.False(t, res.Observation.Lists[beta.Key()].Complete)
 		assert.Empty(t, w.gh.deletes(), "GitHub is sent nothing more once it rate-limited")
 	})
 }
