@@ -236,6 +236,9 @@ func (w *arcWorld) arcState() map[string]string {
 // ServiceAccount, with the ARC components' Roles, each subtest in its own
 // namespace with its own simulator, in parallel.
 func TestARCSweepAsTheCronJob(t *testing.T) {
+	// Every case sweeps on the control plane: start it (or skip in
+	// -short) before spending time on building the binary.
+	plane.Env(t)
 	bin, err := testenv.BuildBinary(t.TempDir())
 	require.NoError(t, err)
 	arc := renderWith(t, arcComponent)

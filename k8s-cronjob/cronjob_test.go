@@ -620,6 +620,9 @@ func describe(r testenv.Run) string {
 // for all of its subtests (each in its own namespace with its own simulator,
 // in parallel), as the manifest's ServiceAccount with the manifest's Role.
 func TestSweepAsTheCronJob(t *testing.T) {
+	// Every case sweeps on the control plane: start it (or skip in
+	// -short) before spending time on building the binary.
+	plane.Env(t)
 	bin, err := testenv.BuildBinary(t.TempDir())
 	require.NoError(t, err)
 	t.Run("the manifest's Role does the whole job", func(t *testing.T) {
