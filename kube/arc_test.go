@@ -455,18 +455,9 @@ func TestDeleteOwner(t *testing.T) {
 				tc.after(t, ns, owner.GetName())
 			}
 
-			// The server-side dry run answers as the delete will, and
-			// changes nothing: the delete below still meets its
-			// preconditions.
-			checked, err := c.CheckDeleteOwner(ctx, ns, *pods[0].Owner)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
-
-			before := c.Counts()
-			got, err := c.DeleteOwner(ctx, ns, *pods[0].Owner)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
+			checkThenWrite(t, c, tc.want,
+				func() (reconcile.DeleteResult, error) { return c.CheckDeleteOwner(ctx, ns, *pods[0].Owner) },
+				func() (reconcile.DeleteResult, error) { return c.DeleteOwner(ctx, ns, *pods[0].Owner) })
 
 			left := env.ARCObject(t, resource, ns, owner.GetName())
 			switch tc.wantLeft {
@@ -550,18 +541,9 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 				tc.after(t, ns, view.Name)
 			}
 
-			// The server-side dry run answers as the delete will, and
-			// changes nothing: the delete below still meets its
-			// preconditions.
-			checked, err := c.CheckDeleteEphemeralRunner(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
-
-			before := c.Counts()
-			got, err := c.DeleteEphemeralRunner(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
+			checkThenWrite(t, c, tc.want,
+				func() (reconcile.DeleteResult, error) { return c.CheckDeleteEphemeralRunner(ctx, view) },
+				func() (reconcile.DeleteResult, error) { return c.DeleteEphemeralRunner(ctx, view) })
 			left := env.ARCObject(t, testenv.EphemeralRunners, ns, view.Name)
 			if tc.wantSurvivor {
 				require.NotNil(t, left, "the changed EphemeralRunner survives")
@@ -629,18 +611,9 @@ func TestRemoveFinalizers(t *testing.T) {
 				tc.after(t, ns, view.Name)
 			}
 
-			// The server-side dry run answers as the delete will, and
-			// changes nothing: the delete below still meets its
-			// preconditions.
-			checked, err := c.CheckRemoveFinalizers(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
-
-			before := c.Counts()
-			got, err := c.RemoveFinalizers(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
+			checkThenWrite(t, c, tc.want,
+				func() (reconcile.DeleteResult, error) { return c.CheckRemoveFinalizers(ctx, view) },
+				func() (reconcile.DeleteResult, error) { return c.RemoveFinalizers(ctx, view) })
 
 			left := env.ARCObject(t, testenv.EphemeralRunners, ns, erName)
 			switch tc.wantLeft {

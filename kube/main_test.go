@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,3 +94,20 @@ func byName(pods []reconcile.Pod) map[string]reconcile.Pod {
 
 // controller is an OwnerReference.Controller of true.
 func controller() *bool { b := true; return &b }
+
+// checkThenWrite runs a write's server-side dry run and then the write
+// itself, the way the reaper does: the dry run must answer as the write will
+// and change nothing (the write still meets its preconditions), and the
+// write must cost exactly one request. Pods and ARC's objects share it.
+func checkThenWrite(t *testing.T, c *Client, want reconcile.DeleteResult, check, write func() (reconcile.DeleteResult, error)) {
+	t.Helper()
+	checked, err := check()
+	require.NoError(t, err)
+	assert.Equal(t, want, checked, "the dry run answers as the write will")
+
+	before := c.Counts()
+	got, err := write()
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request per write")
+}

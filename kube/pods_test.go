@@ -284,18 +284,9 @@ func TestDeletePod(t *testing.T) {
 				tc.after(t, ns, view.Name)
 			}
 
-			// The server-side dry run answers as the delete will, and
-			// changes nothing: the delete below still meets its
-			// preconditions.
-			checked, err := c.CheckDeletePod(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
-
-			before := c.Counts()
-			got, err := c.DeletePod(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request per delete")
+			checkThenWrite(t, c, tc.want,
+				func() (reconcile.DeleteResult, error) { return c.CheckDeletePod(ctx, view) },
+				func() (reconcile.DeleteResult, error) { return c.DeletePod(ctx, view) })
 
 			left, err := admin.Pods(ns).Get(ctx, view.Name, metav1.GetOptions{})
 			if !tc.wantSurvivor {
