@@ -30,7 +30,7 @@ const (
 )
 
 var (
-	// arcRules is what components/arc adds to the base's Role, as rule()
+	// arcRules is what components/arc adds to the base's Role, as testenv.Permission()
 	// names them.
 	arcRules = []string{
 		"get ephemeralrunners.actions.github.com",
@@ -77,7 +77,7 @@ func TestARCComponentsRenderExactlyTheBasePlusARC(t *testing.T) {
 			// the component's, one verb and one resource per rule.
 			want := append(append([]string(nil), leastPrivilege...), tc.rules...)
 			sort.Strings(want)
-			assert.Equal(t, want, permissions(m.Role.Rules))
+			assert.Equal(t, want, testenv.Permissions(m.Role.Rules))
 			require.Greater(t, len(m.Role.Rules), len(base.Role.Rules))
 			assert.Equal(t, base.Role.Rules, m.Role.Rules[:len(base.Role.Rules)], "the base's rules are kept as they are")
 			for _, r := range m.Role.Rules {
@@ -122,7 +122,7 @@ type arcWorldOpts struct {
 	// legacy plants a legacy summerwind fleet (its pods selected with a
 	// selector of their own) instead of the scale-set fleet.
 	legacy bool
-	// dropRule removes the Role rule rule() names so (e.g. "delete
+	// dropRule removes the Role rule testenv.Permission() names so (e.g. "delete
 	// ephemeralrunners.actions.github.com").
 	dropRule string
 }

@@ -349,42 +349,9 @@ func TestShippedConfigStartsInDryRun(t *testing.T) {
 }
 
 // rule names one permission: "verb resource" plus its resourceNames.
-func rule(r rbacv1.PolicyRule) []string {
-	var out []string
-	for _, g := range r.APIGroups {
-		for _, res := range r.Resources {
-			for _, v := range r.Verbs {
-				s := v + " " + res
-				if g != "" {
-					s += "." + g
-				}
-				if len(r.ResourceNames) > 0 {
-					s += " " + strings.Join(r.ResourceNames, ",")
-				}
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
-func permissions(rules []rbacv1.PolicyRule) []string {
-	var out []string
-	for _, r := range rules {
-		out = append(out, rule(r)...)
-	}
-	sort.Strings(out)
-	return out
-}
-
-var leastPrivilege = []string{
-	"create configmaps",
-	"create events",
-	"delete pods",
-	"get configmaps " + ledgerName,
-	"list pods",
-	"update configmaps " + ledgerName,
-}
+// leastPrivilege is what the sweep's own tests grant (testenv.LeastPrivilege):
+// the shipped Role must be exactly that.
+var leastPrivilege = testenv.Permissions(testenv.LeastPrivilege())
 
 func TestRoleIsExactlyTheSweepsActions(t *testing.T) {
 	for _, tc := range []struct {
@@ -399,7 +366,7 @@ func TestRoleIsExactlyTheSweepsActions(t *testing.T) {
 			m := render(t, tc.withComponent)
 			want := append([]string(nil), tc.want...)
 			sort.Strings(want)
-			assert.Equal(t, want, permissions(m.Role.Rules))
+			assert.Equal(t, want, testenv.Permissions(m.Role.Rules))
 			for _, r := range m.Role.Rules {
 				assert.Len(t, r.Verbs, 1, "one verb per rule, so one can be dropped: %v", r)
 				assert.Len(t, r.Resources, 1, "one resource per rule: %v", r)
@@ -467,7 +434,7 @@ func installManifest(t *testing.T, ns string, m manifest, dropRule string, ledge
 		var kept []rbacv1.PolicyRule
 		dropped := 0
 		for _, r := range role.Rules {
-			p := rule(r)
+			p := testenv.Permission(r)
 			if len(p) == 1 && (p[0] == dropRule || strings.HasPrefix(p[0], dropRule+" ")) {
 				dropped++
 				continue
