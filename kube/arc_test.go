@@ -687,56 +687,39 @@ func TestARCForbidden(t *testing.T) {
 			return err
 		}
 	}
-	deleted := func(f func() (reconcile.DeleteResult, error)) func() error {
-		return func() error {
-			res, err := f()
-			assert.Empty(t, res)
-			return err
-		}
-	}
-	tests := []struct {
-		name string
-		call func() error
-	}{
+	assertForbidden(t, []forbiddenCase{
 		{"no rights: list one namespace", listIn(nobody, nsA)},
 		{"no rights: list all namespaces", listIn(nobody)},
-		{"no rights: delete EphemeralRunner owner", deleted(func() (reconcile.DeleteResult, error) {
+		{"no rights: delete EphemeralRunner owner", refusedWrite(t, func() (reconcile.DeleteResult, error) {
 			return nobody.DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"no rights: delete legacy Runner owner", deleted(func() (reconcile.DeleteResult, error) {
+		{"no rights: delete legacy Runner owner", refusedWrite(t, func() (reconcile.DeleteResult, error) {
 			return nobody.DeleteOwner(ctx, nsA, *legacyPod.Owner)
 		})},
-		{"no rights: delete EphemeralRunner", deleted(func() (reconcile.DeleteResult, error) {
+		{"no rights: delete EphemeralRunner", refusedWrite(t, func() (reconcile.DeleteResult, error) {
 			return nobody.DeleteEphemeralRunner(ctx, view)
 		})},
-		{"no rights: remove finalizers", deleted(func() (reconcile.DeleteResult, error) {
+		{"no rights: remove finalizers", refusedWrite(t, func() (reconcile.DeleteResult, error) {
 			return nobody.RemoveFinalizers(ctx, stuck)
 		})},
 		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
 		{"list rights in one namespace: all namespaces", listIn(lister)},
-		{"list rights: delete owner", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: delete owner", refusedWrite(t, func() (reconcile.DeleteResult, error) {
 			return lister.DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"list rights: dry-run delete owner", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: dry-run delete owner", refusedWrite(t, func() (reconcile.DeleteResult, error) {
 			return lister.CheckDeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"list rights: dry-run delete legacy Runner owner", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: dry-run delete legacy Runner owner", refusedWrite(t, func() (reconcile.DeleteResult, error) {
 			return lister.CheckDeleteOwner(ctx, nsA, *legacyPod.Owner)
 		})},
-		{"list rights: dry-run delete EphemeralRunner", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: dry-run delete EphemeralRunner", refusedWrite(t, func() (reconcile.DeleteResult, error) {
 			return lister.CheckDeleteEphemeralRunner(ctx, view)
 		})},
-		{"list rights: dry-run remove finalizers", deleted(func() (reconcile.DeleteResult, error) {
+		{"list rights: dry-run remove finalizers", refusedWrite(t, func() (reconcile.DeleteResult, error) {
 			return lister.CheckRemoveFinalizers(ctx, stuck)
 		})},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.call()
-			require.Error(t, err)
-			assert.True(t, IsForbidden(err), "IsForbidden(%v)", err)
-		})
-	}
+	})
 
 	t.Run("list rights in one namespace: that namespace lists", func(t *testing.T) {
 		ers, err := lister.ListEphemeralRunners(ctx, []string{nsA})

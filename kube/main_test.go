@@ -111,3 +111,32 @@ func checkThenWrite(t *testing.T, c *Client, want reconcile.DeleteResult, check,
 	assert.Equal(t, want, got)
 	assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request per write")
 }
+
+// forbiddenCase is one call that RBAC must refuse.
+type forbiddenCase struct {
+	name string
+	call func() error
+}
+
+// assertForbidden runs each call as a subtest: it must fail, and with an
+// error that IsForbidden recognises, so the sweep can say which permission
+// is missing.
+func assertForbidden(t *testing.T, cases []forbiddenCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			require.Error(t, err)
+			assert.True(t, IsForbidden(err), "IsForbidden(%v)", err)
+		})
+	}
+}
+
+// refusedWrite is a write whose refusal must carry no result.
+func refusedWrite(t *testing.T, f func() (reconcile.DeleteResult, error)) func() error {
+	return func() error {
+		res, err := f()
+		assert.Empty(t, res)
+		return err
+	}
+}
