@@ -100,8 +100,11 @@ SEED ?= 0
 chaos:
 	$(GO) run ./internal/chaos/cmd/chaos -sweeps 10000 -seed $(SEED)
 
+# Every package but e2e (all of it process-level integration) in -short:
+# the tests that need the control plane or dynalite skip themselves, so this
+# needs no assets, no network, and takes seconds.
 unit:
-	$(GO) test -count=1 ./reconcile/... ./ghclient/... ./state/... ./internal/config/...
+	$(GO) test -short -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
 
 # The pure classify-and-plan benchmark, then whole sweeps over a fleet of
 # 10,000 pods on the real API server and 10,000 registrations in 100 scopes.

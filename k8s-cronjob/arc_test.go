@@ -30,7 +30,7 @@ const (
 )
 
 var (
-	// arcRules is what components/arc adds to the base's Role, as rule()
+	// arcRules is what components/arc adds to the base's Role, as testenv.Permission()
 	// names them.
 	arcRules = []string{
 		"get ephemeralrunners.actions.github.com",
@@ -77,7 +77,7 @@ func TestARCComponentsRenderExactlyTheBasePlusARC(t *testing.T) {
 			// the component's, one verb and one resource per rule.
 			want := append(append([]string(nil), leastPrivilege...), tc.rules...)
 			sort.Strings(want)
-			assert.Equal(t, want, permissions(m.Role.Rules))
+			assert.Equal(t, want, testenv.Permissions(m.Role.Rules))
 			require.Greater(t, len(m.Role.Rules), len(base.Role.Rules))
 			assert.Equal(t, base.Role.Rules, m.Role.Rules[:len(base.Role.Rules)], "the base's rules are kept as they are")
 			for _, r := range m.Role.Rules {
@@ -122,7 +122,7 @@ type arcWorldOpts struct {
 	// legacy plants a legacy summerwind fleet (its pods selected with a
 	// selector of their own) instead of the scale-set fleet.
 	legacy bool
-	// dropRule removes the Role rule rule() names so (e.g. "delete
+	// dropRule removes the Role rule testenv.Permission() names so (e.g. "delete
 	// ephemeralrunners.actions.github.com").
 	dropRule string
 }
@@ -144,8 +144,9 @@ type arcWorld struct {
 
 func newARCWorld(t *testing.T, bin string, m manifest, o arcWorldOpts) *arcWorld {
 	t.Helper()
+	env := plane.Env(t)
 	ns := env.Namespace(t, "cronjob-arc")
-	w := &arcWorld{world: &world{t: t, ns: ns, bin: bin}}
+	w := &arcWorld{world: &world{t: t, env: env, ns: ns, bin: bin}}
 
 	kubeconfig := installManifest(t, ns, m, o.dropRule, true)
 
@@ -222,11 +223,11 @@ func (w *arcWorld) arcState() map[string]string {
 	out := map[string]string{}
 	for _, n := range []string{w.zombie, w.failed, w.stuck} {
 		if n != "" {
-			out["EphemeralRunner/"+n] = env.ARCState(w.t, testenv.EphemeralRunners, w.ns, n)
+			out["EphemeralRunner/"+n] = w.env.ARCState(w.t, testenv.EphemeralRunners, w.ns, n)
 		}
 	}
 	if w.legacy != "" {
-		out["Runner/"+w.legacy] = env.ARCState(w.t, testenv.LegacyRunners, w.ns, w.legacy)
+		out["Runner/"+w.legacy] = w.env.ARCState(w.t, testenv.LegacyRunners, w.ns, w.legacy)
 	}
 	return out
 }
@@ -235,6 +236,9 @@ func (w *arcWorld) arcState() map[string]string {
 // ServiceAccount, with the ARC components' Roles, each subtest in its own
 // namespace with its own simulator, in parallel.
 func TestARCSweepAsTheCronJob(t *testing.T) {
+	// Every case sweeps on the control plane: start it (or skip in
+	// -short) before spending time on building the binary.
+	plane.Env(t)
 	bin, err := testenv.BuildBinary(t.TempDir())
 	require.NoError(t, err)
 	arc := renderWith(t, arcComponent)

@@ -35,9 +35,11 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 )
 
-var env *testenv.Env
+// plane is the one real control plane this package's tests share, started
+// by the first test that needs it; each test works in namespaces of its own.
+var plane testenv.Lazy
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func TestMain(m *testing.M) { testenv.LazyMain(m, &plane) }
 
 const (
 	// shippedNamespace is the base's namespace; the sweep tests move the
@@ -161,6 +163,7 @@ var nsOnce sync.Once
 // pod template that falls short of the restricted standard.
 func shippedNamespaceExists(t *testing.T) {
 	t.Helper()
+	env := plane.Env(t)
 	nsOnce.Do(func() {
 		_, err := env.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
 			ObjectMeta: metav1.ObjectMeta{Name: shippedNamespace, Labels: map[string]string{
@@ -176,6 +179,7 @@ func shippedNamespaceExists(t *testing.T) {
 
 func serverDryRun(t *testing.T, yamlDoc []byte) (stdout, stderr string, err error) {
 	t.Helper()
+	env := plane.Env(t)
 	kubeconfig, kerr := env.Kubeconfig(t.TempDir())
 	require.NoError(t, kerr)
 	var out, errOut bytes.Buffer
@@ -345,42 +349,9 @@ func TestShippedConfigStartsInDryRun(t *testing.T) {
 }
 
 // rule names one permission: "verb resource" plus its resourceNames.
-func rule(r rbacv1.PolicyRule) []string {
-	var out []string
-	for _, g := range r.APIGroups {
-		for _, res := range r.Resources {
-			for _, v := range r.Verbs {
-				s := v + " " + res
-				if g != "" {
-					s += "." + g
-				}
-				if len(r.ResourceNames) > 0 {
-					s += " " + strings.Join(r.ResourceNames, ",")
-				}
-				out = append(out, s)
-			}
-		}
-	}
-	return out
-}
-
-func permissions(rules []rbacv1.PolicyRule) []string {
-	var out []string
-	for _, r := range rules {
-		out = append(out, rule(r)...)
-	}
-	sort.Strings(out)
-	return out
-}
-
-var leastPrivilege = []string{
-	"create configmaps",
-	"create events",
-	"delete pods",
-	"get configmaps " + ledgerName,
-	"list pods",
-	"update configmaps " + ledgerName,
-}
+// leastPrivilege is what the sweep's own tests grant (testenv.LeastPrivilege):
+// the shipped Role must be exactly that.
+var leastPrivilege = testenv.Permissions(testenv.LeastPrivilege())
 
 func TestRoleIsExactlyTheSweepsActions(t *testing.T) {
 	for _, tc := range []struct {
@@ -395,7 +366,7 @@ func TestRoleIsExactlyTheSweepsActions(t *testing.T) {
 			m := render(t, tc.withComponent)
 			want := append([]string(nil), tc.want...)
 			sort.Strings(want)
-			assert.Equal(t, want, permissions(m.Role.Rules))
+			assert.Equal(t, want, testenv.Permissions(m.Role.Rules))
 			for _, r := range m.Role.Rules {
 				assert.Len(t, r.Verbs, 1, "one verb per rule, so one can be dropped: %v", r)
 				assert.Len(t, r.Resources, 1, "one resource per rule: %v", r)
@@ -424,6 +395,7 @@ func TestRoleIsExactlyTheSweepsActions(t *testing.T) {
 // pod and a zombie, with a simulated GitHub beside it.
 type world struct {
 	t     *testing.T
+	env   *testenv.Env
 	ns    string
 	sim   *ghsim.Sim
 	reap  map[string]string // the binary's environment
@@ -449,6 +421,7 @@ type worldOpts struct {
 // identity the CronJob's pod has, as RBAC sees it.
 func installManifest(t *testing.T, ns string, m manifest, dropRule string, ledger bool) string {
 	t.Helper()
+	env := plane.Env(t)
 	ctx := context.Background()
 	sa := m.SA.DeepCopy()
 	sa.Namespace = ns
@@ -461,7 +434,7 @@ func installManifest(t *testing.T, ns string, m manifest, dropRule string, ledge
 		var kept []rbacv1.PolicyRule
 		dropped := 0
 		for _, r := range role.Rules {
-			p := rule(r)
+			p := testenv.Permission(r)
 			if len(p) == 1 && (p[0] == dropRule || strings.HasPrefix(p[0], dropRule+" ")) {
 				dropped++
 				continue
@@ -495,9 +468,10 @@ func installManifest(t *testing.T, ns string, m manifest, dropRule string, ledge
 
 func newWorld(t *testing.T, bin string, m manifest, o worldOpts) *world {
 	t.Helper()
+	env := plane.Env(t)
 	ctx := context.Background()
 	ns := env.Namespace(t, "cronjob")
-	w := &world{t: t, ns: ns, bin: bin}
+	w := &world{t: t, env: env, ns: ns, bin: bin}
 
 	require.Len(t, m.Binding.Subjects, 1)
 	require.Equal(t, shippedNamespace, m.Binding.Subjects[0].Namespace)
@@ -566,12 +540,12 @@ func (w *world) exists(get func(context.Context, string, metav1.GetOptions) erro
 
 func (w *world) podExists(name string) bool {
 	w.t.Helper()
-	return env.PodExists(w.t, w.ns, name)
+	return w.env.PodExists(w.t, w.ns, name)
 }
 
 func (w *world) serviceAccountExists(name string) bool {
 	return w.exists(func(ctx context.Context, n string, o metav1.GetOptions) error {
-		_, err := env.Client.CoreV1().ServiceAccounts(w.ns).Get(ctx, n, o)
+		_, err := w.env.Client.CoreV1().ServiceAccounts(w.ns).Get(ctx, n, o)
 		return err
 	}, name)
 }
@@ -587,7 +561,7 @@ func (w *world) registered(id int64) bool {
 
 // reapedEvents returns the pods the sweep recorded a RunnerReaped Event on.
 func (w *world) reapedEvents() []string {
-	evs, err := env.Client.CoreV1().Events(w.ns).List(context.Background(), metav1.ListOptions{})
+	evs, err := w.env.Client.CoreV1().Events(w.ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(w.t, err)
 	var pods []string
 	for _, e := range evs.Items {
@@ -613,6 +587,9 @@ func describe(r testenv.Run) string {
 // for all of its subtests (each in its own namespace with its own simulator,
 // in parallel), as the manifest's ServiceAccount with the manifest's Role.
 func TestSweepAsTheCronJob(t *testing.T) {
+	// Every case sweeps on the control plane: start it (or skip in
+	// -short) before spending time on building the binary.
+	plane.Env(t)
 	bin, err := testenv.BuildBinary(t.TempDir())
 	require.NoError(t, err)
 	t.Run("the manifest's Role does the whole job", func(t *testing.T) {
@@ -631,6 +608,7 @@ func TestSweepAsTheCronJob(t *testing.T) {
 // ServiceAccount: the terminal pod in the first sweep, the zombie (its
 // registration, then its pod) in the second once confirm-after has passed.
 func wholeJob(t *testing.T, bin string) {
+	env := plane.Env(t)
 	m := render(t, false)
 	w := newWorld(t, bin, m, worldOpts{})
 

@@ -34,6 +34,7 @@ const erName = "arc-runner-set-abcde-runner-x1y2z"
 // controlled by it, and returns its view.
 func createOwnedPod(t *testing.T, owner *unstructured.Unstructured) reconcile.Pod {
 	t.Helper()
+	env := plane.Env(t)
 	created := env.RunnerPod(t, owner.GetNamespace(), testenv.RunnerPod{
 		Owner:  testenv.ControllerRef(owner),
 		Labels: map[string]string{"app": "runner", "actions-ephemeral-runner": "True"},
@@ -46,6 +47,7 @@ func createOwnedPod(t *testing.T, owner *unstructured.Unstructured) reconcile.Po
 // a deleting EphemeralRunner: drop its finalizer, so it goes away.
 func clearFinalizersAsAdmin(t *testing.T, ns, name string) {
 	t.Helper()
+	env := plane.Env(t)
 	_, err := env.Dynamic.Resource(ephemeralRunners).Namespace(ns).Patch(context.Background(), name,
 		types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -64,6 +66,7 @@ func ersByName(ers []reconcile.EphemeralRunner) map[string]reconcile.EphemeralRu
 // does, in every state the classifier cares about, and checks what the
 // view makes of each after a round trip through the API server.
 func TestListEphemeralRunnersReadsFields(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	ns := env.Namespace(t, "arc")
 	tests := []struct {
@@ -200,6 +203,7 @@ func TestScopeKeyOfConfigURL(t *testing.T) {
 // TestListEphemeralRunners checks which EphemeralRunners each list returns
 // and that it costs exactly one request per page per namespace.
 func TestListEphemeralRunners(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	nsA := env.Namespace(t, "arc")
 	nsB := env.Namespace(t, "arc")
@@ -389,6 +393,7 @@ func TestListEphemeralRunnersPageFails(t *testing.T) {
 // TestDeleteOwner deletes a runner pod's ARC owner as the act step does:
 // from the owner reference in the pod's view.
 func TestDeleteOwner(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	const legacyName = "acme-api-runner-7xk2p"
 	tests := []struct {
@@ -451,18 +456,9 @@ func TestDeleteOwner(t *testing.T) {
 				tc.after(t, ns, owner.GetName())
 			}
 
-			// The server-side dry run answers as the delete will, and
-			// changes nothing: the delete below still meets its
-			// preconditions.
-			checked, err := c.CheckDeleteOwner(ctx, ns, *pods[0].Owner)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
-
-			before := c.Counts()
-			got, err := c.DeleteOwner(ctx, ns, *pods[0].Owner)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
+			checkThenWrite(t, c, tc.want,
+				func() (reap.Result, error) { return c.CheckDeleteOwner(ctx, ns, *pods[0].Owner) },
+				func() (reap.Result, error) { return c.DeleteOwner(ctx, ns, *pods[0].Owner) })
 
 			left := env.ARCObject(t, resource, ns, owner.GetName())
 			switch tc.wantLeft {
@@ -513,6 +509,7 @@ func TestDeleteOwner(t *testing.T) {
 // TestDeleteEphemeralRunner deletes an EphemeralRunner judged from its own
 // view (a failed or podless one), held to its UID and resourceVersion.
 func TestDeleteEphemeralRunner(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	tests := []struct {
 		name         string
@@ -545,18 +542,9 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 				tc.after(t, ns, view.Name)
 			}
 
-			// The server-side dry run answers as the delete will, and
-			// changes nothing: the delete below still meets its
-			// preconditions.
-			checked, err := c.CheckDeleteEphemeralRunner(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
-
-			before := c.Counts()
-			got, err := c.DeleteEphemeralRunner(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
+			checkThenWrite(t, c, tc.want,
+				func() (reap.Result, error) { return c.CheckDeleteEphemeralRunner(ctx, view) },
+				func() (reap.Result, error) { return c.DeleteEphemeralRunner(ctx, view) })
 			left := env.ARCObject(t, testenv.EphemeralRunners, ns, view.Name)
 			if tc.wantSurvivor {
 				require.NotNil(t, left, "the changed EphemeralRunner survives")
@@ -585,6 +573,7 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 // waiting on an ARC controller that is gone, is let go, but only as it was
 // observed.
 func TestRemoveFinalizers(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	tests := []struct {
 		name  string
@@ -623,18 +612,9 @@ func TestRemoveFinalizers(t *testing.T) {
 				tc.after(t, ns, view.Name)
 			}
 
-			// The server-side dry run answers as the delete will, and
-			// changes nothing: the delete below still meets its
-			// preconditions.
-			checked, err := c.CheckRemoveFinalizers(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
-
-			before := c.Counts()
-			got, err := c.RemoveFinalizers(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request")
+			checkThenWrite(t, c, tc.want,
+				func() (reap.Result, error) { return c.CheckRemoveFinalizers(ctx, view) },
+				func() (reap.Result, error) { return c.RemoveFinalizers(ctx, view) })
 
 			left := env.ARCObject(t, testenv.EphemeralRunners, ns, erName)
 			switch tc.wantLeft {
@@ -676,6 +656,7 @@ func TestRemoveFinalizers(t *testing.T) {
 }
 
 func TestARCForbidden(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	nsA := env.Namespace(t, "arc")
 	nsB := env.Namespace(t, "arc")
@@ -707,56 +688,39 @@ func TestARCForbidden(t *testing.T) {
 			return err
 		}
 	}
-	deleted := func(f func() (reap.Result, error)) func() error {
-		return func() error {
-			res, err := f()
-			assert.Empty(t, res)
-			return err
-		}
-	}
-	tests := []struct {
-		name string
-		call func() error
-	}{
+	assertForbidden(t, []forbiddenCase{
 		{"no rights: list one namespace", listIn(nobody, nsA)},
 		{"no rights: list all namespaces", listIn(nobody)},
-		{"no rights: delete EphemeralRunner owner", deleted(func() (reap.Result, error) {
+		{"no rights: delete EphemeralRunner owner", refusedWrite(t, func() (reap.Result, error) {
 			return nobody.DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"no rights: delete legacy Runner owner", deleted(func() (reap.Result, error) {
+		{"no rights: delete legacy Runner owner", refusedWrite(t, func() (reap.Result, error) {
 			return nobody.DeleteOwner(ctx, nsA, *legacyPod.Owner)
 		})},
-		{"no rights: delete EphemeralRunner", deleted(func() (reap.Result, error) {
+		{"no rights: delete EphemeralRunner", refusedWrite(t, func() (reap.Result, error) {
 			return nobody.DeleteEphemeralRunner(ctx, view)
 		})},
-		{"no rights: remove finalizers", deleted(func() (reap.Result, error) {
+		{"no rights: remove finalizers", refusedWrite(t, func() (reap.Result, error) {
 			return nobody.RemoveFinalizers(ctx, stuck)
 		})},
 		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
 		{"list rights in one namespace: all namespaces", listIn(lister)},
-		{"list rights: delete owner", deleted(func() (reap.Result, error) {
+		{"list rights: delete owner", refusedWrite(t, func() (reap.Result, error) {
 			return lister.DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"list rights: dry-run delete owner", deleted(func() (reap.Result, error) {
+		{"list rights: dry-run delete owner", refusedWrite(t, func() (reap.Result, error) {
 			return lister.CheckDeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"list rights: dry-run delete legacy Runner owner", deleted(func() (reap.Result, error) {
+		{"list rights: dry-run delete legacy Runner owner", refusedWrite(t, func() (reap.Result, error) {
 			return lister.CheckDeleteOwner(ctx, nsA, *legacyPod.Owner)
 		})},
-		{"list rights: dry-run delete EphemeralRunner", deleted(func() (reap.Result, error) {
+		{"list rights: dry-run delete EphemeralRunner", refusedWrite(t, func() (reap.Result, error) {
 			return lister.CheckDeleteEphemeralRunner(ctx, view)
 		})},
-		{"list rights: dry-run remove finalizers", deleted(func() (reap.Result, error) {
+		{"list rights: dry-run remove finalizers", refusedWrite(t, func() (reap.Result, error) {
 			return lister.CheckRemoveFinalizers(ctx, stuck)
 		})},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.call()
-			require.Error(t, err)
-			assert.True(t, IsForbidden(err), "IsForbidden(%v)", err)
-		})
-	}
+	})
 
 	t.Run("list rights in one namespace: that namespace lists", func(t *testing.T) {
 		ers, err := lister.ListEphemeralRunners(ctx, []string{nsA})

@@ -17,6 +17,7 @@ import (
 // TestRESTConfigFromKubeconfig: outside a pod, RESTConfig reads KUBECONFIG
 // and the result reaches the real API server.
 func TestRESTConfigFromKubeconfig(t *testing.T) {
+	env := plane.Env(t)
 	path, err := env.Kubeconfig(t.TempDir())
 	require.NoError(t, err)
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")

@@ -16,6 +16,7 @@ import (
 )
 
 func TestRecordEvent(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	host, err := os.Hostname()
 	require.NoError(t, err)
@@ -70,6 +71,7 @@ func TestRecordEvent(t *testing.T) {
 
 // An EphemeralRunner the reaper acts on directly carries the Event itself.
 func TestRecordEphemeralRunnerEvent(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	ns := env.Namespace(t, "kube")
 	c, err := New(env.Config, Options{})
@@ -92,6 +94,7 @@ func TestRecordEphemeralRunnerEvent(t *testing.T) {
 // it: its message goes through the process's redactor, on a pod and on an
 // EphemeralRunner alike.
 func TestRecordEventRedacts(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	const secret = "ghp_eventSECRET0123456789"
 	secrets := redact.New(secret)

@@ -4,19 +4,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
-// env is the one real control plane all of this package's tests share; each
-// test works in namespaces of its own.
-var env *testenv.Env
+// plane is the one real control plane this package's tests share, started
+// by the first test that needs it; each test works in namespaces of its own.
+var plane testenv.Lazy
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func TestMain(m *testing.M) { testenv.LazyMain(m, &plane) }
 
 const runnerImage = "ghcr.io/actions/actions-runner:latest"
 
@@ -65,6 +67,7 @@ func term(code, signal int32, reason string) *reconcile.Termination {
 // newClient is a counting Client with the administrator's rights.
 func newClient(t *testing.T, opts Options) *Client {
 	t.Helper()
+	env := plane.Env(t)
 	c, err := New(env.Config, opts)
 	require.NoError(t, err)
 	return c
@@ -73,6 +76,7 @@ func newClient(t *testing.T, opts Options) *Client {
 // userClient is a Client for a user who has exactly what RBAC grants it.
 func userClient(t *testing.T, user string) *Client {
 	t.Helper()
+	env := plane.Env(t)
 	cfg, err := env.AddUser(user)
 	require.NoError(t, err)
 	c, err := New(cfg, Options{})
@@ -91,3 +95,49 @@ func byName(pods []reconcile.Pod) map[string]reconcile.Pod {
 
 // controller is an OwnerReference.Controller of true.
 func controller() *bool { b := true; return &b }
+
+// checkThenWrite runs a write's server-side dry run and then the write
+// itself, the way the reaper does: the dry run must answer as the write will
+// and change nothing (the write still meets its preconditions), and the
+// write must cost exactly one request. Pods and ARC's objects share it.
+func checkThenWrite(t *testing.T, c *Client, want reap.Result, check, write func() (reap.Result, error)) {
+	t.Helper()
+	checked, err := check()
+	require.NoError(t, err)
+	assert.Equal(t, want, checked, "the dry run answers as the write will")
+
+	before := c.Counts()
+	got, err := write()
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request per write")
+}
+
+// forbiddenCase is one call that RBAC must refuse.
+type forbiddenCase struct {
+	name string
+	call func() error
+}
+
+// assertForbidden runs each call as a subtest: it must fail, and with an
+// error that IsForbidden recognises, so the sweep can say which permission
+// is missing.
+func assertForbidden(t *testing.T, cases []forbiddenCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			require.Error(t, err)
+			assert.True(t, IsForbidden(err), "IsForbidden(%v)", err)
+		})
+	}
+}
+
+// refusedWrite is a write whose refusal must carry no result.
+func refusedWrite(t *testing.T, f func() (reap.Result, error)) func() error {
+	return func() error {
+		res, err := f()
+		assert.Empty(t, res)
+		return err
+	}
+}

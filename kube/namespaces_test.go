@@ -20,6 +20,7 @@ import (
 // existing one, empty or not, is fine; a namespace that listed a pod, or a
 // list of all namespaces, costs no request at all.
 func TestUnobservedNamespaces(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	full := env.Namespace(t, "kube")
 	empty := env.Namespace(t, "kube")

@@ -22,6 +22,7 @@ import (
 // them and checks what the view makes of each after a round trip through
 // the API server.
 func TestListPodsReadsKubeletStatus(t *testing.T) {
+	env := plane.Env(t)
 	ns := env.Namespace(t, "kube")
 	none := corev1.ContainerState{}
 	arc := map[string]string{
@@ -130,6 +131,7 @@ func utc(c reconcile.Container) reconcile.Container {
 // TestListPods checks which pods each list returns and that it costs exactly
 // one request per page per namespace.
 func TestListPods(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	nsA := env.Namespace(t, "kube")
 	nsB := env.Namespace(t, "kube")
@@ -234,6 +236,7 @@ func TestListPods(t *testing.T) {
 }
 
 func TestDeletePod(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	admin := env.Client.CoreV1()
 	running := podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), corev1.ContainerState{}))
@@ -282,18 +285,9 @@ func TestDeletePod(t *testing.T) {
 				tc.after(t, ns, view.Name)
 			}
 
-			// The server-side dry run answers as the delete will, and
-			// changes nothing: the delete below still meets its
-			// preconditions.
-			checked, err := c.CheckDeletePod(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, checked, "the dry run answers as the write will")
-
-			before := c.Counts()
-			got, err := c.DeletePod(ctx, view)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			assert.Equal(t, int64(1), c.Counts().Sub(before).Requests, "one request per delete")
+			checkThenWrite(t, c, tc.want,
+				func() (reap.Result, error) { return c.CheckDeletePod(ctx, view) },
+				func() (reap.Result, error) { return c.DeletePod(ctx, view) })
 
 			left, err := admin.Pods(ns).Get(ctx, view.Name, metav1.GetOptions{})
 			if !tc.wantSurvivor {
@@ -328,6 +322,7 @@ func TestDeletePod(t *testing.T) {
 }
 
 func TestDeleteServiceAccount(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	tests := []struct {
 		name   string
@@ -364,6 +359,7 @@ func TestDeleteServiceAccount(t *testing.T) {
 
 // TestListPodsCancelled: a cancelled sweep stops listing and says so.
 func TestListPodsCancelled(t *testing.T) {
+	env := plane.Env(t)
 	ns := env.Namespace(t, "kube")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()

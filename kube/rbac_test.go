@@ -17,6 +17,7 @@ import (
 // TestForbidden: a user RBAC refuses gets errors that IsForbidden names, and
 // never a partial pod list.
 func TestForbidden(t *testing.T) {
+	env := plane.Env(t)
 	ctx := context.Background()
 	nsA := env.Namespace(t, "kube")
 	nsB := env.Namespace(t, "kube")
@@ -39,39 +40,22 @@ func TestForbidden(t *testing.T) {
 			return err
 		}
 	}
-	deleted := func(f func() (reap.Result, error)) func() error {
-		return func() error {
-			res, err := f()
-			assert.Empty(t, res)
-			return err
-		}
-	}
-	tests := []struct {
-		name string
-		call func() error
-	}{
+	assertForbidden(t, []forbiddenCase{
 		{"no rights: list one namespace", listIn(nobody, nsA)},
 		{"no rights: list all namespaces", listIn(nobody)},
-		{"no rights: delete pod", deleted(func() (reap.Result, error) { return nobody.DeletePod(ctx, view) })},
-		{"no rights: delete service account", deleted(func() (reap.Result, error) {
+		{"no rights: delete pod", refusedWrite(t, func() (reap.Result, error) { return nobody.DeletePod(ctx, view) })},
+		{"no rights: delete service account", refusedWrite(t, func() (reap.Result, error) {
 			return nobody.DeleteServiceAccount(ctx, nsA, "runner-1")
 		})},
 		{"no rights: record event", func() error { return nobody.RecordEvent(ctx, view, "RunnerReaped", "test") }},
 		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
 		{"list rights in one namespace: all namespaces", listIn(lister)},
-		{"list rights: delete pod", deleted(func() (reap.Result, error) { return lister.DeletePod(ctx, view) })},
-		{"list rights: dry-run delete pod", deleted(func() (reap.Result, error) { return lister.CheckDeletePod(ctx, view) })},
-		{"no rights: dry-run delete service account", deleted(func() (reap.Result, error) {
+		{"list rights: delete pod", refusedWrite(t, func() (reap.Result, error) { return lister.DeletePod(ctx, view) })},
+		{"list rights: dry-run delete pod", refusedWrite(t, func() (reap.Result, error) { return lister.CheckDeletePod(ctx, view) })},
+		{"no rights: dry-run delete service account", refusedWrite(t, func() (reap.Result, error) {
 			return nobody.CheckDeleteServiceAccount(ctx, nsA, "runner-1")
 		})},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.call()
-			require.Error(t, err)
-			assert.True(t, IsForbidden(err), "IsForbidden(%v)", err)
-		})
-	}
+	})
 
 	t.Run("list rights in one namespace: that namespace lists", func(t *testing.T) {
 		pods, err := lister.ListPods(ctx, []string{nsA}, "", Mapping{})

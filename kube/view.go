@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -40,39 +39,6 @@ type Source struct {
 	Kind SourceKind
 	// Key is the label or annotation key; unused for PodName.
 	Key string
-}
-
-// ParseSource reads the configuration form: "pod-name" (or ""),
-// "label:KEY" or "annotation:KEY".
-func ParseSource(s string) (Source, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || s == "pod-name" {
-		return Source{Kind: PodName}, nil
-	}
-	kind, key, ok := strings.Cut(s, ":")
-	if !ok || strings.TrimSpace(key) == "" {
-		return Source{}, fmt.Errorf("runner name source %q is not pod-name, label:KEY or annotation:KEY", s)
-	}
-	switch kind {
-	case "label":
-		return Source{Kind: Label, Key: strings.TrimSpace(key)}, nil
-	case "annotation":
-		return Source{Kind: Annotation, Key: strings.TrimSpace(key)}, nil
-	default:
-		return Source{}, fmt.Errorf("runner name source %q has unknown kind %q (want pod-name, label or annotation)", s, kind)
-	}
-}
-
-// String is the configuration form.
-func (s Source) String() string {
-	switch s.Kind {
-	case Label:
-		return "label:" + s.Key
-	case Annotation:
-		return "annotation:" + s.Key
-	default:
-		return "pod-name"
-	}
 }
 
 // Mapping says how this deployment's pods name their runner, their GitHub

@@ -250,42 +250,13 @@ func TestMappingView(t *testing.T) {
 	}
 }
 
-func TestParseSource(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    Source
-		wantErr string
-	}{
-		{"", Source{Kind: PodName}, ""},
-		{"pod-name", Source{Kind: PodName}, ""},
-		{"label:pool/runner", Source{Kind: Label, Key: "pool/runner"}, ""},
-		{" annotation:pool/runner ", Source{Kind: Annotation, Key: "pool/runner"}, ""},
-		{"label:", Source{}, "is not pod-name"},
-		{"env:RUNNER", Source{}, "unknown kind"},
-		{"podname", Source{}, "is not pod-name"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseSource(tc.in)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, got)
-			again, err := ParseSource(got.String())
-			require.NoError(t, err)
-			assert.Equal(t, got, again, "String is the configuration form")
-		})
-	}
-}
-
 // TestListPodsRunnerStartAndContainer writes pods and statuses to the real
 // API server and checks, after the round trip, the two things issue 8 asks
 // of the view: whether the pod's spec has the runner container at all, and
 // when its runner started (the container's start, else the pod's, else its
 // creation).
 func TestListPodsRunnerStartAndContainer(t *testing.T) {
+	env := plane.Env(t)
 	ns := env.Namespace(t, "kube")
 	labels := map[string]string{"app": "runner"}
 	// The API keeps whole seconds.

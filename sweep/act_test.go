@@ -31,13 +31,14 @@ import (
 // the same refusal. Before the pre-flight, the terminal pod's registration
 // was deleted and its pod then stayed for good.
 func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
+	env := plane.Env(t)
 	r := newRig(t)
 	dead := r.runner("acme-dead", "offline", false)
 	r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
 	zombie := r.runner("acme-zombie", "offline", false)
 	r.pod("acme-zombie", testenv.Running())
 
-	rules := leastPrivilege()
+	rules := testenv.LeastPrivilege()
 	rules = append(rules[:1:1], rules[2:]...) // no pod delete
 	user := "reaper-no-delete-" + r.ns
 	env.Grant(t, r.ns, "runner-reaper", user, rules...)
@@ -85,7 +86,7 @@ func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 // events lists the RunnerReaped Events in the rig's namespace.
 func (r *rig) events() []string {
 	r.t.Helper()
-	evs, err := env.Client.CoreV1().Events(r.ns).List(context.Background(), metav1.ListOptions{})
+	evs, err := r.env.Client.CoreV1().Events(r.ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(r.t, err)
 	var out []string
 	for _, e := range evs.Items {

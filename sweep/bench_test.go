@@ -82,6 +82,7 @@ func check(b *testing.B, which string, res sweep.Result, wantGH, want304, podPag
 // a client without client-go's default 5 requests a second.
 func newBenchRig(b *testing.B) *rig {
 	b.Helper()
+	env := plane.Env(b)
 	var scopes []reconcile.Scope
 	for i := 0; i < benchScopes; i++ {
 		s, err := reconcile.ParseScope(fmt.Sprintf("org:acme-%03d", i))

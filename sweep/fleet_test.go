@@ -17,7 +17,6 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/ghsim"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
-	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
@@ -41,6 +40,7 @@ func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.U
 // simulator, and a sweeper wired the way the CLI wires it.
 type rig struct {
 	t     testing.TB
+	env   *testenv.Env
 	ns    string
 	sim   *ghsim.Sim
 	url   string
@@ -52,6 +52,7 @@ type rig struct {
 
 func newRig(t testing.TB, mods ...func(*config.Config)) *rig {
 	t.Helper()
+	env := plane.Env(t)
 	sim := ghsim.New(ghsim.Options{Token: token})
 	url, err := sim.Start()
 	require.NoError(t, err)
@@ -65,7 +66,7 @@ func newRig(t testing.TB, mods ...func(*config.Config)) *rig {
 		Namespaces:      []string{ns},
 		PodSelector:     "actions-ephemeral-runner=True",
 		RunnerContainer: "runner",
-		RunnerName:      kube.Source{Kind: kube.PodName},
+		RunnerName:      config.NameSource{From: config.NameFromPod},
 		StampLabel:      "pool.example.com/claimed-by",
 		Policy: reconcile.Policy{
 			RegistrationDeadline: 10 * time.Minute,
@@ -81,14 +82,14 @@ func newRig(t testing.TB, mods ...func(*config.Config)) *rig {
 	for _, m := range mods {
 		m(&cfg)
 	}
-	return &rig{t: t, ns: ns, sim: sim, url: url, cfg: cfg, clock: &clock{now: time.Now()}, logs: &bytes.Buffer{}}
+	return &rig{t: t, env: env, ns: ns, sim: sim, url: url, cfg: cfg, clock: &clock{now: time.Now()}, logs: &bytes.Buffer{}}
 }
 
 // sweeper builds a fresh Sweeper each time, as each CronJob run does: the
 // process keeps nothing, only the ledger carries over.
 func (r *rig) sweeper() *sweep.Sweeper {
 	r.t.Helper()
-	s, err := app.Build(r.cfg, env.Config, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+	s, err := app.Build(r.cfg, r.env.Config, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
 	require.NoError(r.t, err)
 	s.Now = r.clock.Now
 	return s
@@ -135,19 +136,19 @@ func (r *rig) lines(msg string) []map[string]any {
 // its status as a kubelet would.
 func (r *rig) pod(name string, st testenv.PodState) *corev1.Pod {
 	r.t.Helper()
-	return env.RunnerPod(r.t, r.ns, testenv.RunnerPod{Name: name, Org: "acme", PodState: st})
+	return r.env.RunnerPod(r.t, r.ns, testenv.RunnerPod{Name: name, Org: "acme", PodState: st})
 }
 
 // stampedPod is pod, stamped with an owner's label.
 func (r *rig) stampedPod(name string, st testenv.PodState) *corev1.Pod {
 	r.t.Helper()
-	return env.RunnerPod(r.t, r.ns, testenv.RunnerPod{Name: name, Org: "acme",
+	return r.env.RunnerPod(r.t, r.ns, testenv.RunnerPod{Name: name, Org: "acme",
 		Labels: map[string]string{"pool.example.com/claimed-by": "job-1234"}, PodState: st})
 }
 
 func (r *rig) podExists(name string) bool {
 	r.t.Helper()
-	return env.PodExists(r.t, r.ns, name)
+	return r.env.PodExists(r.t, r.ns, name)
 }
 
 func (r *rig) runner(name, status string, busy bool) ghsim.Runner {

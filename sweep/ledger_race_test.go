@@ -29,6 +29,7 @@ import (
 // (the pod needs no confirmation and every list page is answered 304), the
 // case in which a save that does not move the version lets them all act.
 func TestConcurrentSweepsExactlyOneActs(t *testing.T) {
+	env := plane.Env(t)
 	const sweeps, rounds = 8, 3
 	backends := []struct {
 		name string

@@ -35,7 +35,7 @@ func threeScopes(t *testing.T) *rig {
 // orgPod creates a runner pod of org.
 func (r *rig) orgPod(org, name string, st testenv.PodState) {
 	r.t.Helper()
-	env.RunnerPod(r.t, r.ns, testenv.RunnerPod{Name: name, Org: org, PodState: st})
+	r.env.RunnerPod(r.t, r.ns, testenv.RunnerPod{Name: name, Org: org, PodState: st})
 }
 
 func dead() testenv.PodState {

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
@@ -18,26 +17,14 @@ import (
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
-// leastPrivilege is every permission a sweep with the default options
-// needs, and nothing more: no ServiceAccount deletes, no cluster scope.
-func leastPrivilege() []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{"runner-reaper-ledger"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update"}, ResourceNames: []string{"runner-reaper-ledger"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
-	}
-}
-
 // Safety rule 5: the sweep needs no more than its actions; with any one
 // permission taken away it says which action was refused, and never
 // deletes what it could not first record or mark.
 func TestSafetyRule5LeastPrivilege(t *testing.T) {
+	env := plane.Env(t)
 	cases := []struct {
 		name    string
-		drop    int // index into leastPrivilege; -1 drops nothing
+		drop    int // index into testenv.LeastPrivilege; -1 drops nothing
 		status  sweep.Status
 		podGone bool
 		want    string // in the logs
@@ -53,7 +40,7 @@ func TestSafetyRule5LeastPrivilege(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
 			r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
-			rules := leastPrivilege()
+			rules := testenv.LeastPrivilege()
 			if tc.drop >= 0 {
 				rules = append(rules[:tc.drop:tc.drop], rules[tc.drop+1:]...)
 			}

@@ -26,6 +26,7 @@ import (
 // the GitHub-based verdicts are marked, wait out confirm-after, then go;
 // nothing else is touched.
 func TestSweepReapsEveryVerdictAndNothingElse(t *testing.T) {
+	env := plane.Env(t)
 	r := newRig(t)
 	healthy := r.runner("acme-healthy", "online", false)
 	r.pod("acme-healthy", testenv.Running())
@@ -347,6 +348,7 @@ func (w waitForBoth) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
 // Dry-run marks like a real sweep and deletes nothing; an audit changes
 // nothing at all, not even the ledger.
 func TestDryRunAndAuditDeleteNothing(t *testing.T) {
+	env := plane.Env(t)
 	r := newRig(t)
 	z := r.runner("acme-zombie", "offline", false)
 	r.pod("acme-zombie", testenv.Running())

@@ -17,9 +17,11 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
 )
 
-var env *testenv.Env
+// plane is the one real control plane this package's tests share, started
+// by the first test that needs it; each test works in namespaces of its own.
+var plane testenv.Lazy
 
-func TestMain(m *testing.M) { testenv.Main(m, &env) }
+func TestMain(m *testing.M) { testenv.LazyMain(m, &plane) }
 
 const secret = "ghp_cli_test_secret_value"
 
@@ -32,6 +34,7 @@ type world struct {
 
 func setup(t *testing.T) world {
 	t.Helper()
+	env := plane.Env(t)
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "REAPER_") {
 			k, _, _ := strings.Cut(kv, "=")
@@ -67,6 +70,7 @@ func setup(t *testing.T) world {
 
 func (w world) podExists(t *testing.T, name string) bool {
 	t.Helper()
+	env := plane.Env(t)
 	return env.PodExists(t, w.ns, name)
 }
 
@@ -119,6 +123,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 }
 
 func TestAuditPrintsTableAndChangesNothing(t *testing.T) {
+	env := plane.Env(t)
 	w := setup(t)
 	code, out, stderr := runCLI("audit")
 	assert.Equal(t, 0, code, stderr)

@@ -25,6 +25,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/kube"
+	"github.com/runner-reaper/runner-reaper/kube/eks"
 	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
@@ -153,7 +154,7 @@ func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Ru
 		if err != nil {
 			return nil, err
 		}
-		if restCfg, err = kube.EKSRESTConfig(ctx, awsCfg, cfg.EKSCluster); err != nil {
+		if restCfg, err = eks.RESTConfig(ctx, awsCfg, cfg.EKSCluster); err != nil {
 			return nil, err
 		}
 	} else {
@@ -229,7 +230,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		selector:   cfg.PodSelector,
 		mapping: kube.Mapping{
 			RunnerContainer: cfg.RunnerContainer,
-			RunnerName:      cfg.RunnerName,
+			RunnerName:      kubeSource(cfg.RunnerName),
 			ScopeLabel:      cfg.ScopeLabel,
 			Scopes:          cfg.Scopes,
 			StampLabel:      cfg.StampLabel,
@@ -331,4 +332,16 @@ type ephemeralRunners struct {
 
 func (e ephemeralRunners) ListEphemeralRunners(ctx context.Context) ([]reconcile.EphemeralRunner, error) {
 	return e.client.ListEphemeralRunners(ctx, e.namespaces)
+}
+
+// kubeSource is the configured runner name source in kube's terms.
+func kubeSource(s config.NameSource) kube.Source {
+	switch s.From {
+	case config.NameFromLabel:
+		return kube.Source{Kind: kube.Label, Key: s.Key}
+	case config.NameFromAnnotation:
+		return kube.Source{Kind: kube.Annotation, Key: s.Key}
+	default:
+		return kube.Source{Kind: kube.PodName}
+	}
 }

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
@@ -66,7 +65,7 @@ type Config struct {
 	Namespaces      []string // empty: all namespaces
 	PodSelector     string
 	RunnerContainer string
-	RunnerName      kube.Source
+	RunnerName      NameSource
 	ScopeLabel      string
 	StampLabel      string
 
@@ -422,13 +421,13 @@ func positive(sel labels.Selector) bool {
 	return false
 }
 
-func parseNameSource(v string, bad func(field, what string)) kube.Source {
-	src, err := kube.ParseSource(v)
+func parseNameSource(v string, bad func(field, what string)) NameSource {
+	src, err := ParseNameSource(v)
 	if err != nil {
 		bad("RunnerNameFrom", err.Error())
 		return src
 	}
-	if src.Kind != kube.PodName {
+	if src.From != NameFromPod {
 		if errs := validation.IsQualifiedName(src.Key); len(errs) > 0 {
 			bad("RunnerNameFrom", fmt.Sprintf("%q is not a label or annotation key: %s", src.Key, strings.Join(errs, "; ")))
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
@@ -73,7 +72,7 @@ func TestLoadDefaults(t *testing.T) {
 	assert.Equal(t, []string{"arc-runners"}, c.Namespaces)
 	assert.Equal(t, "actions-ephemeral-runner=True", c.PodSelector)
 	assert.Equal(t, "runner", c.RunnerContainer)
-	assert.Equal(t, kube.Source{Kind: kube.PodName}, c.RunnerName)
+	assert.Equal(t, NameSource{From: NameFromPod}, c.RunnerName)
 	assert.Equal(t, 10*time.Minute, c.Policy.RegistrationDeadline)
 	assert.Equal(t, 5*time.Minute, c.Hold.ConfirmAfter)
 	assert.Equal(t, reconcile.Limits{MaxActions: 10, MaxFraction: 0.25}, c.Limits)
@@ -106,7 +105,7 @@ func TestLoadEverything(t *testing.T) {
 	c, err := Load(false, "")
 	require.NoError(t, err)
 	assert.Empty(t, c.Namespaces, "* means all namespaces")
-	assert.Equal(t, kube.Source{Kind: kube.Annotation, Key: "runners.example.com/name"}, c.RunnerName)
+	assert.Equal(t, NameSource{From: NameFromAnnotation, Key: "runners.example.com/name"}, c.RunnerName)
 	assert.True(t, c.Policy.StampEnabled)
 	assert.Equal(t, 90*time.Second, c.Hold.StampMaxAge)
 	assert.Equal(t, 2*time.Second, c.Hold.ConfirmAfter)

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -28,4 +30,55 @@ func (e *Env) Grant(t testing.TB, ns, role, user string, rules ...rbacv1.PolicyR
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create rolebinding %s/%s: %v", ns, role, err)
 	}
+}
+
+// LedgerConfigMap is the name of the sweep's default ConfigMap ledger.
+const LedgerConfigMap = "runner-reaper-ledger"
+
+// LeastPrivilege is every permission a sweep with the default options needs
+// in its namespace, and nothing more: no ServiceAccount deletes, no cluster
+// scope. One verb and one resource per rule, so that a test can take any one
+// away. The sweep's own tests grant exactly this, and the shipped Role must
+// be exactly this: one list, so the two cannot drift apart.
+func LeastPrivilege() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{LedgerConfigMap}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update"}, ResourceNames: []string{LedgerConfigMap}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+	}
+}
+
+// Permission names each permission one rule grants: "verb resource[.group]
+// [names]", e.g. "get configmaps runner-reaper-ledger".
+func Permission(r rbacv1.PolicyRule) []string {
+	var out []string
+	for _, g := range r.APIGroups {
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				s := v + " " + res
+				if g != "" {
+					s += "." + g
+				}
+				if len(r.ResourceNames) > 0 {
+					s += " " + strings.Join(r.ResourceNames, ",")
+				}
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// Permissions is every permission the rules grant, sorted, so that two Roles
+// compare as sets.
+func Permissions(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		out = append(out, Permission(r)...)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -138,6 +138,49 @@ func Main(m *testing.M, env **Env) {
 	os.Exit(code)
 }
 
+// Lazy starts the control plane on first use, so a package's tests that
+// never touch the API server neither wait for it nor need its assets. A
+// package declares one Lazy, calls Env from each test that needs the control
+// plane, and stops it from TestMain with LazyMain.
+type Lazy struct {
+	once sync.Once
+	env  *Env
+	err  error
+}
+
+// Env returns the package's control plane, starting it the first time. In
+// -short mode it skips the test instead: `make unit` runs without assets,
+// and `make test`, which never passes -short, runs every such test.
+func (l *Lazy) Env(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the test control plane; `make test` runs it")
+	}
+	l.once.Do(func() { l.env, l.err = Start() })
+	if l.err != nil {
+		t.Fatalf("%v", l.err)
+	}
+	return l.env
+}
+
+// Stop stops the control plane if a test started it.
+func (l *Lazy) Stop() error {
+	if l.env == nil {
+		return nil
+	}
+	return l.env.Stop()
+}
+
+// LazyMain runs a package's tests and stops the control plane afterwards if
+// any of them started it; use it from TestMain.
+func LazyMain(m *testing.M, l *Lazy) {
+	code := m.Run()
+	if err := l.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop test control plane:", err)
+	}
+	os.Exit(code)
+}
+
 // AddUser creates a user that authenticates to the control plane and gets
 // exactly what RBAC grants it, and returns its config.
 func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {

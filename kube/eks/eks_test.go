@@ -1,4 +1,4 @@
-package kube
+package eks
 
 import (
 	"context"
@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 	"sigs.k8s.io/aws-iam-authenticator/pkg/token"
+
+	"github.com/runner-reaper/runner-reaper/kube"
 )
 
 const (
@@ -168,7 +170,7 @@ func roundTrip(t *testing.T, cfg *rest.Config, url string) int {
 func TestEKSRESTConfigHostAndCA(t *testing.T) {
 	ca := testCA(t)
 	stub, srv := newEKSStub(t, eksCluster{Name: "fleet", Endpoint: "https://ABCD.gr7.us-west-2.eks.amazonaws.com", CertificateAuthority: caData(ca), Status: "ACTIVE"})
-	cfg, err := EKSRESTConfig(context.Background(), awsConfigFor(t, srv.URL, nil), "fleet")
+	cfg, err := RESTConfig(context.Background(), awsConfigFor(t, srv.URL, nil), "fleet")
 	require.NoError(t, err)
 
 	assert.Equal(t, "https://ABCD.gr7.us-west-2.eks.amazonaws.com", cfg.Host)
@@ -198,7 +200,7 @@ func decodeToken(t *testing.T, header string) *url.URL {
 func TestEKSTokenForm(t *testing.T) {
 	ca := testCA(t)
 	_, srv := newEKSStub(t, eksCluster{Name: "fleet", Endpoint: "https://ABCD.gr7.us-west-2.eks.amazonaws.com", CertificateAuthority: caData(ca), Status: "ACTIVE"})
-	cfg, err := EKSRESTConfig(context.Background(), awsConfigFor(t, srv.URL, nil), "fleet")
+	cfg, err := RESTConfig(context.Background(), awsConfigFor(t, srv.URL, nil), "fleet")
 	require.NoError(t, err)
 
 	catcher := &headerCatcher{}
@@ -239,7 +241,7 @@ func TestEKSTokenUsesSTSEndpointOverride(t *testing.T) {
 	ca := testCA(t)
 	_, srv := newEKSStub(t, eksCluster{Name: "fleet", Endpoint: "https://ABCD.gr7.us-west-2.eks.amazonaws.com", CertificateAuthority: caData(ca), Status: "ACTIVE"})
 	awsCfg := awsConfigFor(t, srv.URL, map[string]string{"AWS_ENDPOINT_URL_STS": "https://sts-vpce.example.test"})
-	cfg, err := EKSRESTConfig(context.Background(), awsCfg, "fleet")
+	cfg, err := RESTConfig(context.Background(), awsCfg, "fleet")
 	require.NoError(t, err)
 
 	catcher := &headerCatcher{}
@@ -366,14 +368,14 @@ func TestEKSRESTConfigRefusals(t *testing.T) {
 		"not-pem":     "describe eks cluster not-pem: certificate authority data",
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := EKSRESTConfig(context.Background(), awsCfg, name)
+			_, err := RESTConfig(context.Background(), awsCfg, name)
 			require.Error(t, err)
 			assert.True(t, strings.HasPrefix(err.Error(), want), "got %q", err)
 		})
 	}
 
 	t.Run("not found", func(t *testing.T) {
-		_, err := EKSRESTConfig(context.Background(), awsCfg, "missing")
+		_, err := RESTConfig(context.Background(), awsCfg, "missing")
 		require.Error(t, err)
 		var nf *ekstypes.ResourceNotFoundException
 		require.ErrorAs(t, err, &nf, "the SDK's typed error is wrapped, not flattened")
@@ -382,7 +384,7 @@ func TestEKSRESTConfigRefusals(t *testing.T) {
 	})
 
 	t.Run("no name", func(t *testing.T) {
-		_, err := EKSRESTConfig(context.Background(), awsCfg, "")
+		_, err := RESTConfig(context.Background(), awsCfg, "")
 		require.EqualError(t, err, "eks cluster: no cluster name")
 	})
 }
@@ -398,9 +400,9 @@ func TestEKSRESTConfigWithKubeClient(t *testing.T) {
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: api.Certificate().Raw})
 	_, srv := newEKSStub(t, eksCluster{Name: "fleet", Endpoint: api.URL, CertificateAuthority: caData(ca), Status: "ACTIVE"})
 
-	cfg, err := EKSRESTConfig(context.Background(), awsConfigFor(t, srv.URL, nil), "fleet")
+	cfg, err := RESTConfig(context.Background(), awsConfigFor(t, srv.URL, nil), "fleet")
 	require.NoError(t, err)
-	c, err := New(cfg, Options{Instance: "test"})
+	c, err := kube.New(cfg, kube.Options{Instance: "test"})
 	require.NoError(t, err)
 	ns, err := c.Clientset().CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -413,9 +415,9 @@ func TestEKSRESTConfigWithKubeClient(t *testing.T) {
 	// A CA that did not sign the server's certificate is refused.
 	other := testCA(t)
 	_, srv2 := newEKSStub(t, eksCluster{Name: "fleet", Endpoint: api.URL, CertificateAuthority: caData(other), Status: "ACTIVE"})
-	cfg2, err := EKSRESTConfig(context.Background(), awsConfigFor(t, srv2.URL, nil), "fleet")
+	cfg2, err := RESTConfig(context.Background(), awsConfigFor(t, srv2.URL, nil), "fleet")
 	require.NoError(t, err)
-	c2, err := New(cfg2, Options{Instance: "test"})
+	c2, err := kube.New(cfg2, kube.Options{Instance: "test"})
 	require.NoError(t, err)
 	_, err = c2.Clientset().CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{})
 	require.Error(t, err)

@@ -1,4 +1,4 @@
-package kube
+package eks
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
+	awseks "github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"k8s.io/client-go/rest"
@@ -29,7 +29,7 @@ const (
 	eksRefreshFraction = 10
 )
 
-// EKSRESTConfig is the way into an EKS cluster from outside it (the Lambda):
+// RESTConfig is the way into an EKS cluster from outside it (the Lambda):
 // DescribeCluster gives its endpoint and CA, and an aws-iam-authenticator
 // token (a presigned sts:GetCallerIdentity URL bound to the cluster's name)
 // authenticates as the AWS identity of awsCfg, which the cluster's access
@@ -44,11 +44,11 @@ const (
 // request. The STS client is built from awsCfg, so its region and any
 // endpoint override (AWS_ENDPOINT_URL_STS) apply. The token is never logged
 // nor put into an error.
-func EKSRESTConfig(ctx context.Context, awsCfg aws.Config, cluster string) (*rest.Config, error) {
+func RESTConfig(ctx context.Context, awsCfg aws.Config, cluster string) (*rest.Config, error) {
 	return eksRESTConfig(ctx, awsCfg, cluster, eksOptions{})
 }
 
-// eksOptions are the seams of EKSRESTConfig for tests.
+// eksOptions are the seams of RESTConfig for tests.
 type eksOptions struct {
 	// now is the clock that token expiry is measured on; nil means
 	// time.Now.
@@ -62,7 +62,7 @@ func eksRESTConfig(ctx context.Context, awsCfg aws.Config, cluster string, opts 
 	if cluster == "" {
 		return nil, errors.New("eks cluster: no cluster name")
 	}
-	out, err := eks.NewFromConfig(awsCfg).DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(cluster)})
+	out, err := awseks.NewFromConfig(awsCfg).DescribeCluster(ctx, &awseks.DescribeClusterInput{Name: aws.String(cluster)})
 	if err != nil {
 		return nil, fmt.Errorf("describe eks cluster %s: %w", cluster, err)
 	}
