@@ -127,6 +127,9 @@ func readImages(t *testing.T, layout string) (ociIndex, map[string]platformImage
 // FROM scratch with only what the CronJob needs, runnable as the manifest
 // runs it, and the amd64 binary in it is the real, static, versioned build.
 func TestImageIsTheCronJobsRunnableScratchImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the image for two architectures with tools/image; `make test` runs it")
+	}
 	dir := t.TempDir()
 	img, err := testenv.BuildImage(dir)
 	require.NoError(t, err)

@@ -36,6 +36,7 @@ func TestBrokenProductIsCaught(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each run is a world of its own
 			cfg := Config{Seed: 7, Sweeps: 300, Hazards: tt.hazards}
 			clean, err := Run(cfg)
 			require.NoError(t, err)
