@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // BuildBinary builds the runner-reaper command into dir and returns its
@@ -32,6 +34,24 @@ type Run struct {
 	Code   int
 	Stdout string
 	Stderr string
+	// Wall is how long the process ran, from start to exit.
+	Wall time.Duration
+	// CPU is the processor time it used, user and system.
+	CPU time.Duration
+	// MaxRSS is its peak resident set, in bytes, as the kernel counted it.
+	MaxRSS int64
+}
+
+// measure fills in what the kernel says the exited process cost.
+func (r *Run) measure(st *os.ProcessState, wall time.Duration) {
+	r.Wall = wall
+	if st == nil {
+		return
+	}
+	r.CPU = st.UserTime() + st.SystemTime()
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		r.MaxRSS = int64(ru.Maxrss) * 1024 // Linux counts kilobytes
+	}
 }
 
 // Lines returns the stdout lines that contain every one of the given
@@ -61,8 +81,10 @@ func RunBinary(ctx context.Context, bin string, env map[string]string, args ...s
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
 	err := cmd.Run()
 	run := Run{Stdout: stdout.String(), Stderr: stderr.String()}
+	run.measure(cmd.ProcessState, time.Since(start))
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
