@@ -2,7 +2,10 @@ package sweep_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,8 +81,9 @@ func check(b *testing.B, which string, res sweep.Result, wantGH, want304, podPag
 	}
 }
 
-// newBenchRig builds the fleet once: pods are created in parallel through
-// a client without client-go's default 5 requests a second.
+// newBenchRig builds the fleet once: realistic ARC runner pods (see
+// testenv.ARCPod) applied in parallel through a client without client-go's
+// default 5 requests a second, and their registrations on the simulator.
 func newBenchRig(b *testing.B) *rig {
 	b.Helper()
 	var scopes []reconcile.Scope
@@ -109,6 +113,16 @@ func newBenchRig(b *testing.B) *rig {
 		r.sim.AddRunner(scopes[i%benchScopes].String(), x)
 	}
 	start := time.Now()
+	if err := applyFleet(cs, r.ns, scopes); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("fleet of %d pods created in %s", benchPods, time.Since(start).Round(time.Second))
+	return r
+}
+
+// applyFleet applies benchPods ARC runner pods in ns, spread over scopes,
+// from 8 workers.
+func applyFleet(cs kubernetes.Interface, ns string, scopes []reconcile.Scope) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for w := 0; w < 8; w++ {
@@ -116,8 +130,8 @@ func newBenchRig(b *testing.B) *rig {
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < benchPods; i += 8 {
-				if _, err := testenv.CreateRunnerPod(context.Background(), cs, r.ns, testenv.RunnerPod{
-					Name: fmt.Sprintf("runner-%05d", i), Org: scopes[i%benchScopes].Name, PodState: testenv.Running()}); err != nil {
+				if _, err := testenv.ApplyARCPod(context.Background(), cs, ns, testenv.ARCPod{
+					Name: fmt.Sprintf("runner-%05d", i), Org: scopes[i%benchScopes].Name}); err != nil {
 					errs <- err
 					return
 				}
@@ -126,9 +140,136 @@ func newBenchRig(b *testing.B) *rig {
 	}
 	wg.Wait()
 	close(errs)
-	for err := range errs {
+	return <-errs
+}
+
+// BenchmarkSweepBinary is the figure an operator gets: the compiled binary,
+// one process a sweep as the CronJob runs it, over the same fleet as
+// BenchmarkSweepFleet (10,000 ARC runner pods, 10,000 registrations in 100
+// scopes), on loopback. Each iteration is one whole process: start, read
+// the configuration, load the ledger, list, classify, save, report, exit.
+// It reports the process's wall time and the kernel's count of its peak
+// resident set, and fails unless every sweep costs exactly the floor.
+func BenchmarkSweepBinary(b *testing.B) {
+	r := newBenchRig(b)
+	dir := b.TempDir()
+	bin, err := testenv.BuildBinary(dir)
+	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("fleet of %d pods created in %s", benchPods, time.Since(start).Round(time.Second))
-	return r
+	kubeconfig, err := env.Kubeconfig(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, 0, len(r.cfg.Scopes))
+	for _, s := range r.cfg.Scopes {
+		names = append(names, s.String())
+	}
+	vars := map[string]string{
+		"KUBECONFIG":            kubeconfig,
+		"REAPER_SCOPES":         strings.Join(names, ","),
+		"REAPER_NAMESPACES":     r.ns,
+		"REAPER_GITHUB_API_URL": r.url,
+		"REAPER_GITHUB_TOKEN":   token,
+		"REAPER_LEDGER":         "configmap:" + r.ns + "/runner-reaper-ledger",
+	}
+	// One request per scope (100 runners fit one page): a cold sweep reads
+	// it, a warm one is answered 304.
+	wantGH := int64(benchScopes)
+	wantKube := int64((benchPods+podPage-1)/podPage) + 2
+	sweepOnce := func(which string, want304 int64) binaryRun {
+		b.Helper()
+		run, err := testenv.RunBinary(context.Background(), bin, vars, "sweep")
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := summaryOf(b, run)
+		if run.Code != 0 || got.Pods != benchPods || got.Registrations != benchPods {
+			b.Fatalf("%s sweep: exit %d, %d pods and %d registrations observed, want 0, %d and %d\n%s%s",
+				which, run.Code, got.Pods, got.Registrations, benchPods, benchPods, run.Stdout, run.Stderr)
+		}
+		if got.GitHub != wantGH || got.NotModified != want304 || got.Kube != wantKube {
+			b.Fatalf("%s sweep: %d GitHub requests (%d 304), %d Kubernetes requests; the floor is %d (%d 304) and %d pod pages + ledger get and save = %d",
+				which, got.GitHub, got.NotModified, got.Kube, wantGH, want304, wantKube-2, wantKube)
+		}
+		got.Run = run
+		return got
+	}
+	cold := sweepOnce("cold", 0)
+	b.Logf("cold sweep: %s wall, %s CPU, %.1f MiB peak RSS", cold.Wall.Round(time.Millisecond), cold.CPU.Round(time.Millisecond), mib(cold.MaxRSS))
+
+	var runs []binaryRun
+	b.ResetTimer()
+	for b.Loop() {
+		runs = append(runs, sweepOnce("warm", wantGH))
+	}
+	b.StopTimer()
+	wall := spread(runs, func(x binaryRun) float64 { return x.Wall.Seconds() * 1000 })
+	cpu := spread(runs, func(x binaryRun) float64 { return x.CPU.Seconds() * 1000 })
+	inner := spread(runs, func(x binaryRun) float64 { return float64(x.DurationMS) })
+	rss := spread(runs, func(x binaryRun) float64 { return mib(x.MaxRSS) })
+	b.ReportMetric(wall[1], "wall-ms/sweep")
+	b.ReportMetric(rss[2], "peak-RSS-MiB")
+	b.ReportMetric(float64(wantKube), "kube-requests/sweep")
+	b.ReportMetric(float64(wantGH), "github-requests/sweep")
+	b.Logf(`the binary over %d ARC pods and %d registrations in %d scopes, %d warm sweeps (min / median / max):
+  %-22s %8.0f %8.0f %8.0f
+  %-22s %8.0f %8.0f %8.0f
+  %-22s %8.0f %8.0f %8.0f
+  %-22s %8.1f %8.1f %8.1f
+  %-22s %8d (%d pod pages + ledger get and save), exactly the floor
+  %-22s %8d (one a scope, each answered 304), exactly the floor`,
+		benchPods, benchPods, benchScopes, len(runs),
+		"process wall, ms", wall[0], wall[1], wall[2],
+		"sweep duration_ms", inner[0], inner[1], inner[2],
+		"process CPU, ms", cpu[0], cpu[1], cpu[2],
+		"peak RSS, MiB", rss[0], rss[1], rss[2],
+		"Kubernetes requests", wantKube, wantKube-2,
+		"GitHub requests", wantGH)
 }
+
+// binaryRun is one run of the binary with the figures of its summary line.
+type binaryRun struct {
+	testenv.Run
+	DurationMS    int64 `json:"duration_ms"`
+	Pods          int   `json:"pods_observed"`
+	Registrations int   `json:"registrations_observed"`
+	GitHub        int64 `json:"github_requests"`
+	NotModified   int64 `json:"github_not_modified"`
+	Kube          int64 `json:"kube_requests"`
+}
+
+// summaryOf decodes the run's summary line (msg "sweep").
+func summaryOf(b *testing.B, run testenv.Run) binaryRun {
+	b.Helper()
+	for _, l := range strings.Split(run.Stdout, "\n") {
+		var line struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(l), &line) != nil || line.Msg != "sweep" {
+			continue
+		}
+		var out binaryRun
+		if err := json.Unmarshal([]byte(l), &out); err != nil {
+			b.Fatalf("summary line %q: %v", l, err)
+		}
+		return out
+	}
+	b.Fatalf("no summary line in the run's output (exit %d)\n%s%s", run.Code, run.Stdout, run.Stderr)
+	return binaryRun{}
+}
+
+// spread is the minimum, median and maximum of f over runs.
+func spread(runs []binaryRun, f func(binaryRun) float64) [3]float64 {
+	v := make([]float64, len(runs))
+	for i, x := range runs {
+		v[i] = f(x)
+	}
+	sort.Float64s(v)
+	if len(v) == 0 {
+		return [3]float64{}
+	}
+	return [3]float64{v[0], v[len(v)/2], v[len(v)-1]}
+}
+
+func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
