@@ -22,10 +22,14 @@ import (
 )
 
 const (
-	// DefaultPageSize bounds one pod list response: large enough that a
-	// typical fleet is one request per namespace, small enough that a huge
-	// one never needs the whole list in memory at once.
-	DefaultPageSize int64 = 500
+	// DefaultPageSize bounds one pod list response. A page is read whole,
+	// then decoded, before its pods are reduced to views and dropped, so
+	// the largest transient allocation of a sweep is a few times one page:
+	// an ARC runner pod is about 9 KB with its managed fields, and a page
+	// of 250 is about 2 MB on the wire. Over 10,000 such pods, 250 peaked
+	// 20 MiB lower than 500 did, for 20 more requests that cost a few
+	// milliseconds each; 100 saved little more for 60 more again.
+	DefaultPageSize int64 = 250
 	// DefaultComponent names the reaper in the Events it records.
 	DefaultComponent = "runner-reaper"
 	// maxInstance is the API server's limit on an Event's reportingInstance.
@@ -120,6 +124,13 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if c.RateLimiter == nil && c.QPS == 0 {
 		c.QPS, c.Burst = DefaultQPS, DefaultBurst
 	}
+	// Pages are asked for uncompressed. The API server gzips any answer
+	// over 128 KB for a client that accepts it, which Go's transport does
+	// by default: each pod page was compressed on the API server's CPU
+	// and unzipped on the reaper's (40% of its CPU over 10,000 pods), to
+	// save bandwidth a cluster network does not lack. Protobuf pages are
+	// compact already.
+	c.DisableCompression = true
 	counter := &httpcount.Transport{}
 	// The wrapper runs once, when the single HTTP client below is built;
 	// every clientset of this Client must share that HTTP client
