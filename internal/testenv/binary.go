@@ -8,8 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -38,36 +38,64 @@ type Run struct {
 	Wall time.Duration
 	// CPU is the processor time it used, user and system.
 	CPU time.Duration
-	// MaxRSS is its peak resident set, in bytes, as the kernel counted it.
+	// MaxRSS is its peak resident set in bytes, sampled (see watchHWM).
 	MaxRSS int64
 }
 
-// measure fills in what the kernel says the exited process cost.
-func (r *Run) measure(st *os.ProcessState, wall time.Duration) {
-	r.Wall = wall
-	if st == nil {
-		return
-	}
-	r.CPU = st.UserTime() + st.SystemTime()
-	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-		r.MaxRSS = int64(ru.Maxrss) * 1024 // Linux counts kilobytes
+// measure fills in what the exited process cost.
+func (r *Run) measure(st *os.ProcessState, wall time.Duration, hwm int64) {
+	r.Wall, r.MaxRSS = wall, hwm
+	if st != nil {
+		r.CPU = st.UserTime() + st.SystemTime()
 	}
 }
 
-// Lines returns the stdout lines that contain every one of the given
-// fragments, for picking JSON log lines out of a run.
-func (r Run) Lines(fragments ...string) []string {
-	var out []string
-	for _, l := range strings.Split(r.Stdout, "\n") {
-		ok := l != ""
-		for _, f := range fragments {
-			ok = ok && strings.Contains(l, f)
+// watchHWM samples the process's VmHWM (its peak resident set, in the
+// kernel's own count) every few milliseconds until done is closed, and
+// returns the last value read. The kernel's rusage cannot be used: a Go
+// parent starts a child sharing its memory until the exec, and Linux
+// carries that shared memory's peak into the child's ru_maxrss, so every
+// child would seem as large as the test process. VmHWM belongs to the
+// exec'd program's own address space, and only grows, so the last sample
+// misses at most the final few milliseconds of the run.
+func watchHWM(pid int, done <-chan struct{}) <-chan int64 {
+	out := make(chan int64, 1)
+	go func() {
+		var hwm int64
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if v := readHWM(pid); v > hwm {
+				hwm = v
+			}
+			select {
+			case <-done:
+				out <- hwm
+				return
+			case <-tick.C:
+			}
 		}
-		if ok {
-			out = append(out, l)
+	}()
+	return out
+}
+
+// readHWM is the VmHWM line of /proc/pid/status in bytes; 0 when the
+// process is gone or not yet exec'd far enough to have one.
+func readHWM(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
 		}
 	}
-	return out
+	return 0
 }
 
 // RunBinary runs bin with exactly env (plus PATH and HOME), so that nothing
@@ -82,9 +110,15 @@ func RunBinary(ctx context.Context, bin string, env map[string]string, args ...s
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return Run{}, fmt.Errorf("run %s %v: %w", bin, args, err)
+	}
+	done := make(chan struct{})
+	hwm := watchHWM(cmd.Process.Pid, done)
+	err := cmd.Wait()
+	close(done)
 	run := Run{Stdout: stdout.String(), Stderr: stderr.String()}
-	run.measure(cmd.ProcessState, time.Since(start))
+	run.measure(cmd.ProcessState, time.Since(start), <-hwm)
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
