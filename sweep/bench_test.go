@@ -12,16 +12,19 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 const (
 	benchPods   = 10000
 	benchScopes = 100
-	podPage     = 500 // kube.DefaultPageSize
+	podPage     = kube.DefaultPageSize
 )
 
 // BenchmarkSweepFleet runs whole sweeps over 10,000 runner pods on the real
@@ -62,6 +65,27 @@ func BenchmarkSweepFleet(b *testing.B) {
 		b.Fatal(warm.Err)
 	}
 	check(b, "warm", warm, wantGH, wantGH, wantPodPages)
+	var took, pods, github, ledger []time.Duration
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		res, p := r.timedRun(sweep.Act)
+		total := time.Since(start)
+		if res.Err != nil {
+			b.Fatal(res.Err)
+		}
+		took, pods, github, ledger = append(took, total), append(pods, p.pods), append(github, p.github), append(ledger, p.ledger)
+	}
+	b.Logf(`where a warm sweep's time goes, in process (5 sweeps, min / median / max):
+  %-24s %s
+  %-24s %s
+  %-24s %s
+  %-24s %s
+  %-24s %s`,
+		"whole sweep", durSpread(took),
+		"pod pages", durSpread(pods),
+		"GitHub lists (304s)", durSpread(github),
+		"ledger load and save", durSpread(ledger),
+		"the rest (classify...)", durSpread(rest(took, pods, github, ledger)))
 	b.ReportMetric(float64(warm.GitHub.Requests), "github-requests/sweep")
 	b.ReportMetric(float64(warm.GitHub.NotModified), "github-304s/sweep")
 	b.ReportMetric(float64(warm.Kube.Requests), "kube-requests/sweep")
@@ -272,4 +296,77 @@ func spread(runs []binaryRun, f func(binaryRun) float64) [3]float64 {
 	return [3]float64{v[0], v[len(v)/2], v[len(v)-1]}
 }
 
+func durSpread(d []time.Duration) string {
+	v := append([]time.Duration(nil), d...)
+	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	ms := func(x time.Duration) float64 { return x.Seconds() * 1000 }
+	return fmt.Sprintf("%8.0f %8.0f %8.0f ms", ms(v[0]), ms(v[len(v)/2]), ms(v[len(v)-1]))
+}
+
+// rest is each sweep's time less its timed phases.
+func rest(total []time.Duration, parts ...[]time.Duration) []time.Duration {
+	out := append([]time.Duration(nil), total...)
+	for _, p := range parts {
+		for i := range out {
+			out[i] -= p[i]
+		}
+	}
+	return out
+}
+
 func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+// phases times what a sweep waits on, by wrapping the Sweeper's ports:
+// the ledger, the pod list and the GitHub lists. The rest of a sweep's
+// time is its own work (classify, confirm, report).
+type phases struct {
+	ledger, pods, github time.Duration
+}
+
+type timedPods struct {
+	sweep.PodLister
+	d *time.Duration
+}
+
+func (t timedPods) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
+	defer since(t.d, time.Now())
+	return t.PodLister.ListPods(ctx)
+}
+
+type timedRunners struct {
+	sweep.RunnerLister
+	d *time.Duration
+}
+
+func (t timedRunners) ListRunners(ctx context.Context, s reconcile.Scope, c *reconcile.ListCache) ([]reconcile.Registration, *reconcile.ListCache, error) {
+	defer since(t.d, time.Now())
+	return t.RunnerLister.ListRunners(ctx, s, c)
+}
+
+type timedLedger struct {
+	state.Store
+	d *time.Duration
+}
+
+func (t timedLedger) Load(ctx context.Context) (state.Ledger, state.Version, error) {
+	defer since(t.d, time.Now())
+	return t.Store.Load(ctx)
+}
+
+func (t timedLedger) Save(ctx context.Context, l state.Ledger, v state.Version) (state.Version, error) {
+	defer since(t.d, time.Now())
+	return t.Store.Save(ctx, l, v)
+}
+
+func since(d *time.Duration, start time.Time) { *d += time.Since(start) }
+
+// timedRun is one sweep with its phases timed.
+func (r *rig) timedRun(mode sweep.Mode) (sweep.Result, phases) {
+	r.t.Helper()
+	var p phases
+	s := r.sweeper()
+	s.Pods = timedPods{s.Pods, &p.pods}
+	s.Runners = timedRunners{s.Runners, &p.github}
+	s.Ledger = timedLedger{s.Ledger, &p.ledger}
+	return app.Sweep(context.Background(), s, mode, s.Log), p
+}
