@@ -2,23 +2,29 @@ package sweep_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 const (
 	benchPods   = 10000
 	benchScopes = 100
-	podPage     = 500 // kube.DefaultPageSize
+	podPage     = kube.DefaultPageSize
 )
 
 // BenchmarkSweepFleet runs whole sweeps over 10,000 runner pods on the real
@@ -59,6 +65,27 @@ func BenchmarkSweepFleet(b *testing.B) {
 		b.Fatal(warm.Err)
 	}
 	check(b, "warm", warm, wantGH, wantGH, wantPodPages)
+	var took, pods, github, ledger []time.Duration
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		res, p := r.timedRun(sweep.Act)
+		total := time.Since(start)
+		if res.Err != nil {
+			b.Fatal(res.Err)
+		}
+		took, pods, github, ledger = append(took, total), append(pods, p.pods), append(github, p.github), append(ledger, p.ledger)
+	}
+	b.Logf(`where a warm sweep's time goes, in process (5 sweeps, min / median / max):
+  %-24s %s
+  %-24s %s
+  %-24s %s
+  %-24s %s
+  %-24s %s`,
+		"whole sweep", durSpread(took),
+		"pod pages", durSpread(pods),
+		"GitHub lists (304s)", durSpread(github),
+		"ledger load and save", durSpread(ledger),
+		"the rest (classify...)", durSpread(rest(took, pods, github, ledger)))
 	b.ReportMetric(float64(warm.GitHub.Requests), "github-requests/sweep")
 	b.ReportMetric(float64(warm.GitHub.NotModified), "github-304s/sweep")
 	b.ReportMetric(float64(warm.Kube.Requests), "kube-requests/sweep")
@@ -78,8 +105,9 @@ func check(b *testing.B, which string, res sweep.Result, wantGH, want304, podPag
 	}
 }
 
-// newBenchRig builds the fleet once: pods are created in parallel through
-// a client without client-go's default 5 requests a second.
+// newBenchRig builds the fleet once: realistic ARC runner pods (see
+// testenv.ARCPod) applied in parallel through a client without client-go's
+// default 5 requests a second, and their registrations on the simulator.
 func newBenchRig(b *testing.B) *rig {
 	b.Helper()
 	env := plane.Env(b)
@@ -110,6 +138,16 @@ func newBenchRig(b *testing.B) *rig {
 		r.sim.AddRunner(scopes[i%benchScopes].String(), x)
 	}
 	start := time.Now()
+	if err := applyFleet(cs, r.ns, scopes); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("fleet of %d pods created in %s", benchPods, time.Since(start).Round(time.Second))
+	return r
+}
+
+// applyFleet applies benchPods ARC runner pods in ns, spread over scopes,
+// from 8 workers.
+func applyFleet(cs kubernetes.Interface, ns string, scopes []reconcile.Scope) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for w := 0; w < 8; w++ {
@@ -117,8 +155,8 @@ func newBenchRig(b *testing.B) *rig {
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < benchPods; i += 8 {
-				if _, err := testenv.CreateRunnerPod(context.Background(), cs, r.ns, testenv.RunnerPod{
-					Name: fmt.Sprintf("runner-%05d", i), Org: scopes[i%benchScopes].Name, PodState: testenv.Running()}); err != nil {
+				if _, err := testenv.ApplyARCPod(context.Background(), cs, ns, testenv.ARCPod{
+					Name: fmt.Sprintf("runner-%05d", i), Org: scopes[i%benchScopes].Name}); err != nil {
 					errs <- err
 					return
 				}
@@ -127,9 +165,209 @@ func newBenchRig(b *testing.B) *rig {
 	}
 	wg.Wait()
 	close(errs)
-	for err := range errs {
+	return <-errs
+}
+
+// BenchmarkSweepBinary is the figure an operator gets: the compiled binary,
+// one process a sweep as the CronJob runs it, over the same fleet as
+// BenchmarkSweepFleet (10,000 ARC runner pods, 10,000 registrations in 100
+// scopes), on loopback. Each iteration is one whole process: start, read
+// the configuration, load the ledger, list, classify, save, report, exit.
+// It reports the process's wall time and the kernel's count of its peak
+// resident set, and fails unless every sweep costs exactly the floor.
+func BenchmarkSweepBinary(b *testing.B) {
+	r := newBenchRig(b)
+	dir := b.TempDir()
+	bin, err := testenv.BuildBinary(dir)
+	if err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("fleet of %d pods created in %s", benchPods, time.Since(start).Round(time.Second))
-	return r
+	kubeconfig, err := r.env.Kubeconfig(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, 0, len(r.cfg.Scopes))
+	for _, s := range r.cfg.Scopes {
+		names = append(names, s.String())
+	}
+	vars := map[string]string{
+		"KUBECONFIG":            kubeconfig,
+		"REAPER_SCOPES":         strings.Join(names, ","),
+		"REAPER_NAMESPACES":     r.ns,
+		"REAPER_GITHUB_API_URL": r.url,
+		"REAPER_GITHUB_TOKEN":   token,
+		"REAPER_LEDGER":         "configmap:" + r.ns + "/runner-reaper-ledger",
+	}
+	// One request per scope (100 runners fit one page): a cold sweep reads
+	// it, a warm one is answered 304.
+	wantGH := int64(benchScopes)
+	wantKube := int64((benchPods+podPage-1)/podPage) + 2
+	sweepOnce := func(which string, want304 int64) binaryRun {
+		b.Helper()
+		run, err := testenv.RunBinary(context.Background(), bin, vars, "sweep")
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := summaryOf(b, run)
+		if run.Code != 0 || got.Pods != benchPods || got.Registrations != benchPods {
+			b.Fatalf("%s sweep: exit %d, %d pods and %d registrations observed, want 0, %d and %d\n%s%s",
+				which, run.Code, got.Pods, got.Registrations, benchPods, benchPods, run.Stdout, run.Stderr)
+		}
+		if got.GitHub != wantGH || got.NotModified != want304 || got.Kube != wantKube {
+			b.Fatalf("%s sweep: %d GitHub requests (%d 304), %d Kubernetes requests; the floor is %d (%d 304) and %d pod pages + ledger get and save = %d",
+				which, got.GitHub, got.NotModified, got.Kube, wantGH, want304, wantKube-2, wantKube)
+		}
+		got.Run = run
+		return got
+	}
+	cold := sweepOnce("cold", 0)
+	b.Logf("cold sweep: %s wall, %s CPU, %.1f MiB peak RSS", cold.Wall.Round(time.Millisecond), cold.CPU.Round(time.Millisecond), mib(cold.MaxRSS))
+
+	var runs []binaryRun
+	b.ResetTimer()
+	for b.Loop() {
+		runs = append(runs, sweepOnce("warm", wantGH))
+	}
+	b.StopTimer()
+	wall := spread(runs, func(x binaryRun) float64 { return x.Wall.Seconds() * 1000 })
+	cpu := spread(runs, func(x binaryRun) float64 { return x.CPU.Seconds() * 1000 })
+	inner := spread(runs, func(x binaryRun) float64 { return float64(x.DurationMS) })
+	rss := spread(runs, func(x binaryRun) float64 { return mib(x.MaxRSS) })
+	b.ReportMetric(wall[1], "wall-ms/sweep")
+	b.ReportMetric(rss[2], "peak-RSS-MiB")
+	b.ReportMetric(float64(wantKube), "kube-requests/sweep")
+	b.ReportMetric(float64(wantGH), "github-requests/sweep")
+	b.Logf(`the binary over %d ARC pods and %d registrations in %d scopes, %d warm sweeps (min / median / max):
+  %-22s %8.0f %8.0f %8.0f
+  %-22s %8.0f %8.0f %8.0f
+  %-22s %8.0f %8.0f %8.0f
+  %-22s %8.1f %8.1f %8.1f
+  %-22s %8d (%d pod pages + ledger get and save), exactly the floor
+  %-22s %8d (one a scope, each answered 304), exactly the floor`,
+		benchPods, benchPods, benchScopes, len(runs),
+		"process wall, ms", wall[0], wall[1], wall[2],
+		"sweep duration_ms", inner[0], inner[1], inner[2],
+		"process CPU, ms", cpu[0], cpu[1], cpu[2],
+		"peak RSS, MiB", rss[0], rss[1], rss[2],
+		"Kubernetes requests", wantKube, wantKube-2,
+		"GitHub requests", wantGH)
+}
+
+// binaryRun is one run of the binary with the figures of its summary line.
+type binaryRun struct {
+	testenv.Run
+	DurationMS    int64 `json:"duration_ms"`
+	Pods          int   `json:"pods_observed"`
+	Registrations int   `json:"registrations_observed"`
+	GitHub        int64 `json:"github_requests"`
+	NotModified   int64 `json:"github_not_modified"`
+	Kube          int64 `json:"kube_requests"`
+}
+
+// summaryOf decodes the run's summary line (msg "sweep").
+func summaryOf(b *testing.B, run testenv.Run) binaryRun {
+	b.Helper()
+	for _, l := range strings.Split(run.Stdout, "\n") {
+		var line struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(l), &line) != nil || line.Msg != "sweep" {
+			continue
+		}
+		var out binaryRun
+		if err := json.Unmarshal([]byte(l), &out); err != nil {
+			b.Fatalf("summary line %q: %v", l, err)
+		}
+		return out
+	}
+	b.Fatalf("no summary line in the run's output (exit %d)\n%s%s", run.Code, run.Stdout, run.Stderr)
+	return binaryRun{}
+}
+
+// spread is the minimum, median and maximum of f over runs.
+func spread(runs []binaryRun, f func(binaryRun) float64) [3]float64 {
+	v := make([]float64, len(runs))
+	for i, x := range runs {
+		v[i] = f(x)
+	}
+	sort.Float64s(v)
+	if len(v) == 0 {
+		return [3]float64{}
+	}
+	return [3]float64{v[0], v[len(v)/2], v[len(v)-1]}
+}
+
+func durSpread(d []time.Duration) string {
+	v := append([]time.Duration(nil), d...)
+	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	ms := func(x time.Duration) float64 { return x.Seconds() * 1000 }
+	return fmt.Sprintf("%8.0f %8.0f %8.0f ms", ms(v[0]), ms(v[len(v)/2]), ms(v[len(v)-1]))
+}
+
+// rest is each sweep's time less its timed phases.
+func rest(total []time.Duration, parts ...[]time.Duration) []time.Duration {
+	out := append([]time.Duration(nil), total...)
+	for _, p := range parts {
+		for i := range out {
+			out[i] -= p[i]
+		}
+	}
+	return out
+}
+
+func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+// phases times what a sweep waits on, by wrapping the Sweeper's ports:
+// the ledger, the pod list and the GitHub lists. The rest of a sweep's
+// time is its own work (classify, confirm, report).
+type phases struct {
+	ledger, pods, github time.Duration
+}
+
+type timedPods struct {
+	sweep.PodLister
+	d *time.Duration
+}
+
+func (t timedPods) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
+	defer since(t.d, time.Now())
+	return t.PodLister.ListPods(ctx)
+}
+
+type timedRunners struct {
+	sweep.RunnerLister
+	d *time.Duration
+}
+
+func (t timedRunners) ListRunners(ctx context.Context, s reconcile.Scope, c *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+	defer since(t.d, time.Now())
+	return t.RunnerLister.ListRunners(ctx, s, c)
+}
+
+type timedLedger struct {
+	state.Store
+	d *time.Duration
+}
+
+func (t timedLedger) Load(ctx context.Context) (state.Ledger, state.Version, error) {
+	defer since(t.d, time.Now())
+	return t.Store.Load(ctx)
+}
+
+func (t timedLedger) Save(ctx context.Context, l state.Ledger, v state.Version) (state.Version, error) {
+	defer since(t.d, time.Now())
+	return t.Store.Save(ctx, l, v)
+}
+
+func since(d *time.Duration, start time.Time) { *d += time.Since(start) }
+
+// timedRun is one sweep with its phases timed.
+func (r *rig) timedRun(mode sweep.Mode) (sweep.Result, phases) {
+	r.t.Helper()
+	var p phases
+	s := r.sweeper()
+	s.Pods = timedPods{s.Pods, &p.pods}
+	s.Runners = timedRunners{s.Runners, &p.github}
+	s.Ledger = timedLedger{s.Ledger, &p.ledger}
+	return app.Sweep(context.Background(), s, mode, s.Log), p
 }

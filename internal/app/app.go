@@ -200,7 +200,9 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		o.Secrets = redact.New()
 	}
 	LearnSecrets(o.Secrets, cfg.GitHub)
-	kc, err := kube.New(restCfg, kube.Options{Redact: o.Secrets.String, Timeout: cfg.KubeTimeout})
+	// A cluster reached from outside (EKS from a Lambda) gets its pod pages
+	// compressed; one in reach of a cluster network does not need it.
+	kc, err := kube.New(restCfg, kube.Options{Redact: o.Secrets.String, Timeout: cfg.KubeTimeout, Compress: cfg.EKSCluster != ""})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // The version and revision BuildBinary links in, the way the Makefile and
@@ -42,6 +44,12 @@ type Run struct {
 	Code   int
 	Stdout string
 	Stderr string
+	// Wall is how long the process ran, from start to exit.
+	Wall time.Duration
+	// CPU is the processor time it used, user and system.
+	CPU time.Duration
+	// MaxRSS is its peak resident set in bytes, sampled (see watchHWM).
+	MaxRSS int64
 }
 
 // Lines returns the stdout lines that contain every one of the given
@@ -60,6 +68,62 @@ func (r Run) Lines(fragments ...string) []string {
 	return out
 }
 
+// measure fills in what the exited process cost.
+func (r *Run) measure(st *os.ProcessState, wall time.Duration, hwm int64) {
+	r.Wall, r.MaxRSS = wall, hwm
+	if st != nil {
+		r.CPU = st.UserTime() + st.SystemTime()
+	}
+}
+
+// watchHWM samples the process's VmHWM (its peak resident set, in the
+// kernel's own count) every few milliseconds until done is closed, and
+// returns the last value read. The kernel's rusage cannot be used: a Go
+// parent starts a child sharing its memory until the exec, and Linux
+// carries that shared memory's peak into the child's ru_maxrss, so every
+// child would seem as large as the test process. VmHWM belongs to the
+// exec'd program's own address space, and only grows, so the last sample
+// misses at most the final few milliseconds of the run.
+func watchHWM(pid int, done <-chan struct{}) <-chan int64 {
+	out := make(chan int64, 1)
+	go func() {
+		var hwm int64
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if v := readHWM(pid); v > hwm {
+				hwm = v
+			}
+			select {
+			case <-done:
+				out <- hwm
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return out
+}
+
+// readHWM is the VmHWM line of /proc/pid/status in bytes; 0 when the
+// process is gone or not yet exec'd far enough to have one.
+func readHWM(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
 // RunBinary runs bin with exactly env (plus PATH and HOME), so that nothing
 // from the test process's own environment, such as a stray REAPER_
 // variable, leaks into the run.
@@ -71,8 +135,16 @@ func RunBinary(ctx context.Context, bin string, env map[string]string, args ...s
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return Run{}, fmt.Errorf("run %s %v: %w", bin, args, err)
+	}
+	done := make(chan struct{})
+	hwm := watchHWM(cmd.Process.Pid, done)
+	err := cmd.Wait()
+	close(done)
 	run := Run{Stdout: stdout.String(), Stderr: stderr.String()}
+	run.measure(cmd.ProcessState, time.Since(start), <-hwm)
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
