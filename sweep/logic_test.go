@@ -10,6 +10,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/state/file"
 	"github.com/runner-reaper/runner-reaper/state/memory"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
@@ -407,4 +410,42 @@ func TestRunNotReachedAndRateLimitedDegrade(t *testing.T) {
 		assert.False(t, res.Observation.Lists[beta.Key()].Complete)
 		assert.Empty(t, w.gh.deletes(), "GitHub is sent nothing more once it rate-limited")
 	})
+}
+
+// cancelling wraps a runner lister and cancels the sweep's context while a
+// list is under way, as a SIGTERM or the deadline would.
+type cancelling struct {
+	inner  sweep.RunnerLister
+	cancel context.CancelFunc
+}
+
+func (c cancelling) ListRunners(ctx context.Context, s reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+	c.cancel()
+	return c.inner.ListRunners(ctx, s, cache)
+}
+
+// A signal or the deadline during the runner lists is a failed observation,
+// whatever the ledger: exit 1, nothing saved, nothing deleted. The file
+// ledger (the default outside a pod) would still accept a save under a
+// cancelled context, so the sweep itself must stop.
+func TestRunStoppedDuringTheListsSavesAndDeletesNothing(t *testing.T) {
+	for _, mode := range []sweep.Mode{sweep.Act, sweep.Audit} {
+		t.Run(mode.String(), func(t *testing.T) {
+			w := newWorld()
+			path := filepath.Join(t.TempDir(), "ledger.json")
+			w.ledger = file.New(path)
+			w.addDead()
+			ctx, cancel := context.WithCancelCause(context.Background())
+			s := w.sweeper()
+			s.Runners = cancelling{inner: w.gh, cancel: func() { cancel(errors.New("received SIGTERM")) }}
+			res := s.Run(ctx, mode)
+			assert.Equal(t, sweep.StatusFailed, res.Status, "exit 1: %v", res.Err)
+			require.ErrorContains(t, res.Err, "observe runner lists")
+			assert.Empty(t, res.Outcomes, "nothing was decided")
+			assert.Empty(t, w.kube.deletes(), "the terminal pod stays")
+			assert.Empty(t, w.gh.deletes())
+			_, err := os.Stat(path)
+			assert.True(t, os.IsNotExist(err), "no ledger was written")
+		})
+	}
 }

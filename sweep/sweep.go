@@ -263,6 +263,13 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			lists[key] = *fresh
 		}
 	}
+	// A deadline or a signal during the lists ends the sweep as one during
+	// the pod list does: the observation is unfinished, so nothing is
+	// saved or deleted, whatever the ledger backend would still accept.
+	if ctx.Err() != nil {
+		res.Status, res.Err = StatusFailed, fmt.Errorf("observe runner lists: %w", context.Cause(ctx))
+		return res
+	}
 	ledger.Lists = lists
 	ledger.NextScope = res.NextScope
 	res.Observation = obs
