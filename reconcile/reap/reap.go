@@ -296,11 +296,16 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// GitHub call, because what the lookup proved holds only
 			// for as long as nobody can register under the name.
 			sem <- struct{}{}
-			if r.recheckAbsence(actx, o) {
-				r.remove(actx, o)
+			found := r.recheckAbsence(actx, o)
+			cancel()
+			if found {
+				// The Kubernetes writes get a budget of their own: a
+				// slow look-up must not leave them no time.
+				kctx, kcancel := r.actionContext(ctx)
+				r.remove(kctx, o)
+				kcancel()
 			}
 			<-sem
-			cancel()
 			continue
 		}
 		if !r.unregister(actx, o) {
@@ -314,11 +319,16 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		}
 		// Once the registration is gone no job can land on the runner:
 		// the object may go at any pace from here.
+		cancel()
 		sem <- struct{}{}
 		wg.Add(1)
+		// The Kubernetes writes get a budget of their own, so a slow
+		// registration delete that succeeded never leaves its object
+		// without the time to follow it.
+		kctx, kcancel := r.actionContext(ctx)
 		go func(o *Outcome) {
-			defer func() { cancel(); <-sem; wg.Done() }()
-			r.remove(actx, o)
+			defer func() { kcancel(); <-sem; wg.Done() }()
+			r.remove(kctx, o)
 		}(o)
 	}
 	wg.Wait()
@@ -403,7 +413,12 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 	case c.Pod == nil:
 		return true
 	case c.Pod.Owner.ARCOwned():
-		res, err = r.arc.CheckDeleteOwner(ctx, c.Pod.Namespace, *c.Pod.Owner)
+		// The owner's delete takes whatever pod it has by then, so the
+		// pod judged must still be the owner's pod (ownerPodUnchanged),
+		// and the owner's delete must be allowed.
+		if res, err = r.ownerPodUnchanged(ctx, *c.Pod); err == nil && res == Deleted {
+			res, err = r.arc.CheckDeleteOwner(ctx, c.Pod.Namespace, *c.Pod.Owner)
+		}
 	default:
 		res, err = r.kube.CheckDeletePod(ctx, *c.Pod)
 	}
@@ -428,6 +443,14 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 	return true
 }
 
+// ownerPodUnchanged asks, with a server-side dry-run delete holding the
+// judged pod's UID and resourceVersion, whether the pod is still the one
+// judged: Deleted when it is, Changed or AlreadyGone when ARC has replaced
+// or removed it. Deleting the owner then would take a pod nobody judged.
+func (r *Reaper) ownerPodUnchanged(ctx context.Context, p reconcile.Pod) (Result, error) {
+	return r.kube.CheckDeletePod(ctx, p)
+}
+
 // refused says that a pre-flight failed and what was therefore left alone.
 func (r *Reaper) refused(o *Outcome, err error) error {
 	left := "nothing was changed"
@@ -442,7 +465,11 @@ func (r *Reaper) refused(o *Outcome, err error) error {
 // delete is the first write: it is not made, and the candidate would go.
 func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 	c := o.Candidate
-	terminal := c.Verdict == reconcile.Terminal
+	// The kubelet's word is final for the pod it is about. A pod ARC owns
+	// goes by its owner's delete, and ARC may have given the owner a new
+	// pod on the same registration since: for it, a 422 or an error
+	// weighs as for any runner that may be running a job.
+	terminal := c.Verdict == reconcile.Terminal && (c.Pod == nil || !c.Pod.Owner.ARCOwned())
 	if c.Registration == nil {
 		return true
 	}
@@ -540,7 +567,11 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 	var res Result
 	var err error
 	if p.Owner.ARCOwned() {
-		res, err = r.arc.DeleteOwner(ctx, p.Namespace, *p.Owner)
+		// Checked again right before: a pod replaced while the
+		// registration was deleted would go with its owner otherwise.
+		if res, err = r.ownerPodUnchanged(ctx, p); err == nil && res == Deleted {
+			res, err = r.arc.DeleteOwner(ctx, p.Namespace, *p.Owner)
+		}
 	} else {
 		res, err = r.kube.DeletePod(ctx, p)
 	}

@@ -359,7 +359,13 @@ func TestReapARCOwnerAware(t *testing.T) {
 			assert.Contains(t, rec.calls, "owner:Runner:legacy-b")
 			assert.Contains(t, rec.calls, "er:set-runner-failed")
 			assert.Contains(t, rec.calls, "er:set-runner-podless")
-			assert.NotContains(t, fmt.Sprint(rec.calls), "pod:")
+			for _, call := range rec.calls {
+				assert.False(t, strings.HasPrefix(call, "pod:"), "a pod ARC owns is never deleted itself: %s", call)
+			}
+			assert.Less(t, indexOf(rec.calls, "check-pod:set-runner-a"), indexOf(rec.calls, "gh:org:acme:1"),
+				"the pod judged is checked before anything is written")
+			assert.Less(t, lastIndexOf(rec.calls, "check-pod:set-runner-a"), indexOf(rec.calls, "owner:EphemeralRunner:set-runner-a"),
+				"and again right before its owner goes")
 			assert.NotContains(t, fmt.Sprint(rec.calls), "sa:")
 			assert.Less(t, indexOf(rec.calls, "gh:org:acme:3"), indexOf(rec.calls, "er:set-runner-failed"), "registration first")
 			assert.Less(t, indexOf(rec.calls, "event:set-runner-a"), indexOf(rec.calls, "owner:EphemeralRunner:set-runner-a"))
@@ -642,4 +648,70 @@ func TestReapBoundsEachAction(t *testing.T) {
 	assert.Equal(t, map[string]Result{"hangs": Failed, "next": NotReached}, results(outs))
 	assert.ErrorIs(t, outs[0].Err, context.DeadlineExceeded)
 	assert.Equal(t, map[string]error{"gh:1": context.DeadlineExceeded}, c.seen, "the action's own bound ended it, not the sweep's cancel")
+}
+
+// lastIndexOf is the position of the last call equal to want, or -1.
+func lastIndexOf(calls []string, want string) int {
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i] == want {
+			return i
+		}
+	}
+	return -1
+}
+
+// A terminal pod that ARC owns goes by its owner's delete, and the owner's
+// delete takes whatever pod the owner has by then. So a 422 on the
+// registration (ARC's new pod took a job on it), or a pod replaced since it
+// was judged, spares the owner: the kubelet's word was about the old pod.
+func TestReapARCOwnedTerminalPodIsNotTakenOnFaith(t *testing.T) {
+	owned := func(name string, id int64) reconcile.Candidate {
+		c := cand(reconcile.Terminal, name, id)
+		c.Pod.Owner = &reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind,
+			Name: "er-" + name, UID: "owner-" + name}
+		return c
+	}
+	rec := &recorder{
+		ghResult: map[int64]Result{1: Busy},
+		checkRes: map[string]Result{"replaced": Changed},
+	}
+	outs := New(rec, rec, rec, opts()).Reap(context.Background(), 100,
+		[]reconcile.Candidate{owned("busy", 1), owned("replaced", 2)})
+	byKey := map[string]Outcome{}
+	for _, o := range outs {
+		byKey[o.Candidate.Key] = o
+	}
+	assert.Equal(t, SparedBusy, byKey["busy"].Result, "a 422 spares the owner of a dead pod too")
+	assert.Equal(t, SkippedChanged, byKey["replaced"].Result)
+	for _, call := range rec.calls {
+		assert.False(t, strings.HasPrefix(call, "owner:"), "no owner was deleted: %v", rec.calls)
+	}
+	assert.NotContains(t, rec.calls, "gh:org:acme:2", "a replaced pod's registration is left alone")
+}
+
+// slowGitHub answers a registration delete 204 just as the action's own
+// budget runs out: GitHub did it, and the answer came in at the wire's last
+// moment.
+type slowGitHub struct{ *ctxSeer }
+
+func (s *slowGitHub) DeleteRunner(ctx context.Context, sc reconcile.Scope, id int64) (Result, error) {
+	if d, ok := ctx.Deadline(); ok {
+		time.Sleep(time.Until(d) + 5*time.Millisecond)
+	}
+	s.saw(fmt.Sprintf("gh:%d", id), ctx)
+	return s.recorder.DeleteRunner(context.Background(), sc, id)
+}
+
+// A registration delete that succeeds slowly still leaves its object the
+// time to follow: the Kubernetes writes run under a budget of their own,
+// so a slow GitHub never leaves a registration deleted and its pod in
+// place.
+func TestReapSlowRegistrationDeleteStillLetsThePodGo(t *testing.T) {
+	c := &ctxSeer{recorder: &recorder{}, cancel: func() {}, seen: map[string]error{}}
+	o := opts()
+	o.ActionTimeout = 100 * time.Millisecond
+	outs := New(&slowGitHub{c}, c, c, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "slow", 1)})
+	assert.Equal(t, map[string]Result{"slow": Deleted}, results(outs))
+	assert.Equal(t, map[string]error{"gh:1": context.DeadlineExceeded, "event:slow": nil, "pod:slow": nil}, c.seen,
+		"the pod's writes had a live context of their own after the registration delete used up its budget")
 }
