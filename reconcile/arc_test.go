@@ -53,6 +53,10 @@ func TestClassifyARCLeaks(t *testing.T) {
 		{name: "its registration is busy (rule 2)", er: er("x", func(e *EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
 			regs: []Registration{reg(42, "x", true, true)}},
 		{name: "ARC leaks off", er: er("x", func(e *EphemeralRunner) { e.Phase = "Failed" }), arcOff: true},
+		// Another team's EphemeralRunner in a shared namespace, or one
+		// whose URL names no scope, is none of the reaper's.
+		{name: "a scope that is not configured", er: er("x", func(e *EphemeralRunner) { e.Phase, e.ScopeKey = "Failed", "org:other-team" })},
+		{name: "no scope at all", er: er("x", func(e *EphemeralRunner) { e.Phase, e.ScopeKey = "Failed", "" })},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,6 +131,37 @@ func TestClassifyUsesEphemeralRunnerID(t *testing.T) {
 		assert.Equal(t, tc.gone, c.Findings[0].Gone)
 		if tc.gone {
 			assert.Contains(t, c.Findings[0].Evidence, "was registered (runner id known from Kubernetes)")
+		}
+	}
+}
+
+// An ARC verdict needs its scope's complete list this sweep: without it
+// there is no busy check (rule 2), so a deferred, skipped or rate-limited
+// scope's EphemeralRunners wait, as its pods do.
+func TestClassifyARCWaitsForItsScopesList(t *testing.T) {
+	obs := observe(nil, reg(42, "x", true, true))
+	obs.Lists[org] = ScopeList{Scope: obs.Lists[org].Scope, Problem: "deferred", Err: ErrDeferred}
+	obs.EphemeralRunners = []EphemeralRunner{er("x", func(e *EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 })}
+	c := Classify(obs, arcPolicy(), nil)
+	for _, f := range c.Findings {
+		assert.Nil(t, f.EphemeralRunner, "no verdict on %s while its scope was not listed", f.Key)
+	}
+}
+
+// An EphemeralRunner backs its registration before its pod exists (a
+// quota or a webhook holding the pod back): the registration is no ghost.
+func TestEphemeralRunnerWithoutPodBacksItsRegistration(t *testing.T) {
+	pol := arcPolicy()
+	pol.GhostNamePrefix = "x"
+	for _, e := range []EphemeralRunner{
+		er("x-1", func(e *EphemeralRunner) { e.RunnerID = 42 }),
+		er("x-1"), // no runner id yet: its name backs it
+	} {
+		obs := observe(nil, reg(42, "x-1", false, false))
+		obs.EphemeralRunners = []EphemeralRunner{e}
+		c := Classify(obs, pol, nil)
+		for _, f := range c.Findings {
+			assert.NotEqual(t, Ghost, f.Verdict, "registration 42 is its EphemeralRunner's, not a ghost")
 		}
 	}
 }

@@ -285,6 +285,12 @@ type identities struct {
 	names map[string]map[string][]*Pod
 	// ids holds every pod claiming a runner id, per scope.
 	ids map[string]map[int64][]*Pod
+	// runners and runnerNames hold the registrations ARC's
+	// EphemeralRunners stand for, by runner id and name, per scope: an
+	// EphemeralRunner whose pod is not there yet (a quota, a webhook) still
+	// backs its registration, which must not look like a ghost.
+	runners     map[string]map[int64]bool
+	runnerNames map[string]map[string]bool
 	// byName and byID hold complete lists only.
 	byName map[string]map[string][]*Registration
 	byID   map[string]map[int64]*Registration
@@ -315,6 +321,16 @@ func index(obs Observation, runnerID func(*Pod) int64) identities {
 			ix.ids[p.ScopeKey][id] = append(ix.ids[p.ScopeKey][id], p)
 		}
 	}
+	ix.runners, ix.runnerNames = map[string]map[int64]bool{}, map[string]map[string]bool{}
+	for _, er := range obs.EphemeralRunners {
+		if ix.runners[er.ScopeKey] == nil {
+			ix.runners[er.ScopeKey], ix.runnerNames[er.ScopeKey] = map[int64]bool{}, map[string]bool{}
+		}
+		if er.RunnerID != 0 {
+			ix.runners[er.ScopeKey][er.RunnerID] = true
+		}
+		ix.runnerNames[er.ScopeKey][er.Name] = true
+	}
 	for key, l := range obs.Lists {
 		if !l.Complete {
 			continue
@@ -341,7 +357,8 @@ func (ix identities) claimants(scope, name string) []*Pod {
 // backed reports whether an observed pod stands for the registration, by
 // name or by id.
 func (ix identities) backed(scope string, r *Registration) bool {
-	return len(ix.claimants(scope, r.Name)) > 0 || len(ix.ids[scope][r.ID]) > 0 || len(ix.ids[""][r.ID]) > 0
+	return len(ix.claimants(scope, r.Name)) > 0 || len(ix.ids[scope][r.ID]) > 0 || len(ix.ids[""][r.ID]) > 0 ||
+		ix.runners[scope][r.ID] || ix.runnerNames[scope][r.Name]
 }
 
 // match is what a pod's scope's complete list says of its registration.
@@ -570,6 +587,13 @@ func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*Registr
 	for i := range obs.EphemeralRunners {
 		er := &obs.EphemeralRunners[i]
 		if owners[er.UID] {
+			continue
+		}
+		// Only an EphemeralRunner of a configured scope whose list is
+		// complete this sweep is judged: one of another scope (another
+		// team's, in a shared namespace) is none of the reaper's, and
+		// without the list there is no busy check for rule 2.
+		if _, listed := regs[er.ScopeKey]; !listed {
 			continue
 		}
 		f := Finding{Key: EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt}
