@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -486,7 +487,13 @@ func newWorld(t *testing.T, bin string, m manifest, o worldOpts) *world {
 	w.zomID = w.sim.AddRunner(scope, ghsim.Runner{Name: "acme-zombie", Status: "offline"}).ID
 
 	// The fleet: a runner OOM-killed in a Failed pod, and a zombie.
-	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "acme-dead", Org: "acme", PodState: testenv.PodState{
+	// A pool that gives each pod a ServiceAccount of its own runs the pod
+	// as the same-named one: the one REAPER_DELETE_SERVICE_ACCOUNT removes.
+	deadSA := ""
+	if slices.Contains(o.serviceAccountFor, "acme-dead") {
+		deadSA = "acme-dead"
+	}
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "acme-dead", Org: "acme", ServiceAccount: deadSA, PodState: testenv.PodState{
 		Phase: corev1.PodFailed, Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}})
 	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "acme-zombie", Org: "acme", PodState: testenv.Running()})
 	for _, name := range o.serviceAccountFor {

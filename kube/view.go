@@ -75,6 +75,7 @@ func (m Mapping) View(p *corev1.Pod) reconcile.Pod {
 		CreatedAt:       p.CreationTimestamp.Time,
 		Deleting:        p.DeletionTimestamp != nil,
 		Stamped:         m.StampLabel != "" && p.Labels[m.StampLabel] != "",
+		ServiceAccount:  p.Spec.ServiceAccountName,
 		Runner:          m.runnerContainer(p),
 		HasRunner:       m.hasRunner(p),
 		StartedAt:       m.startedAt(p),

@@ -194,6 +194,10 @@ type Pod struct {
 	// configured runner container. A pod without one is not a runner, only
 	// something the label selector happened to match, and is never judged.
 	HasRunner bool
+	// ServiceAccount is the pod's spec.serviceAccountName: the same-named
+	// ServiceAccount is deleted with a bare pod only when the pod ran as
+	// it, so that no other ServiceAccount that merely shares the name goes.
+	ServiceAccount string
 	// Deleting is true once the pod has a deletion timestamp: someone else
 	// is already removing it.
 	Deleting bool

@@ -40,6 +40,9 @@ type RunnerPod struct {
 	RestartPolicy corev1.RestartPolicy
 	// Sidecar adds a docker:dind container beside the runner.
 	Sidecar bool
+	// ServiceAccount is the pod's spec.serviceAccountName; empty leaves
+	// it unset.
+	ServiceAccount string
 	// Containers, when set, replace the runner container (and the
 	// sidecar): a pod that the selector matches but that is no runner,
 	// say. PodState then describes the first of them.
@@ -143,8 +146,9 @@ func (p RunnerPod) pod(ns string) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: corev1.PodSpec{
-			RestartPolicy: restart,
-			Containers:    []corev1.Container{{Name: "runner", Image: RunnerImage, Command: []string{"/home/runner/run.sh"}}},
+			ServiceAccountName: p.ServiceAccount,
+			RestartPolicy:      restart,
+			Containers:         []corev1.Container{{Name: "runner", Image: RunnerImage, Command: []string{"/home/runner/run.sh"}}},
 		},
 	}
 	if p.Sidecar {

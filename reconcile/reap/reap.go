@@ -433,7 +433,7 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 		o.ObjectResult, o.Result = res, AlreadyGone
 		return false
 	}
-	if r.opts.DeleteServiceAccount && c.Pod != nil && c.EphemeralRunner == nil && !c.Pod.Owner.ARCOwned() {
+	if r.ownServiceAccount(c) {
 		// A ServiceAccount that is not there is fine: the pod still goes.
 		if _, err := r.kube.CheckDeleteServiceAccount(ctx, c.Pod.Namespace, c.Pod.Name); err != nil {
 			o.Result, o.Err = Failed, r.refused(o, err)
@@ -441,6 +441,16 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 		}
 	}
 	return true
+}
+
+// ownServiceAccount reports whether the candidate's same-named
+// ServiceAccount goes with it: only for a bare pod, only when the option is
+// on, and only when the pod ran as that very ServiceAccount (never the
+// namespace's "default"): a ServiceAccount that merely shares the pod's
+// name is someone else's.
+func (r *Reaper) ownServiceAccount(c reconcile.Candidate) bool {
+	return r.opts.DeleteServiceAccount && c.Pod != nil && c.EphemeralRunner == nil && !c.Pod.Owner.ARCOwned() &&
+		c.Pod.ServiceAccount == c.Pod.Name && c.Pod.Name != "default"
 }
 
 // ownerPodUnchanged asks, with a server-side dry-run delete holding the
@@ -581,7 +591,7 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 	}
 	// The same-named ServiceAccount belongs to bare pods; ARC cleans up
 	// after its own.
-	if r.opts.DeleteServiceAccount && !p.Owner.ARCOwned() {
+	if r.ownServiceAccount(c) {
 		sa, err := r.kube.DeleteServiceAccount(ctx, p.Namespace, p.Name)
 		o.ServiceAccount = sa
 		if err != nil {

@@ -147,7 +147,9 @@ var scope = reconcile.Scope{Kind: reconcile.OrgScope, Name: "acme"}
 func cand(v reconcile.Verdict, name string, regID int64) reconcile.Candidate {
 	c := reconcile.Candidate{Finding: reconcile.Finding{Verdict: v, Key: name, ScopeKey: scope.Key()}, Ready: true}
 	if v != reconcile.Ghost {
-		c.Pod = &reconcile.Pod{Namespace: "ns", Name: name, UID: "u-" + name}
+		// A bare runner pod of a pool that gives each pod a ServiceAccount
+		// of its own runs as the same-named one.
+		c.Pod = &reconcile.Pod{Namespace: "ns", Name: name, UID: "u-" + name, ServiceAccount: name}
 	}
 	if regID != 0 {
 		c.Registration = &reconcile.Registration{ID: regID, Name: name}
@@ -714,4 +716,29 @@ func TestReapSlowRegistrationDeleteStillLetsThePodGo(t *testing.T) {
 	assert.Equal(t, map[string]Result{"slow": Deleted}, results(outs))
 	assert.Equal(t, map[string]error{"gh:1": context.DeadlineExceeded, "event:slow": nil, "pod:slow": nil}, c.seen,
 		"the pod's writes had a live context of their own after the registration delete used up its budget")
+}
+
+// Only the ServiceAccount the pod ran as goes with it: a pod that ran as
+// the namespace's default, or as another account, leaves the same-named
+// ServiceAccount (someone else's) alone, and so does a pod named default.
+func TestReapDeletesOnlyThePodsOwnServiceAccount(t *testing.T) {
+	rec := &recorder{}
+	o := opts()
+	o.DeleteServiceAccount = true
+	ranAs := func(name, sa string) reconcile.Candidate {
+		c := cand(reconcile.Terminal, name, 0)
+		c.Pod.ServiceAccount = sa
+		return c
+	}
+	outs := New(rec, rec, rec, o).Reap(context.Background(), 100, []reconcile.Candidate{
+		ranAs("own", "own"), ranAs("ran-as-default", "default"), ranAs("ran-as-other", "builder"), ranAs("default", "default"),
+	})
+	assert.Equal(t, map[string]Result{"own": Deleted, "ran-as-default": Deleted, "ran-as-other": Deleted, "default": Deleted}, results(outs))
+	var sas []string
+	for _, call := range rec.calls {
+		if strings.HasPrefix(call, "sa:") || strings.HasPrefix(call, "check-sa:") {
+			sas = append(sas, call)
+		}
+	}
+	assert.Equal(t, []string{"check-sa:sa-own", "sa:own"}, sas, "only the ServiceAccount the pod ran as")
 }
