@@ -326,6 +326,14 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 			bad(f.field, fmt.Sprintf("has a control character or non-ASCII byte at position %d", i+1))
 		}
 	}
+	// A ghost rule says which registrations are this deployment's: one
+	// that every runner matches would hand it other teams' runners.
+	if n := len(s.GhostNamePrefix); n > 0 && n < minGhostPrefix {
+		bad("GhostNamePrefix", fmt.Sprintf("is %d character(s); at least %d, so that it names this deployment's runners and not everyone's", n, minGhostPrefix))
+	}
+	if githubDefaultLabel(s.GhostLabel) {
+		bad("GhostLabel", fmt.Sprintf("%q is a label GitHub gives every self-hosted runner; choose one only this deployment's runners carry", s.GhostLabel))
+	}
 	c.RunnerName = parseNameSource(s.RunnerNameFrom, bad)
 
 	for _, f := range []struct {
@@ -676,4 +684,17 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// minGhostPrefix is the shortest REAPER_GHOST_NAME_PREFIX accepted.
+const minGhostPrefix = 3
+
+// githubDefaultLabel reports whether GitHub gives label to self-hosted
+// runners of its own accord: every runner of a scope carries some of them.
+func githubDefaultLabel(label string) bool {
+	switch strings.ToLower(label) {
+	case "self-hosted", "linux", "windows", "macos", "x64", "arm", "arm64":
+		return true
+	}
+	return false
 }
