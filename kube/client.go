@@ -40,7 +40,7 @@ const (
 	// cluster's config sets none (a kubeconfig or the in-cluster config
 	// never does). client-go's own 5 a second with a burst of 10 was made
 	// for controllers that poll forever; a janitor is idle for a minute,
-	// then sends one burst (a page per 500 pods, the ledger, and at most
+	// then sends one burst (a page per 250 pods, the ledger, and at most
 	// REAPER_MAX_ACTIONS actions of a few requests each) and exits. At 5 a
 	// second that burst was throttled into seconds: 20 pod pages took 2.4 s
 	// and 7 deletes 1.4 s. A burst of 100 lets a whole sweep of 10,000 pods

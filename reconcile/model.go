@@ -30,8 +30,8 @@ const (
 	ARCStuckDeleting Verdict = "arc-stuck-deleting"
 )
 
-// Verdicts lists every verdict in the order the bound lets them act: the
-// five of docs/design.md, with ARC's own leaks after the pod-level ones and
+// Verdicts lists every verdict in the order the bound lets them act (as
+// docs/design.md gives it): ARC's own leaks after the pod-level ones and
 // before ghosts, which cost nothing but clutter.
 var Verdicts = []Verdict{Terminal, OrphanStamped, Zombie, Unregistered, ARCFailed, ARCPodless, ARCStuckDeleting, Ghost}
 

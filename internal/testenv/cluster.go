@@ -114,6 +114,13 @@ func ClusterMain(m *testing.M, c **Cluster, images func(dir string) ([]string, e
 	if os.Getenv(insideEnv) == "" {
 		os.Exit(reexecInNamespaces())
 	}
+	// Inside means PID 1 of the namespaces reexecInNamespaces made: a stray
+	// environment variable must never make the host's own /run, /var/log
+	// and network the cluster's.
+	if os.Getpid() != 1 {
+		fmt.Fprintf(os.Stderr, "real cluster: %s is set but this is not the namespaces' first process; refusing to touch the host's mounts and network\n", insideEnv)
+		os.Exit(1)
+	}
 	code, err := runInside(m, c, images)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "real cluster:", err)
