@@ -46,13 +46,18 @@ const (
 	insideEnv = "RUNNER_REAPER_CLUSTER_INSIDE"
 )
 
-// auditPolicy records who did what that the tests ask about: every request
-// a ServiceAccount makes (the reaper's, with its token's pod), and every pod
-// deletion, so a test can tell the garbage collector's from the reaper's.
+// auditPolicy records who did what that the tests ask about: every pod
+// deletion with its DeleteOptions (so a test can tell the garbage
+// collector's delete from the reaper's, and a server-side dry run, which
+// changes nothing, from a delete), and every request a ServiceAccount makes
+// (the reaper's, with its token's pod).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
 rules:
+  - level: Request
+    verbs: ["delete", "deletecollection"]
+    resources: [{group: "", resources: ["pods"]}]
   - level: Metadata
     userGroups: ["system:serviceaccounts"]
   - level: Metadata

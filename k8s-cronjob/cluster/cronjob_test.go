@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -286,7 +287,12 @@ patches:
 }
 
 type auditEvent struct {
-	Verb      string `json:"verb"`
+	Verb string `json:"verb"`
+	// RequestObject is a pod delete's DeleteOptions: dryRun All marks a
+	// server-side dry run, which changes nothing (the reaper's checks).
+	RequestObject struct {
+		DryRun []string `json:"dryRun"`
+	} `json:"requestObject"`
 	UserAgent string `json:"userAgent"`
 	User      struct {
 		Username string              `json:"username"`
@@ -549,16 +555,23 @@ func TestShippedCronJobOnARealKubelet(t *testing.T) {
 		assert.True(t, podGone(arcZombie))
 		// The garbage collector's delete starts the pod's graceful end;
 		// the kubelet's own final delete follows once its containers
-		// stopped. The reaper never deleted it.
-		var deleters []string
+		// stopped. The reaper never deleted it: it only checked, with
+		// server-side dry runs, that the pod was still the one judged.
+		var deleters, checks []string
 		for _, e := range audit(t) {
-			if e.Verb == "delete" && e.ObjectRef.Resource == "pods" && e.ObjectRef.Name == arcZombie && e.ResponseStatus.Code < 300 {
-				assert.NotEqual(t, reaperSA, e.User.Username, "the reaper deleted the EphemeralRunner, not its pod")
-				deleters = append(deleters, e.UserAgent)
+			if e.Verb != "delete" || e.ObjectRef.Resource != "pods" || e.ObjectRef.Name != arcZombie || e.ResponseStatus.Code >= 300 {
+				continue
 			}
+			if slices.Contains(e.RequestObject.DryRun, metav1.DryRunAll) {
+				checks = append(checks, e.User.Username)
+				continue
+			}
+			assert.NotEqual(t, reaperSA, e.User.Username, "the reaper deleted the EphemeralRunner, not its pod")
+			deleters = append(deleters, e.UserAgent)
 		}
 		require.NotEmpty(t, deleters, "the pod was deleted")
 		assert.Contains(t, deleters[0], "generic-garbage-collector", "by ownerReference cascade: %v", deleters)
+		assert.Contains(t, checks, reaperSA, "the reaper checked the pod it judged before deleting its owner")
 	})
 }
 
