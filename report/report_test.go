@@ -60,14 +60,7 @@ func TestUnobservedNamespaceIsWarnedAndSummarised(t *testing.T) {
 			{Namespace: "arc-runnres", Reason: "namespace arc-runnres does not exist"}}},
 		Outcomes: []reap.Outcome{{Result: reap.Deleted, Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal}}}},
 	}
-	var buf bytes.Buffer
-	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
-	var lines []map[string]any
-	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(l, &m))
-		lines = append(lines, m)
-	}
+	lines := logged(t, res)
 	require.Len(t, lines, 3)
 	assert.Equal(t, "namespace not observed", lines[0]["msg"])
 	assert.Equal(t, "WARN", lines[0]["level"])
@@ -99,14 +92,7 @@ func TestLogAmbiguitiesAndNotRunners(t *testing.T) {
 			},
 		},
 	}
-	var buf bytes.Buffer
-	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
-	var lines []map[string]any
-	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(l, &m))
-		lines = append(lines, m)
-	}
+	lines := logged(t, res)
 	require.Len(t, lines, 3)
 	for i, a := range res.Class.Ambiguities {
 		l := lines[i]
@@ -142,14 +128,7 @@ func TestRateLimitSaysUntilWhen(t *testing.T) {
 		Outcomes: []reap.Outcome{{Result: reap.RateLimited, Err: fmt.Errorf("no GitHub call this sweep: %w", limit),
 			Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Zombie, ScopeKey: "org:gamma"}}}},
 	}
-	var buf bytes.Buffer
-	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
-	var lines []map[string]any
-	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(l, &m))
-		lines = append(lines, m)
-	}
+	lines := logged(t, res)
 	require.Len(t, lines, 4)
 	assert.Equal(t, "scope skipped", lines[0]["msg"])
 	assert.Equal(t, "rate-limited", lines[0]["kind"])
@@ -182,12 +161,8 @@ func TestActionLineNamesItsObject(t *testing.T) {
 		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.ARCStuckDeleting, EphemeralRunner: er}},
 			Action: reap.RemoveFinalizers, Result: reap.Deleted, ObjectResult: reap.Deleted},
 	}}
-	var buf bytes.Buffer
-	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
 	var lines []map[string]any
-	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(l, &m))
+	for _, m := range logged(t, res) {
 		if m["msg"] == "action" {
 			lines = append(lines, m)
 		}
@@ -237,4 +212,18 @@ func TestSummaryReportsATrimmedLedger(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logged is what Log writes for res, one decoded JSON object per line.
+func logged(t *testing.T, res sweep.Result) []map[string]any {
+	t.Helper()
+	var buf bytes.Buffer
+	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
+	var lines []map[string]any
+	for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(l, &m))
+		lines = append(lines, m)
+	}
+	return lines
 }
