@@ -65,8 +65,8 @@ const (
 func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 
 // runMain builds the binary while the control plane starts (both take
-// seconds), runs the tests, and cleans up whatever way they end. It does not
-// use testenv.Main, whose os.Exit would skip removing the build directory.
+// seconds), runs the tests, and cleans up whatever way they end: every e2e
+// test needs both, so nothing here is lazy.
 func runMain(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "runner-reaper-e2e-")
 	if err != nil {

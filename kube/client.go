@@ -13,7 +13,6 @@ import (
 	"os"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -177,11 +176,6 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 
 // Counts is the number of requests this Client has sent so far.
 func (c *Client) Counts() httpcount.Counts { return c.counter.Snapshot() }
-
-// IsForbidden reports whether err (wrapped or not) is the API server
-// refusing a request under RBAC, so callers can say "the reaper's Role does
-// not allow this" instead of printing a Status blob.
-func IsForbidden(err error) bool { return apierrors.IsForbidden(err) }
 
 // Clientset is the counted clientset, for other Kubernetes work of the same
 // sweep (the ConfigMap ledger) so that its requests are counted too.

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"testing"
 	"time"
 
@@ -128,7 +129,7 @@ func assertForbidden(t *testing.T, cases []forbiddenCase) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call()
 			require.Error(t, err)
-			assert.True(t, IsForbidden(err), "IsForbidden(%v)", err)
+			assert.True(t, apierrors.IsForbidden(err), "apierrors.IsForbidden(%v)", err)
 		})
 	}
 }

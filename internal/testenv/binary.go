@@ -188,9 +188,6 @@ func StartBinary(ctx context.Context, bin string, env map[string]string, args ..
 // Signal sends sig to the process.
 func (p *Started) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 
-// Exited is closed when the process has exited.
-func (p *Started) Exited() <-chan struct{} { return p.done }
-
 // Wait waits for the process to exit and returns the run.
 func (p *Started) Wait() (Run, error) {
 	<-p.done

@@ -122,22 +122,6 @@ func start(configure func(*envtest.Environment)) (*Env, error) {
 // Stop stops the control plane.
 func (e *Env) Stop() error { return e.env.Stop() }
 
-// Main runs a package's tests with one control plane for all of them; use it
-// from TestMain. The control plane is stopped however the tests end.
-func Main(m *testing.M, env **Env) {
-	e, err := Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	*env = e
-	code := m.Run()
-	if err := e.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop test control plane:", err)
-	}
-	os.Exit(code)
-}
-
 // Lazy starts the control plane on first use, so a package's tests that
 // never touch the API server neither wait for it nor need its assets. A
 // package declares one Lazy, calls Env from each test that needs the control
