@@ -431,18 +431,22 @@ func installManifest(t *testing.T, ns string, m manifest, dropRule string, ledge
 
 	role := m.Role.DeepCopy()
 	role.Namespace = ns
-	if dropRule != "" {
+	// dropRule names one rule, or several joined by " and ".
+	for _, drop := range strings.Split(dropRule, " and ") {
+		if drop == "" {
+			continue
+		}
 		var kept []rbacv1.PolicyRule
 		dropped := 0
 		for _, r := range role.Rules {
 			p := testenv.Permission(r)
-			if len(p) == 1 && (p[0] == dropRule || strings.HasPrefix(p[0], dropRule+" ")) {
+			if len(p) == 1 && (p[0] == drop || strings.HasPrefix(p[0], drop+" ")) {
 				dropped++
 				continue
 			}
 			kept = append(kept, r)
 		}
-		require.Equal(t, 1, dropped, "exactly one rule grants %q", dropRule)
+		require.Equal(t, 1, dropped, "exactly one rule grants %q", drop)
 		role.Rules = kept
 	}
 	_, err = env.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
@@ -644,7 +648,9 @@ func wholeJob(t *testing.T, bin string) {
 // Safety rule 5: with any one rule of the manifest's Role taken away, the
 // sweep says which action was refused and does not end quietly: it exits 1
 // where it could not observe or act, and for a missing Event it removes the
-// pod and puts event_error on the action line.
+// pod and puts event_error on the action line. The pods can be observed two
+// ways, a watch-list or pages: without the watch right the sweep warns and
+// reads pages; only without both can it not observe.
 func eachRuleNeeded(t *testing.T, bin string) {
 	m := render(t, false)
 	for _, tc := range []struct {
@@ -656,7 +662,10 @@ func eachRuleNeeded(t *testing.T, bin string) {
 		deadGone bool     // the terminal pod was removed
 		events   []string // the pods a RunnerReaped Event was recorded on
 	}{
-		{drop: "list pods", code: 1,
+		{drop: "watch pods", code: 0, deadGone: true, events: []string{"acme-dead"},
+			line: []string{`"msg":"pods listed in pages: the API server gave no watch-list"`, `"namespace":"NS"`},
+			want: `pods is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot watch resource "pods"`},
+		{drop: "list pods and watch pods", code: 1,
 			line: []string{`"msg":"sweep"`, `"status":1`, `"error":"observe pods: list pods in NS: `},
 			want: `pods is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot list resource "pods"`},
 		{drop: "delete pods", code: 1,

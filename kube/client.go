@@ -9,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
@@ -81,18 +84,31 @@ type Options struct {
 	// from a Lambda), where a large fleet's pages would otherwise cross
 	// the network several times larger every minute.
 	Compress bool
+	// Pages lists pods in pages only, never as a watch-list: for an API
+	// server whose watch-lists are known to be slow or broken, and for
+	// the tests of the page path on servers that give watch-lists.
+	Pages bool
+	// Log receives the client's warnings (a watch-list refused, so pods
+	// are read in pages); nil discards them.
+	Log *slog.Logger
 }
 
 // Client talks to one cluster and counts every request it sends, because
 // requests per sweep is the reaper's first performance figure.
 type Client struct {
-	cs        kubernetes.Interface
+	cs        *core
 	dyn       dynamic.Interface
 	counter   *httpcount.Transport
 	pageSize  int64
 	component string
 	instance  string
 	redact    func(string) string
+	timeout   time.Duration
+	log       *slog.Logger
+	// watchList is cleared the first time the API server gives no
+	// watch-list, so the rest of the namespaces (and, in a Lambda that
+	// keeps its Client warm, later sweeps) go straight to pages.
+	watchList atomic.Bool
 }
 
 // New builds a Client from cfg, which it copies and does not change.
@@ -134,6 +150,14 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	// The API server gzips any answer over 128 KB for a client that
 	// accepts it, which Go's transport does by default; see Compress.
 	c.DisableCompression = !opts.Compress
+	// HTTP/1.1, not HTTP/2: the reaper sends one request at a time, so
+	// HTTP/2's multiplexing buys it nothing, while HTTP/2's flow-control
+	// window let the transport buffer up to 4 MiB of a watch-list the
+	// decoder had not read yet (5 MiB of the peak resident memory over
+	// 10,000 pods). Over HTTP/1.1 that backlog waits in TCP, in the kernel.
+	if len(c.TLSClientConfig.NextProtos) == 0 {
+		c.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	}
 	counter := &httpcount.Transport{}
 	// The wrapper runs once, when the single HTTP client below is built;
 	// every clientset of this Client must share that HTTP client
@@ -147,15 +171,15 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: http client for %s: %w", c.Host, err)
 	}
-	// Core types in protobuf: a fleet's pod pages decode with a fraction of
+	// Core types in protobuf: a fleet's pods decode with a fraction of
 	// the memory and time of JSON. The dynamic client below sets JSON for
 	// itself, as custom resources have no protobuf form.
 	typed := rest.CopyConfig(c)
 	typed.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	typed.ContentType = "application/vnd.kubernetes.protobuf"
-	cs, err := kubernetes.NewForConfigAndClient(typed, hc)
+	cs, err := newCore(typed, hc)
 	if err != nil {
-		return nil, fmt.Errorf("kube client: clientset for %s: %w", c.Host, err)
+		return nil, fmt.Errorf("kube client: %w", err)
 	}
 	// ARC's resources have no typed clientset here: the dynamic client
 	// reads and deletes them, over the same counted HTTP client.
@@ -163,7 +187,10 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: dynamic client for %s: %w", c.Host, err)
 	}
-	return &Client{
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	kc := &Client{
 		cs:        cs,
 		dyn:       dyn,
 		counter:   counter,
@@ -171,15 +198,20 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		component: opts.Component,
 		instance:  opts.Instance,
 		redact:    opts.Redact,
-	}, nil
+		timeout:   opts.Timeout,
+		log:       opts.Log,
+	}
+	kc.watchList.Store(!opts.Pages)
+	return kc, nil
 }
 
 // Counts is the number of requests this Client has sent so far.
 func (c *Client) Counts() httpcount.Counts { return c.counter.Snapshot() }
 
-// Clientset is the counted clientset, for other Kubernetes work of the same
-// sweep (the ConfigMap ledger) so that its requests are counted too.
-func (c *Client) Clientset() kubernetes.Interface { return c.cs }
+// ConfigMaps is the counted client of the ConfigMaps in ns, for other
+// Kubernetes work of the same sweep (the ConfigMap ledger), so that its
+// requests are counted and bounded too.
+func (c *Client) ConfigMaps(ns string) *gentype.Client[*corev1.ConfigMap] { return c.cs.configMaps(ns) }
 
 // ErrTimeout is wrapped by the error of a request that the API server did
 // not answer in full within the Client's timeout.

@@ -66,7 +66,7 @@ func TestListPodsContinueExpired(t *testing.T) {
 			}))
 			defer srv.Close()
 
-			c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 2})
+			c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 2, Pages: true})
 			require.NoError(t, err)
 			pods, err := c.ListPods(context.Background(), []string{"ci"}, "", Mapping{})
 			require.ErrorContains(t, err, tc.wantErr)

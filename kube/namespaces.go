@@ -50,7 +50,7 @@ func (c *Client) UnobservedNamespaces(ctx context.Context, namespaces []string, 
 func (c *Client) namespaceExists(ctx context.Context, ns string) error {
 	obj := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: c.component + "-namespace-check"}
 	ev := c.event(obj, corev1.EventTypeNormal, "NamespaceCheck", "dry run: does the namespace exist")
-	_, err := c.cs.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	_, err := c.cs.events(ns).Create(ctx, ev, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	switch {
 	case err == nil:
 		return nil

@@ -2,7 +2,9 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,16 +15,28 @@ import (
 
 // ListPods lists the pods matching selector in each namespace (all
 // namespaces, in one list, when namespaces is empty) and returns their views.
-// Each page is reduced to views as it arrives and then dropped, so memory
-// follows the page size, not the fleet. The result is all or nothing: a
-// partial pod list would make the registrations of the missing pods look
-// like ghosts, so any failed page, an expired continue token included, fails
-// the whole call.
+// Each namespace is read as one watch-list (see streamPods); where the API
+// server cannot give one, in pages of Options.PageSize, from then on for
+// the rest of this Client's life. Either way each pod is reduced to its
+// view as it arrives and then dropped, so memory follows one pod or one
+// page, not the fleet. The result is all or nothing: a partial pod list
+// would make the registrations of the missing pods look like ghosts, so any
+// failed page, an expired continue token included, fails the whole call.
 func (c *Client) ListPods(ctx context.Context, namespaces []string, selector string, m Mapping) ([]reconcile.Pod, error) {
 	opts := metav1.ListOptions{LabelSelector: selector, Limit: c.pageSize}
 	return listNamespaces(ctx, "pods", namespaces, opts,
 		func(ctx context.Context, ns string, opts metav1.ListOptions, out []reconcile.Pod) ([]reconcile.Pod, string, error) {
-			list, err := c.cs.CoreV1().Pods(ns).List(ctx, opts)
+			if opts.Continue == "" && c.watchList.Load() {
+				got, err := c.streamPods(ctx, ns, selector, m, out)
+				if !errors.Is(err, errNoWatchList) {
+					return got, "", err
+				}
+				c.watchList.Store(false)
+				c.log.Warn("pods listed in pages: the API server gave no watch-list",
+					slog.String("namespace", ns), slog.String("error", err.Error()))
+				out = got
+			}
+			list, err := c.cs.pods(ns).List(ctx, opts)
 			if err != nil {
 				return out, "", err
 			}
@@ -58,7 +72,7 @@ func (c *Client) deletePod(ctx context.Context, p reconcile.Pod, dryRun bool) (r
 	}
 	uid := types.UID(p.UID)
 	rv := p.ResourceVersion
-	err := c.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+	err := c.cs.pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
 		DryRun:        dryRunOption(dryRun),
 	})
@@ -83,7 +97,7 @@ func (c *Client) CheckDeleteServiceAccount(ctx context.Context, namespace, name 
 }
 
 func (c *Client) deleteServiceAccount(ctx context.Context, namespace, name string, dryRun bool) (reap.Result, error) {
-	err := c.cs.CoreV1().ServiceAccounts(namespace).Delete(ctx, name, metav1.DeleteOptions{DryRun: dryRunOption(dryRun)})
+	err := c.cs.serviceAccounts(namespace).Delete(ctx, name, metav1.DeleteOptions{DryRun: dryRunOption(dryRun)})
 	res, err := result(err)
 	if err != nil {
 		return "", fmt.Errorf("%s service account %s/%s: %w", verb("delete", dryRun), namespace, name, err)

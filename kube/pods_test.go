@@ -129,7 +129,8 @@ func utc(c reconcile.Container) reconcile.Container {
 }
 
 // TestListPods checks which pods each list returns and that it costs exactly
-// one request per page per namespace.
+// one request per namespace as a watch-list, and one per page per namespace
+// in pages.
 func TestListPods(t *testing.T) {
 	env := plane.Env(t)
 	ctx := context.Background()
@@ -179,36 +180,44 @@ func TestListPods(t *testing.T) {
 		selector     string
 		pageSize     int64
 		want         []string
-		wantRequests int64
+		wantPages    int64 // requests in pages
+		wantWatchers int64 // requests as watch-lists
 	}{
-		{"one namespace, selector excludes a pod", []string{nsA}, selector, 0, aPods, 1},
-		{"two namespaces", []string{nsA, nsB}, selector, 0, cat(aPods, names(nsB, "b-1")), 2},
-		{"a namespace named twice is listed once", []string{nsA, nsB, nsA}, selector, 0, cat(aPods, names(nsB, "b-1")), 2},
-		{"the excluded pod alone", []string{nsA}, "app=other,run=" + nsA, 0, names(nsA, "a-other"), 1},
-		{"no match is an empty list, one request", []string{nsB}, "app=nothing", 0, nil, 1},
-		{"all namespaces, one list", nil, selector, 0, all, 1},
-		{"five pods in pages of two", []string{nsP}, selector, 2, pPods, 3},
-		{"pages per namespace", []string{nsP, nsB}, selector, 2, cat(pPods, names(nsB, "b-1")), 4},
-		{"one pod per page", []string{nsP}, selector, 1, pPods, 5},
+		{"one namespace, selector excludes a pod", []string{nsA}, selector, 0, aPods, 1, 1},
+		{"two namespaces", []string{nsA, nsB}, selector, 0, cat(aPods, names(nsB, "b-1")), 2, 2},
+		{"a namespace named twice is listed once", []string{nsA, nsB, nsA}, selector, 0, cat(aPods, names(nsB, "b-1")), 2, 2},
+		{"the excluded pod alone", []string{nsA}, "app=other,run=" + nsA, 0, names(nsA, "a-other"), 1, 1},
+		{"no match is an empty list, one request", []string{nsB}, "app=nothing", 0, nil, 1, 1},
+		{"all namespaces, one list", nil, selector, 0, all, 1, 1},
+		{"five pods in pages of two", []string{nsP}, selector, 2, pPods, 3, 1},
+		{"pages per namespace", []string{nsP, nsB}, selector, 2, cat(pPods, names(nsB, "b-1")), 4, 2},
+		{"one pod per page", []string{nsP}, selector, 1, pPods, 5, 1},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newClient(t, Options{PageSize: tc.pageSize})
-			pods, err := c.ListPods(ctx, tc.namespaces, tc.selector, Mapping{})
-			require.NoError(t, err)
-			got := make([]string, 0, len(pods))
-			for _, p := range pods {
-				got = append(got, p.Namespace+"/"+p.Name)
+		for _, pages := range []bool{false, true} {
+			mode, wantRequests := "watch-list", tc.wantWatchers
+			if pages {
+				mode, wantRequests = "pages", tc.wantPages
 			}
-			want := append([]string(nil), tc.want...)
-			sort.Strings(got)
-			sort.Strings(want)
-			if want == nil {
-				want = []string{}
-			}
-			assert.Equal(t, want, got, "no pod missing, none twice")
-			assert.Equal(t, tc.wantRequests, c.Counts().Requests, "requests")
-		})
+			t.Run(mode+"/"+tc.name, func(t *testing.T) {
+				c := newClient(t, Options{PageSize: tc.pageSize, Pages: pages})
+				pods, err := c.ListPods(ctx, tc.namespaces, tc.selector, Mapping{})
+				require.NoError(t, err)
+				got := make([]string, 0, len(pods))
+				for _, p := range pods {
+					got = append(got, p.Namespace+"/"+p.Name)
+				}
+				want := append([]string(nil), tc.want...)
+				sort.Strings(got)
+				sort.Strings(want)
+				if want == nil {
+					want = []string{}
+				}
+				assert.Equal(t, want, got, "no pod missing, none twice")
+				assert.Equal(t, wantRequests, c.Counts().Requests, "requests")
+				assert.Equal(t, !pages, c.watchList.Load(), "a watch-list given is kept to")
+			})
+		}
 	}
 
 	t.Run("an empty namespace name among named ones is refused", func(t *testing.T) {

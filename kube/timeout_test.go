@@ -27,7 +27,7 @@ func TestEveryRequestIsBounded(t *testing.T) {
 			return err
 		},
 		"ledger get": func() error {
-			_, err := c.Clientset().CoreV1().ConfigMaps("arc-runners").Get(context.Background(), "runner-reaper-ledger", metav1.GetOptions{})
+			_, err := c.ConfigMaps("arc-runners").Get(context.Background(), "runner-reaper-ledger", metav1.GetOptions{})
 			return err
 		},
 	} {

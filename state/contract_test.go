@@ -45,7 +45,9 @@ func backends() []backend {
 		{"configmap", func(t *testing.T) func() state.Store {
 			env := Kube(t)
 			ns := env.Namespace(t, "ledger")
-			return func() state.Store { return configmap.New(env.Client, ns, "runner-reaper-ledger", nil) }
+			return func() state.Store {
+				return configmap.New(env.Client.CoreV1().ConfigMaps(ns), ns, "runner-reaper-ledger", nil)
+			}
 		}},
 		{"dynamodb", func(t *testing.T) func() state.Store {
 			d := Dynalite(t, dynamo.TableSchema(ledgerTable))

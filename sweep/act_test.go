@@ -38,8 +38,7 @@ func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 	zombie := r.runner("acme-zombie", "offline", false)
 	r.pod("acme-zombie", testenv.Running())
 
-	rules := testenv.LeastPrivilege()
-	rules = append(rules[:1:1], rules[2:]...) // no pod delete
+	rules := testenv.Without(testenv.LeastPrivilege(), "delete pods")
 	user := "reaper-no-delete-" + r.ns
 	env.Grant(t, r.ns, "runner-reaper", user, rules...)
 	cfg, err := env.AddUser(user)

@@ -15,7 +15,6 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
-	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -24,14 +23,16 @@ import (
 const (
 	benchPods   = 10000
 	benchScopes = 100
-	podPage     = kube.DefaultPageSize
+	// podReads is the pod requests of a sweep: one watch-list in the one
+	// namespace.
+	podReads int64 = 1
 )
 
 // BenchmarkSweepFleet runs whole sweeps over 10,000 runner pods on the real
 // API server and 10,000 registrations in 100 scopes on the simulator. The
 // first sweep reads every page afresh; every later one (the timed loop)
-// finds nothing changed and is answered 304. Both must cost exactly one pod
-// list per namespace page plus, per scope of P = ceil(runners / 100) pages,
+// finds nothing changed and is answered 304. Both must cost exactly one
+// pod watch-list per namespace plus, per scope of P = ceil(runners / 100) pages,
 // P list pages and P-1 revalidations of the earlier pages (answered 304;
 // none at 100 runners a scope).
 func BenchmarkSweepFleet(b *testing.B) {
@@ -42,7 +43,6 @@ func BenchmarkSweepFleet(b *testing.B) {
 		wantGH += 2*pages - 1
 		coldRevalidations += pages - 1
 	}
-	wantPodPages := int64((benchPods + podPage - 1) / podPage)
 
 	coldStart := time.Now()
 	cold := r.run(sweep.Act)
@@ -50,9 +50,9 @@ func BenchmarkSweepFleet(b *testing.B) {
 	if cold.Err != nil {
 		b.Fatal(cold.Err)
 	}
-	check(b, "cold", cold, wantGH, coldRevalidations, wantPodPages)
-	b.Logf("cold sweep: %d GitHub requests (%d answered 304), %d Kubernetes requests (%d pod list pages + ledger get and save), %s",
-		cold.GitHub.Requests, cold.GitHub.NotModified, cold.Kube.Requests, wantPodPages, coldTook.Round(time.Millisecond))
+	check(b, "cold", cold, wantGH, coldRevalidations)
+	b.Logf("cold sweep: %d GitHub requests (%d answered 304), %d Kubernetes requests (the pod watch-list, the ledger's get and save), %s",
+		cold.GitHub.Requests, cold.GitHub.NotModified, cold.Kube.Requests, coldTook.Round(time.Millisecond))
 
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -64,7 +64,7 @@ func BenchmarkSweepFleet(b *testing.B) {
 	if warm.Err != nil {
 		b.Fatal(warm.Err)
 	}
-	check(b, "warm", warm, wantGH, wantGH, wantPodPages)
+	check(b, "warm", warm, wantGH, wantGH)
 	var took, pods, github, ledger []time.Duration
 	for i := 0; i < 5; i++ {
 		start := time.Now()
@@ -82,7 +82,7 @@ func BenchmarkSweepFleet(b *testing.B) {
   %-24s %s
   %-24s %s`,
 		"whole sweep", durSpread(took),
-		"pod pages", durSpread(pods),
+		"pods (one watch-list)", durSpread(pods),
 		"GitHub lists (304s)", durSpread(github),
 		"ledger load and save", durSpread(ledger),
 		"the rest (classify...)", durSpread(rest(took, pods, github, ledger)))
@@ -91,14 +91,14 @@ func BenchmarkSweepFleet(b *testing.B) {
 	b.ReportMetric(float64(warm.Kube.Requests), "kube-requests/sweep")
 }
 
-func check(b *testing.B, which string, res sweep.Result, wantGH, want304, podPages int64) {
+func check(b *testing.B, which string, res sweep.Result, wantGH, want304 int64) {
 	b.Helper()
 	if res.GitHub.Requests != wantGH || res.GitHub.NotModified != want304 {
 		b.Fatalf("%s sweep: %d GitHub requests (%d 304), want %d (%d 304)", which, res.GitHub.Requests, res.GitHub.NotModified, wantGH, want304)
 	}
-	// Pod list pages, one ledger get and one ledger save; no actions.
-	if res.Kube.Requests != podPages+2 {
-		b.Fatalf("%s sweep: %d Kubernetes requests, want %d pod pages + 2", which, res.Kube.Requests, podPages)
+	// The pod watch-list, one ledger get and one ledger save; no actions.
+	if res.Kube.Requests != podReads+2 {
+		b.Fatalf("%s sweep: %d Kubernetes requests, want %d pod watch-list + 2", which, res.Kube.Requests, podReads)
 	}
 	if len(res.Observation.Pods) != benchPods {
 		b.Fatalf("%s sweep observed %d pods, want %d", which, len(res.Observation.Pods), benchPods)
@@ -201,7 +201,7 @@ func BenchmarkSweepBinary(b *testing.B) {
 	// One request per scope (100 runners fit one page): a cold sweep reads
 	// it, a warm one is answered 304.
 	wantGH := int64(benchScopes)
-	wantKube := int64((benchPods+podPage-1)/podPage) + 2
+	wantKube := podReads + 2
 	sweepOnce := func(which string, want304 int64) binaryRun {
 		b.Helper()
 		run, err := testenv.RunBinary(context.Background(), bin, vars, "sweep")
@@ -214,7 +214,7 @@ func BenchmarkSweepBinary(b *testing.B) {
 				which, run.Code, got.Pods, got.Registrations, benchPods, benchPods, run.Stdout, run.Stderr)
 		}
 		if got.GitHub != wantGH || got.NotModified != want304 || got.Kube != wantKube {
-			b.Fatalf("%s sweep: %d GitHub requests (%d 304), %d Kubernetes requests; the floor is %d (%d 304) and %d pod pages + ledger get and save = %d",
+			b.Fatalf("%s sweep: %d GitHub requests (%d 304), %d Kubernetes requests; the floor is %d (%d 304) and %d pod watch-list + ledger get and save = %d",
 				which, got.GitHub, got.NotModified, got.Kube, wantGH, want304, wantKube-2, wantKube)
 		}
 		got.Run = run
@@ -242,7 +242,7 @@ func BenchmarkSweepBinary(b *testing.B) {
   %-22s %8.0f %8.0f %8.0f
   %-22s %8.0f %8.0f %8.0f
   %-22s %8.1f %8.1f %8.1f
-  %-22s %8d (%d pod pages + ledger get and save), exactly the floor
+  %-22s %8d (%d pod watch-list + ledger get and save), exactly the floor
   %-22s %8d (one a scope, each answered 304), exactly the floor`,
 		benchPods, benchPods, benchScopes, len(runs),
 		"process wall, ms", wall[0], wall[1], wall[2],

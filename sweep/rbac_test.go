@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,29 +25,29 @@ func TestSafetyRule5LeastPrivilege(t *testing.T) {
 	env := plane.Env(t)
 	cases := []struct {
 		name    string
-		drop    int // index into testenv.LeastPrivilege; -1 drops nothing
+		drop    []string // permissions taken away, as testenv.Permission names them
 		status  sweep.Status
 		podGone bool
 		want    string // in the logs
 	}{
-		{"exactly the needed rules: the whole job", -1, sweep.StatusComplete, true, `"result":"deleted"`},
-		{"no pod list: cannot observe, deletes nothing", 0, sweep.StatusFailed, false, `observe pods`},
-		{"no pod delete: the refusal is an action error", 1, sweep.StatusFailed, false, `delete pod`},
-		{"no event create: the pod goes, the missing Event is reported", 2, sweep.StatusComplete, true, `"event_error"`},
-		{"no ledger read: cannot observe, deletes nothing", 3, sweep.StatusFailed, false, `load ledger`},
-		{"no ledger write: no action at all", 4, sweep.StatusFailed, false, `save ledger before acting`},
+		{"exactly the needed rules: the whole job", nil, sweep.StatusComplete, true, `"result":"deleted"`},
+		{"no pod list: the watch-list observes, the whole job", []string{"list pods"}, sweep.StatusComplete, true, `"result":"deleted"`},
+		{"no pod watch: the pods are read in pages, the whole job", []string{"watch pods"}, sweep.StatusComplete, true, `pods listed in pages`},
+		{"neither pod list nor watch: cannot observe, deletes nothing", []string{"list pods", "watch pods"}, sweep.StatusFailed, false, `observe pods`},
+		{"no pod delete: the refusal is an action error", []string{"delete pods"}, sweep.StatusFailed, false, `delete pod`},
+		{"no event create: the pod goes, the missing Event is reported", []string{"create events"}, sweep.StatusComplete, true, `"event_error"`},
+		{"no ledger read: cannot observe, deletes nothing", []string{"get configmaps runner-reaper-ledger"}, sweep.StatusFailed, false, `load ledger`},
+		{"no ledger write: no action at all", []string{"update configmaps runner-reaper-ledger"}, sweep.StatusFailed, false, `save ledger before acting`},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t)
 			r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
-			rules := testenv.LeastPrivilege()
-			if tc.drop >= 0 {
-				rules = append(rules[:tc.drop:tc.drop], rules[tc.drop+1:]...)
-			}
+			rules := testenv.Without(testenv.LeastPrivilege(), tc.drop...)
+			require.Len(t, rules, len(testenv.LeastPrivilege())-len(tc.drop))
 			// Seed the ledger as an admin, so that "no ledger write"
 			// is an update refused, not a create.
-			if tc.drop == 4 {
+			if slices.Contains(tc.drop, "update configmaps runner-reaper-ledger") {
 				_, err := env.Client.CoreV1().ConfigMaps(r.ns).Create(context.Background(), &corev1.ConfigMap{
 					ObjectMeta: metav1.ObjectMeta{Name: "runner-reaper-ledger"}}, metav1.CreateOptions{})
 				require.NoError(t, err)

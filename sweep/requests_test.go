@@ -89,7 +89,7 @@ func TestDroppedScopeLeavesNoCache(t *testing.T) {
 	r.sim.AddScope("repo:acme/web")
 	r.sim.AddRunner("repo:acme/web", ghRunner("web-1"))
 	require.NoError(t, r.run(sweep.Act).Err)
-	store := configmap.New(r.env.Client, r.ns, "runner-reaper-ledger", nil)
+	store := configmap.New(r.env.Client.CoreV1().ConfigMaps(r.ns), r.ns, "runner-reaper-ledger", nil)
 	l, _, err := store.Load(context.Background())
 	require.NoError(t, err)
 	assert.Contains(t, l.Lists, repo.Key())
@@ -111,7 +111,7 @@ func TestTrimmedLedgerIsSummarised(t *testing.T) {
 	r.pod("acme-zombie", testenv.Running())
 
 	s := r.sweeper()
-	store := configmap.New(r.env.Client, r.ns, "runner-reaper-ledger", nil)
+	store := configmap.New(r.env.Client.CoreV1().ConfigMaps(r.ns), r.ns, "runner-reaper-ledger", nil)
 	// Room for an empty marks object only: the mark and the list cache go.
 	store.LimitBytes = len(state.MarksKey) + len("{}")
 	s.Ledger = store

@@ -142,7 +142,7 @@ func TestSweepReapsEveryVerdictAndNothingElse(t *testing.T) {
 	}
 
 	// The ledger is left clean.
-	l, _, err := configmap.New(env.Client, r.ns, "runner-reaper-ledger", nil).Load(context.Background())
+	l, _, err := configmap.New(env.Client.CoreV1().ConfigMaps(r.ns), r.ns, "runner-reaper-ledger", nil).Load(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, l.Marks)
 }
@@ -353,7 +353,7 @@ func TestDryRunAndAuditDeleteNothing(t *testing.T) {
 	z := r.runner("acme-zombie", "offline", false)
 	r.pod("acme-zombie", testenv.Running())
 	r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
-	store := configmap.New(env.Client, r.ns, "runner-reaper-ledger", nil)
+	store := configmap.New(env.Client.CoreV1().ConfigMaps(r.ns), r.ns, "runner-reaper-ledger", nil)
 
 	audit := r.run(sweep.Audit)
 	require.NoError(t, audit.Err)

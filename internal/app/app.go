@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/runner-reaper/runner-reaper/ghclient"
@@ -202,7 +201,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 	LearnSecrets(o.Secrets, cfg.GitHub)
 	// A cluster reached from outside (EKS from a Lambda) gets its pod pages
 	// compressed; one in reach of a cluster network does not need it.
-	kc, err := kube.New(restCfg, kube.Options{Redact: o.Secrets.String, Timeout: cfg.KubeTimeout, Compress: cfg.EKSCluster != ""})
+	kc, err := kube.New(restCfg, kube.Options{Redact: o.Secrets.String, Timeout: cfg.KubeTimeout, Compress: cfg.EKSCluster != "", Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
@@ -218,7 +217,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 	if err != nil {
 		return nil, fmt.Errorf("github client: %w", err)
 	}
-	store, err := ledger(cfg.Ledger, kc.Clientset(), o.AWS, log)
+	store, err := ledger(cfg.Ledger, kc, o.AWS, log)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +275,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 // ledgerKey is the DynamoDB item of the ledger: one per table.
 const ledgerKey = "runner-reaper"
 
-func ledger(l config.Ledger, cs kubernetes.Interface, awsCfg *aws.Config, log *slog.Logger) (state.Store, error) {
+func ledger(l config.Ledger, kc *kube.Client, awsCfg *aws.Config, log *slog.Logger) (state.Store, error) {
 	switch l.Kind {
 	case config.LedgerDynamoDB:
 		if awsCfg == nil {
@@ -292,7 +291,7 @@ func ledger(l config.Ledger, cs kubernetes.Interface, awsCfg *aws.Config, log *s
 	case config.LedgerFile:
 		return file.New(l.Path), nil
 	case config.LedgerConfigMap:
-		return configmap.New(cs, l.Namespace, l.Name, log), nil
+		return configmap.New(kc.ConfigMaps(l.Namespace), l.Namespace, l.Name, log), nil
 	default:
 		return nil, fmt.Errorf("ledger kind %q", l.Kind)
 	}

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -43,12 +44,28 @@ const LedgerConfigMap = "runner-reaper-ledger"
 func LeastPrivilege() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}, ResourceNames: []string{LedgerConfigMap}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update"}, ResourceNames: []string{LedgerConfigMap}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 	}
+}
+
+// Without is rules less every rule that grants exactly one of perms (as
+// Permission names them, e.g. "delete pods"), so that a test takes a right
+// away by its name, not by its place in the list.
+func Without(rules []rbacv1.PolicyRule, perms ...string) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, r := range rules {
+		p := Permission(r)
+		if len(p) == 1 && slices.Contains(perms, p[0]) {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // Permission names each permission one rule grants: "verb resource[.group]

@@ -79,6 +79,16 @@ func CRDDir(root string) string { return filepath.Join(root, "testdata", "arc-cr
 // them, and a test that quietly does not run proves nothing.
 func Start() (*Env, error) { return start(nil) }
 
+// StartWithFlags is Start with extra kube-apiserver flags, for a test that
+// needs a server configured unlike the shared one (a feature gate off).
+func StartWithFlags(flags map[string]string) (*Env, error) {
+	return start(func(e *envtest.Environment) {
+		for k, v := range flags {
+			e.ControlPlane.GetAPIServer().Configure().Set(k, v)
+		}
+	})
+}
+
 // start is Start, with configure given the environment before it starts.
 func start(configure func(*envtest.Environment)) (*Env, error) {
 	root, err := RepoRoot()

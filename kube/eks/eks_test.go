@@ -142,7 +142,7 @@ func (h *headerCatcher) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprint(w, `{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"default"}}`)
+	fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"runner-reaper-ledger","namespace":"default"}}`)
 }
 
 func (h *headerCatcher) seen() []string {
@@ -404,9 +404,9 @@ func TestEKSRESTConfigWithKubeClient(t *testing.T) {
 	require.NoError(t, err)
 	c, err := kube.New(cfg, kube.Options{Instance: "test"})
 	require.NoError(t, err)
-	ns, err := c.Clientset().CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{})
+	cm, err := c.ConfigMaps("default").Get(context.Background(), "runner-reaper-ledger", metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "default", ns.Name)
+	assert.Equal(t, "runner-reaper-ledger", cm.Name)
 	assert.Equal(t, int64(1), c.Counts().Requests)
 	seen := catcher.seen()
 	require.Len(t, seen, 1)
@@ -419,7 +419,7 @@ func TestEKSRESTConfigWithKubeClient(t *testing.T) {
 	require.NoError(t, err)
 	c2, err := kube.New(cfg2, kube.Options{Instance: "test"})
 	require.NoError(t, err)
-	_, err = c2.Clientset().CoreV1().Namespaces().Get(context.Background(), "default", metav1.GetOptions{})
+	_, err = c2.ConfigMaps("default").Get(context.Background(), "runner-reaper-ledger", metav1.GetOptions{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "certificate")
 	assert.Len(t, catcher.seen(), 1, "no request got through with the wrong CA")

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/runner-reaper/runner-reaper/state"
 )
@@ -37,7 +36,7 @@ import (
 // by dropping first the list cache and then the oldest marks, and says so in
 // a warning and through LastTrim.
 type Store struct {
-	client    kubernetes.Interface
+	client    ConfigMaps
 	namespace string
 	name      string
 
@@ -72,9 +71,19 @@ func ledgerLabels() map[string]string {
 	}
 }
 
-// New returns a store in the ConfigMap namespace/name. A nil logger
-// discards the trim warnings (LastTrim still reports them).
-func New(client kubernetes.Interface, namespace, name string, logger *slog.Logger) *Store {
+// ConfigMaps is what the store needs of a client of the ConfigMaps in one
+// namespace: client-go's typed ConfigMapInterface has it, and so has the
+// reaper's own counted client (kube.Client.ConfigMaps).
+type ConfigMaps interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error)
+	Create(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error)
+	Update(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error)
+}
+
+// New returns a store in the ConfigMap namespace/name, reached through
+// client, a client of the ConfigMaps in namespace. A nil logger discards
+// the trim warnings (LastTrim still reports them).
+func New(client ConfigMaps, namespace, name string, logger *slog.Logger) *Store {
 	return &Store{client: client, namespace: namespace, name: name, trims: state.NewTrimLog(logger)}
 }
 
@@ -84,7 +93,7 @@ func (c *Store) LastTrim() state.Trim { return c.trims.LastTrim() }
 
 // Load reads the ConfigMap; a missing one is an empty ledger at Version "".
 func (c *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
-	cm, err := c.client.CoreV1().ConfigMaps(c.namespace).Get(ctx, c.name, metav1.GetOptions{})
+	cm, err := c.client.Get(ctx, c.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return state.Normalize(state.Ledger{}), "", nil
 	}
@@ -127,7 +136,7 @@ func (c *Store) base(ctx context.Context, v state.Version) (*corev1.ConfigMap, e
 	if last != nil && state.Version(last.ResourceVersion) == v {
 		return last.DeepCopy(), nil
 	}
-	cm, err := c.client.CoreV1().ConfigMaps(c.namespace).Get(ctx, c.name, metav1.GetOptions{})
+	cm, err := c.client.Get(ctx, c.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("get ledger configmap %s/%s to update at version %s: %w: %w", c.namespace, c.name, v, state.ErrConflict, err)
 	}
@@ -191,7 +200,7 @@ func (c *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (stat
 
 	var saved *corev1.ConfigMap
 	if v == "" {
-		saved, err = c.client.CoreV1().ConfigMaps(c.namespace).Create(ctx, cm, metav1.CreateOptions{})
+		saved, err = c.client.Create(ctx, cm, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return "", fmt.Errorf("create ledger configmap %s/%s: %w: %w", c.namespace, c.name, state.ErrConflict, err)
 		}
@@ -199,7 +208,7 @@ func (c *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (stat
 			return "", fmt.Errorf("create ledger configmap %s/%s: %w", c.namespace, c.name, err)
 		}
 	} else {
-		saved, err = c.client.CoreV1().ConfigMaps(c.namespace).Update(ctx, cm, metav1.UpdateOptions{})
+		saved, err = c.client.Update(ctx, cm, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return "", fmt.Errorf("update ledger configmap %s/%s at version %s: %w: %w", c.namespace, c.name, v, state.ErrConflict, err)
 		}

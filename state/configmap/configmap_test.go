@@ -28,7 +28,7 @@ func TestConfigMapObjectIsReadable(t *testing.T) {
 	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
 	want := Sample()
-	_, err := New(env.Client, ns, ledgerName, nil).Save(Ctx(t), want, "")
+	_, err := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil).Save(Ctx(t), want, "")
 	require.NoError(t, err)
 
 	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
@@ -55,7 +55,7 @@ func TestConfigMapWithoutListCache(t *testing.T) {
 	t.Parallel()
 	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
-	s := New(env.Client, ns, ledgerName, nil)
+	s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil)
 	v, err := s.Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 	_, err = s.Save(Ctx(t), state.Ledger{Marks: Marks(2)}, v)
@@ -93,7 +93,7 @@ func TestConfigMapTrim(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t, "ledger")
 			var logs bytes.Buffer
-			s := New(env.Client, ns, ledgerName, slog.New(slog.NewJSONHandler(&logs, nil)))
+			s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, slog.New(slog.NewJSONHandler(&logs, nil)))
 			s.LimitBytes = c.limit
 			_, err := s.Save(Ctx(t), full, "")
 			require.NoError(t, err)
@@ -149,7 +149,7 @@ func TestConfigMapDefaultLimitKeepsTheObjectAcceptable(t *testing.T) {
 	_, marksOnly := SizeOf(t, big)
 	require.Greater(t, marksOnly, 1<<20)
 
-	s := New(env.Client, ns, ledgerName, nil)
+	s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil)
 	_, err := s.Save(Ctx(t), big, "")
 	require.NoError(t, err)
 	trim := s.LastTrim()
@@ -176,7 +176,7 @@ func TestConfigMapDeletedSinceLoadConflicts(t *testing.T) {
 	t.Parallel()
 	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
-	s := New(env.Client, ns, ledgerName, nil)
+	s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil)
 	v, err := s.Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 	require.NoError(t, env.Client.CoreV1().ConfigMaps(ns).Delete(Ctx(t), ledgerName, metav1.DeleteOptions{}))
@@ -208,7 +208,7 @@ func TestConfigMapCorruptIsAnError(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t, "ledger")
-			s := New(env.Client, ns, ledgerName, nil)
+			s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil)
 			_, err := s.Save(Ctx(t), Sample(), "")
 			require.NoError(t, err)
 			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
@@ -233,15 +233,15 @@ func TestConfigMapForbiddenIsNotAConflict(t *testing.T) {
 	t.Parallel()
 	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
-	v, err := New(env.Client, ns, ledgerName, nil).Save(Ctx(t), Sample(), "")
+	v, err := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil).Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 
 	cfg, err := env.AddUser("ledger-nobody")
 	require.NoError(t, err)
 	client, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	s := New(client, ns, ledgerName, nil)
-	other := New(client, ns, "no-such-ledger", nil)
+	s := New(client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil)
+	other := New(client.CoreV1().ConfigMaps(ns), ns, "no-such-ledger", nil)
 
 	cases := []struct {
 		name string
@@ -274,7 +274,7 @@ func TestConfigMapKeepsWhatOthersPut(t *testing.T) {
 	t.Parallel()
 	env := Kube(t)
 	ns := env.Namespace(t, "ledger")
-	s := New(env.Client, ns, ledgerName, nil)
+	s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil)
 	_, err := s.Save(Ctx(t), Sample(), "")
 	require.NoError(t, err)
 
@@ -300,7 +300,7 @@ func TestConfigMapKeepsWhatOthersPut(t *testing.T) {
 	v, err = s.Save(Ctx(t), l, v)
 	require.NoError(t, err)
 	// A store that did not load the object saves over it too.
-	_, err = New(env.Client, ns, ledgerName, nil).Save(Ctx(t), state.Ledger{Marks: Marks(1)}, v)
+	_, err = New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil).Save(Ctx(t), state.Ledger{Marks: Marks(1)}, v)
 	require.NoError(t, err)
 
 	cm = get()
@@ -338,7 +338,7 @@ func TestConfigMapCorruptListCacheIsDropped(t *testing.T) {
 			t.Parallel()
 			ns := env.Namespace(t, "ledger")
 			var buf bytes.Buffer
-			s := New(env.Client, ns, ledgerName, slog.New(slog.NewJSONHandler(&buf, nil)))
+			s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, slog.New(slog.NewJSONHandler(&buf, nil)))
 			_, err := s.Save(Ctx(t), Sample(), "")
 			require.NoError(t, err)
 			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
@@ -363,7 +363,7 @@ func TestConfigMapCorruptListCacheIsDropped(t *testing.T) {
 			l.Lists = Lists(2, 3)
 			_, err = s.Save(Ctx(t), l, v)
 			require.NoError(t, err)
-			got, _, err := New(env.Client, ns, ledgerName, nil).Load(Ctx(t))
+			got, _, err := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil).Load(Ctx(t))
 			require.NoError(t, err)
 			assert.Equal(t, Lists(2, 3), got.Lists, "the next save writes a cache that reads")
 		})

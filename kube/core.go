@@ -1,0 +1,75 @@
+package kube
+
+import (
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/gentype"
+	"k8s.io/client-go/rest"
+)
+
+// core is client-go's generic typed client (the one the Clientset's core/v1
+// clients are made of) for the four core/v1 resources the reaper uses, over
+// a scheme that holds core/v1 alone. The Clientset would register every
+// API group's types at start-up and link every group's client: measured on
+// the shipped binary, it was a third of its size and 6 MiB of its resident
+// memory before the first request, in a process that runs for a second.
+type core struct {
+	rest   rest.Interface
+	params runtime.ParameterCodec
+}
+
+// newCore builds the core/v1 client from cfg (copied, not changed) over hc,
+// the Client's one counted HTTP client.
+func newCore(cfg *rest.Config, hc *http.Client) (*core, error) {
+	scheme := runtime.NewScheme()
+	// The option types (ListOptions, DeleteOptions...) the parameter
+	// codec encodes, as client-go's own scheme registers them.
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("core/v1 scheme: %w", err)
+	}
+	c := rest.CopyConfig(cfg)
+	gv := corev1.SchemeGroupVersion
+	c.GroupVersion = &gv
+	c.APIPath = "/api"
+	c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, serializer.NewCodecFactory(scheme)).WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientForConfigAndClient(c, hc)
+	if err != nil {
+		return nil, fmt.Errorf("core/v1 client for %s: %w", c.Host, err)
+	}
+	return &core{rest: rc, params: runtime.NewParameterCodec(scheme)}, nil
+}
+
+func (c *core) pods(ns string) *gentype.ClientWithList[*corev1.Pod, *corev1.PodList] {
+	return gentype.NewClientWithList("pods", c.rest, c.params, ns,
+		func() *corev1.Pod { return &corev1.Pod{} },
+		func() *corev1.PodList { return &corev1.PodList{} },
+		gentype.PrefersProtobuf[*corev1.Pod]())
+}
+
+func (c *core) serviceAccounts(ns string) *gentype.Client[*corev1.ServiceAccount] {
+	return gentype.NewClient("serviceaccounts", c.rest, c.params, ns,
+		func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} },
+		gentype.PrefersProtobuf[*corev1.ServiceAccount]())
+}
+
+func (c *core) events(ns string) *gentype.Client[*corev1.Event] {
+	return gentype.NewClient("events", c.rest, c.params, ns,
+		func() *corev1.Event { return &corev1.Event{} },
+		gentype.PrefersProtobuf[*corev1.Event]())
+}
+
+func (c *core) configMaps(ns string) *gentype.Client[*corev1.ConfigMap] {
+	return gentype.NewClient("configmaps", c.rest, c.params, ns,
+		func() *corev1.ConfigMap { return &corev1.ConfigMap{} },
+		gentype.PrefersProtobuf[*corev1.ConfigMap]())
+}

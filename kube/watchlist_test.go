@@ -1,0 +1,325 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// sorted orders views by namespace/name and puts their times in UTC, so
+// that two reads of the same pods compare equal.
+func sorted(pods []reconcile.Pod) []reconcile.Pod {
+	out := append([]reconcile.Pod(nil), pods...)
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
+	})
+	for i := range out {
+		out[i].CreatedAt = out[i].CreatedAt.UTC()
+		out[i].StartedAt = out[i].StartedAt.UTC()
+		out[i].Runner = utc(out[i].Runner)
+	}
+	return out
+}
+
+// TestWatchListGivesWhatPagesGive: over realistic ARC runner pods and pods
+// in every container state, one watch-list request gives exactly the views
+// that a list in pages gives, and a pod written just before the read is
+// always in it (the watch-list is a consistent read, not a possibly stale
+// cache).
+func TestWatchListGivesWhatPagesGive(t *testing.T) {
+	env := plane.Env(t)
+	ctx := context.Background()
+	ns := env.Namespace(t, "kube")
+	for i := 0; i < 12; i++ {
+		_, err := testenv.ApplyARCPod(ctx, env.Client, ns, testenv.ARCPod{Name: fmt.Sprintf("arc-%02d", i), Org: "acme"})
+		require.NoError(t, err)
+	}
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "failed", Labels: map[string]string{"app": "runner"},
+		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), stateTerminated(1, 0, "Error")))})
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "pending", Labels: map[string]string{"app": "runner"}, Unscheduled: true})
+	m := Mapping{Scopes: mustScopes(t, "org:acme"), StampLabel: "pool/claimed-by"}
+
+	pages := newClient(t, Options{Pages: true, PageSize: 5})
+	want, err := pages.ListPods(ctx, []string{ns}, "", m)
+	require.NoError(t, err)
+	require.Len(t, want, 14)
+	assert.Equal(t, int64(3), pages.Counts().Requests, "14 pods in pages of 5")
+
+	stream := newClient(t, Options{PageSize: 5})
+	got, err := stream.ListPods(ctx, []string{ns}, "", m)
+	require.NoError(t, err)
+	assert.Equal(t, sorted(want), sorted(got))
+	assert.Equal(t, int64(1), stream.Counts().Requests, "one watch-list, whatever the page size")
+	assert.True(t, stream.watchList.Load())
+
+	t.Run("a pod written just before is always seen, a pod deleted never", func(t *testing.T) {
+		c := newClient(t, Options{})
+		for i := 0; i < 20; i++ {
+			name := fmt.Sprintf("fresh-%02d", i)
+			env.RunnerPod(t, ns, testenv.RunnerPod{Name: name, Labels: map[string]string{"app": "fresh"}, Unscheduled: true})
+			pods, err := c.ListPods(ctx, []string{ns}, "app=fresh", m)
+			require.NoError(t, err)
+			require.Contains(t, byName(pods), ns+"/"+name, "written before the read began")
+			// An unscheduled pod goes at once, without a grace period.
+			require.NoError(t, env.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+			pods, err = c.ListPods(ctx, []string{ns}, "app=fresh", m)
+			require.NoError(t, err)
+			require.NotContains(t, byName(pods), ns+"/"+name, "deleted before the read began")
+		}
+		assert.Equal(t, int64(40), c.Counts().Requests)
+		assert.True(t, c.watchList.Load(), "never fell back to pages")
+	})
+}
+
+// TestWatchListRefusedFallsBackToPages: two real API servers that give no
+// watch-list, for the two reasons a user's would: the reaper may list pods
+// but not watch them (a Role from before the watch right), and a server
+// with the WatchList feature off. Each read costs the refused request and
+// the pages, gives the same pods, and warns once.
+func TestWatchListRefusedFallsBackToPages(t *testing.T) {
+	env := plane.Env(t)
+	ctx := context.Background()
+	cases := []struct {
+		name     string
+		client   func(t *testing.T, namespaces ...string) (*Client, *bytes.Buffer)
+		wantWarn string
+	}{
+		{
+			name: "no watch right",
+			client: func(t *testing.T, namespaces ...string) (*Client, *bytes.Buffer) {
+				user := "list-only-" + namespaces[0]
+				for _, ns := range namespaces {
+					env.Grant(t, ns, "list-only", user, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
+				}
+				cfg, err := env.AddUser(user)
+				require.NoError(t, err)
+				return logged(t, cfg)
+			},
+			wantWarn: `cannot watch resource \"pods\"`,
+		},
+		{
+			name: "WatchList feature off",
+			client: func(t *testing.T, namespaces ...string) (*Client, *bytes.Buffer) {
+				off := startedWithFlags(t, map[string]string{"feature-gates": "WatchList=false"})
+				for _, ns := range namespaces {
+					_, err := off.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+					require.NoError(t, err)
+				}
+				for i := 0; i < 3; i++ {
+					off.RunnerPod(t, namespaces[0], testenv.RunnerPod{Name: fmt.Sprintf("runner-%d", i), Unscheduled: true})
+				}
+				return logged(t, off.Config)
+			},
+			wantWarn: `sendInitialEvents is forbidden`,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, second := env.Namespace(t, "kube"), env.Namespace(t, "kube")
+			for i := 0; i < 3; i++ {
+				env.RunnerPod(t, ns, testenv.RunnerPod{Name: fmt.Sprintf("runner-%d", i), Unscheduled: true})
+			}
+			c, logs := tc.client(t, ns, second)
+			pods, err := c.ListPods(ctx, []string{ns, second}, "", Mapping{})
+			require.NoError(t, err)
+			assert.ElementsMatch(t, []string{ns + "/runner-0", ns + "/runner-1", ns + "/runner-2"}, names(pods))
+			assert.Equal(t, int64(3), c.Counts().Requests, "the refused watch-list, then one page in each namespace")
+			assert.False(t, c.watchList.Load())
+			assert.Equal(t, 1, bytes.Count(logs.Bytes(), []byte("pods listed in pages")), "warned once: %s", logs)
+			assert.Contains(t, logs.String(), tc.wantWarn)
+		})
+	}
+}
+
+// startedWithFlags starts a control plane of the test's own, stopped when
+// the test ends.
+func startedWithFlags(t *testing.T, flags map[string]string) *testenv.Env {
+	t.Helper()
+	env, err := testenv.StartWithFlags(flags)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	return env
+}
+
+// logged is a Client for cfg whose warnings land in the returned buffer.
+func logged(t *testing.T, cfg *rest.Config) (*Client, *bytes.Buffer) {
+	t.Helper()
+	var logs bytes.Buffer
+	c, err := New(cfg, Options{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	require.NoError(t, err)
+	return c, &logs
+}
+
+func names(pods []reconcile.Pod) []string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	return out
+}
+
+// TestWatchListContract: a server (or a proxy in front of one) that breaks
+// the watch-list contract must cost a list in pages, never a partial or
+// invented list. The stand-in server streams what each case says, then
+// answers the page list with the pods that are really there.
+func TestWatchListContract(t *testing.T) {
+	pod := func(name string) json.RawMessage {
+		b, err := json.Marshal(corev1.Pod{
+			TypeMeta:   metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: name, UID: types.UID("uid-" + name), ResourceVersion: "7"},
+		})
+		require.NoError(t, err)
+		return b
+	}
+	bookmark := func(end bool) json.RawMessage {
+		p := corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{ResourceVersion: "9"}}
+		if end {
+			p.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+		}
+		b, err := json.Marshal(p)
+		require.NoError(t, err)
+		return b
+	}
+	status := func(code int32, reason metav1.StatusReason, msg string) json.RawMessage {
+		b, err := json.Marshal(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+			Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg})
+		require.NoError(t, err)
+		return b
+	}
+	type event struct {
+		Type   string          `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+	added := func(name string) event { return event{"ADDED", pod(name)} }
+	cases := []struct {
+		name      string
+		refuse    int // answer the watch with this status code instead
+		events    []event
+		want      []string // the pods ListPods returns
+		wantPages bool     // the page list was read
+		wantWarn  string
+	}{
+		{name: "complete at the end bookmark",
+			events: []event{added("from-stream-1"), {"BOOKMARK", bookmark(false)}, added("from-stream-2"), {"BOOKMARK", bookmark(true)}, added("after-the-end")},
+			want:   []string{"ci/from-stream-1", "ci/from-stream-2"}},
+		{name: "the stream ends before the end bookmark",
+			events: []event{added("from-stream-1"), {"BOOKMARK", bookmark(false)}},
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "the stream ended before its initial-events-end bookmark"},
+		{name: "a change event before the end bookmark",
+			events: []event{added("from-stream-1"), {"MODIFIED", pod("from-stream-1")}, {"BOOKMARK", bookmark(true)}},
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "a MODIFIED event before the initial-events-end bookmark"},
+		{name: "a deletion before the end bookmark",
+			events: []event{added("from-stream-1"), {"DELETED", pod("from-stream-1")}, {"BOOKMARK", bookmark(true)}},
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "a DELETED event before the initial-events-end bookmark"},
+		{name: "an error event",
+			events: []event{added("from-stream-1"), {"ERROR", status(500, metav1.StatusReasonInternalError, "storage feature RequestWatchProgress is disabled")}},
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "RequestWatchProgress is disabled"},
+		{name: "the watch refused as invalid", refuse: http.StatusUnprocessableEntity,
+			want: []string{"ci/from-pages"}, wantPages: true, wantWarn: "pods listed in pages"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var watches, lists int
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				q := r.URL.Query()
+				if r.URL.Path != "/api/v1/namespaces/ci/pods" {
+					w.WriteHeader(http.StatusNotFound)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				mu.Lock()
+				defer mu.Unlock()
+				if q.Get("watch") != "true" {
+					lists++
+					_ = json.NewEncoder(w).Encode(corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
+						ListMeta: metav1.ListMeta{ResourceVersion: "9"},
+						Items:    []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "from-pages", UID: "uid-p", ResourceVersion: "7"}}}})
+					return
+				}
+				watches++
+				// The request is a consistent watch-list.
+				assert.Equal(t, "true", q.Get("sendInitialEvents"))
+				assert.Equal(t, "NotOlderThan", q.Get("resourceVersionMatch"))
+				assert.Empty(t, q.Get("resourceVersion"), "no resourceVersion: a consistent read")
+				assert.Equal(t, "true", q.Get("allowWatchBookmarks"))
+				assert.Equal(t, "app=runner", q.Get("labelSelector"))
+				assert.Equal(t, "30", q.Get("timeoutSeconds"))
+				if tc.refuse != 0 {
+					w.WriteHeader(tc.refuse)
+					_, _ = w.Write(status(int32(tc.refuse), metav1.StatusReasonInvalid, "sendInitialEvents is forbidden"))
+					return
+				}
+				for _, ev := range tc.events {
+					require.NoError(t, json.NewEncoder(w).Encode(ev))
+					w.(http.Flusher).Flush()
+				}
+			}))
+			defer srv.Close()
+
+			var logs bytes.Buffer
+			c, err := New(&rest.Config{Host: srv.URL}, Options{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+			require.NoError(t, err)
+			pods, err := c.ListPods(context.Background(), []string{"ci"}, "app=runner", Mapping{})
+			require.NoError(t, err)
+			assert.ElementsMatch(t, tc.want, names(pods), "nothing the broken stream sent is kept")
+			mu.Lock()
+			assert.Equal(t, 1, watches)
+			assert.Equal(t, tc.wantPages, lists == 1, "read in pages")
+			mu.Unlock()
+			assert.Equal(t, !tc.wantPages, c.watchList.Load())
+			if tc.wantWarn != "" {
+				assert.Contains(t, logs.String(), tc.wantWarn)
+			} else {
+				assert.Empty(t, logs.String())
+			}
+		})
+	}
+
+	t.Run("a sweep that is cancelled mid-stream reads no pages", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var lists int
+		var mu sync.Mutex
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if r.URL.Query().Get("watch") != "true" {
+				mu.Lock()
+				lists++
+				mu.Unlock()
+				return
+			}
+			_ = json.NewEncoder(w).Encode(added("from-stream-1"))
+			w.(http.Flusher).Flush()
+			cancel()
+			<-r.Context().Done()
+		}))
+		defer srv.Close()
+		c, err := New(&rest.Config{Host: srv.URL}, Options{})
+		require.NoError(t, err)
+		pods, err := c.ListPods(ctx, []string{"ci"}, "", Mapping{})
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Nil(t, pods)
+		mu.Lock()
+		assert.Zero(t, lists)
+		mu.Unlock()
+	})
+}
