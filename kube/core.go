@@ -38,7 +38,7 @@ func newCore(cfg *rest.Config, hc *http.Client) (*core, error) {
 	gv := corev1.SchemeGroupVersion
 	c.GroupVersion = &gv
 	c.APIPath = "/api"
-	c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, serializer.NewCodecFactory(scheme)).WithoutConversion()
+	c.NegotiatedSerializer = trimming{rest.CodecFactoryForGeneratedClient(scheme, serializer.NewCodecFactory(scheme)).WithoutConversion()}
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
@@ -72,4 +72,23 @@ func (c *core) configMaps(ns string) *gentype.Client[*corev1.ConfigMap] {
 	return gentype.NewClient("configmaps", c.rest, c.params, ns,
 		func() *corev1.ConfigMap { return &corev1.ConfigMap{} },
 		gentype.PrefersProtobuf[*corev1.ConfigMap]())
+}
+
+// trimming is the core client's serializers with the protobuf decoder
+// wrapped in trimmingDecoder, so that every pod it reads, one by one from a
+// watch-list or a page at a time, is trimmed before it is decoded.
+type trimming struct {
+	runtime.NegotiatedSerializer
+}
+
+func (t trimming) SupportedMediaTypes() []runtime.SerializerInfo {
+	infos := t.NegotiatedSerializer.SupportedMediaTypes()
+	out := make([]runtime.SerializerInfo, len(infos))
+	for i, info := range infos {
+		if info.MediaType == runtime.ContentTypeProtobuf {
+			info.Serializer = trimmingDecoder{info.Serializer}
+		}
+		out[i] = info
+	}
+	return out
 }

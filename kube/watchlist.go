@@ -1,11 +1,16 @@
 package kube
 
 import (
+	"bufio"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,11 +37,17 @@ var errNoWatchList = errors.New("pod watch-list unavailable")
 // time of 40 consistent pages, each of which the API server reads from
 // etcd and decodes again.
 //
+// The stream is read a frame at a time (see readFrame) rather than through
+// client-go's watch decoder, which copied each 10 KB event twice and
+// handed it over a channel: each pod's bytes are trimmed (trimPod) and
+// decoded in place, so a pod costs a few kilobytes of garbage.
+//
 // The stream counts as complete only at the bookmark annotated
 // k8s.io/initial-events-end. Anything else before it (an ERROR event, a
-// change event, an object that is not a pod, the stream closing) discards
-// what arrived and returns errNoWatchList, so a server that does not keep
-// the contract costs a page list, never a partial one.
+// change event, an object that is not a pod, bytes that are not a
+// protobuf watch stream, the stream closing) discards what arrived and
+// returns errNoWatchList, so a server that does not keep the contract
+// costs a page list, never a partial one.
 func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping, out []reconcile.Pod) ([]reconcile.Pod, error) {
 	start := len(out)
 	send := true
@@ -45,49 +56,168 @@ func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping,
 		SendInitialEvents:    &send,
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		AllowWatchBookmarks:  true,
+		Watch:                true,
 		// The server ends the watch no later than the client would.
 		TimeoutSeconds: ptr.To(int64(math.Ceil(c.timeout.Seconds()))),
 	}
-	w, err := c.cs.pods(ns).Watch(ctx, opts)
+	body, err := c.cs.rest.Get().
+		SetHeader("Accept", watchStreamType).
+		NamespaceIfScoped(ns, ns != "").
+		Resource("pods").
+		VersionedParams(&opts, c.cs.params).
+		Stream(ctx)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, ErrTimeout) {
 			return out[:start], err
 		}
 		return out[:start], fmt.Errorf("%w: %w", errNoWatchList, err)
 	}
-	defer w.Stop()
+	defer body.Close()
+	r := bufio.NewReaderSize(body, 64<<10)
+	// One frame buffer, one trimmer and one pod for the whole stream: a
+	// view copies only strings, which decoding allocates afresh.
+	var frame, trimmed []byte
+	var t trimmer
+	var p corev1.Pod
 	for {
-		var ev watch.Event
-		var open bool
-		select {
-		case <-ctx.Done():
-			return out[:start], ctx.Err()
-		case ev, open = <-w.ResultChan():
-		}
-		if !open {
+		frame, err = readFrame(r, frame)
+		if err != nil {
 			if ctx.Err() != nil {
 				return out[:start], ctx.Err()
 			}
-			return out[:start], fmt.Errorf("%w: the stream ended before its initial-events-end bookmark", errNoWatchList)
-		}
-		switch ev.Type {
-		case watch.Added:
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				return out[:start], fmt.Errorf("%w: an ADDED event held a %T, not a pod", errNoWatchList, ev.Object)
+			if errors.Is(err, io.EOF) {
+				err = errors.New("the stream ended before its initial-events-end bookmark")
 			}
-			out = append(out, m.View(p))
-		case watch.Bookmark:
-			p, ok := ev.Object.(*corev1.Pod)
-			if ok && p.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
+			return out[:start], fmt.Errorf("%w: %w", errNoWatchList, err)
+		}
+		kind, obj, err := watchEvent(frame)
+		if err != nil {
+			return out[:start], fmt.Errorf("%w: %w", errNoWatchList, err)
+		}
+		switch kind {
+		case string(watch.Added), string(watch.Bookmark):
+			p = corev1.Pod{}
+			trimmed, err = t.decodePod(obj, trimmed[:0], &p)
+			if err != nil {
+				return out[:start], fmt.Errorf("%w: a %s event: %w", errNoWatchList, kind, err)
+			}
+			if kind == string(watch.Added) {
+				out = append(out, m.View(&p))
+			} else if p.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
 				return out, nil
 			}
-		case watch.Error:
-			return out[:start], fmt.Errorf("%w: %w", errNoWatchList, apierrors.FromObject(ev.Object))
+		case string(watch.Error):
+			var st metav1.Status
+			if err := decodeEnveloped(obj, "Status", &st); err != nil {
+				return out[:start], fmt.Errorf("%w: an ERROR event: %w", errNoWatchList, err)
+			}
+			return out[:start], fmt.Errorf("%w: %w", errNoWatchList, apierrors.FromObject(&st))
 		default:
 			// Before its end bookmark a watch-list sends only the
 			// current objects, as ADDED events.
-			return out[:start], fmt.Errorf("%w: a %s event before the initial-events-end bookmark", errNoWatchList, ev.Type)
+			return out[:start], fmt.Errorf("%w: a %s event before the initial-events-end bookmark", errNoWatchList, kind)
 		}
 	}
+}
+
+// watchStreamType asks for the API server's protobuf watch stream: each
+// event a frame of a 4-byte big-endian length and a metav1.WatchEvent,
+// whose object is a protobuf-enveloped object. Every kube-apiserver serves
+// core/v1 so; an answer in any other form fails to parse and the pods are
+// read in pages.
+const watchStreamType = "application/vnd.kubernetes.protobuf;stream=watch"
+
+// maxFrame bounds one watch event: etcd refuses objects over 1.5 MiB, so a
+// larger frame is not a pod, and a hostile length must not make the reaper
+// allocate it.
+const maxFrame = 4 << 20
+
+// readFrame reads one length-prefixed frame into buf (reused, grown as
+// needed).
+func readFrame(r io.Reader, buf []byte) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return buf, err
+	}
+	n := binary.BigEndian.Uint32(size[:])
+	if n > maxFrame {
+		return buf, fmt.Errorf("a watch event of %d bytes, over the %d a pod can be", n, maxFrame)
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return buf, err
+	}
+	return buf, nil
+}
+
+// watchEvent parses a metav1.WatchEvent (type 1, object 2: a RawExtension
+// whose raw 1 is the enveloped object) without copying.
+func watchEvent(frame []byte) (kind string, obj []byte, err error) {
+	var ext []byte
+	err = eachField(frame, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+		if typ == protowire.BytesType {
+			switch num {
+			case 1:
+				kind = string(value)
+			case 2:
+				ext = value
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("a watch event: %w", err)
+	}
+	err = eachField(ext, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+		if num == 1 && typ == protowire.BytesType {
+			obj = value
+		}
+		return nil
+	})
+	if err != nil || kind == "" || obj == nil {
+		return "", nil, fmt.Errorf("a watch event without a type and an object: %w", cmp.Or(err, errMalformed))
+	}
+	return kind, obj, nil
+}
+
+// decodePod decodes the enveloped v1 Pod in obj into p, trimmed (see
+// trimmer.pod) through the scratch buffer buf, which it returns for reuse.
+func (t *trimmer) decodePod(obj, buf []byte, p *corev1.Pod) ([]byte, error) {
+	raw, err := envelope(obj, "Pod")
+	if err != nil {
+		return buf, err
+	}
+	buf, err = t.pod(buf, raw)
+	if err != nil {
+		return buf, err
+	}
+	return buf, p.Unmarshal(buf)
+}
+
+// decodeEnveloped decodes the enveloped v1 object of kind in obj into into.
+func decodeEnveloped(obj []byte, kind string, into interface{ Unmarshal([]byte) error }) error {
+	raw, err := envelope(obj, kind)
+	if err != nil {
+		return err
+	}
+	return into.Unmarshal(raw)
+}
+
+// envelope is the raw message of the protobuf envelope in obj, which must
+// hold a v1 object of kind.
+func envelope(obj []byte, kind string) ([]byte, error) {
+	apiVersion, gotKind, raw, ok := parseEnvelope(obj)
+	if !ok {
+		return nil, fmt.Errorf("%w: not a protobuf-enveloped object", errMalformed)
+	}
+	if apiVersion != "v1" || gotKind != kind {
+		return nil, fmt.Errorf("a %s %s where a v1 %s belongs", apiVersion, gotKind, kind)
+	}
+	return raw, nil
 }

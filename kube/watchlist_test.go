@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
@@ -41,7 +43,8 @@ func sorted(pods []reconcile.Pod) []reconcile.Pod {
 
 // TestWatchListGivesWhatPagesGive: over realistic ARC runner pods and pods
 // in every container state, one watch-list request gives exactly the views
-// that a list in pages gives, and a pod written just before the read is
+// that a list in pages gives, and both (trimmed as they are read) give
+// exactly the views of the whole pods as client-go's Clientset reads them, and a pod written just before the read is
 // always in it (the watch-list is a consistent read, not a possibly stale
 // cache).
 func TestWatchListGivesWhatPagesGive(t *testing.T) {
@@ -62,6 +65,13 @@ func TestWatchListGivesWhatPagesGive(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, want, 14)
 	assert.Equal(t, int64(3), pages.Counts().Requests, "14 pods in pages of 5")
+
+	// The reference: the same pods as client-go's Clientset decodes them,
+	// whole, without the reaper's trimming.
+	whole, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, whole.Items, 14)
+	assert.Equal(t, sorted(viewsOf(m, whole.Items)), sorted(want), "pages, trimmed, view as the whole pods")
 
 	stream := newClient(t, Options{PageSize: 5})
 	got, err := stream.ListPods(ctx, []string{ns}, "", m)
@@ -176,64 +186,94 @@ func names(pods []reconcile.Pod) []string {
 	return out
 }
 
+// marshaler is a generated Kubernetes type's protobuf encoding.
+type marshaler interface{ Marshal() ([]byte, error) }
+
+// enveloped is obj in the Kubernetes protobuf envelope, as a v1 kind.
+func enveloped(t *testing.T, kind string, obj marshaler) []byte {
+	t.Helper()
+	raw, err := obj.Marshal()
+	require.NoError(t, err)
+	unk := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: kind}, Raw: raw}
+	b, err := unk.Marshal()
+	require.NoError(t, err)
+	return append([]byte("k8s\x00"), b...)
+}
+
+// frame is one event of a protobuf watch stream: a 4-byte big-endian length
+// and a WatchEvent.
+func frame(t *testing.T, typ string, object []byte) []byte {
+	t.Helper()
+	ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: object}}
+	b, err := ev.Marshal()
+	require.NoError(t, err)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+}
+
 // TestWatchListContract: a server (or a proxy in front of one) that breaks
 // the watch-list contract must cost a list in pages, never a partial or
 // invented list. The stand-in server streams what each case says, then
 // answers the page list with the pods that are really there.
 func TestWatchListContract(t *testing.T) {
-	pod := func(name string) json.RawMessage {
-		b, err := json.Marshal(corev1.Pod{
-			TypeMeta:   metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+	pod := func(name string) []byte {
+		return enveloped(t, "Pod", &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: name, UID: types.UID("uid-" + name), ResourceVersion: "7"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Env: []corev1.EnvVar{{Name: "ACTIONS_RUNNER_INPUT_JITCONFIG", Value: "secret"}}}}},
 		})
-		require.NoError(t, err)
-		return b
 	}
-	bookmark := func(end bool) json.RawMessage {
-		p := corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{ResourceVersion: "9"}}
+	bookmark := func(end bool) []byte {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "9"}}
 		if end {
 			p.Annotations = map[string]string{metav1.InitialEventsAnnotationKey: "true"}
 		}
-		b, err := json.Marshal(p)
-		require.NoError(t, err)
-		return b
+		return enveloped(t, "Pod", p)
 	}
-	status := func(code int32, reason metav1.StatusReason, msg string) json.RawMessage {
-		b, err := json.Marshal(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-			Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg})
-		require.NoError(t, err)
-		return b
+	status := func(code int32, reason metav1.StatusReason, msg string) []byte {
+		return enveloped(t, "Status", &metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: reason, Message: msg})
 	}
-	type event struct {
-		Type   string          `json:"type"`
-		Object json.RawMessage `json:"object"`
-	}
-	added := func(name string) event { return event{"ADDED", pod(name)} }
+	added := func(name string) []byte { return frame(t, "ADDED", pod(name)) }
+	end := frame(t, "BOOKMARK", bookmark(true))
+	cat := func(frames ...[]byte) []byte { return bytes.Join(frames, nil) }
 	cases := []struct {
 		name      string
-		refuse    int // answer the watch with this status code instead
-		events    []event
-		want      []string // the pods ListPods returns
-		wantPages bool     // the page list was read
+		refuse    int    // answer the watch with this status code instead
+		stream    []byte // the watch's answer
+		want      []string
+		wantPages bool // the page list was read
 		wantWarn  string
 	}{
 		{name: "complete at the end bookmark",
-			events: []event{added("from-stream-1"), {"BOOKMARK", bookmark(false)}, added("from-stream-2"), {"BOOKMARK", bookmark(true)}, added("after-the-end")},
+			stream: cat(added("from-stream-1"), frame(t, "BOOKMARK", bookmark(false)), added("from-stream-2"), end, added("after-the-end")),
 			want:   []string{"ci/from-stream-1", "ci/from-stream-2"}},
 		{name: "the stream ends before the end bookmark",
-			events: []event{added("from-stream-1"), {"BOOKMARK", bookmark(false)}},
+			stream: cat(added("from-stream-1"), frame(t, "BOOKMARK", bookmark(false))),
 			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "the stream ended before its initial-events-end bookmark"},
+		{name: "the stream ends inside an event",
+			stream: cat(added("from-stream-1"), added("from-stream-2")[:40]),
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "unexpected EOF"},
 		{name: "a change event before the end bookmark",
-			events: []event{added("from-stream-1"), {"MODIFIED", pod("from-stream-1")}, {"BOOKMARK", bookmark(true)}},
+			stream: cat(added("from-stream-1"), frame(t, "MODIFIED", pod("from-stream-1")), end),
 			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "a MODIFIED event before the initial-events-end bookmark"},
 		{name: "a deletion before the end bookmark",
-			events: []event{added("from-stream-1"), {"DELETED", pod("from-stream-1")}, {"BOOKMARK", bookmark(true)}},
+			stream: cat(added("from-stream-1"), frame(t, "DELETED", pod("from-stream-1")), end),
 			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "a DELETED event before the initial-events-end bookmark"},
 		{name: "an error event",
-			events: []event{added("from-stream-1"), {"ERROR", status(500, metav1.StatusReasonInternalError, "storage feature RequestWatchProgress is disabled")}},
+			stream: cat(added("from-stream-1"), frame(t, "ERROR", status(500, metav1.StatusReasonInternalError, "storage feature RequestWatchProgress is disabled"))),
 			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "RequestWatchProgress is disabled"},
+		{name: "an ADDED event that is not a pod",
+			stream: cat(added("from-stream-1"), frame(t, "ADDED", enveloped(t, "ConfigMap", &corev1.ConfigMap{})), end),
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "a v1 ConfigMap where a v1 Pod belongs"},
+		{name: "an event that is not protobuf",
+			stream: cat(added("from-stream-1"), frame(t, "ADDED", []byte(`{"kind":"Pod","apiVersion":"v1"}`)), end),
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "not a protobuf-enveloped object"},
+		{name: "a JSON watch stream",
+			stream: []byte(`{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"from-stream-1"}}}` + "\n"),
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "over the 4194304 a pod can be"},
+		{name: "a frame longer than any pod",
+			stream: cat(added("from-stream-1"), binary.BigEndian.AppendUint32(nil, 64<<20)),
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "a watch event of 67108864 bytes"},
 		{name: "the watch refused as invalid", refuse: http.StatusUnprocessableEntity,
-			want: []string{"ci/from-pages"}, wantPages: true, wantWarn: "pods listed in pages"},
+			want: []string{"ci/from-pages"}, wantPages: true, wantWarn: "sendInitialEvents is forbidden"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,11 +285,11 @@ func TestWatchListContract(t *testing.T) {
 					w.WriteHeader(http.StatusNotFound)
 					return
 				}
-				w.Header().Set("Content-Type", "application/json")
 				mu.Lock()
 				defer mu.Unlock()
 				if q.Get("watch") != "true" {
 					lists++
+					w.Header().Set("Content-Type", "application/json")
 					_ = json.NewEncoder(w).Encode(corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
 						ListMeta: metav1.ListMeta{ResourceVersion: "9"},
 						Items:    []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "from-pages", UID: "uid-p", ResourceVersion: "7"}}}})
@@ -263,15 +303,16 @@ func TestWatchListContract(t *testing.T) {
 				assert.Equal(t, "true", q.Get("allowWatchBookmarks"))
 				assert.Equal(t, "app=runner", q.Get("labelSelector"))
 				assert.Equal(t, "30", q.Get("timeoutSeconds"))
+				assert.Equal(t, "application/vnd.kubernetes.protobuf;stream=watch", r.Header.Get("Accept"))
 				if tc.refuse != 0 {
+					w.Header().Set("Content-Type", "application/json")
 					w.WriteHeader(tc.refuse)
-					_, _ = w.Write(status(int32(tc.refuse), metav1.StatusReasonInvalid, "sendInitialEvents is forbidden"))
+					_ = json.NewEncoder(w).Encode(metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+						Status: metav1.StatusFailure, Code: int32(tc.refuse), Reason: metav1.StatusReasonInvalid, Message: "sendInitialEvents is forbidden"})
 					return
 				}
-				for _, ev := range tc.events {
-					require.NoError(t, json.NewEncoder(w).Encode(ev))
-					w.(http.Flusher).Flush()
-				}
+				w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
+				_, _ = w.Write(tc.stream)
 			}))
 			defer srv.Close()
 
@@ -300,14 +341,13 @@ func TestWatchListContract(t *testing.T) {
 		var lists int
 		var mu sync.Mutex
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
 			if r.URL.Query().Get("watch") != "true" {
 				mu.Lock()
 				lists++
 				mu.Unlock()
 				return
 			}
-			_ = json.NewEncoder(w).Encode(added("from-stream-1"))
+			_, _ = w.Write(added("from-stream-1"))
 			w.(http.Flusher).Flush()
 			cancel()
 			<-r.Context().Done()

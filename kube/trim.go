@@ -1,0 +1,290 @@
+package kube
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// A pod as the API server sends it is mostly what the reaper never reads:
+// its managed fields, and a spec whose runner container carries the JIT
+// config in its environment. Over 10,000 ARC runner pods (10.8 KB each in
+// protobuf) decoding those fields was the reaper's largest cost: 0.27 s of
+// CPU a sweep and 38 KB of garbage a pod. trimmingDecoder cuts them from
+// the protobuf bytes before client-go decodes what is left, so View and
+// everything else still read an ordinary corev1.Pod.
+//
+// What stays of a v1 Pod (field numbers from k8s.io/api's generated.proto):
+//   - metadata (1), whole but for managedFields (17);
+//   - spec (2): each container's name (containers 2, name 1) and the
+//     serviceAccountName (8);
+//   - status (3): phase (1), startTime (7), and each container status
+//     (containerStatuses 8) with its name (1), state (2) and lastState (3).
+//
+// View reads nothing else; TestTrimKeepsWhatViewReads checks that against
+// randomly filled pods, and TestWatchListGivesWhatPagesGive against pods
+// written to a real API server.
+const (
+	fieldPodMetadata        = 1
+	fieldPodSpec            = 2
+	fieldPodStatus          = 3
+	fieldMetaManagedFields  = 17
+	fieldSpecContainers     = 2
+	fieldSpecServiceAccount = 8
+	fieldContainerName      = 1
+	fieldStatusPhase        = 1
+	fieldStatusStartTime    = 7
+	fieldStatusContainers   = 8
+	fieldCStatusName        = 1
+	fieldCStatusState       = 2
+	fieldCStatusLastState   = 3
+	fieldListItems          = 2
+	fieldUnknownTypeMeta    = 1
+	fieldUnknownRaw         = 2
+	fieldTypeMetaAPIVersion = 1
+	fieldTypeMetaKind       = 2
+	protobufContentPrefix   = "k8s\x00"
+)
+
+var errMalformed = errors.New("malformed protobuf")
+
+// trimmingDecoder wraps the protobuf serializer of the core/v1 client. A v1
+// Pod or PodList in the Kubernetes protobuf envelope is trimmed and then
+// decoded by the serializer; anything else (JSON, other kinds) passes
+// through untouched. Bytes it cannot parse are left to the serializer, so
+// that a malformed answer fails with client-go's own error.
+type trimmingDecoder struct {
+	runtime.Serializer
+}
+
+func (d trimmingDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if trimmed, ok := trimEnvelope(data); ok {
+		data = trimmed
+	}
+	return d.Serializer.Decode(data, defaults, into)
+}
+
+// trimEnvelope returns the envelope with its v1 Pod or PodList trimmed, and
+// false for anything else.
+func trimEnvelope(data []byte) ([]byte, bool) {
+	apiVersion, kind, raw, ok := parseEnvelope(data)
+	if !ok || apiVersion != "v1" {
+		return nil, false
+	}
+	var body []byte
+	var err error
+	switch kind {
+	case "Pod":
+		body, err = trimPod(nil, raw)
+	case "PodList":
+		body, err = trimPodList(raw)
+	default:
+		return nil, false
+	}
+	if err != nil {
+		return nil, false
+	}
+	// The envelope again, around the trimmed object: its type and the
+	// object are all the serializer reads (the content encoding and type
+	// are always empty for protobuf).
+	typeMeta := protowire.AppendTag(nil, fieldTypeMetaAPIVersion, protowire.BytesType)
+	typeMeta = protowire.AppendString(typeMeta, apiVersion)
+	typeMeta = protowire.AppendTag(typeMeta, fieldTypeMetaKind, protowire.BytesType)
+	typeMeta = protowire.AppendString(typeMeta, kind)
+	out := make([]byte, 0, len(protobufContentPrefix)+len(typeMeta)+len(body)+16)
+	out = append(out, protobufContentPrefix...)
+	out = appendMessage(out, fieldUnknownTypeMeta, typeMeta)
+	out = appendMessage(out, fieldUnknownRaw, body)
+	return out, true
+}
+
+// parseEnvelope reads the Kubernetes protobuf envelope ("k8s\x00" and a
+// runtime.Unknown) without copying: the object's apiVersion and kind, and
+// its raw message.
+func parseEnvelope(data []byte) (apiVersion, kind string, raw []byte, ok bool) {
+	if !bytes.HasPrefix(data, []byte(protobufContentPrefix)) {
+		return "", "", nil, false
+	}
+	var typeMeta []byte
+	err := eachField(data[len(protobufContentPrefix):], func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+		switch {
+		case num == fieldUnknownTypeMeta && typ == protowire.BytesType:
+			typeMeta = value
+		case num == fieldUnknownRaw && typ == protowire.BytesType:
+			raw = value
+		}
+		return nil
+	})
+	if err != nil || typeMeta == nil || raw == nil {
+		return "", "", nil, false
+	}
+	err = eachField(typeMeta, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+		if typ == protowire.BytesType {
+			switch num {
+			case fieldTypeMetaAPIVersion:
+				apiVersion = string(value)
+			case fieldTypeMetaKind:
+				kind = string(value)
+			}
+		}
+		return nil
+	})
+	return apiVersion, kind, raw, err == nil
+}
+
+// trimPodList trims every item of a PodList and keeps its metadata.
+func trimPodList(list []byte) ([]byte, error) {
+	var t trimmer
+	out := make([]byte, 0, len(list)/4)
+	var pod []byte
+	err := eachField(list, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+		if num != fieldListItems || typ != protowire.BytesType {
+			out = append(out, field...)
+			return nil
+		}
+		var err error
+		if pod, err = t.pod(pod[:0], value); err != nil {
+			return err
+		}
+		out = appendMessage(out, fieldListItems, pod)
+		return nil
+	})
+	return out, err
+}
+
+// trimPod appends to dst the pod msg reduced to what View reads.
+func trimPod(dst, msg []byte) ([]byte, error) {
+	var t trimmer
+	return t.pod(dst, msg)
+}
+
+// trimmer holds the scratch buffers of trimming, reused from pod to pod so
+// that trimming a stream of pods allocates nothing once they have grown.
+type trimmer struct {
+	meta, spec, status, sub []byte
+}
+
+// pod appends to dst the pod msg reduced to what View reads.
+func (t *trimmer) pod(dst, msg []byte) ([]byte, error) {
+	err := eachField(msg, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		var err error
+		switch num {
+		case fieldPodMetadata:
+			t.meta, err = keepFields(t.meta[:0], value, func(n protowire.Number) bool { return n != fieldMetaManagedFields })
+			dst = appendMessage(dst, fieldPodMetadata, t.meta)
+		case fieldPodSpec:
+			t.spec, err = trimSpec(t.spec[:0], value)
+			dst = appendMessage(dst, fieldPodSpec, t.spec)
+		case fieldPodStatus:
+			t.status, err = t.trimStatus(t.status[:0], value)
+			dst = appendMessage(dst, fieldPodStatus, t.status)
+		}
+		return err
+	})
+	return dst, err
+}
+
+// trimSpec appends to dst the containers' names and the service account
+// name of spec.
+func trimSpec(dst, spec []byte) ([]byte, error) {
+	err := eachField(spec, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case fieldSpecServiceAccount:
+			dst = append(dst, field...)
+		case fieldSpecContainers:
+			// The name is one field, so the container is that field.
+			var name []byte
+			err := eachField(value, func(n protowire.Number, t protowire.Type, f, _ []byte) error {
+				if n == fieldContainerName && t == protowire.BytesType {
+					name = f
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			dst = appendMessage(dst, fieldSpecContainers, name)
+		}
+		return nil
+	})
+	return dst, err
+}
+
+// trimStatus appends to dst the phase, the start time and each container
+// status's name, state and last state.
+func (t *trimmer) trimStatus(dst, status []byte) ([]byte, error) {
+	err := eachField(status, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+		switch {
+		case (num == fieldStatusPhase || num == fieldStatusStartTime) && typ == protowire.BytesType:
+			dst = append(dst, field...)
+		case num == fieldStatusContainers && typ == protowire.BytesType:
+			var err error
+			t.sub, err = keepFields(t.sub[:0], value, func(n protowire.Number) bool {
+				return n == fieldCStatusName || n == fieldCStatusState || n == fieldCStatusLastState
+			})
+			if err != nil {
+				return err
+			}
+			dst = appendMessage(dst, fieldStatusContainers, t.sub)
+		}
+		return nil
+	})
+	return dst, err
+}
+
+// keepFields appends to dst the fields of msg that keep accepts.
+func keepFields(dst, msg []byte, keep func(protowire.Number) bool) ([]byte, error) {
+	err := eachField(msg, func(num protowire.Number, _ protowire.Type, field, _ []byte) error {
+		if keep(num) {
+			dst = append(dst, field...)
+		}
+		return nil
+	})
+	return dst, err
+}
+
+func appendMessage(dst []byte, num protowire.Number, msg []byte) []byte {
+	dst = protowire.AppendTag(dst, num, protowire.BytesType)
+	return protowire.AppendBytes(dst, msg)
+}
+
+// eachField calls f for each field of msg with its number, its wire type,
+// the field's whole encoding (tag included) and, for a length-delimited
+// field, its value. It stops at the first error, and fails on bytes that
+// are not a protobuf message.
+func eachField(msg []byte, f func(num protowire.Number, typ protowire.Type, field, value []byte) error) error {
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return fmt.Errorf("%w: %w", errMalformed, protowire.ParseError(n))
+		}
+		m := protowire.ConsumeFieldValue(num, typ, msg[n:])
+		if m < 0 {
+			return fmt.Errorf("%w: %w", errMalformed, protowire.ParseError(m))
+		}
+		field := msg[:n+m]
+		var value []byte
+		if typ == protowire.BytesType {
+			v, k := protowire.ConsumeBytes(msg[n:])
+			if k < 0 {
+				return fmt.Errorf("%w: %w", errMalformed, protowire.ParseError(k))
+			}
+			value = v
+		}
+		if err := f(num, typ, field, value); err != nil {
+			return err
+		}
+		msg = msg[n+m:]
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package kube
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"sigs.k8s.io/randfill"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// randomPods are pods with every field filled at random (seeded, so a
+// failure repeats), to check the trimming against fields no hand-written
+// pod would think of.
+func randomPods(t *testing.T, n int) []corev1.Pod {
+	t.Helper()
+	f := randfill.New().RandSource(rand.NewSource(20261123)).NilChance(0.2).NumElements(0, 3).Funcs(
+		// Values the API round-trips: whole seconds, valid quantities.
+		func(q *resource.Quantity, c randfill.Continue) {
+			*q = *resource.NewQuantity(c.Int63n(1<<20), resource.DecimalSI)
+		},
+		func(tm *metav1.Time, c randfill.Continue) { *tm = metav1.Unix(c.Int63n(4e9), 0).Rfc3339Copy() },
+		func(tm *metav1.MicroTime, c randfill.Continue) { *tm = metav1.NewMicroTime(metav1.Unix(c.Int63n(4e9), 0).Time) },
+	)
+	pods := make([]corev1.Pod, n)
+	for i := range pods {
+		f.Fill(&pods[i])
+		// Some pods name their containers as the mappings below look
+		// for, and are controlled, so that every branch of View runs.
+		if i%2 == 0 && len(pods[i].Spec.Containers) > 0 {
+			pods[i].Spec.Containers[0].Name = "runner"
+			if len(pods[i].Status.ContainerStatuses) > 0 {
+				pods[i].Status.ContainerStatuses[0].Name = "runner"
+			}
+		}
+		if i%3 == 0 && len(pods[i].OwnerReferences) > 0 {
+			yes := true
+			pods[i].OwnerReferences[0].Controller = &yes
+		}
+	}
+	return pods
+}
+
+// trimmedWant is what trimming must leave of p: its metadata but the
+// managed fields; of its spec, the containers' names and the service
+// account name; of its status, the phase, the start time and each container
+// status's name, state and last state.
+func trimmedWant(p corev1.Pod) corev1.Pod {
+	w := *p.DeepCopy()
+	w.ManagedFields = nil
+	spec := corev1.PodSpec{ServiceAccountName: w.Spec.ServiceAccountName}
+	for _, c := range w.Spec.Containers {
+		spec.Containers = append(spec.Containers, corev1.Container{Name: c.Name})
+	}
+	w.Spec = spec
+	status := corev1.PodStatus{Phase: w.Status.Phase, StartTime: w.Status.StartTime}
+	for _, c := range w.Status.ContainerStatuses {
+		status.ContainerStatuses = append(status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, State: c.State, LastTerminationState: c.LastTerminationState})
+	}
+	w.Status = status
+	return w
+}
+
+// mappings are the ways a deployment maps its pods, so that each of View's
+// reads (labels, annotations, owner, containers, statuses) is compared.
+func mappings(t *testing.T) []Mapping {
+	return []Mapping{
+		{},
+		{RunnerContainer: "runner", StampLabel: "pool/claimed-by", Scopes: mustScopes(t, "org:acme")},
+		{RunnerName: Source{Kind: Label, Key: "runner-name"}, ScopeLabel: "scope", Scopes: mustScopes(t, "org:acme", "repo:acme/api")},
+		{RunnerName: Source{Kind: Annotation, Key: "runner-name"}},
+	}
+}
+
+// TestTrimKeepsWhatViewReads: over 500 randomly filled pods, a trimmed pod
+// decodes to exactly what trimmedWant keeps, and every mapping views it as
+// it views the whole pod. A View that came to read a field the trimming
+// drops fails here.
+func TestTrimKeepsWhatViewReads(t *testing.T) {
+	for i, p := range randomPods(t, 500) {
+		full, err := p.Marshal()
+		require.NoError(t, err)
+		var whole corev1.Pod
+		require.NoError(t, whole.Unmarshal(full))
+
+		trimmed, err := trimPod(nil, full)
+		require.NoError(t, err)
+		var got corev1.Pod
+		require.NoError(t, got.Unmarshal(trimmed))
+
+		require.Equal(t, trimmedWant(whole), got, "pod %d", i)
+		for _, m := range mappings(t) {
+			require.Equal(t, m.View(&whole), m.View(&got), "pod %d, mapping %+v", i, m)
+		}
+		assert.Less(t, len(trimmed), len(full)+1)
+	}
+}
+
+// TestTrimmingDecoder: the core client's protobuf decoder trims a Pod and
+// each item of a PodList in the envelope, and leaves every other object
+// (and every non-protobuf body) to the serializer as it came.
+func TestTrimmingDecoder(t *testing.T) {
+	scheme := runtime.NewScheme()
+	require.NoError(t, corev1.AddToScheme(scheme))
+	pb := protobuf.NewSerializer(scheme, scheme)
+	d := trimmingDecoder{pb}
+	enc := serializer.NewCodecFactory(scheme).EncoderForVersion(pb, corev1.SchemeGroupVersion)
+	encode := func(obj runtime.Object) []byte {
+		b, err := runtime.Encode(enc, obj)
+		require.NoError(t, err)
+		return b
+	}
+	pods := randomPods(t, 20)
+	for i := range pods {
+		pods[i].TypeMeta = metav1.TypeMeta{}
+		// As protobuf gives the pod back (times in the local zone).
+		b, err := pods[i].Marshal()
+		require.NoError(t, err)
+		pods[i] = corev1.Pod{}
+		require.NoError(t, pods[i].Unmarshal(b))
+	}
+
+	t.Run("a pod", func(t *testing.T) {
+		obj, _, err := d.Decode(encode(pods[0].DeepCopy()), nil, nil)
+		require.NoError(t, err)
+		got := obj.(*corev1.Pod)
+		got.TypeMeta = metav1.TypeMeta{}
+		assert.Equal(t, trimmedWant(pods[0]), *got)
+	})
+	t.Run("a pod list", func(t *testing.T) {
+		list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "42", Continue: "next"}, Items: append([]corev1.Pod(nil), pods...)}
+		obj, _, err := d.Decode(encode(list), nil, nil)
+		require.NoError(t, err)
+		got := obj.(*corev1.PodList)
+		assert.Equal(t, "42", got.ResourceVersion)
+		assert.Equal(t, "next", got.Continue, "the continue token survives")
+		require.Len(t, got.Items, len(pods))
+		for i := range pods {
+			assert.Equal(t, trimmedWant(pods[i]), got.Items[i], "item %d", i)
+		}
+	})
+	t.Run("other kinds pass whole", func(t *testing.T) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ledger", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kept"}}},
+			Data: map[string]string{"marks.json": "{}"}}
+		obj, _, err := d.Decode(encode(cm.DeepCopy()), nil, nil)
+		require.NoError(t, err)
+		got := obj.(*corev1.ConfigMap)
+		assert.Equal(t, cm.Data, got.Data)
+		assert.Equal(t, cm.ManagedFields, got.ManagedFields)
+	})
+	t.Run("what is not protobuf is the serializer's to refuse", func(t *testing.T) {
+		_, _, err := d.Decode([]byte(`{"kind":"Pod"}`), nil, nil)
+		require.Error(t, err)
+		_, _, err = d.Decode(append([]byte("k8s\x00"), 0xff, 0xff), nil, nil)
+		require.Error(t, err)
+	})
+}
+
+// viewsOf is what m makes of pods.
+func viewsOf(m Mapping, pods []corev1.Pod) []reconcile.Pod {
+	out := make([]reconcile.Pod, 0, len(pods))
+	for i := range pods {
+		out = append(out, m.View(&pods[i]))
+	}
+	return out
+}
