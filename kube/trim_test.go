@@ -28,7 +28,9 @@ func randomPods(t *testing.T, n int) []corev1.Pod {
 			*q = *resource.NewQuantity(c.Int63n(1<<20), resource.DecimalSI)
 		},
 		func(tm *metav1.Time, c randfill.Continue) { *tm = metav1.Unix(c.Int63n(4e9), 0).Rfc3339Copy() },
-		func(tm *metav1.MicroTime, c randfill.Continue) { *tm = metav1.NewMicroTime(metav1.Unix(c.Int63n(4e9), 0).Time) },
+		func(tm *metav1.MicroTime, c randfill.Continue) {
+			*tm = metav1.NewMicroTime(metav1.Unix(c.Int63n(4e9), 0).Time)
+		},
 	)
 	pods := make([]corev1.Pod, n)
 	for i := range pods {
