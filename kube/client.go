@@ -1,5 +1,6 @@
 // Package kube is runner-reaper's Kubernetes side: it finds the cluster,
-// lists runner pods page by page into the classifier's reconcile.Pod view,
+// reads the runner pods (one watch-list per namespace, else pages) into the
+// classifier's reconcile.Pod view,
 // deletes pods only if they are still the ones that were judged, and records
 // an Event on each pod it acts on.
 package kube
@@ -12,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,13 +24,15 @@ import (
 )
 
 const (
-	// DefaultPageSize bounds one pod list response. A page is read whole,
-	// then decoded, before its pods are reduced to views and dropped, so
-	// the largest transient allocation of a sweep is a few times one page:
-	// an ARC runner pod is about 9 KB with its managed fields, and a page
-	// of 250 is about 2 MB on the wire. Over 10,000 such pods, 250 peaked
-	// 20 MiB lower than 500 did, for 20 more requests that cost a few
-	// milliseconds each; 100 saved little more for 60 more again.
+	// DefaultPageSize bounds one list response where lists are read in
+	// pages (ARC's EphemeralRunners, and pods where the API server gives
+	// no watch-list). A page is read whole, then decoded, before its items
+	// are reduced to views and dropped, so the largest transient
+	// allocation is a few times one page: an ARC runner pod is about 11 KB
+	// in protobuf, and a page of 250 about 3 MB on the wire. Over 10,000
+	// such pods, 250 peaked 20 MiB lower than 500 did, for 20 more
+	// requests that cost a few milliseconds each; 100 saved little more
+	// for 60 more again.
 	DefaultPageSize int64 = 250
 	// DefaultComponent names the reaper in the Events it records.
 	DefaultComponent = "runner-reaper"
@@ -105,10 +107,7 @@ type Client struct {
 	redact    func(string) string
 	timeout   time.Duration
 	log       *slog.Logger
-	// watchList is cleared the first time the API server gives no
-	// watch-list, so the rest of the namespaces (and, in a Lambda that
-	// keeps its Client warm, later sweeps) go straight to pages.
-	watchList atomic.Bool
+	pagesOnly bool
 }
 
 // New builds a Client from cfg, which it copies and does not change.
@@ -200,8 +199,8 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		redact:    opts.Redact,
 		timeout:   opts.Timeout,
 		log:       opts.Log,
+		pagesOnly: opts.Pages,
 	}
-	kc.watchList.Store(!opts.Pages)
 	return kc, nil
 }
 

@@ -16,22 +16,26 @@ import (
 // ListPods lists the pods matching selector in each namespace (all
 // namespaces, in one list, when namespaces is empty) and returns their views.
 // Each namespace is read as one watch-list (see streamPods); where the API
-// server cannot give one, in pages of Options.PageSize, from then on for
-// the rest of this Client's life. Either way each pod is reduced to its
-// view as it arrives and then dropped, so memory follows one pod or one
-// page, not the fleet. The result is all or nothing: a partial pod list
-// would make the registrations of the missing pods look like ghosts, so any
-// failed page, an expired continue token included, fails the whole call.
+// server gives none, that namespace and the rest of this call are read in
+// pages of Options.PageSize, with a warning. The next call tries the
+// watch-list again: a Lambda keeps its Client from sweep to sweep, and one
+// stream cut short must not cost it the watch-list until its next cold
+// start. Either way each pod is reduced to its view as it arrives and then
+// dropped, so memory follows one pod or one page, not the fleet. The result
+// is all or nothing: a partial pod list would make the registrations of the
+// missing pods look like ghosts, so any failed page, an expired continue
+// token included, fails the whole call.
 func (c *Client) ListPods(ctx context.Context, namespaces []string, selector string, m Mapping) ([]reconcile.Pod, error) {
 	opts := metav1.ListOptions{LabelSelector: selector, Limit: c.pageSize}
+	watchList := !c.pagesOnly
 	return listNamespaces(ctx, "pods", namespaces, opts,
 		func(ctx context.Context, ns string, opts metav1.ListOptions, out []reconcile.Pod) ([]reconcile.Pod, string, error) {
-			if opts.Continue == "" && c.watchList.Load() {
+			if opts.Continue == "" && watchList {
 				got, err := c.streamPods(ctx, ns, selector, m, out)
 				if !errors.Is(err, errNoWatchList) {
 					return got, "", err
 				}
-				c.watchList.Store(false)
+				watchList = false
 				c.log.Warn("pods listed in pages: the API server gave no watch-list",
 					slog.String("namespace", ns), slog.String("error", err.Error()))
 				out = got
