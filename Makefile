@@ -123,7 +123,7 @@ unit:
 # it applying the two fleets.
 bench: envtest-assets
 	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
-	$(GO) test -count=1 -timeout 15m -run '^$$' -bench 'SweepFleet|SweepBinary' -benchtime 5x -benchmem ./sweep/
+	$(GO) test -count=1 -timeout 15m -run '^$$' -bench 'SweepFleet|SweepBinary' -benchtime 10x -benchmem ./sweep/
 	SCALE_FULL_LATENCY=1 $(GO) test -count=1 -v -run '^TestSweepTimeAgainstScopeCount$$' ./sweep/
 
 # A local control plane, a simulated GitHub, a fleet in every failure state,
