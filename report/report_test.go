@@ -149,12 +149,13 @@ func TestRateLimitSaysUntilWhen(t *testing.T) {
 
 // An action line names its object's result for what the object is: a pod's
 // under object_result and pod_result, an EphemeralRunner's under
-// object_result only; and a terminal runner's line says when it ended.
+// object_result only; a terminal runner's line says when it ended, and a
+// pod's line how old the pod was when the sweep began.
 func TestActionLineNamesItsObject(t *testing.T) {
 	finished := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	pod := &reconcile.Pod{Namespace: "arc", Name: "p"}
+	pod := &reconcile.Pod{Namespace: "arc", Name: "p", CreatedAt: finished.Add(-90 * time.Minute)}
 	er := &reconcile.EphemeralRunner{Namespace: "arc", Name: "e"}
-	res := sweep.Result{Outcomes: []reap.Outcome{
+	res := sweep.Result{Started: finished.Add(30 * time.Second), Outcomes: []reap.Outcome{
 		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal, Pod: pod,
 			Exit: &reconcile.Exit{Code: 137, Reason: "OOMKilled", Class: reconcile.ExitOOMHost, FinishedAt: finished}}},
 			Action: reap.DeletePod, Result: reap.Deleted, ObjectResult: reap.Deleted},
@@ -171,8 +172,10 @@ func TestActionLineNamesItsObject(t *testing.T) {
 	assert.Equal(t, "deleted", lines[0]["object_result"])
 	assert.Equal(t, "deleted", lines[0]["pod_result"])
 	assert.Equal(t, "2026-11-23T10:00:00Z", lines[0]["exit_finished_at"])
+	assert.Equal(t, 5430.0, lines[0]["pod_age_seconds"], "90 minutes and 30 seconds")
 	assert.Equal(t, "deleted", lines[1]["object_result"])
 	assert.NotContains(t, lines[1], "pod_result", "an EphemeralRunner is not a pod")
+	assert.NotContains(t, lines[1], "pod_age_seconds", "an EphemeralRunner has no pod to be old")
 }
 
 // The summary says when the ledger's save had to leave marks or list caches
