@@ -57,21 +57,23 @@ func (c *core) pods(ns string) *gentype.ClientWithList[*corev1.Pod, *corev1.PodL
 }
 
 func (c *core) serviceAccounts(ns string) *gentype.Client[*corev1.ServiceAccount] {
-	return gentype.NewClient("serviceaccounts", c.rest, c.params, ns,
-		func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} },
-		gentype.PrefersProtobuf[*corev1.ServiceAccount]())
+	return typed(c, "serviceaccounts", ns, func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} })
 }
 
 func (c *core) events(ns string) *gentype.Client[*corev1.Event] {
-	return gentype.NewClient("events", c.rest, c.params, ns,
-		func() *corev1.Event { return &corev1.Event{} },
-		gentype.PrefersProtobuf[*corev1.Event]())
+	return typed(c, "events", ns, func() *corev1.Event { return &corev1.Event{} })
 }
 
 func (c *core) configMaps(ns string) *gentype.Client[*corev1.ConfigMap] {
-	return gentype.NewClient("configmaps", c.rest, c.params, ns,
-		func() *corev1.ConfigMap { return &corev1.ConfigMap{} },
-		gentype.PrefersProtobuf[*corev1.ConfigMap]())
+	return typed(c, "configmaps", ns, func() *corev1.ConfigMap { return &corev1.ConfigMap{} })
+}
+
+// typed is the client of one resource in ns, in protobuf.
+func typed[T interface {
+	runtime.Object
+	metav1.Object
+}](c *core, resource, ns string, empty func() T) *gentype.Client[T] {
+	return gentype.NewClient(resource, c.rest, c.params, ns, empty, gentype.PrefersProtobuf[T]())
 }
 
 // trimming is the core client's serializers with the protobuf decoder
