@@ -44,13 +44,16 @@ func TestPodPagesAreCompressedOnlyFromOutside(t *testing.T) {
 		require.NoError(t, err)
 
 		mu.Lock()
-		// This server answers the watch-list with a list, so the pods
-		// are read twice: as a watch-list, then in pages.
-		require.Len(t, encodings, 2)
-		for _, e := range encodings {
-			if tc.gzip {
-				assert.Contains(t, e, "gzip", "compressed from outside")
-			} else {
+		if tc.gzip {
+			// The API server never compresses a watch: from outside,
+			// the pods are read in pages alone.
+			require.Len(t, encodings, 1)
+			assert.Contains(t, encodings[0], "gzip", "compressed from outside")
+		} else {
+			// This server answers the watch-list with a list, so the
+			// pods are read twice: as a watch-list, then in pages.
+			require.Len(t, encodings, 2)
+			for _, e := range encodings {
 				assert.NotContains(t, e, "gzip", "uncompressed in reach of a cluster network")
 			}
 		}

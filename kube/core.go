@@ -49,6 +49,8 @@ func newCore(cfg *rest.Config, hc *http.Client) (*core, error) {
 	return &core{rest: rc, params: runtime.NewParameterCodec(scheme)}, nil
 }
 
+// pods is the pods in ns. The pods of a list read through it are trimmed
+// to what View reads (see trimmingDecoder); a single pod is whole.
 func (c *core) pods(ns string) *gentype.ClientWithList[*corev1.Pod, *corev1.PodList] {
 	return gentype.NewClientWithList("pods", c.rest, c.params, ns,
 		func() *corev1.Pod { return &corev1.Pod{} },
@@ -77,8 +79,8 @@ func typed[T interface {
 }
 
 // trimming is the core client's serializers with the protobuf decoder
-// wrapped in trimmingDecoder, so that every pod it reads, one by one from a
-// watch-list or a page at a time, is trimmed before it is decoded.
+// wrapped in trimmingDecoder, so that every page of pods it reads is
+// trimmed before it is decoded.
 type trimming struct {
 	runtime.NegotiatedSerializer
 }

@@ -14,9 +14,11 @@ import (
 // its managed fields, and a spec whose runner container carries the JIT
 // config in its environment. Over 10,000 ARC runner pods (10.8 KB each in
 // protobuf) decoding those fields was the reaper's largest cost: 0.27 s of
-// CPU a sweep and 38 KB of garbage a pod. trimmingDecoder cuts them from
-// the protobuf bytes before client-go decodes what is left, so View and
-// everything else still read an ordinary corev1.Pod.
+// CPU a sweep and 38 KB of garbage a pod. The watch-list (streamPods) and
+// the page lists (trimmingDecoder) cut them from the protobuf bytes before
+// what is left is decoded, so View still reads an ordinary corev1.Pod, of
+// which only the fields below are set. A pod read any other way (a get, a
+// delete's answer) is whole.
 //
 // What stays of a v1 Pod (field numbers from k8s.io/api's generated.proto):
 //   - metadata (1), whole but for managedFields (17);
@@ -53,9 +55,9 @@ const (
 var errMalformed = errors.New("malformed protobuf")
 
 // trimmingDecoder wraps the protobuf serializer of the core/v1 client. A v1
-// Pod or PodList in the Kubernetes protobuf envelope is trimmed and then
-// decoded by the serializer; anything else (JSON, other kinds) passes
-// through untouched. Bytes it cannot parse are left to the serializer, so
+// PodList in the Kubernetes protobuf envelope has each of its pods trimmed
+// and is then decoded by the serializer; anything else (JSON, a single pod,
+// other kinds) passes through untouched. Bytes it cannot parse are left to the serializer, so
 // that a malformed answer fails with client-go's own error.
 type trimmingDecoder struct {
 	runtime.Serializer
@@ -68,23 +70,15 @@ func (d trimmingDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, 
 	return d.Serializer.Decode(data, defaults, into)
 }
 
-// trimEnvelope returns the envelope with its v1 Pod or PodList trimmed, and
-// false for anything else.
+// trimEnvelope returns the envelope with its v1 PodList trimmed, and false
+// for anything else: a single pod (the answer to a get or a delete) is
+// decoded whole, so that code that reads one pod later sees all of it.
 func trimEnvelope(data []byte) ([]byte, bool) {
 	apiVersion, kind, raw, ok := parseEnvelope(data)
-	if !ok || apiVersion != "v1" {
+	if !ok || apiVersion != "v1" || kind != "PodList" {
 		return nil, false
 	}
-	var body []byte
-	var err error
-	switch kind {
-	case "Pod":
-		body, err = trimPod(nil, raw)
-	case "PodList":
-		body, err = trimPodList(raw)
-	default:
-		return nil, false
-	}
+	body, err := trimPodList(raw)
 	if err != nil {
 		return nil, false
 	}
@@ -172,6 +166,11 @@ type trimmer struct {
 func (t *trimmer) pod(dst, msg []byte) ([]byte, error) {
 	err := eachField(msg, func(num protowire.Number, typ protowire.Type, _, value []byte) error {
 		if typ != protowire.BytesType {
+			if num == fieldPodMetadata || num == fieldPodSpec || num == fieldPodStatus {
+				// The whole decoder refuses these; so does the trimmer,
+				// rather than quietly make a pod without them.
+				return fmt.Errorf("%w: pod field %d of wire type %d", errMalformed, num, typ)
+			}
 			return nil
 		}
 		var err error

@@ -57,8 +57,11 @@ func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping,
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		AllowWatchBookmarks:  true,
 		Watch:                true,
-		// The server ends the watch no later than the client would.
-		TimeoutSeconds: ptr.To(int64(math.Ceil(c.timeout.Seconds()))),
+		// The server ends the watch no later than the client gives up on
+		// it, so that a stream that never reaches its end bookmark (a
+		// proxy that drops sendInitialEvents makes a plain watch of it)
+		// ends cleanly and the pods are read in pages.
+		TimeoutSeconds: ptr.To(max(1, int64(math.Floor(c.timeout.Seconds())))),
 	}
 	body, err := c.cs.rest.Get().
 		SetHeader("Accept", watchStreamType).
@@ -74,6 +77,9 @@ func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping,
 	}
 	defer body.Close()
 	r := bufio.NewReaderSize(body, 64<<10)
+	if first, err := r.Peek(1); err == nil && (first[0] == '{' || first[0] == '[') {
+		return out[:start], fmt.Errorf("%w: the answer is JSON, not a protobuf watch stream", errNoWatchList)
+	}
 	// One frame buffer, one trimmer and one pod for the whole stream: a
 	// view copies only strings, which decoding allocates afresh.
 	var frame, trimmed []byte

@@ -10,11 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -186,6 +189,11 @@ func names(pods []reconcile.Pod) []string {
 // marshaler is a generated Kubernetes type's protobuf encoding.
 type marshaler interface{ Marshal() ([]byte, error) }
 
+// rawMessage is bytes that marshal as themselves, for a hostile object.
+type rawMessage []byte
+
+func (r rawMessage) Marshal() ([]byte, error) { return r, nil }
+
 // enveloped is obj in the Kubernetes protobuf envelope, as a v1 kind.
 func enveloped(t *testing.T, kind string, obj marshaler) []byte {
 	t.Helper()
@@ -265,7 +273,16 @@ func TestWatchListContract(t *testing.T) {
 			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "not a protobuf-enveloped object"},
 		{name: "a JSON watch stream",
 			stream: []byte(`{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"from-stream-1"}}}` + "\n"),
-			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "over the 4194304 a pod can be"},
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "the answer is JSON, not a protobuf watch stream"},
+		{name: "a frame that is not a watch event",
+			stream: cat(added("from-stream-1"), binary.BigEndian.AppendUint32(nil, 3), []byte{0xff, 0xff, 0xff}, end),
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "malformed protobuf"},
+		{name: "an error event that holds no status",
+			stream: cat(added("from-stream-1"), frame(t, "ERROR", pod("not-a-status"))),
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "a v1 Pod where a v1 Status belongs"},
+		{name: "a pod whose metadata is not a message",
+			stream: cat(added("from-stream-1"), frame(t, "ADDED", enveloped(t, "Pod", rawMessage(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 7)))), end),
+			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "pod field 1 of wire type 0"},
 		{name: "a frame longer than any pod",
 			stream: cat(added("from-stream-1"), binary.BigEndian.AppendUint32(nil, 64<<20)),
 			want:   []string{"ci/from-pages"}, wantPages: true, wantWarn: "a watch event of 67108864 bytes"},
@@ -362,6 +379,74 @@ func TestWatchListContract(t *testing.T) {
 		mu.Lock()
 		assert.Equal(t, 2, watches)
 		assert.Equal(t, 1, lists)
+		mu.Unlock()
+	})
+
+	t.Run("a stream that stalls before its end is given up for pages at the timeout", func(t *testing.T) {
+		var mu sync.Mutex
+		var lists int
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Query().Get("watch") != "true" {
+				mu.Lock()
+				lists++
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
+					Items: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "ci", Name: "from-pages", UID: "uid-p", ResourceVersion: "7"}}}})
+				return
+			}
+			assert.Equal(t, "1", r.URL.Query().Get("timeoutSeconds"), "never after the client's own timeout")
+			_, _ = w.Write(added("from-stream-1"))
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}))
+		defer srv.Close()
+		var logs bytes.Buffer
+		c, err := New(&rest.Config{Host: srv.URL}, Options{Timeout: 300 * time.Millisecond, Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+		require.NoError(t, err)
+		pods, err := c.ListPods(context.Background(), []string{"ci"}, "", Mapping{})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"ci/from-pages"}, names(pods), "nothing of the stalled stream")
+		assert.Contains(t, logs.String(), "no answer from the Kubernetes API within 300ms")
+		mu.Lock()
+		assert.Equal(t, 1, lists)
+		mu.Unlock()
+	})
+
+	t.Run("one namespace streams, the next falls back, the rest read pages", func(t *testing.T) {
+		var mu sync.Mutex
+		requests := map[string]int{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ns := strings.Split(r.URL.Path, "/")[4]
+			kind := "list"
+			if r.URL.Query().Get("watch") == "true" {
+				kind = "watch"
+			}
+			mu.Lock()
+			requests[ns+" "+kind]++
+			mu.Unlock()
+			if kind == "list" {
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
+					Items: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "from-pages", UID: types.UID("uid-" + ns), ResourceVersion: "7"}}}})
+				return
+			}
+			if ns == "a" {
+				_, _ = w.Write(cat(added("from-stream-1"), end))
+				return
+			}
+			_, _ = w.Write(added("from-stream-1")) // cut short
+		}))
+		defer srv.Close()
+		c, err := New(&rest.Config{Host: srv.URL}, Options{})
+		require.NoError(t, err)
+		pods, err := c.ListPods(context.Background(), []string{"a", "b", "c"}, "", Mapping{})
+		require.NoError(t, err)
+		// added() names its pods in namespace ci, as the API server
+		// would never; what matters is where each came from.
+		assert.Equal(t, []string{"ci/from-stream-1", "b/from-pages", "c/from-pages"}, names(pods))
+		mu.Lock()
+		assert.Equal(t, map[string]int{"a watch": 1, "b watch": 1, "b list": 1, "c list": 1}, requests)
 		mu.Unlock()
 	})
 
