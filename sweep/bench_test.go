@@ -237,6 +237,11 @@ func BenchmarkSweepBinary(b *testing.B) {
 	b.ReportMetric(rss[2], "peak-RSS-MiB")
 	b.ReportMetric(float64(wantKube), "kube-requests/sweep")
 	b.ReportMetric(float64(wantGH), "github-requests/sweep")
+	inOrder := make([]string, len(runs))
+	for i, r := range runs {
+		inOrder[i] = fmt.Sprint(r.Wall.Round(time.Millisecond))
+	}
+	b.Logf("process wall of each warm sweep, in order: %s", strings.Join(inOrder, " "))
 	b.Logf(`the binary over %d ARC pods and %d registrations in %d scopes, %d warm sweeps (min / median / max):
   %-22s %8.0f %8.0f %8.0f
   %-22s %8.0f %8.0f %8.0f
