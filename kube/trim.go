@@ -150,12 +150,6 @@ func trimPodList(list []byte) ([]byte, error) {
 	return out, err
 }
 
-// trimPod appends to dst the pod msg reduced to what View reads.
-func trimPod(dst, msg []byte) ([]byte, error) {
-	var t trimmer
-	return t.pod(dst, msg)
-}
-
 // trimmer holds the scratch buffers of trimming, reused from pod to pod so
 // that trimming a stream of pods allocates nothing once they have grown.
 type trimmer struct {

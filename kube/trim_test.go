@@ -94,7 +94,7 @@ func TestTrimKeepsWhatViewReads(t *testing.T) {
 		var whole corev1.Pod
 		require.NoError(t, whole.Unmarshal(full))
 
-		trimmed, err := trimPod(nil, full)
+		trimmed, err := new(trimmer).pod(nil, full)
 		require.NoError(t, err)
 		var got corev1.Pod
 		require.NoError(t, got.Unmarshal(trimmed))
@@ -116,7 +116,7 @@ func TestTrimRefusesAPodItCannotRead(t *testing.T) {
 		msg = protowire.AppendVarint(msg, 7)
 		var whole corev1.Pod
 		require.Error(t, whole.Unmarshal(msg), "the whole decoder refuses field %d as a varint", field)
-		_, err := trimPod(nil, msg)
+		_, err := new(trimmer).pod(nil, msg)
 		require.ErrorIs(t, err, errMalformed, "field %d", field)
 	}
 }

@@ -39,7 +39,7 @@ var errNoWatchList = errors.New("pod watch-list unavailable")
 //
 // The stream is read a frame at a time (see readFrame) rather than through
 // client-go's watch decoder, which copied each 10 KB event twice and
-// handed it over a channel: each pod's bytes are trimmed (trimPod) and
+// handed it over a channel: each pod's bytes are trimmed (trimmer.pod) and
 // decoded in place, so a pod costs a few kilobytes of garbage.
 //
 // The stream counts as complete only at the bookmark annotated
