@@ -1,6 +1,6 @@
 // Package testenv starts the real control plane that the project's tests run
-// against: envtest with the kube-apiserver built by `make envtest-assets` and
-// Debian's etcd, with ARC's CRDs installed as they are.
+// against: envtest with the kube-apiserver and etcd built by `make
+// envtest-assets`, with ARC's CRDs installed as they are.
 package testenv
 
 import (
