@@ -101,7 +101,11 @@ type Options struct {
 // Client talks to one cluster and counts every request it sends, because
 // requests per sweep is the reaper's first performance figure.
 type Client struct {
-	cs        *core
+	cs *core
+	// events is the client of the optional writes, the Events: a client
+	// of its own, so that its rate limiter is not the one the required
+	// writes wait on (see recordOptional).
+	events    *core
 	dyn       dynamic.Interface
 	counter   *httpcount.Transport
 	pageSize  int64
@@ -185,6 +189,17 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: %w", err)
 	}
+	// The Events' client has a token bucket of its own at the same rate,
+	// so that an Event never takes a token a delete is waiting for.
+	optional := rest.CopyConfig(typed)
+	if optional.RateLimiter != nil {
+		optional.RateLimiter = nil
+		optional.QPS, optional.Burst = DefaultQPS, DefaultBurst
+	}
+	events, err := newCore(optional, hc)
+	if err != nil {
+		return nil, fmt.Errorf("kube client: events: %w", err)
+	}
 	// ARC's resources have no typed clientset here: the dynamic client
 	// reads and deletes them, over the same counted HTTP client.
 	dyn, err := dynamic.NewForConfigAndClient(c, hc)
@@ -196,6 +211,7 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	}
 	kc := &Client{
 		cs:        cs,
+		events:    events,
 		dyn:       dyn,
 		counter:   counter,
 		pageSize:  opts.PageSize,

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 
@@ -68,6 +69,15 @@ func (c *core) events(ns string) *gentype.Client[*corev1.Event] {
 
 func (c *core) configMaps(ns string) *gentype.Client[*corev1.ConfigMap] {
 	return typed(c, "configmaps", ns, func() *corev1.ConfigMap { return &corev1.ConfigMap{} })
+}
+
+// createEvent creates ev with no retry. An Event is optional: client-go
+// would otherwise retry a 429 or a 5xx with Retry-After up to ten times,
+// and an Event's answer is never worth waiting for. The required writes
+// (deletes, the finalizer patch) keep client-go's retries of such answers,
+// bounded by the budget of the action's Kubernetes writes (package reap).
+func (c *core) createEvent(ctx context.Context, ev *corev1.Event) error {
+	return c.rest.Post().Namespace(ev.Namespace).Resource("events").Body(ev).MaxRetries(0).Do(ctx).Error()
 }
 
 // typed is the client of one resource in ns, in protobuf.

@@ -66,12 +66,20 @@ type Options struct {
 	// action starts, so that one begun can finish and the sweep can still
 	// report (a Lambda's invocation deadline, the sweep's own deadline).
 	Spare time.Duration
-	// ActionTimeout bounds each action once begun. An action runs detached
-	// from the sweep's context, so that neither the deadline nor a signal
-	// cuts it between its registration delete and its Kubernetes delete;
-	// this is what bounds it instead. Zero leaves only each request's own
-	// timeout.
+	// ActionTimeout bounds each step of an action once begun: the
+	// pre-flight and registration delete get one such budget, and the
+	// Kubernetes writes that must follow get another of their own. An
+	// action runs detached from the sweep's context, so that neither the
+	// deadline nor a signal cuts it between its registration delete and
+	// its Kubernetes delete; this is what bounds it instead. Zero leaves
+	// only each request's own timeout.
 	ActionTimeout time.Duration
+	// EventTimeout bounds the Event recorded once the object's writes are
+	// done; zero means DefaultEventTimeout. The Event is optional: it gets
+	// a budget of its own, after the writes that must finish, so that a
+	// throttled or slow Event (an admission webhook, API priority and
+	// fairness) can never take their time.
+	EventTimeout time.Duration
 	// RemoveFinalizers lets the reaper clear the finalizers of an
 	// EphemeralRunner stuck deleting; without it such objects are only
 	// reported.
@@ -81,6 +89,11 @@ type Options struct {
 // DefaultSpare is the spare time of every entry point: enough for an action
 // begun to finish and for the report to be written before the deadline.
 const DefaultSpare = 5 * time.Second
+
+// DefaultEventTimeout is the Event's own budget: an Event create answers in
+// milliseconds when the API server is well, and one that takes longer is
+// given up rather than allowed to hold the sweep.
+const DefaultEventTimeout = 2 * time.Second
 
 // Reaper carries out admitted candidates.
 type Reaper struct {
@@ -228,8 +241,9 @@ type Outcome struct {
 	// Registration and ServiceAccount are what those deletes answered.
 	Registration   Result
 	ServiceAccount Result
-	// EventErr is set when the Event could not be recorded; the delete
-	// still goes on, and the report says so.
+	// EventErr is set when the Event could not be recorded. The Event is
+	// written after the object's writes and never decides their fate;
+	// the report says what became of it.
 	EventErr error
 	Err      error
 	DryRun   bool
@@ -246,8 +260,12 @@ type Outcome struct {
 //  2. a registration that exists is deleted (a write); one that is absent
 //     is looked up once more by name, and the Kubernetes delete follows
 //     that lookup directly, with no other candidate's GitHub call between;
-//  3. the Event and the Kubernetes delete (writes), with bounded
-//     concurrency for candidates whose registration was deleted.
+//  3. the Kubernetes writes (the object's delete or finalizer patch, then
+//     a bare pod's ServiceAccount), under a budget of their own, with
+//     bounded concurrency for candidates whose registration was deleted;
+//  4. the Event, only where the object's write did something, under a
+//     budget of its own again: it is optional, so it comes last and can
+//     take nothing from the writes that must follow a registration delete.
 //
 // Dry-run stops at the first write and answers would-delete there. ctx
 // only decides whether each action starts: once ctx has ended, or its
@@ -301,9 +319,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			if found {
 				// The Kubernetes writes get a budget of their own: a
 				// slow look-up must not leave them no time.
-				kctx, kcancel := r.actionContext(ctx)
-				r.remove(kctx, o)
-				kcancel()
+				r.finish(ctx, o)
 			}
 			<-sem
 			continue
@@ -322,13 +338,9 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		cancel()
 		sem <- struct{}{}
 		wg.Add(1)
-		// The Kubernetes writes get a budget of their own, so a slow
-		// registration delete that succeeded never leaves its object
-		// without the time to follow it.
-		kctx, kcancel := r.actionContext(ctx)
 		go func(o *Outcome) {
-			defer func() { kcancel(); <-sem; wg.Done() }()
-			r.remove(kctx, o)
+			defer func() { <-sem; wg.Done() }()
+			r.finish(ctx, o)
 		}(o)
 	}
 	wg.Wait()
@@ -385,6 +397,65 @@ func (r *Reaper) actionContext(ctx context.Context) (context.Context, context.Ca
 		return context.WithCancel(detached)
 	}
 	return context.WithTimeout(detached, r.opts.ActionTimeout)
+}
+
+// finish carries out what must follow once a candidate may go: its
+// Kubernetes writes, under a budget of their own, so that a slow
+// registration delete or look-up that succeeded never leaves its object
+// without the time to follow it; then the Event, under another. Nothing
+// between the registration delete and the object's write can stop it but
+// that write's own answer (or its budget running out, which the next sweep
+// finishes: the pod is found again, its registration gone from the list,
+// its mark kept).
+func (r *Reaper) finish(ctx context.Context, o *Outcome) {
+	kctx, cancel := r.actionContext(ctx)
+	r.remove(kctx, o)
+	cancel()
+	r.recordEvent(ctx, o)
+}
+
+// recordEvent records why the reaper acted, on the object it acted on, once
+// that object's write has done something: an Event for a write that was
+// refused, skipped or found nothing to do would say the reaper did what it
+// did not. It runs under eventContext, never the object's budget.
+func (r *Reaper) recordEvent(ctx context.Context, o *Outcome) {
+	if r.opts.DryRun || o.ObjectResult != Deleted {
+		return
+	}
+	ectx, cancel, ok := r.eventContext(ctx)
+	defer cancel()
+	if !ok {
+		o.EventErr = errors.New("event not recorded: the sweep's deadline has passed")
+		return
+	}
+	c := o.Candidate
+	msg := fmt.Sprintf("runner-reaper: %s: %s", c.Verdict, c.Evidence)
+	var err error
+	if c.EphemeralRunner != nil {
+		err = r.arc.RecordEphemeralRunnerEvent(ectx, *c.EphemeralRunner, "RunnerReaped", msg)
+	} else {
+		err = r.kube.RecordEvent(ectx, *c.Pod, "RunnerReaped", msg)
+	}
+	if err != nil {
+		o.EventErr = err
+	}
+}
+
+// eventContext is the Event's context: detached from a signal like the
+// action it records, bounded by EventTimeout, and never past the sweep's
+// own deadline, which the report still needs time before. ok is false when
+// that deadline has already passed.
+func (r *Reaper) eventContext(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+	d := r.opts.EventTimeout
+	if d <= 0 {
+		d = DefaultEventTimeout
+	}
+	end := time.Now().Add(d)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Before(end) {
+		end = deadline
+	}
+	ectx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+	return ectx, cancel, time.Until(end) > 0
 }
 
 // needsRecheck reports whether the candidate's pod goes with no
@@ -565,15 +636,11 @@ func (r *Reaper) remove(ctx context.Context, o *Outcome) {
 	}
 }
 
-// removePod records the Event, then deletes the pod with its preconditions
-// and, where configured, its ServiceAccount.
+// removePod deletes the pod (or its ARC owner) with its preconditions and,
+// where configured, its ServiceAccount.
 func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 	c := o.Candidate
 	p := *c.Pod
-	msg := fmt.Sprintf("runner-reaper: %s: %s", c.Verdict, c.Evidence)
-	if err := r.kube.RecordEvent(ctx, p, "RunnerReaped", msg); err != nil {
-		o.EventErr = fmt.Errorf("record event on %s/%s: %w", p.Namespace, p.Name, err)
-	}
 	var res Result
 	var err error
 	if p.Owner.ARCOwned() {
@@ -603,10 +670,6 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 // removeEphemeralRunner acts on one of ARC's own leaks.
 func (r *Reaper) removeEphemeralRunner(ctx context.Context, o *Outcome) {
 	er := *o.Candidate.EphemeralRunner
-	msg := fmt.Sprintf("runner-reaper: %s: %s", o.Candidate.Verdict, o.Candidate.Evidence)
-	if err := r.arc.RecordEphemeralRunnerEvent(ctx, er, "RunnerReaped", msg); err != nil {
-		o.EventErr = err
-	}
 	var res Result
 	var err error
 	if o.Action == RemoveFinalizers {

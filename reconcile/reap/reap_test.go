@@ -212,8 +212,14 @@ func TestReapProtocol(t *testing.T) {
 		assert.Less(t, gh, indexOf(rec.calls, "pod:"+name), "registration before pod: %v", rec.calls)
 	}
 	assert.Equal(t, 1, rec.maxGH, "GitHub deletes are serial")
-	for _, name := range []string{"zombie", "replaced", "dead-but-busy"} {
-		assert.Less(t, indexOf(rec.calls, "event:"+name), indexOf(rec.calls, "pod:"+name))
+	// The Event follows the delete it records, and only a delete that
+	// did something is recorded: a pod replaced since it was judged, or
+	// one already gone, gets none.
+	for _, name := range []string{"zombie", "dead-but-busy", "reg-404"} {
+		assert.Less(t, indexOf(rec.calls, "pod:"+name), indexOf(rec.calls, "event:"+name), "event after the delete: %v", rec.calls)
+	}
+	for _, name := range []string{"replaced", "gone", "took-a-job", "gh-down"} {
+		assert.NotContains(t, rec.calls, "event:"+name)
 	}
 	assert.NotContains(t, fmt.Sprint(rec.calls), "sa:", "ServiceAccounts are only deleted when configured")
 }
@@ -370,8 +376,8 @@ func TestReapARCOwnerAware(t *testing.T) {
 				"and again right before its owner goes")
 			assert.NotContains(t, fmt.Sprint(rec.calls), "sa:")
 			assert.Less(t, indexOf(rec.calls, "gh:org:acme:3"), indexOf(rec.calls, "er:set-runner-failed"), "registration first")
-			assert.Less(t, indexOf(rec.calls, "event:set-runner-a"), indexOf(rec.calls, "owner:EphemeralRunner:set-runner-a"))
-			assert.Less(t, indexOf(rec.calls, "er-event:set-runner-podless"), indexOf(rec.calls, "er:set-runner-podless"), "an Event on the EphemeralRunner before its delete")
+			assert.Less(t, indexOf(rec.calls, "owner:EphemeralRunner:set-runner-a"), indexOf(rec.calls, "event:set-runner-a"), "the Event follows the owner's delete")
+			assert.Less(t, indexOf(rec.calls, "er:set-runner-podless"), indexOf(rec.calls, "er-event:set-runner-podless"), "an Event on the EphemeralRunner after its delete")
 
 			stuck := byKey["set-runner-stuck"]
 			if removeFinalizers {
@@ -540,7 +546,7 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 	}, results(outs))
 	// Only pod-ok was written: its registration, Event, pod and
 	// ServiceAccount (a missing ServiceAccount does not hold the pod).
-	assert.Equal(t, []string{"gh:org:acme:9", "event:pod-ok", "pod:pod-ok", "sa:pod-ok"}, rec.writes())
+	assert.Equal(t, []string{"gh:org:acme:9", "pod:pod-ok", "sa:pod-ok", "event:pod-ok"}, rec.writes())
 	assert.NotContains(t, fmt.Sprint(rec.calls), "gh-find:org:acme:unreg-refused", "refused before the re-check")
 	for _, k := range []string{"pod-refused", "owner-refused", "er-refused", "sa-refused", "dead-refused"} {
 		assert.ErrorContains(t, byKey[k].Err, "the Kubernetes write would be refused, so registration", k)
@@ -634,7 +640,7 @@ func TestReapFinishesTheActionInFlight(t *testing.T) {
 	assert.Equal(t, map[string]Result{"first": Deleted, "second": NotReached}, results(outs))
 	assert.Equal(t, map[string]error{"gh:1": nil, "event:first": nil, "pod:first": nil}, c.seen,
 		"no write of the action in flight saw its context cancelled")
-	assert.Equal(t, []string{"gh:org:acme:1", "event:first", "pod:first"}, c.writes())
+	assert.Equal(t, []string{"gh:org:acme:1", "pod:first", "event:first"}, c.writes())
 }
 
 // Detached is not unbounded: ActionTimeout ends an action that hangs.
@@ -741,4 +747,120 @@ func TestReapDeletesOnlyThePodsOwnServiceAccount(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"check-sa:sa-own", "sa:own"}, sas, "only the ServiceAccount the pod ran as")
+}
+
+// slowEvents is a Kubernetes whose Event create is throttled or held by a
+// slow admission webhook: it answers only when its context ends, as
+// client-go's retries of a 429 do once they run out of time. Its deletes
+// honour their context, as the API server's client does.
+type slowEvents struct {
+	*recorder
+	mu   sync.Mutex
+	seen map[string]error
+}
+
+func (s *slowEvents) RecordEvent(ctx context.Context, p reconcile.Pod, _, _ string) error {
+	<-ctx.Done()
+	s.log("event-gave-up:" + p.Name)
+	return fmt.Errorf("record event on pod %s: %w", p.Name, ctx.Err())
+}
+
+func (s *slowEvents) RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.EphemeralRunner, _, _ string) error {
+	<-ctx.Done()
+	s.log("er-event-gave-up:" + er.Name)
+	return fmt.Errorf("record event on ephemeralrunner %s: %w", er.Name, ctx.Err())
+}
+
+func (s *slowEvents) DeletePod(ctx context.Context, p reconcile.Pod) (Result, error) {
+	s.mu.Lock()
+	s.seen["pod:"+p.Name] = ctx.Err()
+	s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("delete pod %s: %w", p.Name, err)
+	}
+	return s.recorder.DeletePod(ctx, p)
+}
+
+func (s *slowEvents) DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (Result, error) {
+	s.mu.Lock()
+	s.seen["er:"+er.Name] = ctx.Err()
+	s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("delete ephemeralrunner %s: %w", er.Name, err)
+	}
+	return s.recorder.DeleteEphemeralRunner(ctx, er)
+}
+
+// Issue 16 §1: an Event that is throttled or slow takes nothing from the
+// writes that must follow a registration delete. The object goes with a
+// live context of its own; the Event, tried after it, is given up at its
+// own bound and only reported. On the old order (Event first, in the same
+// budget as the delete) the Event used up the budget and the pod delete
+// failed with the registration already gone.
+func TestReapOptionalEventNeverTakesTheDeleteBudget(t *testing.T) {
+	er := func(name string, id int64) reconcile.Candidate {
+		c := reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.ARCFailed, Key: name, ScopeKey: scope.Key(),
+			EphemeralRunner: &reconcile.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name, ResourceVersion: "1"},
+			Registration:    &reconcile.Registration{ID: id, Name: name}}, Ready: true}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		c      reconcile.Candidate
+		object string
+	}{
+		{"zombie pod after its registration", cand(reconcile.Zombie, "zombie", 1), "pod:zombie"},
+		{"unregistered pod after its re-check", cand(reconcile.Unregistered, "unregistered", 0), "pod:unregistered"},
+		{"terminal pod", cand(reconcile.Terminal, "terminal", 0), "pod:terminal"},
+		{"EphemeralRunner after its registration", er("failed-er", 2), "er:failed-er"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &slowEvents{recorder: &recorder{}, seen: map[string]error{}}
+			o := opts()
+			o.ActionTimeout = 150 * time.Millisecond
+			o.EventTimeout = 50 * time.Millisecond
+			start := time.Now()
+			outs := New(s, s, s, o).Reap(context.Background(), 10, []reconcile.Candidate{tc.c})
+			require.Len(t, outs, 1)
+			out := outs[0]
+			assert.Equal(t, Deleted, out.Result, "the object went: %v", out.Err)
+			assert.NoError(t, out.Err)
+			assert.Equal(t, Deleted, out.ObjectResult)
+			assert.Equal(t, map[string]error{tc.object: nil}, s.seen, "the object's write had a live context")
+			require.Error(t, out.EventErr, "the Event that never answered is reported")
+			assert.ErrorIs(t, out.EventErr, context.DeadlineExceeded)
+			writes := s.writes()
+			require.NotEmpty(t, writes)
+			assert.Contains(t, writes[len(writes)-1], "event-gave-up:", "the Event came last: %v", writes)
+			assert.Less(t, time.Since(start), 2*time.Second, "the Event's own bound ended it")
+		})
+	}
+}
+
+// An Event records what was done, so a write that did nothing gets none:
+// a pod replaced since it was judged, one already gone, a refused delete.
+// And no Event is sent once the sweep's deadline has passed: the report
+// still needs that time.
+func TestReapEventOnlyForAWriteThatDidSomething(t *testing.T) {
+	rec := &recorder{podRes: map[string]Result{"replaced": Changed, "gone": AlreadyGone}}
+	outs := New(rec, rec, rec, opts()).Reap(context.Background(), 10, []reconcile.Candidate{
+		cand(reconcile.Terminal, "replaced", 0), cand(reconcile.Terminal, "gone", 0), cand(reconcile.Terminal, "done", 0),
+	})
+	assert.Equal(t, map[string]Result{"replaced": SkippedChanged, "gone": AlreadyGone, "done": Deleted}, results(outs))
+	var events []string
+	for _, c := range rec.calls {
+		if strings.HasPrefix(c, "event:") {
+			events = append(events, c)
+		}
+	}
+	assert.Equal(t, []string{"event:done"}, events)
+
+	r := New(rec, rec, rec, opts())
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	o := &Outcome{Candidate: cand(reconcile.Terminal, "late", 0), ObjectResult: Deleted}
+	r.recordEvent(ctx, o)
+	require.Error(t, o.EventErr)
+	assert.Contains(t, o.EventErr.Error(), "deadline has passed")
+	assert.NotContains(t, rec.calls, "event:late")
 }

@@ -1,0 +1,79 @@
+package e2e_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
+)
+
+// Issue 16 §1, through the compiled binary: the Event POST answered 429
+// with Retry-After: 1, or held for 6 s as a slow admission webhook holds
+// it. The review saw the registration deleted, the Event's retries use up
+// the action's 5 s budget, and the pod delete fail: a running pod with no
+// registration, left by the reaper itself, on every sweep. Now the pod and
+// its registration both go, the Event's failure is reported on the action
+// line, and the sweep is complete.
+func TestThrottledOrSlowEventsStrandNoRunner(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		event func(w http.ResponseWriter)
+	}{
+		{"429 with Retry-After", func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too many requests, please try again later","reason":"TooManyRequests","code":429}`))
+		}},
+		{"a webhook that takes 6 s", func(w http.ResponseWriter) {
+			time.Sleep(6 * time.Second)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusGatewayTimeout)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"admission webhook timed out","code":504}`))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			proxy := env.Proxy(t, func(w http.ResponseWriter, r *http.Request) bool {
+				// The pre-flight of a namespace that lists no pod is a
+				// dry-run Event; only the real Events are held up.
+				if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/events") || r.URL.Query().Get("dryRun") != "" {
+					return false
+				}
+				tc.event(w)
+				return true
+			})
+			w := newWorld(t, map[string]string{"KUBECONFIG": proxy.Kubeconfig(t)})
+			zombieReg := w.runner("acme-zombie", "offline", false)
+			w.pod("acme-zombie", testenv.Running())
+			terminalReg := w.runner("acme-done", "offline", false)
+			w.pod("acme-done", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
+
+			w.sweep().requireCode(t, 0) // marks the zombie, reaps the terminal pod
+			time.Sleep(pastConfirm)
+			r := w.sweep()
+			r.requireCode(t, 0)
+
+			assert.False(t, w.podExists("acme-zombie"), "the zombie's pod went after its registration")
+			assert.False(t, w.runnerExists(zombieReg.ID))
+			assert.False(t, w.podExists("acme-done"))
+			assert.False(t, w.runnerExists(terminalReg.ID))
+			actions := r.actions(t)
+			a, ok := actions["acme-zombie"]
+			require.True(t, ok, "an action line for the zombie: %v", r.Logs)
+			assert.Equal(t, "deleted", a["result"])
+			assert.Equal(t, "deleted", a["pod_result"])
+			assert.Equal(t, "deleted", a["registration_result"])
+			assert.NotEmpty(t, a["event_error"], "the Event that failed is reported")
+			assert.Nil(t, a["error"], "the action did not fail")
+			assert.Empty(t, w.reapedEvents(), "no Event got through")
+		})
+	}
+}

@@ -1,0 +1,160 @@
+package kube
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+)
+
+// Issue 16 §1: the retry behaviour of the writes inside an action, said
+// out loud. An Event is optional and never retried; a required write (a
+// delete) keeps client-go's retries of a 429 with Retry-After, which the
+// action's budget bounds.
+
+// throttled answers the requests match picks with 429 and Retry-After: 1,
+// as API priority and fairness does, the first n times (every time for n <
+// 0), and lets the rest through to the API server.
+func throttled(match func(*http.Request) bool, n int) func(http.ResponseWriter, *http.Request) bool {
+	var mu sync.Mutex
+	return func(w http.ResponseWriter, r *http.Request) bool {
+		if !match(r) {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if n == 0 {
+			return false
+		}
+		n--
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too many requests","reason":"TooManyRequests","code":429}`))
+		return true
+	}
+}
+
+func isEventCreate(r *http.Request) bool {
+	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/events")
+}
+
+func TestEventIsNeverRetried(t *testing.T) {
+	env := plane.Env(t)
+	ctx := context.Background()
+	ns := env.Namespace(t, "kube")
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"},
+		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
+	proxy := env.Proxy(t, throttled(isEventCreate, -1))
+	c, err := New(proxy.Config(), Options{})
+	require.NoError(t, err)
+	pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
+	require.NoError(t, err)
+	require.Len(t, pods, 1)
+
+	start := time.Now()
+	err = c.RecordEvent(ctx, pods[0], "RunnerReaped", "terminal: test")
+	took := time.Since(start)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "too many requests")
+	assert.Equal(t, 1, proxy.Seen(http.MethodPost, "/api/v1/namespaces/"+ns+"/events"), "one try, no retry")
+	// client-go would have waited out Retry-After before a retry.
+	assert.Less(t, took, time.Second, "the refusal came back without waiting out Retry-After")
+
+	// The delete that follows is unaffected and goes.
+	res, err := c.DeletePod(ctx, pods[0])
+	require.NoError(t, err)
+	assert.Equal(t, reap.Deleted, res)
+}
+
+func TestRequiredDeleteRetriesAThrottledAnswer(t *testing.T) {
+	env := plane.Env(t)
+	ctx := context.Background()
+	ns := env.Namespace(t, "kube")
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"},
+		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
+	proxy := env.Proxy(t, throttled(func(r *http.Request) bool {
+		return r.Method == http.MethodDelete && r.URL.Query().Get("dryRun") == ""
+	}, 1))
+	c, err := New(proxy.Config(), Options{})
+	require.NoError(t, err)
+	pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
+	require.NoError(t, err)
+	require.Len(t, pods, 1)
+
+	res, err := c.DeletePod(ctx, pods[0])
+	require.NoError(t, err, "a 429 with Retry-After is retried for a write that must finish")
+	assert.Equal(t, reap.Deleted, res)
+	assert.Equal(t, 2, proxy.Seen(http.MethodDelete, "/api/v1/namespaces/"+ns+"/pods/runner-1"))
+
+	// Within the write's budget only: a context that ends first ends it.
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-2", Labels: map[string]string{"app": "runner"},
+		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
+	proxy.Intercept(throttled(func(r *http.Request) bool { return r.Method == http.MethodDelete }, -1))
+	pods, err = c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
+	require.NoError(t, err)
+	require.Len(t, pods, 1)
+	bctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = c.DeletePod(bctx, pods[0])
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 900*time.Millisecond, "the budget, not Retry-After, ended the retries")
+}
+
+// countingLimiter counts the waits of the requests it throttles, and
+// throttles none.
+type countingLimiter struct {
+	flowcontrol.RateLimiter
+	mu    sync.Mutex
+	waits int
+}
+
+func (l *countingLimiter) Wait(ctx context.Context) error {
+	l.mu.Lock()
+	l.waits++
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *countingLimiter) TryAccept() bool { return true }
+
+// Events take no token from the limiter the required writes wait on, so a
+// burst of Events never delays a delete behind them.
+func TestEventsTakeNoTokenOfTheDeletes(t *testing.T) {
+	env := plane.Env(t)
+	ctx := context.Background()
+	ns := env.Namespace(t, "kube")
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"},
+		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
+	lim := &countingLimiter{RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}
+	cfg := *env.Config
+	cfg.RateLimiter = lim
+	c, err := New(&cfg, Options{})
+	require.NoError(t, err)
+	pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
+	require.NoError(t, err)
+	require.Len(t, pods, 1)
+	lim.mu.Lock()
+	lim.waits = 0
+	lim.mu.Unlock()
+	for range 5 {
+		require.NoError(t, c.RecordEvent(ctx, pods[0], "RunnerReaped", "terminal: test"))
+	}
+	res, err := c.DeletePod(ctx, pods[0])
+	require.NoError(t, err)
+	assert.Equal(t, reap.Deleted, res)
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	assert.Equal(t, 1, lim.waits, "only the delete waited on the required writes' limiter")
+}
