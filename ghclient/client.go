@@ -122,7 +122,7 @@ func parseBaseURL(raw string) (*url.URL, error) {
 // it (ghinstallation's exchanges run on a client of their own).
 func githubClient(cfg Config, base *url.URL, counter *httpcount.Transport, timeout time.Duration) (*github.Client, error) {
 	home := originOf(base)
-	guarded := &guard{base: &apiHeaders{base: counter}, origin: home, secrets: cfg.Secrets}
+	guarded := &guard{base: &apiHeaders{base: localTimes{base: counter}}, origin: home, secrets: cfg.Secrets}
 	httpClient := func(rt http.RoundTripper) *http.Client {
 		return &http.Client{Transport: rt, Timeout: timeout, CheckRedirect: home.checkRedirect}
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
+	"github.com/runner-reaper/runner-reaper/internal/refclock"
 )
 
 const (
@@ -115,6 +116,9 @@ type Client struct {
 	timeout   time.Duration
 	log       *slog.Logger
 	pagesOnly bool
+	// clock is the API server's clock, read from the Date of its answers:
+	// the one clock the sweep measures ages on (see Now).
+	clock *refclock.Clock
 }
 
 // New builds a Client from cfg, which it copies and does not change.
@@ -167,12 +171,13 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		c.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	}
 	counter := &httpcount.Transport{}
+	clock := &refclock.Clock{}
 	// The wrapper runs once, when the single HTTP client below is built;
 	// every clientset of this Client must share that HTTP client
 	// (NewForConfigAndClient) so that no request escapes the count, nor
 	// the timeout.
 	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		counter.Base = timeoutTransport{base: rt, timeout: opts.Timeout}
+		counter.Base = refclock.Transport{Base: timeoutTransport{base: rt, timeout: opts.Timeout}, Clock: clock}
 		return counter
 	})
 	hc, err := rest.HTTPClientFor(c)
@@ -221,9 +226,21 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		timeout:   opts.Timeout,
 		log:       opts.Log,
 		pagesOnly: opts.Pages || opts.Compress,
+		clock:     clock,
 	}
 	return kc, nil
 }
+
+// Now is the time on the API server's clock, as the Date of its last
+// answer measured it (the local clock before any answer, or while the two
+// agree within refclock.Tolerance). Pod and EphemeralRunner timestamps are
+// written on that clock, and so are the marks of every sweep that reads
+// it, whichever node it runs on.
+func (c *Client) Now() time.Time { return c.clock.Now() }
+
+// ClockSkew is how far the API server's clock is ahead of the local one,
+// and whether it has answered yet.
+func (c *Client) ClockSkew() (time.Duration, bool) { return c.clock.Skew() }
 
 // Counts is the number of requests this Client has sent so far.
 func (c *Client) Counts() httpcount.Counts { return c.counter.Snapshot() }

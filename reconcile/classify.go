@@ -138,6 +138,18 @@ type Classification struct {
 	// While there is one, no ghost verdict is made and ghost marks are
 	// held: the sweep is degraded.
 	Unobserved []UnobservedNamespace
+	// FutureStarts lists the running pods whose runner, by its node's
+	// clock, started after now: that node's clock runs ahead. Such a
+	// runner's registration deadline counts from now on every sweep until
+	// the skew has passed, which holds an unregistered runner rather than
+	// hurrying one, and is worth a warning.
+	FutureStarts []FutureStart
+}
+
+// FutureStart is a running pod whose runner's start lies after now.
+type FutureStart struct {
+	Namespace, Pod string
+	Ahead          time.Duration
 }
 
 // SkippedScope reports whether a scope's marks must be held this sweep.
@@ -215,6 +227,9 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 		// being created, its image pulling) has no verdict yet.
 		if p.Phase != "Running" || !p.Runner.Running {
 			continue
+		}
+		if p.StartedAt.After(obs.Now) {
+			out.FutureStarts = append(out.FutureStarts, FutureStart{Namespace: p.Namespace, Pod: p.Name, Ahead: p.StartedAt.Sub(obs.Now)})
 		}
 		// A pod that does not say its runner's name cannot be matched
 		// to a registration, so GitHub's list says nothing about it.
@@ -501,12 +516,22 @@ func terminal(p *Pod, reg *Registration) (Finding, bool) {
 }
 
 // startedAt is when the deadline starts: when the runner began, or, for a
-// pod that does not say, when it was created.
-func startedAt(p *Pod) time.Time {
-	if p.StartedAt.IsZero() {
-		return p.CreatedAt
+// pod that does not say, when it was created. The runner's start is written
+// on its node's clock, the pod's creation on the API server's, which is the
+// sweep's reference: a start before the pod's creation can only be a node
+// clock running behind, and would make a runner that is still registering
+// look past its deadline, so the creation bounds it. A start after now (a
+// node clock running ahead) is now: the deadline is counted from the first
+// sweep that sees the runner started, not held back by the skew.
+func startedAt(now time.Time, p *Pod) time.Time {
+	t := p.StartedAt
+	if t.IsZero() || t.Before(p.CreatedAt) {
+		t = p.CreatedAt
 	}
-	return p.StartedAt
+	if t.After(now) {
+		t = now
+	}
+	return t
 }
 
 // judgeRunning classifies a running pod, its runner container running,
@@ -539,10 +564,10 @@ func judgeRunning(now time.Time, p *Pod, runnerID int64, reg *Registration, pol 
 	case marks[f.Key].Verdict == Zombie:
 		f.Verdict, f.Gone = Zombie, true
 		f.Evidence = fmt.Sprintf("pod running; its registration %q was seen offline and is now gone from the complete list", p.RunnerName)
-	case now.Sub(startedAt(p)) > pol.RegistrationDeadline:
+	case now.Sub(startedAt(now, p)) > pol.RegistrationDeadline:
 		f.Verdict = Unregistered
 		f.Evidence = fmt.Sprintf("runner running for %s (pod created %s ago), past the %s registration deadline; runner %q never appeared",
-			now.Sub(startedAt(p)).Round(time.Second), now.Sub(p.CreatedAt).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
+			now.Sub(startedAt(now, p)).Round(time.Second), max(now.Sub(p.CreatedAt), 0).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
 	default:
 		return nil, false
 	}

@@ -72,6 +72,54 @@ type Confirmation struct {
 	Held []string
 	// MassSuspicion lists the scopes that set off rule 4's alarm.
 	MassSuspicion []Suspicion
+	// FromFuture lists the marks that were dated after now, as they were
+	// in the ledger; each was counted from now instead.
+	FromFuture []FutureMark
+}
+
+// FutureMark is a mark the ledger held with a time after the sweep's now:
+// a sweep whose clock ran ahead wrote it.
+type FutureMark struct {
+	Key       string
+	FirstSeen time.Time
+	LastSeen  time.Time
+}
+
+// fromNow returns the marks with every time after now brought back to now,
+// and lists in out the marks it changed. A mark from the future was written
+// by a sweep whose clock ran ahead: taken as it is, it would hold a real
+// leak for the length of the skew (and leave last_seen before first_seen);
+// taken as old, it could act early. Counted from now, it does neither: its
+// confirmation starts again with this sweep. old is not changed.
+func fromNow(now time.Time, old map[string]Mark, out *Confirmation) map[string]Mark {
+	var fixed map[string]Mark
+	for key, m := range old {
+		if !m.FirstSeen.After(now) && !m.LastSeen.After(now) {
+			continue
+		}
+		if fixed == nil {
+			fixed = make(map[string]Mark, len(old))
+			for k, v := range old {
+				fixed[k] = v
+			}
+		}
+		out.FromFuture = append(out.FromFuture, FutureMark{Key: key, FirstSeen: m.FirstSeen, LastSeen: m.LastSeen})
+		m.FirstSeen = minTime(m.FirstSeen, now)
+		m.LastSeen = minTime(m.LastSeen, now)
+		fixed[key] = m
+	}
+	if fixed == nil {
+		return old
+	}
+	sort.Slice(out.FromFuture, func(i, j int) bool { return out.FromFuture[i].Key < out.FromFuture[j].Key })
+	return fixed
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return b
+	}
+	return a
 }
 
 // Confirm applies mark and sweep: a verdict resting on GitHub's word becomes
@@ -81,6 +129,7 @@ type Confirmation struct {
 // cleared.
 func Confirm(now time.Time, c Classification, old map[string]Mark, hold Hold) Confirmation {
 	out := Confirmation{Marks: make(map[string]Mark, len(c.Findings))}
+	old = fromNow(now, old, &out)
 	newly := map[string]int{}
 	for _, f := range c.Findings {
 		if !f.NeedsConfirmation() {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
+	"github.com/runner-reaper/runner-reaper/internal/refclock"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/state"
@@ -109,7 +110,14 @@ type Sweeper struct {
 	Policy reconcile.Policy
 	Hold   reconcile.Hold
 	Log    *slog.Logger
-	Now    func() time.Time
+	// Now is the reference clock every age is measured on: the API
+	// server's (kube.Client.Now), read again once the API server has
+	// answered in this sweep, so that marks written on any node, pod times
+	// and EphemeralRunner times share one clock.
+	Now func() time.Time
+	// Skew, when set, says how far the reference clock is ahead of the
+	// local one and whether it has been read yet, for the skew warning.
+	Skew func() (time.Duration, bool)
 	// GitHub and Kube count requests for the summary; either may be nil.
 	GitHub Counter
 	Kube   Counter
@@ -175,7 +183,9 @@ type Result struct {
 func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	// Marks outlive the process, so the sweep's time is wall-clock UTC
 	// with no monotonic reading, exactly as it reads back from the ledger.
+	// It is read again once the API server has answered (below).
 	now := s.Now().UTC().Round(0)
+	began := time.Now()
 	res = Result{Mode: mode, Started: now}
 	gh0, kube0 := counts(s.GitHub), counts(s.Kube)
 	if s.Timeout > 0 {
@@ -184,7 +194,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		defer cancel()
 	}
 	defer func() {
-		res.Duration = s.Now().Sub(now)
+		res.Duration = time.Since(began)
 		res.GitHub, res.Kube = counts(s.GitHub).Sub(gh0), counts(s.Kube).Sub(kube0)
 		if ctx.Err() != nil {
 			res.Stopped = context.Cause(ctx).Error()
@@ -207,6 +217,11 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		res.Status, res.Err = StatusFailed, fmt.Errorf("observe pods: %w", err)
 		return res
 	}
+	// The API server has answered: from here on every age is measured on
+	// its clock.
+	now = s.Now().UTC().Round(0)
+	res.Started = now
+	s.warnSkew(ctx)
 	var unobserved []reconcile.UnobservedNamespace
 	if s.Namespaces != nil {
 		unobserved = s.Namespaces.UnobservedNamespaces(ctx, pods)
@@ -275,7 +290,9 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	res.Observation = obs
 
 	res.Class = reconcile.Classify(obs, s.Policy, ledger.Marks)
+	s.warnFutureStarts(ctx, res.Class.FutureStarts)
 	res.Confirmation = reconcile.Confirm(now, res.Class, ledger.Marks, s.Hold)
+	s.warnFuture(ctx, now, res.Confirmation.FromFuture)
 	var ready []reconcile.Candidate
 	for _, c := range res.Confirmation.Candidates {
 		if c.Ready {
@@ -376,6 +393,65 @@ func clearActed(marks map[string]reconcile.Mark, outs []reap.Outcome) int {
 		}
 	}
 	return n
+}
+
+// warnSkew says so when the local clock and the API server's disagree by
+// more than a Date can be trusted to: ages are measured on the API server's
+// clock either way, but a skewed node is worth fixing.
+func (s *Sweeper) warnSkew(ctx context.Context) {
+	if s.Skew == nil {
+		return
+	}
+	off, ok := s.Skew()
+	if !ok || (off <= refclock.Tolerance && off >= -refclock.Tolerance) {
+		return
+	}
+	s.Log.LogAttrs(ctx, slog.LevelWarn, "clock skew",
+		slog.Float64("api_server_ahead_seconds", off.Seconds()),
+		slog.String("effect", "ages and marks are measured on the API server's clock (its Date header), not this machine's"))
+}
+
+// warnFuture says which marks were dated after the reference clock's now,
+// as a sweep on a machine whose clock ran ahead leaves them: each was
+// counted from now instead, so that the skew neither confirms it early nor
+// holds it for the length of the skew.
+func (s *Sweeper) warnFuture(ctx context.Context, now time.Time, marks []reconcile.FutureMark) {
+	var ahead time.Duration
+	var keys []string
+	for _, m := range marks {
+		// Within the reference clock's own precision, a mark a little
+		// ahead is not news (two nodes whose clocks agree that well).
+		if d := m.FirstSeen.Sub(now); d > refclock.Tolerance {
+			ahead = max(ahead, d)
+			keys = append(keys, m.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	s.Log.LogAttrs(ctx, slog.LevelWarn, "marks from the future",
+		slog.Int("marks", len(keys)), slog.Float64("max_ahead_seconds", ahead.Seconds()),
+		slog.Any("keys", keys),
+		slog.String("effect", "each is counted from now: a skewed clock wrote them; confirmation starts again from this sweep"))
+}
+
+// warnFutureStarts names the runners whose node's clock runs ahead of the
+// API server's by more than a Date can be trusted to.
+func (s *Sweeper) warnFutureStarts(ctx context.Context, starts []reconcile.FutureStart) {
+	var pods []string
+	var ahead time.Duration
+	for _, f := range starts {
+		if f.Ahead > refclock.Tolerance {
+			pods = append(pods, f.Namespace+"/"+f.Pod)
+			ahead = max(ahead, f.Ahead)
+		}
+	}
+	if len(pods) == 0 {
+		return
+	}
+	s.Log.LogAttrs(ctx, slog.LevelWarn, "runner started in the future",
+		slog.Any("pods", pods), slog.Float64("max_ahead_seconds", ahead.Seconds()),
+		slog.String("effect", "their nodes' clocks run ahead of the API server's; each registration deadline counts from now until the skew has passed"))
 }
 
 func counts(c Counter) httpcount.Counts {

@@ -1,0 +1,125 @@
+package sweep_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	restclient "k8s.io/client-go/rest"
+
+	"github.com/runner-reaper/runner-reaper/internal/app"
+	"github.com/runner-reaper/runner-reaper/internal/refclock"
+	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/sweep"
+)
+
+// Issue 16 §4 on the real API server: every age is measured on the API
+// server's clock.
+
+// skewedSweeper is the sweeper of a reaper whose own clock reads local():
+// wired as the CLI wires it, with the reference clock read from the API
+// server's Date when reference is true, or taking its own clock for the
+// truth when it is false (what the reaper did before).
+func (r *rig) skewedSweeper(local func() time.Time, reference bool) *sweep.Sweeper {
+	r.t.Helper()
+	clk := refclock.New(local)
+	cfg := restclient.CopyConfig(r.env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return refclock.Transport{Base: rt, Clock: clk} })
+	s, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+	require.NoError(r.t, err)
+	s.Now, s.Skew = clk.Now, clk.Skew
+	if !reference {
+		s.Now, s.Skew = local, nil
+	}
+	return s
+}
+
+func (r *rig) sweepWith(s *sweep.Sweeper, mode sweep.Mode) sweep.Result {
+	r.t.Helper()
+	return app.Sweep(context.Background(), s, mode, s.Log)
+}
+
+// The dangerous direction: a reaper whose clock runs an hour ahead takes a
+// mark written a moment ago by a healthy one for an hour-old mark. Measured
+// on the API server's clock, the mark is a moment old and nothing acts;
+// taking its own clock for the truth (the control run) it deletes at once.
+func TestReaperClockAheadConfirmsNothingEarly(t *testing.T) {
+	for _, reference := range []bool{true, false} {
+		name := "reference clock"
+		if !reference {
+			name = "control: the reaper's own clock"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t)
+			reg := r.runner("acme-zombie", "offline", false)
+			r.pod("acme-zombie", testenv.Running())
+			healthy := r.skewedSweeper(time.Now, true)
+			first := r.sweepWith(healthy, sweep.Act)
+			require.Equal(t, sweep.StatusComplete, first.Status, "%v", first.Err)
+			require.Len(t, first.Pending, 1, "marked, not acted on")
+
+			ahead := func() time.Time { return time.Now().Add(time.Hour) }
+			res := r.sweepWith(r.skewedSweeper(ahead, reference), sweep.Act)
+			require.Equal(t, sweep.StatusComplete, res.Status, "%v", res.Err)
+			if !reference {
+				// What this test guards against.
+				require.Len(t, res.Outcomes, 1)
+				assert.Equal(t, reap.Deleted, res.Outcomes[0].Result, "the control confirms the fresh mark at once")
+				return
+			}
+			assert.Empty(t, res.Outcomes, "a mark a moment old does not act")
+			require.Len(t, res.Pending, 1)
+			assert.True(t, r.podExists("acme-zombie"))
+			assert.True(t, r.runnerExists(reg.ID))
+			assert.WithinDuration(t, time.Now(), res.Started, 5*time.Second, "the sweep's time is the API server's")
+			m := res.Confirmation.Marks[res.Pending[0].Key]
+			assert.WithinDuration(t, time.Now(), m.LastSeen, 5*time.Second, "no mark is written on the skewed clock")
+			skew := r.lines("clock skew")
+			require.Len(t, skew, 1, "the skew is reported")
+			assert.InDelta(t, -3600, skew[0]["api_server_ahead_seconds"], 3)
+		})
+	}
+}
+
+// The other direction, and the review's case: marks dated a year ahead, as
+// one sweep on a node whose clock ran ahead leaves them. The sweep that
+// finds them says so, counts each from now, and the leak is reaped
+// confirm-after later, not a year later.
+func TestMarksFromTheFutureAreCountedFromNow(t *testing.T) {
+	r := newRig(t)
+	reg := r.runner("acme-zombie", "offline", false)
+	r.pod("acme-zombie", testenv.Running())
+	yearAhead := func() time.Time { return time.Now().AddDate(1, 0, 0) }
+	marked := r.sweepWith(r.skewedSweeper(yearAhead, false), sweep.Act)
+	require.Equal(t, sweep.StatusComplete, marked.Status, "%v", marked.Err)
+	require.Len(t, marked.Pending, 1)
+	key := marked.Pending[0].Key
+	require.True(t, marked.Confirmation.Marks[key].FirstSeen.After(time.Now().AddDate(0, 11, 0)), "the mark is from the future")
+
+	found := r.run(sweep.Act)
+	require.Equal(t, sweep.StatusComplete, found.Status, "%v", found.Err)
+	assert.Empty(t, found.Outcomes, "a mark from the future never acts on the sweep that finds it")
+	m := found.Confirmation.Marks[key]
+	assert.Equal(t, found.Started, m.FirstSeen, "counted from now")
+	assert.Equal(t, found.Started, m.LastSeen)
+	require.Len(t, found.Confirmation.FromFuture, 1)
+	warn := r.lines("marks from the future")
+	require.Len(t, warn, 1)
+	assert.Equal(t, float64(1), warn[0]["marks"])
+	assert.Greater(t, warn[0]["max_ahead_seconds"], float64(300*24*3600))
+
+	r.clock.Add(r.cfg.Hold.ConfirmAfter + time.Second)
+	reaped := r.run(sweep.Act)
+	require.Equal(t, sweep.StatusComplete, reaped.Status, "%v", reaped.Err)
+	require.Len(t, reaped.Outcomes, 1, "the leak is not held for the length of the skew")
+	assert.Equal(t, reconcile.Zombie, reaped.Outcomes[0].Candidate.Verdict)
+	assert.Equal(t, reap.Deleted, reaped.Outcomes[0].Result)
+	assert.False(t, r.podExists("acme-zombie"))
+	assert.False(t, r.runnerExists(reg.ID))
+}
