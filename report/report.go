@@ -17,7 +17,9 @@ import (
 
 // Log writes a sweep's lines: warnings for skipped scopes, unobserved
 // namespaces, ambiguous runner names and mass suspicion first, then one line
-// per ready candidate, then the summary.
+// per ready candidate, then the summary. The action lines and the summary
+// pass a Diagnostics handler at every level; the warnings before them do
+// not.
 func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 	for _, s := range res.Class.Skipped {
 		if s.Kind == reconcile.SkipDeferred {
@@ -49,14 +51,18 @@ func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 			slog.String("scope", m.ScopeKey), slog.Int("newly_suspect", m.NewlySuspect), slog.Int("pods", m.Pods),
 			slog.String("effect", "confirmation and bounds still apply; check GitHub's status before raising the bounds"))
 	}
+	// The action lines and the summary are the product's output, written
+	// at every log level through a logger built with Diagnostics; the
+	// lines above are diagnostics, and the level may filter them.
+	records := asRecord(ctx)
 	for _, o := range res.Outcomes {
 		level := slog.LevelInfo
 		if o.Result == reap.Failed || o.EventErr != nil {
 			level = slog.LevelError
 		}
-		log.LogAttrs(ctx, level, "action", actionAttrs(res.Started, o)...)
+		log.LogAttrs(records, level, "action", actionAttrs(res.Started, o)...)
 	}
-	log.LogAttrs(ctx, summaryLevel(res), "sweep", summaryAttrs(res)...)
+	log.LogAttrs(records, summaryLevel(res), "sweep", summaryAttrs(res)...)
 }
 
 // ambiguityAttrs says which name (or id) could not be tied to one pod and

@@ -23,6 +23,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/ghclient"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
+	"github.com/runner-reaper/runner-reaper/internal/safetext"
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/kube/eks"
 	"github.com/runner-reaper/runner-reaper/metrics"
@@ -121,7 +122,7 @@ func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Ru
 		o.Secrets = redact.New()
 	}
 	LearnSecrets(o.Secrets, cfg.GitHub)
-	log := slog.New(o.Secrets.Handler(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	log := Logger(out, cfg.LogLevel, o.Secrets)
 	awsConfig := func() (aws.Config, error) {
 		if o.AWS != nil {
 			return *o.AWS, nil
@@ -175,6 +176,17 @@ func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Ru
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return &Runtime{Sweeper: s, Log: log, Secrets: o.Secrets, out: out, metricsNamespace: cfg.MetricsNamespace}, nil
+}
+
+// Logger is the process's logger, writing JSON lines to out. level filters
+// the diagnostics only: the action lines and the summary are the product's
+// output and are written at every level (report.Diagnostics). Every record
+// is redacted, then escaped (safetext), so that no secret and no control
+// character from outside reaches a reader, whoever logs it; the redactor
+// sees the text as it came, before escaping could split a secret.
+func Logger(out io.Writer, level slog.Level, secrets *redact.Set) *slog.Logger {
+	json := slog.NewJSONHandler(out, &slog.HandlerOptions{Level: min(level, slog.LevelInfo)})
+	return slog.New(report.Diagnostics(level, secrets.Handler(safetext.Handler(json))))
 }
 
 // Sweep runs one sweep in mode and reports it: the warnings, the action
