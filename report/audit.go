@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/internal/safetext"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -30,7 +31,8 @@ type Row struct {
 }
 
 // Rows lists what the sweep found: actionable candidates in act order, then
-// those waiting for their marks to mature, soonest first.
+// those waiting for their marks to mature, soonest first. Every text field
+// is escaped (see Row.escape), for the table and the JSON alike.
 func Rows(res sweep.Result) []Row {
 	rows := make([]Row, 0, len(res.Outcomes)+len(res.Pending))
 	for _, o := range res.Outcomes {
@@ -62,7 +64,21 @@ func Rows(res sweep.Result) []Row {
 		}
 		rows = append(rows, r)
 	}
+	for i := range rows {
+		rows[i].escape()
+	}
 	return rows
+}
+
+// escape makes every field of r safe to show (package safetext): they
+// quote pods, runner names and GitHub's and Kubernetes' words, and a
+// newline, a tab or an escape sequence in one of them would forge a row,
+// break the columns or act on the operator's terminal. It runs on the
+// fields, before the table or the JSON adds any structure.
+func (r *Row) escape() {
+	for _, f := range []*string{&r.Verdict, &r.Namespace, &r.Pod, &r.RunnerName, &r.Scope, &r.Evidence, &r.ExitClass, &r.Would} {
+		*f = safetext.String(*f)
+	}
 }
 
 func row(now time.Time, c reconcile.Candidate) Row {
@@ -82,7 +98,10 @@ func row(now time.Time, c reconcile.Candidate) Row {
 	return r
 }
 
-// WriteTable prints the audit for a person.
+// WriteTable prints the audit for a person. Every field, and every reason
+// quoted below the table, is escaped (package safetext) before the table is
+// laid out, so that one row is one line and each column holds what it
+// says.
 func WriteTable(w io.Writer, res sweep.Result) error {
 	rows := Rows(res)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -114,18 +133,18 @@ func WriteTable(w io.Writer, res sweep.Result) error {
 	for _, s := range res.Class.Skipped {
 		kind := ""
 		if s.Kind != "" {
-			kind = " (" + string(s.Kind)
+			kind = " (" + safetext.String(string(s.Kind))
 			if !s.Until.IsZero() {
 				kind += " until " + s.Until.UTC().Format(time.RFC3339)
 			}
 			kind += ")"
 		}
-		if _, err := fmt.Fprintf(w, "scope %s skipped%s: %s\n", s.ScopeKey, kind, s.Reason); err != nil {
+		if _, err := fmt.Fprintf(w, "scope %s skipped%s: %s\n", safetext.String(s.ScopeKey), kind, safetext.String(s.Reason)); err != nil {
 			return fmt.Errorf("write audit table: %w", err)
 		}
 	}
 	for _, u := range res.Class.Unobserved {
-		if _, err := fmt.Fprintf(w, "namespace %s not observed, no ghost verdicts: %s\n", u.Namespace, u.Reason); err != nil {
+		if _, err := fmt.Fprintf(w, "namespace %s not observed, no ghost verdicts: %s\n", safetext.String(u.Namespace), safetext.String(u.Reason)); err != nil {
 			return fmt.Errorf("write audit table: %w", err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
+	"github.com/runner-reaper/runner-reaper/internal/safetext"
 	"github.com/runner-reaper/runner-reaper/internal/version"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/report"
@@ -89,7 +90,9 @@ func signalName(sig os.Signal) string {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("runner-reaper", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package would print its errors raw, quoting the argument;
+	// they are printed below, escaped.
+	fs.SetOutput(io.Discard)
 	// The flag package's own usage text lists flags without commands;
 	// ours is printed instead, below.
 	fs.Usage = func() {}
@@ -105,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, version.String())
 		return 0
 	case err != nil:
-		fmt.Fprint(stderr, usage)
+		fmt.Fprintf(stderr, "%s\n%s", safetext.String(err.Error()), usage)
 		return exitBadConfig
 	case len(words) == 0:
 		fmt.Fprint(stderr, usage)
@@ -141,7 +144,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	inCluster, podNamespace := app.InCluster()
 	cfg, err := config.Load(inCluster, podNamespace)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		// One problem a line, each escaped: a variable's name or value
+		// is text from outside.
+		fmt.Fprintln(stderr, report.PlainError(err, nil))
 		return exitBadConfig
 	}
 	mode := app.Mode(cfg, requested)
@@ -150,11 +155,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if mode == sweep.Audit {
 		logOut = stderr
 	}
-	// Every line and message from here on passes through the one redactor.
+	// Every line and message from here on passes through the one redactor,
+	// and is escaped after it (package safetext).
 	secrets := redact.New()
 	rt, err := app.Open(ctx, cfg, logOut, app.Options{Secrets: secrets, Spare: reap.DefaultSpare})
 	if err != nil {
-		fmt.Fprintln(stderr, secrets.Error(err))
+		fmt.Fprintln(stderr, report.PlainError(err, secrets))
 		if errors.Is(err, app.ErrConfig) {
 			return exitBadConfig
 		}
@@ -167,14 +173,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			write = report.WriteJSON
 		}
 		// The audit quotes why a scope was skipped: redact it whole, so
-		// that no secret is split across writes.
+		// that no secret is split across writes. Its fields are escaped
+		// already, before the table was laid out (report.WriteTable).
 		var audit bytes.Buffer
 		err := write(&audit, res)
 		if err == nil {
 			_, err = io.WriteString(stdout, secrets.String(audit.String()))
 		}
 		if err != nil && !errors.Is(err, io.ErrClosedPipe) {
-			fmt.Fprintln(stderr, secrets.Error(err))
+			fmt.Fprintln(stderr, report.PlainError(err, secrets))
 			return int(sweep.StatusFailed)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
+	"github.com/runner-reaper/runner-reaper/internal/safetext"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -39,11 +40,12 @@ type Handler struct {
 
 // New builds the Handler on a cold start. out receives the JSON log lines
 // (and EMF lines), which Lambda forwards to CloudWatch. Its error passes
-// through the process's redactor, like everything else the function says.
+// through the process's redactor and is escaped, like everything else the
+// function says: the bootstrap prints it as plain text.
 func New(ctx context.Context, out io.Writer) (*Handler, error) {
 	secrets := redact.New()
 	h, err := newHandler(ctx, out, secrets)
-	return h, secrets.Error(err)
+	return h, report.PlainError(err, secrets)
 }
 
 func newHandler(ctx context.Context, out io.Writer, secrets *redact.Set) (*Handler, error) {
@@ -66,11 +68,17 @@ func newHandler(ctx context.Context, out io.Writer, secrets *redact.Set) (*Handl
 // in Lambda's own metrics; a degraded one (a scope skipped, an action not
 // reached before the deadline) is not: its summary says status 3.
 func (h *Handler) Handle(ctx context.Context) (map[string]any, error) {
-	res := h.rt.Sweep(ctx, h.mode)
-	// The answer is text leaving the process too: redacted, in shape.
-	summary, _ := h.rt.Secrets.Value(report.Summary(res)).(map[string]any)
+	return answer(h.rt.Sweep(ctx, h.mode), h.rt.Secrets)
+}
+
+// answer is the invocation's answer for res. It is text leaving the process
+// too, read in the console or by whoever invoked the function, and it
+// quotes GitHub's and Kubernetes' errors: redacted, then escaped (package
+// safetext), in shape.
+func answer(res sweep.Result, secrets *redact.Set) (map[string]any, error) {
+	summary, _ := safetext.Value(secrets.Value(report.Summary(res))).(map[string]any)
 	if res.Status == sweep.StatusFailed {
-		return summary, h.rt.Secrets.Error(fmt.Errorf("sweep could not observe or act: %w", res.Err))
+		return summary, report.PlainError(fmt.Errorf("sweep could not observe or act: %w", res.Err), secrets)
 	}
 	return summary, nil
 }

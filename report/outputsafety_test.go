@@ -1,0 +1,140 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/redact"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/sweep"
+)
+
+// hostile is a runner name as an annotation can hold it: a line break to
+// forge a row, a tab to shift a column, a CSI to clear the screen, a
+// right-to-left override and a C1 CSI.
+const hostile = "acme-x\n\rterminal\tarc/forged\tnothing to do\x1b[2J\x1b[31m\u202eevil\u009b31m"
+
+// hostileEscaped is hostile as a person must see it.
+const hostileEscaped = `acme-x\n\rterminal\tarc/forged\tnothing to do\x1b[2J\x1b[31m\u202eevil\u009b31m`
+
+// rawControl finds a byte or rune in s that a terminal would act on: C0
+// but the line feed, DEL, C1, the bidirectional controls, the separators.
+func rawControl(s string) (rune, bool) {
+	for _, r := range s {
+		switch {
+		case r == '\n':
+		case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f, r == 0x061c, r == 0x200e, r == 0x200f,
+			r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069, r == 0x2028, r == 0x2029, r == 0xfffd:
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+func hostileSweep() sweep.Result {
+	started := time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
+	dead := &reconcile.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: hostile, CreatedAt: started.Add(-time.Hour)}
+	zombie := &reconcile.Pod{Namespace: "arc", Name: "acme-zombie", RunnerName: hostile, CreatedAt: started.Add(-time.Hour)}
+	return sweep.Result{
+		Mode:    sweep.Audit,
+		Status:  sweep.StatusDegraded,
+		Started: started,
+		Class: reconcile.Classification{
+			Skipped:    []reconcile.Skip{{ScopeKey: "org:beta", Reason: "502 Bad Gateway\n<html>\x1b]0;owned\x07</html>", Kind: reconcile.SkipFailed}},
+			Unobserved: []reconcile.UnobservedNamespace{{Namespace: "arc-x", Reason: "forbidden:\nnamespace \u202eevil"}},
+		},
+		Observation: reconcile.Observation{Pods: []reconcile.Pod{*dead, *zombie}},
+		Outcomes: []reap.Outcome{{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal, Pod: dead,
+			Evidence: "pod phase Failed; reason " + hostile,
+			Exit:     &reconcile.Exit{Code: 137, Reason: "OOMKilled", Class: reconcile.ExitOOMHost}}},
+			Action: reap.DeletePod, Result: reap.WouldDelete}},
+		Pending: []reconcile.Candidate{{Finding: reconcile.Finding{Verdict: reconcile.Zombie, Pod: zombie,
+			Evidence: "registration offline"}, MatureAt: started.Add(time.Minute), Mark: reconcile.Mark{FirstSeen: started}}},
+	}
+}
+
+// Issue 16: a runner name with a line break, a tab, a CSI, a right-to-left
+// override and a C1 CSI adds no row and no column to the audit table, and
+// reaches it only in its visible escaped form; so does a skipped scope's
+// or an unobserved namespace's reason.
+func TestAuditTableEscapesOutsideText(t *testing.T) {
+	var table bytes.Buffer
+	require.NoError(t, WriteTable(&table, hostileSweep()))
+	out := table.String()
+	if r, ok := rawControl(out); ok {
+		t.Fatalf("the table holds a raw %U:\n%q", r, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, lines, 6, "header, two rows, the skipped scope, the unobserved namespace, the totals:\n%s", out)
+	assert.True(t, strings.HasPrefix(lines[0], "VERDICT"))
+	assert.Regexp(t, `^terminal\s+arc/acme-dead\s+`, lines[1])
+	assert.Regexp(t, `^zombie\s+arc/acme-zombie\s+`, lines[2])
+	for _, row := range lines[1:3] {
+		assert.Contains(t, row, hostileEscaped)
+	}
+	// The columns line up: each row's WOULD column starts where the
+	// header's does, whatever the runner name held.
+	col := strings.Index(lines[0], "WOULD")
+	assert.True(t, strings.HasPrefix(lines[1][col:], "now: delete pod"), lines[1])
+	assert.True(t, strings.HasPrefix(lines[2][col:], "mark: first seen now"), lines[2])
+	assert.Equal(t, `scope org:beta skipped (failed): 502 Bad Gateway\n<html>\x1b]0;owned\a</html>`, lines[3])
+	assert.Equal(t, `namespace arc-x not observed, no ghost verdicts: forbidden:\nnamespace \u202eevil`, lines[4])
+	assert.Equal(t, "2 pod(s), 2 finding(s), 1 ready, 1 waiting for confirmation", lines[5])
+}
+
+// The audit's JSON carries the same escaped fields: decoded, a runner name
+// reads in its visible escaped form, and the raw bytes hold no rune that
+// encoding/json leaves raw (U+202E, the C1 range).
+func TestAuditJSONEscapesOutsideText(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, WriteJSON(&buf, hostileSweep()))
+	if r, ok := rawControl(buf.String()); ok {
+		t.Fatalf("the JSON holds a raw %U:\n%q", r, buf.String())
+	}
+	var rows []Row
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &rows))
+	require.Len(t, rows, 2)
+	for _, r := range rows {
+		assert.Equal(t, hostileEscaped, r.RunnerName)
+	}
+	assert.Equal(t, "pod phase Failed; reason "+hostileEscaped, rows[0].Evidence)
+}
+
+// PlainError keeps a configuration error's one problem a line, however it
+// is wrapped, and escapes each problem on its own, so that a line break in
+// a variable's name cannot add a problem; any other error becomes one
+// escaped, redacted line. Both still unwrap to what they wrap.
+func TestPlainError(t *testing.T) {
+	const secret = "ghp_plainSECRET0123456789"
+	sentinel := errors.New("bad configuration")
+	cfg := &config.Error{Problems: []config.Problem{
+		{Var: "REAPER_X\n  REAPER_FORGED", What: "is not a variable\x1b[2J"},
+		{Var: "REAPER_SCOPES", What: "\u202eorg:acme is bad", Example: "org:acme"},
+	}}
+	got := PlainError(fmt.Errorf("%w: %w", sentinel, cfg), nil)
+	assert.Equal(t, "bad configuration: invalid configuration:\n"+
+		`  REAPER_X\n  REAPER_FORGED: is not a variable\x1b[2J`+"\n"+
+		`  REAPER_SCOPES: \u202eorg:acme is bad (example: REAPER_SCOPES=org:acme)`, got.Error())
+	assert.ErrorIs(t, got, sentinel)
+	var back *config.Error
+	require.ErrorAs(t, got, &back)
+
+	other := fmt.Errorf("kubernetes: %w", errors.New("server said\nBearer "+secret+"\u009b"))
+	got = PlainError(other, redact.New(secret))
+	assert.Equal(t, `kubernetes: server said\nBearer [REDACTED]\u009b`, got.Error())
+	assert.ErrorIs(t, got, other)
+
+	plain := errors.New("plain")
+	assert.Same(t, plain, PlainError(plain, nil))
+	assert.NoError(t, PlainError(nil, nil))
+}
