@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/runner-reaper/runner-reaper/internal/safetext"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
@@ -37,6 +38,10 @@ func (c *Client) record(ctx context.Context, obj corev1.ObjectReference, reason,
 	if c.redact != nil {
 		message = c.redact(message)
 	}
+	// The message quotes runner names and servers' errors, and `kubectl
+	// describe` prints it to a terminal: escaped after redaction, which
+	// must see the text as it came.
+	message = safetext.String(message)
 	ev := c.event(obj, corev1.EventTypeWarning, reason, message)
 	if _, err := c.cs.events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("record event %s on %s %s/%s: %w", reason, strings.ToLower(obj.Kind), obj.Namespace, obj.Name, err)
