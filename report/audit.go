@@ -85,9 +85,9 @@ func row(now time.Time, c reconcile.Candidate) Row {
 	r := Row{Verdict: string(c.Verdict), Scope: c.ScopeKey, Evidence: c.Evidence}
 	if c.Pod != nil {
 		r.Namespace, r.Pod, r.RunnerName = c.Pod.Namespace, c.Pod.Name, c.Pod.RunnerName
-		r.AgeSeconds = now.Sub(c.Pod.CreatedAt).Seconds()
+		r.AgeSeconds = age(now, c.Pod.CreatedAt)
 	} else if !c.Mark.FirstSeen.IsZero() {
-		r.AgeSeconds = now.Sub(c.Mark.FirstSeen).Seconds()
+		r.AgeSeconds = age(now, c.Mark.FirstSeen)
 	}
 	if c.Registration != nil {
 		r.RunnerID, r.RunnerName = c.Registration.ID, c.Registration.Name

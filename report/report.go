@@ -104,7 +104,7 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	var runnerID int64
 	if c.Pod != nil {
 		ns, pod, runnerName = c.Pod.Namespace, c.Pod.Name, c.Pod.RunnerName
-		a = append(a, slog.Float64("pod_age_seconds", now.Sub(c.Pod.CreatedAt).Seconds()))
+		a = append(a, slog.Float64("pod_age_seconds", age(now, c.Pod.CreatedAt)))
 	}
 	if er := c.EphemeralRunner; er != nil {
 		ns, runnerID, runnerName = er.Namespace, er.RunnerID, er.Name
@@ -116,7 +116,7 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	a = append(a, slog.String("namespace", ns), slog.String("pod", pod),
 		slog.Int64("runner_id", runnerID), slog.String("runner_name", runnerName))
 	if !c.Mark.FirstSeen.IsZero() {
-		a = append(a, slog.Float64("mark_age_seconds", now.Sub(c.Mark.FirstSeen).Seconds()))
+		a = append(a, slog.Float64("mark_age_seconds", age(now, c.Mark.FirstSeen)))
 	}
 	if c.Verdict == reconcile.Zombie {
 		a = append(a, slog.Bool("registration_gone", c.Gone))
@@ -298,3 +298,8 @@ func deferred(res sweep.Result) []string {
 	}
 	return res.Deferred
 }
+
+// age is how long before now t was, in seconds, and never less than none:
+// a time written on the API server's clock can read a moment after the
+// sweep's now, which agrees with it only to within refclock.Tolerance.
+func age(now, t time.Time) float64 { return max(now.Sub(t), 0).Seconds() }

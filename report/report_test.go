@@ -230,3 +230,25 @@ func logged(t *testing.T, res sweep.Result) []map[string]any {
 	}
 	return lines
 }
+
+// A time written on the API server's clock can read a moment after the
+// sweep's now (the two agree to within refclock.Tolerance): an age is never
+// negative.
+func TestAgesAreNeverNegative(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	pod := &reconcile.Pod{Namespace: "arc", Name: "p", CreatedAt: now.Add(time.Second)}
+	res := sweep.Result{Started: now, Outcomes: []reap.Outcome{
+		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Zombie, Pod: pod},
+			Mark: reconcile.Mark{Verdict: reconcile.Zombie, FirstSeen: now.Add(1500 * time.Millisecond)}},
+			Action: reap.DeletePod, Result: reap.Deleted, ObjectResult: reap.Deleted},
+	}}
+	for _, m := range logged(t, res) {
+		if m["msg"] == "action" {
+			assert.Equal(t, 0.0, m["pod_age_seconds"])
+			assert.Equal(t, 0.0, m["mark_age_seconds"])
+		}
+	}
+	rows := Rows(res)
+	require.Len(t, rows, 1)
+	assert.Equal(t, 0.0, rows[0].AgeSeconds)
+}
