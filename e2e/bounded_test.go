@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,27 +27,7 @@ import (
 // connection on loopback and never answers.
 func silentKubeconfig(t *testing.T) string {
 	t.Helper()
-	addr := testenv.SilentServer(t)
-	p := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: silent
-  cluster:
-    server: http://%s
-users:
-- name: reaper
-  user:
-    token: not-a-secret
-contexts:
-- name: silent
-  context:
-    cluster: silent
-    user: reaper
-current-context: silent
-`, addr)
-	require.NoError(t, os.WriteFile(p, []byte(cfg), 0o600))
-	return p
+	return testenv.ServerKubeconfig(t, "http://"+testenv.SilentServer(t))
 }
 
 // An API server that accepts the connection and never answers: the sweep

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
@@ -45,6 +46,18 @@ func throttled(match func(*http.Request) bool, n int) func(http.ResponseWriter, 
 	}
 }
 
+// deadRunner creates a terminated runner pod named name in ns and returns
+// its view as c lists it.
+func deadRunner(t *testing.T, env *testenv.Env, c *Client, ns, name string) reconcile.Pod {
+	t.Helper()
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: name, Labels: map[string]string{"app": name},
+		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
+	pods, err := c.ListPods(context.Background(), []string{ns}, "app="+name, Mapping{})
+	require.NoError(t, err)
+	require.Len(t, pods, 1)
+	return pods[0]
+}
+
 func isEventCreate(r *http.Request) bool {
 	return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/events")
 }
@@ -53,17 +66,13 @@ func TestEventIsNeverRetried(t *testing.T) {
 	env := plane.Env(t)
 	ctx := context.Background()
 	ns := env.Namespace(t, "kube")
-	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"},
-		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
 	proxy := env.Proxy(t, throttled(isEventCreate, -1))
 	c, err := New(proxy.Config(), Options{})
 	require.NoError(t, err)
-	pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
-	require.NoError(t, err)
-	require.Len(t, pods, 1)
+	pod := deadRunner(t, env, c, ns, "runner-1")
 
 	start := time.Now()
-	err = c.RecordEvent(ctx, pods[0], "RunnerReaped", "terminal: test")
+	err = c.RecordEvent(ctx, pod, "RunnerReaped", "terminal: test")
 	took := time.Since(start)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "too many requests")
@@ -72,7 +81,7 @@ func TestEventIsNeverRetried(t *testing.T) {
 	assert.Less(t, took, time.Second, "the refusal came back without waiting out Retry-After")
 
 	// The delete that follows is unaffected and goes.
-	res, err := c.DeletePod(ctx, pods[0])
+	res, err := c.DeletePod(ctx, pod)
 	require.NoError(t, err)
 	assert.Equal(t, reap.Deleted, res)
 }
@@ -81,33 +90,23 @@ func TestRequiredDeleteRetriesAThrottledAnswer(t *testing.T) {
 	env := plane.Env(t)
 	ctx := context.Background()
 	ns := env.Namespace(t, "kube")
-	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"},
-		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
-	proxy := env.Proxy(t, throttled(func(r *http.Request) bool {
-		return r.Method == http.MethodDelete && r.URL.Query().Get("dryRun") == ""
-	}, 1))
+	proxy := env.Proxy(t, throttled(func(r *http.Request) bool { return r.Method == http.MethodDelete }, 1))
 	c, err := New(proxy.Config(), Options{})
 	require.NoError(t, err)
-	pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
-	require.NoError(t, err)
-	require.Len(t, pods, 1)
+	pod := deadRunner(t, env, c, ns, "runner-1")
 
-	res, err := c.DeletePod(ctx, pods[0])
+	res, err := c.DeletePod(ctx, pod)
 	require.NoError(t, err, "a 429 with Retry-After is retried for a write that must finish")
 	assert.Equal(t, reap.Deleted, res)
 	assert.Equal(t, 2, proxy.Seen(http.MethodDelete, "/api/v1/namespaces/"+ns+"/pods/runner-1"))
 
 	// Within the write's budget only: a context that ends first ends it.
-	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-2", Labels: map[string]string{"app": "runner"},
-		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
+	pod = deadRunner(t, env, c, ns, "runner-2")
 	proxy.Intercept(throttled(func(r *http.Request) bool { return r.Method == http.MethodDelete }, -1))
-	pods, err = c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
-	require.NoError(t, err)
-	require.Len(t, pods, 1)
 	bctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = c.DeletePod(bctx, pods[0])
+	_, err = c.DeletePod(bctx, pod)
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 900*time.Millisecond, "the budget, not Retry-After, ended the retries")
 }
@@ -135,23 +134,19 @@ func TestEventsTakeNoTokenOfTheDeletes(t *testing.T) {
 	env := plane.Env(t)
 	ctx := context.Background()
 	ns := env.Namespace(t, "kube")
-	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Labels: map[string]string{"app": "runner"},
-		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
 	lim := &countingLimiter{RateLimiter: flowcontrol.NewFakeAlwaysRateLimiter()}
 	cfg := *env.Config
 	cfg.RateLimiter = lim
 	c, err := New(&cfg, Options{})
 	require.NoError(t, err)
-	pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
-	require.NoError(t, err)
-	require.Len(t, pods, 1)
+	pod := deadRunner(t, env, c, ns, "runner-1")
 	lim.mu.Lock()
 	lim.waits = 0
 	lim.mu.Unlock()
 	for range 5 {
-		require.NoError(t, c.RecordEvent(ctx, pods[0], "RunnerReaped", "terminal: test"))
+		require.NoError(t, c.RecordEvent(ctx, pod, "RunnerReaped", "terminal: test"))
 	}
-	res, err := c.DeletePod(ctx, pods[0])
+	res, err := c.DeletePod(ctx, pod)
 	require.NoError(t, err)
 	assert.Equal(t, reap.Deleted, res)
 	lim.mu.Lock()

@@ -98,11 +98,19 @@ func (p *KubeProxy) Config() *rest.Config {
 // control plane through the proxy, and returns its path.
 func (p *KubeProxy) Kubeconfig(t testing.TB) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubeconfig-proxy")
+	return ServerKubeconfig(t, p.URL)
+}
+
+// ServerKubeconfig writes a kubeconfig file whose one cluster is server
+// (plain HTTP on loopback: a proxy, a server that never answers), with a
+// token that is no secret, and returns its path.
+func ServerKubeconfig(t testing.TB, server string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
-- name: proxy
+- name: test
   cluster:
     server: %s
 users:
@@ -110,14 +118,14 @@ users:
   user:
     token: not-a-secret
 contexts:
-- name: proxy
+- name: test
   context:
-    cluster: proxy
+    cluster: test
     user: reaper
-current-context: proxy
-`, p.URL)
+current-context: test
+`, server)
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatalf("kube proxy: write kubeconfig: %v", err)
+		t.Fatalf("write kubeconfig: %v", err)
 	}
 	return path
 }
