@@ -677,7 +677,7 @@ func eachRuleNeeded(t *testing.T, bin string) {
 		},
 		{drop: "create events", code: 0, deadGone: true,
 			line: []string{`"msg":"action"`, `"pod":"acme-dead"`, `"result":"deleted"`, `"event_error":`},
-			want: `"event_error":"record event on NS/acme-dead: record event RunnerReaped on pod NS/acme-dead: events is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot create resource "events"`},
+			want: `"event_error":"record event RunnerReaped on pod NS/acme-dead: events is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot create resource "events"`},
 		{drop: "get configmaps", code: 1,
 			line: []string{`"msg":"sweep"`, `"status":1`, `"error":"load ledger: get ledger configmap NS/runner-reaper-ledger: `},
 			want: `configmaps "runner-reaper-ledger" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot get resource "configmaps"`},
