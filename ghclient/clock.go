@@ -1,7 +1,6 @@
 package ghclient
 
 import (
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,12 +19,15 @@ const maxWait = time.Hour
 // them. x-ratelimit-reset is an instant on GitHub's clock and a
 // retry-after may be an HTTP date on it; both are compared with this
 // machine's clock afterwards (go-github refuses requests until the reset it
-// remembers). A machine whose clock runs behind GitHub's would wait out the
-// skew on top of the limit, and one that runs ahead would send into the
-// limit. Each is turned into the wait it stands for, measured against the
-// answer's own Date, bounded by maxWait, and set again from the moment the
-// answer arrived: a reset as this machine's instant, a retry-after as
-// whole seconds.
+// remembers). Each is turned into the wait it stands for, measured both
+// against the answer's own Date and against this machine's clock, and the
+// longer of the two is kept, bounded by maxWait: a machine whose clock runs
+// ahead of GitHub's would otherwise send into the limit, and a Date that
+// lies (a proxy in front of GitHub Enterprise Server) could otherwise
+// shorten every wait to nothing. A clock behind GitHub's waits longer than
+// it needs to, which is the safe way to be wrong. The wait is then set
+// again from the moment the answer arrived: a reset as this machine's
+// instant, a retry-after as whole seconds.
 type localTimes struct {
 	base http.RoundTripper
 	// now is this machine's clock; nil means time.Now.
@@ -44,31 +46,31 @@ func (t localTimes) RoundTrip(req *http.Request) (*http.Response, error) {
 	// Where GitHub sends no Date, its clock is taken to be this one.
 	githubNow := received
 	if d, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
-		// A Date is truncated to the second.
-		githubNow = d.Add(500 * time.Millisecond)
+		githubNow = d
 	}
 	h := resp.Header
 	if v := strings.TrimSpace(h.Get("X-Ratelimit-Reset")); v != "" {
 		if reset, err := strconv.ParseInt(v, 10, 64); err == nil && reset > 0 {
-			wait := bounded(time.Unix(reset, 0).Sub(githubNow))
-			h.Set("X-Ratelimit-Reset", strconv.FormatInt(ceilUnix(received.Add(wait)), 10))
+			// Whole seconds, in int64: a reset near the largest
+			// int64 must not wrap inside time.Unix.
+			wait := boundedSeconds(max(reset-githubNow.Unix(), reset-received.Unix()))
+			h.Set("X-Ratelimit-Reset", strconv.FormatInt(ceilUnix(received)+wait, 10))
 		}
 	}
 	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
 		if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
-			if time.Duration(s) > maxWait/time.Second {
-				h.Set("Retry-After", strconv.FormatInt(int64(maxWait/time.Second), 10))
-			}
+			h.Set("Retry-After", strconv.FormatInt(boundedSeconds(s), 10))
 		} else if at, err := http.ParseTime(v); err == nil {
-			wait := bounded(at.Sub(githubNow))
-			h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(wait.Seconds())), 10))
+			wait := boundedSeconds(max(at.Unix()-githubNow.Unix(), at.Unix()-received.Unix()))
+			h.Set("Retry-After", strconv.FormatInt(wait, 10))
 		}
 	}
 	return resp, nil
 }
 
-// bounded is a wait no shorter than nothing and no longer than maxWait.
-func bounded(wait time.Duration) time.Duration { return min(max(wait, 0), maxWait) }
+// boundedSeconds is a wait in seconds no shorter than nothing and no longer
+// than maxWait.
+func boundedSeconds(s int64) int64 { return min(max(s, 0), int64(maxWait/time.Second)) }
 
 // ceilUnix is t in whole Unix seconds, rounded up: a client may wait a
 // little long, never too short.

@@ -153,7 +153,15 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		opts.Timeout = DefaultTimeout
 	}
 
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
 	c := rest.CopyConfig(cfg)
+	// The API server's Warning headers (deprecations, an admission
+	// webhook's words) are text from outside: they go through the
+	// process's logger, redacted, escaped and filtered by level like any
+	// diagnostic, not to stderr through klog.
+	c.WarningHandler, c.WarningHandlerWithContext = nil, warnings{log: opts.Log}
 	if c.RateLimiter == nil && c.QPS == 0 {
 		c.QPS, c.Burst = DefaultQPS, DefaultBurst
 	}
@@ -211,9 +219,6 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kube client: dynamic client for %s: %w", c.Host, err)
 	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
 	kc := &Client{
 		cs:        cs,
 		events:    events,
@@ -249,6 +254,14 @@ func (c *Client) Counts() httpcount.Counts { return c.counter.Snapshot() }
 // Kubernetes work of the same sweep (the ConfigMap ledger), so that its
 // requests are counted and bounded too.
 func (c *Client) ConfigMaps(ns string) *gentype.Client[*corev1.ConfigMap] { return c.cs.configMaps(ns) }
+
+// warnings logs the API server's Warning headers as warnings.
+type warnings struct{ log *slog.Logger }
+
+func (w warnings) HandleWarningHeaderWithContext(ctx context.Context, code int, agent, text string) {
+	w.log.LogAttrs(ctx, slog.LevelWarn, "warning from the Kubernetes API",
+		slog.Int("code", code), slog.String("agent", agent), slog.String("text", text))
+}
 
 // ErrTimeout is wrapped by the error of a request that the API server did
 // not answer in full within the Client's timeout.

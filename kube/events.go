@@ -52,7 +52,8 @@ func (c *Client) record(ctx context.Context, obj corev1.ObjectReference, reason,
 // event is an Event on obj as the reaper reports it: its component and
 // instance, seen once, now.
 func (c *Client) event(obj corev1.ObjectReference, kind, reason, message string) *corev1.Event {
-	now := metav1.Now()
+	// On the reference clock, with every other time the sweep reports.
+	now := metav1.NewTime(c.clock.Now())
 	return &corev1.Event{
 		ObjectMeta:          metav1.ObjectMeta{GenerateName: obj.Name + ".", Namespace: obj.Namespace},
 		InvolvedObject:      obj,

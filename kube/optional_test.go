@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -153,3 +154,35 @@ func TestEventsTakeNoTokenOfTheDeletes(t *testing.T) {
 	defer lim.mu.Unlock()
 	assert.Equal(t, 1, lim.waits, "only the delete waited on the required writes' limiter")
 }
+
+// The API server's Warning headers are text from outside: they reach the
+// process's logger as warnings (which redacts, escapes and filters them),
+// never stderr through klog.
+func TestWarningHeadersGoToTheLogger(t *testing.T) {
+	env := plane.Env(t)
+	ns := env.Namespace(t, "kube")
+	proxy := env.Proxy(t, nil)
+	var buf safeBuffer
+	c, err := New(proxy.Config(), Options{Log: slog.New(slog.NewJSONHandler(&buf, nil))})
+	require.NoError(t, err)
+	proxy.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Add("Warning", `299 - "admission: runner \u202eexe.live"`)
+		return false
+	})
+	_, err = c.ListPods(context.Background(), []string{ns}, "app=none", Mapping{})
+	require.NoError(t, err)
+	assert.Contains(t, buf.String(), `"msg":"warning from the Kubernetes API"`)
+	assert.Contains(t, buf.String(), `admission: runner`)
+}
+
+type safeBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *safeBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

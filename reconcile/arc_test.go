@@ -104,8 +104,8 @@ func TestConfirmARCHolds(t *testing.T) {
 		c := Classify(obs, arcPolicy(), nil)
 		require.Len(t, c.Findings, 1)
 		key := EphemeralRunnerMarkKey("er-x")
-		old := map[string]Mark{key: {Verdict: c.Findings[0].Verdict, FirstSeen: t0.Add(-tc.age), Scope: org}}
-		conf := Confirm(t0, c, old, h)
+		old := map[string]Mark{key: {Verdict: c.Findings[0].Verdict, FirstSeen: t0.Add(-tc.age), FirstSeenLocal: t0.Add(-tc.age), Scope: org}}
+		conf := Confirm(at(t0), c, old, h)
 		require.Len(t, conf.Candidates, 1)
 		assert.Equal(t, tc.ready, conf.Candidates[0].Ready, "%s held %s", tc.phase, tc.age)
 		assert.Equal(t, "x", conf.Marks[key].Pod)

@@ -54,7 +54,7 @@ func BenchmarkClassifyAndPlan(b *testing.B) {
 	var ready int
 	for b.Loop() {
 		c := Classify(obs, pol, marks)
-		conf := Confirm(obs.Now, c, marks, h)
+		conf := Confirm(at(obs.Now), c, marks, h)
 		cs := make([]Candidate, 0, len(conf.Candidates))
 		for _, cand := range conf.Candidates {
 			if cand.Ready {

@@ -140,9 +140,8 @@ type Classification struct {
 	Unobserved []UnobservedNamespace
 	// FutureStarts lists the running pods whose runner, by its node's
 	// clock, started after now: that node's clock runs ahead. Such a
-	// runner's registration deadline counts from now on every sweep until
-	// the skew has passed, which holds an unregistered runner rather than
-	// hurrying one, and is worth a warning.
+	// runner's registration deadline counts from its pod's creation
+	// instead, and the skew is worth a warning.
 	FutureStarts []FutureStart
 }
 
@@ -520,12 +519,15 @@ func terminal(p *Pod, reg *Registration) (Finding, bool) {
 // on its node's clock, the pod's creation on the API server's, which is the
 // sweep's reference: a start before the pod's creation can only be a node
 // clock running behind, and would make a runner that is still registering
-// look past its deadline, so the creation bounds it. A start after now (a
-// node clock running ahead) is now: the deadline is counted from the first
-// sweep that sees the runner started, not held back by the skew.
+// look past its deadline, so the creation bounds it. A start after now can
+// only be a node clock running ahead; taken as now on every sweep, it would
+// hold an unregistered runner for the length of the skew, so the pod's
+// creation stands in for it. That may count the time the pod waited for a
+// node or an image, but the verdict still has to hold for confirm-after,
+// on both clocks, before anything acts.
 func startedAt(now time.Time, p *Pod) time.Time {
 	t := p.StartedAt
-	if t.IsZero() || t.Before(p.CreatedAt) {
+	if t.IsZero() || t.Before(p.CreatedAt) || t.After(now) {
 		t = p.CreatedAt
 	}
 	if t.After(now) {

@@ -77,24 +77,41 @@ type Confirmation struct {
 	FromFuture []FutureMark
 }
 
-// FutureMark is a mark the ledger held with a time after the sweep's now:
-// a sweep whose clock ran ahead wrote it.
+// FutureMark is a mark the ledger held with a time after the sweep's now
+// (on either clock), or with no first sighting: a sweep whose clock ran
+// ahead, or a broken writer, left it.
 type FutureMark struct {
 	Key       string
 	FirstSeen time.Time
 	LastSeen  time.Time
+	// Ahead is how far its furthest time lay after now.
+	Ahead time.Duration
+}
+
+// Clocks is the sweep's now on its two clocks. Ref is the reference clock
+// every time from outside is written on (the API server's, read from the
+// Date of its answers); Local is the sweeping machine's own. Confirmation
+// needs both to agree that a hold has passed: a Date that lies (a proxy,
+// one API server replica with a bad clock) moves Ref alone, a machine
+// whose clock is off moves Local alone, and neither alone can make a mark
+// ready early. Either alone can make one wait longer, which is the safe
+// way to be wrong.
+type Clocks struct {
+	Ref, Local time.Time
 }
 
 // fromNow returns the marks with every time after now brought back to now,
-// and lists in out the marks it changed. A mark from the future was written
-// by a sweep whose clock ran ahead: taken as it is, it would hold a real
-// leak for the length of the skew (and leave last_seen before first_seen);
-// taken as old, it could act early. Counted from now, it does neither: its
-// confirmation starts again with this sweep. old is not changed.
-func fromNow(now time.Time, old map[string]Mark, out *Confirmation) map[string]Mark {
+// on each clock, and lists in out the marks it changed. A mark from the
+// future was written by a sweep whose clock ran ahead: taken as it is, it
+// would hold a real leak for the length of the skew (and leave last_seen
+// before first_seen); taken as old, it could act early. Counted from now,
+// it does neither: its confirmation starts again with this sweep. A mark
+// with no first sighting starts again too. old is not changed.
+func fromNow(now Clocks, old map[string]Mark, out *Confirmation) map[string]Mark {
 	var fixed map[string]Mark
 	for key, m := range old {
-		if !m.FirstSeen.After(now) && !m.LastSeen.After(now) {
+		ahead := max(m.FirstSeen.Sub(now.Ref), m.LastSeen.Sub(now.Ref), m.FirstSeenLocal.Sub(now.Local))
+		if ahead <= 0 && !m.FirstSeen.IsZero() && !m.LastSeen.Before(m.FirstSeen) {
 			continue
 		}
 		if fixed == nil {
@@ -103,9 +120,14 @@ func fromNow(now time.Time, old map[string]Mark, out *Confirmation) map[string]M
 				fixed[k] = v
 			}
 		}
-		out.FromFuture = append(out.FromFuture, FutureMark{Key: key, FirstSeen: m.FirstSeen, LastSeen: m.LastSeen})
-		m.FirstSeen = minTime(m.FirstSeen, now)
-		m.LastSeen = minTime(m.LastSeen, now)
+		out.FromFuture = append(out.FromFuture, FutureMark{Key: key, FirstSeen: m.FirstSeen, LastSeen: m.LastSeen, Ahead: max(ahead, 0)})
+		if m.FirstSeen.IsZero() || m.FirstSeen.After(now.Ref) {
+			m.FirstSeen = now.Ref
+		}
+		if m.FirstSeenLocal.After(now.Local) {
+			m.FirstSeenLocal = now.Local
+		}
+		m.LastSeen = maxTime(minTime(m.LastSeen, now.Ref), m.FirstSeen)
 		fixed[key] = m
 	}
 	if fixed == nil {
@@ -113,6 +135,20 @@ func fromNow(now time.Time, old map[string]Mark, out *Confirmation) map[string]M
 	}
 	sort.Slice(out.FromFuture, func(i, j int) bool { return out.FromFuture[i].Key < out.FromFuture[j].Key })
 	return fixed
+}
+
+// held reports whether a mark first seen at first has held for h by now on
+// one clock: at least h, and across two sweeps (now after first) even when
+// h is zero.
+func held(now, first time.Time, h time.Duration) bool {
+	return !now.Before(first.Add(h)) && now.After(first)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -127,9 +163,10 @@ func minTime(a, b time.Time) time.Time {
 // mark whose verdict no longer holds is cleared; a mark in a skipped scope,
 // or a ghost mark while a namespace is unobserved, is neither confirmed nor
 // cleared.
-func Confirm(now time.Time, c Classification, old map[string]Mark, hold Hold) Confirmation {
+func Confirm(at Clocks, c Classification, old map[string]Mark, hold Hold) Confirmation {
+	now := at.Ref
 	out := Confirmation{Marks: make(map[string]Mark, len(c.Findings))}
-	old = fromNow(now, old, &out)
+	old = fromNow(at, old, &out)
 	newly := map[string]int{}
 	for _, f := range c.Findings {
 		if !f.NeedsConfirmation() {
@@ -138,10 +175,15 @@ func Confirm(now time.Time, c Classification, old map[string]Mark, hold Hold) Co
 		}
 		m, seen := old[f.Key]
 		if !seen || m.Verdict != f.Verdict {
-			m = Mark{Verdict: f.Verdict, FirstSeen: now}
+			m = Mark{Verdict: f.Verdict, FirstSeen: now, FirstSeenLocal: at.Local}
 			if f.Pod != nil {
 				newly[f.ScopeKey]++
 			}
+		}
+		if m.FirstSeenLocal.IsZero() {
+			// A mark from a ledger written before the local clock was
+			// kept: its local hold starts now.
+			m.FirstSeenLocal = at.Local
 		}
 		m.LastSeen = now
 		m.Scope = f.ScopeKey
@@ -155,12 +197,15 @@ func Confirm(now time.Time, c Classification, old map[string]Mark, hold Hold) Co
 			m.RunnerID, m.RunnerName = f.Registration.ID, f.Registration.Name
 		}
 		out.Marks[f.Key] = m
-		mature := m.FirstSeen.Add(hold.of(f.Verdict))
+		h := hold.of(f.Verdict)
+		// When the mark matures, on the reference clock: the later of
+		// the two clocks' answers.
+		mature := maxTime(m.FirstSeen.Add(h), now.Add(m.FirstSeenLocal.Add(h).Sub(at.Local)))
 		out.Candidates = append(out.Candidates, Candidate{
 			Finding:  f,
 			Mark:     m,
 			MatureAt: mature,
-			Ready:    !now.Before(mature) && now.After(m.FirstSeen),
+			Ready:    held(now, m.FirstSeen, h) && held(at.Local, m.FirstSeenLocal, h),
 		})
 	}
 	for key, m := range old {

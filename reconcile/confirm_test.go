@@ -13,7 +13,7 @@ func TestConfirm(t *testing.T) {
 	stamped := Classify(observe([]Pod{running("acme-a", func(p *Pod) { p.Stamped = true })}, reg(1, "acme-a", true, false)), policy(), nil)
 	key := PodMarkKey("uid-acme-a")
 	mark := func(v Verdict, age time.Duration) map[string]Mark {
-		return map[string]Mark{key: {Verdict: v, FirstSeen: t0.Add(-age), LastSeen: t0.Add(-age), Scope: org}}
+		return map[string]Mark{key: {Verdict: v, FirstSeen: t0.Add(-age), FirstSeenLocal: t0.Add(-age), LastSeen: t0.Add(-age), Scope: org}}
 	}
 	cases := []struct {
 		name      string
@@ -31,7 +31,7 @@ func TestConfirm(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Confirm(t0, tc.class, tc.old, hold())
+			c := Confirm(at(t0), tc.class, tc.old, hold())
 			require.Len(t, c.Candidates, 1)
 			assert.Equal(t, tc.ready, c.Candidates[0].Ready)
 			assert.Equal(t, tc.firstSeen, c.Marks[key].FirstSeen)
@@ -42,7 +42,7 @@ func TestConfirm(t *testing.T) {
 }
 
 func TestConfirmZeroHoldStillNeedsTwoSweeps(t *testing.T) {
-	c := Confirm(t0, Classify(observe([]Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil), nil, Hold{})
+	c := Confirm(at(t0), Classify(observe([]Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil), nil, Hold{})
 	require.Len(t, c.Candidates, 1)
 	assert.False(t, c.Candidates[0].Ready, "a GitHub-based verdict never acts on the sweep that first saw it")
 }
@@ -52,7 +52,7 @@ func TestConfirmTerminalNeedsNoMark(t *testing.T) {
 		p.Phase = "Succeeded"
 		p.Runner = Container{Found: true, Terminated: &Termination{Reason: "Completed"}}
 	})
-	c := Confirm(t0, Classify(observe([]Pod{p}), policy(), nil), nil, hold())
+	c := Confirm(at(t0), Classify(observe([]Pod{p}), policy(), nil), nil, hold())
 	require.Len(t, c.Candidates, 1)
 	assert.True(t, c.Candidates[0].Ready)
 	assert.Empty(t, c.Marks)
@@ -61,7 +61,7 @@ func TestConfirmTerminalNeedsNoMark(t *testing.T) {
 func TestConfirmClearsMarksThatNoLongerHold(t *testing.T) {
 	old := map[string]Mark{PodMarkKey("uid-acme-a"): {Verdict: Zombie, FirstSeen: t0.Add(-time.Hour), Scope: org}}
 	// The registration came back online: the verdict no longer holds.
-	c := Confirm(t0, Classify(observe([]Pod{running("acme-a")}, reg(1, "acme-a", true, false)), policy(), old), old, hold())
+	c := Confirm(at(t0), Classify(observe([]Pod{running("acme-a")}, reg(1, "acme-a", true, false)), policy(), old), old, hold())
 	assert.Empty(t, c.Candidates)
 	assert.Empty(t, c.Marks)
 	assert.Equal(t, []string{PodMarkKey("uid-acme-a")}, c.Cleared)
@@ -77,7 +77,7 @@ func TestSafetyRule1MarksHeldInSkippedScope(t *testing.T) {
 	l := obs.Lists[org]
 	l.Complete, l.Problem = false, "list failed"
 	obs.Lists[org] = l
-	c := Confirm(t0, Classify(obs, policy(), old), old, hold())
+	c := Confirm(at(t0), Classify(obs, policy(), old), old, hold())
 	assert.Empty(t, c.Candidates, "nothing confirmed")
 	assert.Equal(t, old, c.Marks, "nothing cleared or changed")
 	assert.Empty(t, c.Cleared)
@@ -93,7 +93,7 @@ func TestSafetyRule4MassSuspicion(t *testing.T) {
 		pods = append(pods, running(n))
 		regs = append(regs, reg(int64(i+1), n, i >= 4, false)) // four offline, two online
 	}
-	c := Confirm(t0, Classify(observe(pods, regs...), policy(), nil), nil, hold())
+	c := Confirm(at(t0), Classify(observe(pods, regs...), policy(), nil), nil, hold())
 	require.Len(t, c.MassSuspicion, 1)
 	assert.Equal(t, Suspicion{ScopeKey: org, NewlySuspect: 4, Pods: 6}, c.MassSuspicion[0])
 	for _, cand := range c.Candidates {
@@ -103,14 +103,14 @@ func TestSafetyRule4MassSuspicion(t *testing.T) {
 	// Below the share, or below the minimum count: quiet.
 	h := hold()
 	h.MassSuspicionFraction = 0.9
-	assert.Empty(t, Confirm(t0, Classify(observe(pods, regs...), policy(), nil), nil, h).MassSuspicion)
+	assert.Empty(t, Confirm(at(t0), Classify(observe(pods, regs...), policy(), nil), nil, h).MassSuspicion)
 	h = hold()
 	h.MassSuspicionMin = 5
-	assert.Empty(t, Confirm(t0, Classify(observe(pods, regs...), policy(), nil), nil, h).MassSuspicion)
+	assert.Empty(t, Confirm(at(t0), Classify(observe(pods, regs...), policy(), nil), nil, h).MassSuspicion)
 	// Suspects already marked are not new: no alarm on the confirming sweep.
-	marked := Confirm(t0, Classify(observe(pods, regs...), policy(), nil), nil, hold()).Marks
+	marked := Confirm(at(t0), Classify(observe(pods, regs...), policy(), nil), nil, hold()).Marks
 	later := t0.Add(5 * time.Minute)
 	obs := observe(pods, regs...)
 	obs.Now = later
-	assert.Empty(t, Confirm(later, Classify(obs, policy(), marked), marked, hold()).MassSuspicion)
+	assert.Empty(t, Confirm(at(later), Classify(obs, policy(), marked), marked, hold()).MassSuspicion)
 }

@@ -50,3 +50,6 @@ func verdicts(c Classification) map[string]Verdict {
 	}
 	return out
 }
+
+// at is a sweep's now with both clocks agreeing, as on a healthy machine.
+func at(t time.Time) Clocks { return Clocks{Ref: t, Local: t} }

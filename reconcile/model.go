@@ -328,6 +328,13 @@ type Mark struct {
 	Verdict   Verdict   `json:"verdict"`
 	FirstSeen time.Time `json:"first_seen"`
 	LastSeen  time.Time `json:"last_seen"`
+	// FirstSeenLocal is when the mark was first seen by the clock of the
+	// machine that swept, where FirstSeen is by the reference clock (the
+	// API server's). A mark is ready only when both say its hold has
+	// passed, so that neither a lying Date nor a skewed machine alone can
+	// hurry it (see Clocks). Zero in a ledger written before it existed:
+	// the mark's local hold then starts at the next sweep.
+	FirstSeenLocal time.Time `json:"first_seen_local,omitzero"`
 	// Scope is the Scope.Key the verdict was judged in: while that scope's
 	// list cannot be read, the mark is neither confirmed nor cleared.
 	Scope      string `json:"scope,omitempty"`

@@ -20,23 +20,26 @@ func TestConfirmMarkFromTheFuture(t *testing.T) {
 		name        string
 		first, last time.Time
 		future      bool
+		ahead       time.Duration
 		wantFirst   time.Time
 	}{
-		{"a year ahead", t0.AddDate(1, 0, 0), t0.AddDate(1, 0, 0), true, t0},
-		{"a minute ahead", t0.Add(time.Minute), t0.Add(time.Minute), true, t0},
-		{"first seen long ago, last seen ahead", t0.Add(-time.Hour), t0.Add(time.Hour), true, t0.Add(-time.Hour)},
-		{"now exactly is not the future", t0, t0, false, t0},
+		{"a year ahead", t0.AddDate(1, 0, 0), t0.AddDate(1, 0, 0), true, t0.AddDate(1, 0, 0).Sub(t0), t0},
+		{"a minute ahead", t0.Add(time.Minute), t0.Add(time.Minute), true, time.Minute, t0},
+		{"first seen long ago, last seen ahead", t0.Add(-time.Hour), t0.Add(time.Hour), true, time.Hour, t0.Add(-time.Hour)},
+		{"no first sighting, last seen ahead: starts again", time.Time{}, t0.Add(time.Hour), true, time.Hour, t0},
+		{"first seen ahead, never last seen", t0.Add(time.Hour), time.Time{}, true, time.Hour, t0},
+		{"now exactly is not the future", t0, t0, false, 0, t0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := map[string]Mark{key: {Verdict: Zombie, FirstSeen: tc.first, LastSeen: tc.last, Scope: org}}
-			c := Confirm(t0, zombie, old, hold())
+			old := map[string]Mark{key: {Verdict: Zombie, FirstSeen: tc.first, FirstSeenLocal: tc.first, LastSeen: tc.last, Scope: org}}
+			c := Confirm(at(t0), zombie, old, hold())
 			require.Len(t, c.Candidates, 1)
 			m := c.Marks[key]
 			assert.Equal(t, tc.wantFirst, m.FirstSeen)
 			assert.Equal(t, t0, m.LastSeen)
 			assert.False(t, m.LastSeen.Before(m.FirstSeen), "last_seen is never before first_seen")
 			if tc.future {
-				assert.Equal(t, []FutureMark{{Key: key, FirstSeen: tc.first, LastSeen: tc.last}}, c.FromFuture)
+				assert.Equal(t, []FutureMark{{Key: key, FirstSeen: tc.first, LastSeen: tc.last, Ahead: tc.ahead}}, c.FromFuture)
 			} else {
 				assert.Empty(t, c.FromFuture)
 			}
@@ -45,7 +48,7 @@ func TestConfirmMarkFromTheFuture(t *testing.T) {
 			if tc.wantFirst.Equal(t0) {
 				assert.False(t, c.Candidates[0].Ready, "a mark from the future never acts on the sweep that finds it")
 				// Counted from now: it matures confirm-after later, not a year later.
-				later := Confirm(t0.Add(hold().ConfirmAfter), zombie, c.Marks, hold())
+				later := Confirm(at(t0.Add(hold().ConfirmAfter)), zombie, c.Marks, hold())
 				require.Len(t, later.Candidates, 1)
 				assert.True(t, later.Candidates[0].Ready, "the leak is not held for the length of the skew")
 			}
@@ -61,7 +64,7 @@ func TestConfirmHeldMarkFromTheFutureIsBroughtToNow(t *testing.T) {
 	c := Classify(obs, policy(), nil)
 	key := PodMarkKey("uid-acme-a")
 	ahead := t0.AddDate(1, 0, 0)
-	out := Confirm(t0, c, map[string]Mark{key: {Verdict: Zombie, FirstSeen: ahead, LastSeen: ahead, Scope: org}}, hold())
+	out := Confirm(at(t0), c, map[string]Mark{key: {Verdict: Zombie, FirstSeen: ahead, LastSeen: ahead, Scope: org}}, hold())
 	assert.Equal(t, []string{key}, out.Held)
 	assert.Equal(t, t0, out.Marks[key].FirstSeen)
 	assert.Equal(t, t0, out.Marks[key].LastSeen)
@@ -85,8 +88,10 @@ func TestRegistrationDeadlineUnderNodeClockSkew(t *testing.T) {
 			t0.Add(-time.Minute), t0.Add(-time.Hour - time.Minute), false, false},
 		{"node clock an hour behind, pod created 11 minutes ago: past its deadline by its creation",
 			t0.Add(-11 * time.Minute), t0.Add(-71 * time.Minute), true, false},
-		{"node clock an hour ahead: started in the future, counted as now",
-			t0.Add(-time.Hour), t0.Add(time.Hour), false, true},
+		{"node clock an hour ahead, pod created a minute ago: not past its deadline",
+			t0.Add(-time.Minute), t0.Add(time.Hour), false, true},
+		{"node clock a year ahead, pod created an hour ago: past its deadline by its creation, not held for the skew",
+			t0.Add(-time.Hour), t0.AddDate(1, 0, 0), true, true},
 		{"healthy clocks: started 20 minutes ago", t0.Add(-30 * time.Minute), t0.Add(-20 * time.Minute), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -98,10 +103,59 @@ func TestRegistrationDeadlineUnderNodeClockSkew(t *testing.T) {
 				assert.Empty(t, verdicts(c))
 			}
 			if tc.future {
-				assert.Equal(t, []FutureStart{{Namespace: "runners", Pod: "acme-a", Ahead: time.Hour}}, c.FutureStarts)
+				assert.Equal(t, []FutureStart{{Namespace: "runners", Pod: "acme-a", Ahead: tc.started.Sub(t0)}}, c.FutureStarts)
 			} else {
 				assert.Empty(t, c.FutureStarts)
 			}
 		})
 	}
+}
+
+// A mark is ready only when both clocks say its hold has passed. A Date
+// that jumps (a proxy, one API server replica off by an hour) moves the
+// reference clock alone; a machine whose clock is off moves the local one
+// alone; neither alone hurries a mark, and either alone may only hold it.
+func TestConfirmNeedsBothClocks(t *testing.T) {
+	zombie := Classify(observe([]Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil)
+	key := PodMarkKey("uid-acme-a")
+	// Marked by a healthy sweep a minute ago; confirm-after is 5 minutes.
+	marked := t0.Add(-time.Minute)
+	old := map[string]Mark{key: {Verdict: Zombie, FirstSeen: marked, FirstSeenLocal: marked, LastSeen: marked, Scope: org}}
+	for _, tc := range []struct {
+		name  string
+		now   Clocks
+		ready bool
+	}{
+		{"both a minute on: waits", Clocks{Ref: t0, Local: t0}, false},
+		{"both ten minutes on: acts", Clocks{Ref: t0.Add(9 * time.Minute), Local: t0.Add(9 * time.Minute)}, true},
+		{"a Date from year 9999, local a minute on: waits", Clocks{Ref: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Local: t0}, false},
+		{"a replica an hour ahead, local a minute on: waits", Clocks{Ref: t0.Add(time.Hour), Local: t0}, false},
+		{"this machine an hour ahead, the API server a minute on: waits", Clocks{Ref: t0, Local: t0.Add(time.Hour)}, false},
+		{"this machine behind, reference ten minutes on: waits for the local hold", Clocks{Ref: t0.Add(9 * time.Minute), Local: t0.Add(2 * time.Minute)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Confirm(tc.now, zombie, old, hold())
+			require.Len(t, c.Candidates, 1)
+			assert.Equal(t, tc.ready, c.Candidates[0].Ready)
+			assert.Equal(t, marked, c.Marks[key].FirstSeen, "an old mark keeps its first sighting")
+		})
+	}
+
+	// A Date that jumped back re-dated nothing to the past on the local
+	// clock: the next honest sweep still waits out the hold.
+	jumpedBack := Confirm(Clocks{Ref: t0.Add(-time.Hour), Local: t0}, zombie, nil, hold())
+	honest := Confirm(Clocks{Ref: t0.Add(time.Minute), Local: t0.Add(time.Minute)}, zombie, jumpedBack.Marks, hold())
+	require.Len(t, honest.Candidates, 1)
+	assert.False(t, honest.Candidates[0].Ready, "a mark dated an hour back by a bad Date still waits on the local clock")
+	assert.Equal(t, t0.Add(5*time.Minute), honest.Candidates[0].MatureAt, "it matures when the later clock says: five minutes after the local first sighting")
+
+	// A ledger written before the local clock was kept: the local hold
+	// starts at the next sweep, once.
+	legacy := map[string]Mark{key: {Verdict: Zombie, FirstSeen: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Minute), Scope: org}}
+	first := Confirm(at(t0), zombie, legacy, hold())
+	require.Len(t, first.Candidates, 1)
+	assert.False(t, first.Candidates[0].Ready)
+	assert.Equal(t, t0, first.Marks[key].FirstSeenLocal)
+	later := Confirm(at(t0.Add(5*time.Minute)), zombie, first.Marks, hold())
+	assert.True(t, later.Candidates[0].Ready)
 }

@@ -64,7 +64,7 @@ func TestConfirmHoldsGhostMarksWhileANamespaceIsUnobserved(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := observe(nil, reg(2, "acme-ghost", true, false))
 			obs.Unobserved = tc.unobserved
-			c := Confirm(t0, Classify(obs, policy(), nil), old, hold())
+			c := Confirm(at(t0), Classify(obs, policy(), nil), old, hold())
 			assert.Equal(t, tc.held, c.Held)
 			assert.Equal(t, tc.cleared, c.Cleared)
 			for _, k := range tc.held {

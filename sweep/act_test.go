@@ -50,7 +50,7 @@ func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 		t.Helper()
 		s, err := app.Build(r.cfg, cfg, log)
 		require.NoError(t, err)
-		s.Now = r.clock.Now
+		s.Now, s.Local = r.clock.Now, r.clock.Now
 		return app.Sweep(context.Background(), s, mode, log)
 	}
 

@@ -91,7 +91,7 @@ func (r *rig) sweeper() *sweep.Sweeper {
 	r.t.Helper()
 	s, err := app.Build(r.cfg, r.env.Config, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
 	require.NoError(r.t, err)
-	s.Now = r.clock.Now
+	s.Now, s.Local = r.clock.Now, r.clock.Now
 	return s
 }
 

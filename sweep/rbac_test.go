@@ -62,7 +62,7 @@ func TestSafetyRule5LeastPrivilege(t *testing.T) {
 			log := slog.New(slog.NewJSONHandler(&logs, nil))
 			s, err := app.Build(r.cfg, cfg, log)
 			require.NoError(t, err)
-			s.Now = r.clock.Now
+			s.Now, s.Local = r.clock.Now, r.clock.Now
 			res := app.Sweep(ctx, s, sweep.Act, log)
 			assert.Equal(t, tc.status, res.Status, logs.String())
 			assert.Equal(t, tc.podGone, !r.podExists("acme-dead"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func (r *rig) skewedSweeper(local func() time.Time, reference bool) *sweep.Sweep
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return refclock.Transport{Base: rt, Clock: clk} })
 	s, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
 	require.NoError(r.t, err)
-	s.Now, s.Skew = clk.Now, clk.Skew
+	s.Now, s.Local, s.Skew = clk.Now, local, clk.Skew
 	if !reference {
 		s.Now, s.Skew = local, nil
 	}
@@ -122,4 +123,80 @@ func TestMarksFromTheFutureAreCountedFromNow(t *testing.T) {
 	assert.Equal(t, reap.Deleted, reaped.Outcomes[0].Result)
 	assert.False(t, r.podExists("acme-zombie"))
 	assert.False(t, r.runnerExists(reg.ID))
+}
+
+// dateSwitch rewrites the Date of every answer from the API server to
+// date(), when date is set: a proxy, or one API server replica, whose clock
+// is wrong.
+type dateSwitch struct {
+	mu   sync.Mutex
+	date func() time.Time
+}
+
+func (d *dateSwitch) set(f func() time.Time) { d.mu.Lock(); d.date = f; d.mu.Unlock() }
+
+func (d *dateSwitch) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		d.mu.Lock()
+		f := d.date
+		d.mu.Unlock()
+		if err == nil && f != nil {
+			resp.Header.Set("Date", f().UTC().Format(http.TimeFormat))
+		}
+		return resp, err
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// The review's case: one Date decides nothing. Sweeps a moment apart, on a
+// machine whose clock is right, with the API server's Date jumping: a mark
+// seen a moment ago never acts, whichever way the Date jumps. The control
+// run, with one clock as before, deletes.
+func TestALyingDateHurriesNothing(t *testing.T) {
+	honest := func() time.Time { return time.Now() }
+	future := func() time.Time { return time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC) }
+	epoch := func() time.Time { return time.Unix(0, 0) }
+	hourBehind := func() time.Time { return time.Now().Add(-time.Hour) }
+	for _, tc := range []struct {
+		name   string
+		dates  []func() time.Time
+		oneClk bool
+	}{
+		{"a Date from year 9999 on the second sweep", []func() time.Time{honest, future}, false},
+		{"a Date from 1970 on the first sweep, honest after", []func() time.Time{epoch, honest}, false},
+		{"one replica an hour behind between honest sweeps", []func() time.Time{honest, hourBehind, honest}, false},
+		{"control: one clock, a Date from year 9999", []func() time.Time{honest, future}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			reg := r.runner("acme-zombie", "offline", false)
+			r.pod("acme-zombie", testenv.Running())
+			sw := &dateSwitch{}
+			cfg := restclient.CopyConfig(r.env.Config)
+			cfg.Wrap(sw.wrap)
+			var last sweep.Result
+			for _, d := range tc.dates {
+				sw.set(d)
+				s, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+				require.NoError(t, err)
+				if tc.oneClk {
+					s.Local = nil
+				}
+				last = r.sweepWith(s, sweep.Act)
+				require.NotEqual(t, sweep.StatusFailed, last.Status, "%v", last.Err)
+			}
+			if tc.oneClk {
+				require.Len(t, last.Outcomes, 1, "the control acts on a mark a moment old")
+				assert.Equal(t, reap.Deleted, last.Outcomes[0].Result)
+				return
+			}
+			assert.Empty(t, last.Outcomes, "a mark a moment old does not act")
+			assert.True(t, r.podExists("acme-zombie"))
+			assert.True(t, r.runnerExists(reg.ID))
+		})
+	}
 }

@@ -115,6 +115,11 @@ type Sweeper struct {
 	// answered in this sweep, so that marks written on any node, pod times
 	// and EphemeralRunner times share one clock.
 	Now func() time.Time
+	// Local is this machine's own clock, the second of the two every
+	// confirmation needs (reconcile.Clocks): a lying Date moves Now alone
+	// and cannot hurry a mark. Nil means Now: one clock, as a test that
+	// drives time by hand has.
+	Local func() time.Time
 	// Skew, when set, says how far the reference clock is ahead of the
 	// local one and whether it has been read yet, for the skew warning.
 	Skew func() (time.Duration, bool)
@@ -220,6 +225,10 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	// The API server has answered: from here on every age is measured on
 	// its clock.
 	now = s.Now().UTC().Round(0)
+	local := now
+	if s.Local != nil {
+		local = s.Local().UTC().Round(0)
+	}
 	res.Started = now
 	s.warnSkew(ctx)
 	var unobserved []reconcile.UnobservedNamespace
@@ -291,8 +300,8 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 
 	res.Class = reconcile.Classify(obs, s.Policy, ledger.Marks)
 	s.warnFutureStarts(ctx, res.Class.FutureStarts)
-	res.Confirmation = reconcile.Confirm(now, res.Class, ledger.Marks, s.Hold)
-	s.warnFuture(ctx, now, res.Confirmation.FromFuture)
+	res.Confirmation = reconcile.Confirm(reconcile.Clocks{Ref: now, Local: local}, res.Class, ledger.Marks, s.Hold)
+	s.warnFuture(ctx, res.Confirmation.FromFuture)
 	var ready []reconcile.Candidate
 	for _, c := range res.Confirmation.Candidates {
 		if c.Ready {
@@ -324,7 +333,13 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		if cleared := clearActed(ledger.Marks, res.Outcomes); cleared > 0 {
 			// Detached, like the actions it records: a signal that came
 			// during them must not lose what they did.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reap.DefaultSpare)
+			// Bounded like the actions' writes: never into the time
+			// the report needs before the deadline.
+			end := time.Now().Add(reap.DefaultSpare)
+			if d, ok := ctx.Deadline(); ok && d.Add(-reap.ReportReserve).Before(end) {
+				end = d.Add(-reap.ReportReserve)
+			}
+			sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
 			_, err := s.Ledger.Save(sctx, ledger, version)
 			cancel()
 			if err != nil {
@@ -411,18 +426,18 @@ func (s *Sweeper) warnSkew(ctx context.Context) {
 		slog.String("effect", "ages and marks are measured on the API server's clock (its Date header), not this machine's"))
 }
 
-// warnFuture says which marks were dated after the reference clock's now,
-// as a sweep on a machine whose clock ran ahead leaves them: each was
-// counted from now instead, so that the skew neither confirms it early nor
-// holds it for the length of the skew.
-func (s *Sweeper) warnFuture(ctx context.Context, now time.Time, marks []reconcile.FutureMark) {
+// warnFuture says which marks were dated after now, on either clock, as a
+// sweep on a machine whose clock ran ahead leaves them, or had no first
+// sighting: each was counted from now instead, so that the skew neither
+// confirms it early nor holds it for the length of the skew.
+func (s *Sweeper) warnFuture(ctx context.Context, marks []reconcile.FutureMark) {
 	var ahead time.Duration
 	var keys []string
 	for _, m := range marks {
 		// Within the reference clock's own precision, a mark a little
 		// ahead is not news (two nodes whose clocks agree that well).
-		if d := m.FirstSeen.Sub(now); d > refclock.Tolerance {
-			ahead = max(ahead, d)
+		if m.Ahead > refclock.Tolerance || m.FirstSeen.IsZero() {
+			ahead = max(ahead, m.Ahead)
 			keys = append(keys, m.Key)
 		}
 	}
@@ -451,7 +466,7 @@ func (s *Sweeper) warnFutureStarts(ctx context.Context, starts []reconcile.Futur
 	}
 	s.Log.LogAttrs(ctx, slog.LevelWarn, "runner started in the future",
 		slog.Any("pods", pods), slog.Float64("max_ahead_seconds", ahead.Seconds()),
-		slog.String("effect", "their nodes' clocks run ahead of the API server's; each registration deadline counts from now until the skew has passed"))
+		slog.String("effect", "their nodes' clocks run ahead of the API server's; each registration deadline counts from the pod's creation instead"))
 }
 
 func counts(c Counter) httpcount.Counts {

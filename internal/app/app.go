@@ -275,6 +275,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		Hold:    cfg.Hold,
 		Log:     log,
 		Now:     kc.Now,
+		Local:   time.Now,
 		Skew:    kc.ClockSkew,
 		GitHub:  gh,
 		Kube:    kc,

@@ -10,6 +10,8 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+
+	"github.com/runner-reaper/runner-reaper/internal/safetext"
 )
 
 // Marker replaces every occurrence of a secret.
@@ -53,6 +55,12 @@ func (s *Set) Add(secrets ...string) {
 			s.secrets = map[string]struct{}{}
 		}
 		s.secrets[v] = struct{}{}
+		// And as it reads once shown escaped (safetext): a text that
+		// was escaped before it was redacted (the audit table's fields)
+		// must still lose it.
+		if e := safetext.String(v); e != v {
+			s.secrets[e] = struct{}{}
+		}
 	}
 }
 

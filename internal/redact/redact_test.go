@@ -17,6 +17,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/internal/safetext"
 )
 
 const (
@@ -217,4 +219,16 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, 8, s.Len())
 	assert.Equal(t, "[REDACTED] [REDACTED]", s.String("secret-number-00 secret-number-07"))
+}
+
+// A secret is redacted in the form it takes once escaped too: the audit
+// escapes each field before the whole table is redacted, and a secret
+// pasted with a byte-order mark or a stray control character must not
+// survive that order.
+func TestEscapedSecretIsRedacted(t *testing.T) {
+	secret := "\ufeffghp_0123456789abcdefghijABCDEFGHIJklmnop"
+	s := New(secret)
+	escaped := safetext.String("401, you sent: token " + secret)
+	assert.Equal(t, `401, you sent: token `+Marker, s.String(escaped))
+	assert.Equal(t, `401, you sent: token `+Marker, s.String("401, you sent: token "+secret))
 }

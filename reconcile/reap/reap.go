@@ -307,40 +307,44 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			cancel()
 			continue
 		}
+		// The slot for the candidate's Kubernetes writes is taken before
+		// anything is written for it, so that once GitHub has answered
+		// (the registration deleted, or the look-up by name) its write
+		// starts at once, never behind another candidate's writes.
+		sem <- struct{}{}
 		if r.needsRecheck(o.Candidate) {
-			// The slot is taken before the lookup, so that the delete
-			// can start the moment the lookup has answered; it runs
-			// here, before the loop moves on to any other candidate's
-			// GitHub call, because what the lookup proved holds only
-			// for as long as nobody can register under the name.
-			sem <- struct{}{}
+			// The delete runs here, before the loop moves on to any
+			// other candidate's GitHub call, because what the look-up
+			// proved holds only for as long as nobody can register
+			// under the name.
 			found := r.recheckAbsence(actx, o)
 			cancel()
 			if found {
-				// The Kubernetes writes get a budget of their own: a
-				// slow look-up must not leave them no time.
-				r.finish(ctx, o)
+				r.removeWithin(ctx, o)
 			}
 			<-sem
+			r.later(ctx, &wg, o)
 			continue
 		}
 		if !r.unregister(actx, o) {
 			cancel()
+			<-sem
 			continue
 		}
+		cancel()
 		if r.opts.DryRun {
 			o.Result = WouldDelete
-			cancel()
+			<-sem
 			continue
 		}
 		// Once the registration is gone no job can land on the runner:
 		// the object may go at any pace from here.
-		cancel()
-		sem <- struct{}{}
 		wg.Add(1)
 		go func(o *Outcome) {
-			defer func() { <-sem; wg.Done() }()
-			r.finish(ctx, o)
+			defer wg.Done()
+			r.removeWithin(ctx, o)
+			<-sem
+			r.recordEvent(ctx, o)
 		}(o)
 	}
 	wg.Wait()
@@ -393,25 +397,40 @@ func (r *Reaper) limited(o *Outcome, err error) bool {
 // Options.ActionTimeout instead.
 func (r *Reaper) actionContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	detached := context.WithoutCancel(ctx)
-	if r.opts.ActionTimeout <= 0 {
+	var end time.Time
+	if r.opts.ActionTimeout > 0 {
+		end = time.Now().Add(r.opts.ActionTimeout)
+	}
+	if last, ok := lastMoment(ctx); ok && (end.IsZero() || last.Before(end)) {
+		end = last
+	}
+	if end.IsZero() {
 		return context.WithCancel(detached)
 	}
-	return context.WithTimeout(detached, r.opts.ActionTimeout)
+	return context.WithDeadline(detached, end)
 }
 
-// finish carries out what must follow once a candidate may go: its
-// Kubernetes writes, under a budget of their own, so that a slow
-// registration delete or look-up that succeeded never leaves its object
-// without the time to follow it; then the Event, under another. Nothing
+// removeWithin carries out the candidate's Kubernetes writes under a budget
+// of their own, so that a slow registration delete or look-up that
+// succeeded never leaves its object without the time to follow it. Nothing
 // between the registration delete and the object's write can stop it but
 // that write's own answer (or its budget running out, which the next sweep
 // finishes: the pod is found again, its registration gone from the list,
 // its mark kept).
-func (r *Reaper) finish(ctx context.Context, o *Outcome) {
+func (r *Reaper) removeWithin(ctx context.Context, o *Outcome) {
 	kctx, cancel := r.actionContext(ctx)
+	defer cancel()
 	r.remove(kctx, o)
-	cancel()
-	r.recordEvent(ctx, o)
+}
+
+// later records the candidate's Event apart from the loop, so that an Event
+// never holds up the next candidate's GitHub call.
+func (r *Reaper) later(ctx context.Context, wg *sync.WaitGroup, o *Outcome) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.recordEvent(ctx, o)
+	}()
 }
 
 // recordEvent records why the reaper acted, on the object it acted on, once
@@ -442,20 +461,33 @@ func (r *Reaper) recordEvent(ctx context.Context, o *Outcome) {
 }
 
 // eventContext is the Event's context: detached from a signal like the
-// action it records, bounded by EventTimeout, and never past the sweep's
-// own deadline, which the report still needs time before. ok is false when
-// that deadline has already passed.
+// action it records, bounded by EventTimeout and by the sweep's last
+// moment (see lastMoment). ok is false when that has already passed.
 func (r *Reaper) eventContext(ctx context.Context) (context.Context, context.CancelFunc, bool) {
 	d := r.opts.EventTimeout
 	if d <= 0 {
 		d = DefaultEventTimeout
 	}
 	end := time.Now().Add(d)
-	if deadline, ok := ctx.Deadline(); ok && deadline.Before(end) {
-		end = deadline
+	if last, ok := lastMoment(ctx); ok && last.Before(end) {
+		end = last
 	}
 	ectx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
 	return ectx, cancel, time.Until(end) > 0
+}
+
+// ReportReserve is the time before the sweep's deadline that no write of an
+// action may take: the report needs it. A Lambda is killed at its
+// invocation's deadline, and a write it was in the middle of would go
+// unreported; cut short here instead, the write is reported failed and the
+// next sweep finishes what it left.
+const ReportReserve = 500 * time.Millisecond
+
+// lastMoment is when every write of an action must be over: the sweep's
+// deadline less ReportReserve. ok is false when the sweep has no deadline.
+func lastMoment(ctx context.Context) (time.Time, bool) {
+	deadline, ok := ctx.Deadline()
+	return deadline.Add(-ReportReserve), ok
 }
 
 // needsRecheck reports whether the candidate's pod goes with no
@@ -646,7 +678,16 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 	if p.Owner.ARCOwned() {
 		// Checked again right before: a pod replaced while the
 		// registration was deleted would go with its owner otherwise.
-		if res, err = r.ownerPodUnchanged(ctx, p); err == nil && res == Deleted {
+		res, err = r.ownerPodUnchanged(ctx, p)
+		if err == nil && res != Deleted {
+			// The pod judged was replaced or removed since: its owner,
+			// the object of this action, is left alone and nothing is
+			// reported done. The mark stays, and the next sweep judges
+			// whatever pod the owner has by then.
+			o.Result = SkippedChanged
+			return
+		}
+		if err == nil {
 			res, err = r.arc.DeleteOwner(ctx, p.Namespace, *p.Owner)
 		}
 	} else {

@@ -864,3 +864,74 @@ func TestReapEventOnlyForAWriteThatDidSomething(t *testing.T) {
 	assert.Contains(t, o.EventErr.Error(), "deadline has passed")
 	assert.NotContains(t, rec.calls, "event:late")
 }
+
+// The review of issue 16: an Event holds no slot. With one slot, the
+// second candidate's pod, whose registration is already deleted, goes
+// while the first candidate's Event still hangs, not after it.
+func TestReapEventHoldsNoSlot(t *testing.T) {
+	s := &slowEvents{recorder: &recorder{}, seen: map[string]error{}}
+	o := opts()
+	o.Concurrency = 1
+	o.EventTimeout = 300 * time.Millisecond
+	outs := New(s, s, s, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "a", 1), cand(reconcile.Zombie, "b", 2)})
+	assert.Equal(t, map[string]Result{"a": Deleted, "b": Deleted}, results(outs))
+	calls := s.writes()
+	assert.Less(t, indexOf(calls, "pod:b"), indexOf(calls, "event-gave-up:a"), "b's pod did not wait on a's Event: %v", calls)
+	assert.Less(t, indexOf(calls, "gh:org:acme:2"), indexOf(calls, "event-gave-up:a"), "nor did b's registration delete: %v", calls)
+}
+
+// No write of an action outlives the sweep's deadline less ReportReserve:
+// a Lambda is killed at its deadline, and a write cut there would go
+// unreported. Cut before it, the action is reported failed.
+func TestReapWritesEndBeforeTheDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	c := &ctxSeer{recorder: &recorder{}, cancel: func() {}, seen: map[string]error{}, block: true}
+	o := opts()
+	o.Spare = time.Second
+	o.ActionTimeout = time.Minute
+	outs := New(c, c, c, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "hangs", 1)})
+	returned := time.Now()
+	assert.Equal(t, map[string]Result{"hangs": Failed}, results(outs))
+	assert.True(t, returned.Before(deadline), "Reap returned %s after the deadline", returned.Sub(deadline))
+	assert.WithinDuration(t, deadline.Add(-ReportReserve), returned, 300*time.Millisecond, "the write ended at the deadline less the reserve")
+}
+
+// flipCheck answers the pod's pre-flight as allowed, and the check right
+// before its owner's delete as the pod's answer then: ARC replaced or
+// removed it while the registration was deleted.
+type flipCheck struct {
+	*recorder
+	then   Result
+	checks int
+}
+
+func (f *flipCheck) CheckDeletePod(ctx context.Context, p reconcile.Pod) (Result, error) {
+	f.checks++
+	if f.checks > 1 {
+		f.log("check-pod:" + p.Name)
+		return f.then, nil
+	}
+	return f.recorder.CheckDeletePod(ctx, p)
+}
+
+// The review of issue 16: an ARC owner that was not deleted is not reported
+// deleted, and its mark is not cleared (skipped-changed keeps it).
+func TestReapOwnerLeftAloneIsNotReportedDeleted(t *testing.T) {
+	for _, then := range []Result{AlreadyGone, Changed} {
+		t.Run(string(then), func(t *testing.T) {
+			f := &flipCheck{recorder: &recorder{}, then: then}
+			c := cand(reconcile.Zombie, "set-runner-a", 7)
+			c.Pod.Owner = &reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind, Name: "set-runner-a", UID: "owner-a"}
+			outs := New(f, f, f, opts()).Reap(context.Background(), 10, []reconcile.Candidate{c})
+			require.Len(t, outs, 1)
+			assert.Equal(t, SkippedChanged, outs[0].Result)
+			assert.Equal(t, Deleted, outs[0].Registration, "the registration did go")
+			assert.Empty(t, outs[0].ObjectResult, "nothing was written to the owner")
+			for _, call := range f.writes() {
+				assert.False(t, strings.HasPrefix(call, "owner:") || strings.HasPrefix(call, "event:"), "no owner delete, no Event: %v", f.calls)
+			}
+		})
+	}
+}
