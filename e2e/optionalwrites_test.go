@@ -61,6 +61,8 @@ func TestThrottledOrSlowEventsStrandNoRunner(t *testing.T) {
 			time.Sleep(pastConfirm)
 			r := w.sweep()
 			r.requireCode(t, 0)
+			sum := r.summary(t)
+			t.Logf("acting sweep: duration_ms=%v kube_requests=%v github_requests=%v", sum["duration_ms"], sum["kube_requests"], sum["github_requests"])
 
 			assert.False(t, w.podExists("acme-zombie"), "the zombie's pod went after its registration")
 			assert.False(t, w.runnerExists(zombieReg.ID))
