@@ -76,6 +76,11 @@ type Finding struct {
 	// Gone is true for a zombie whose registration was seen or known and is
 	// now absent, as opposed to one that is offline.
 	Gone bool
+	// MinHold, when set, is the least time the verdict's mark must hold,
+	// beyond its verdict's own hold: an unregistered runner whose start
+	// cannot be read (its node's clock runs ahead) gets the whole
+	// registration deadline from the reaper's own first sighting.
+	MinHold time.Duration
 }
 
 // NeedsConfirmation reports whether the verdict rests on what GitHub said.
@@ -520,20 +525,22 @@ func terminal(p *Pod, reg *Registration) (Finding, bool) {
 // sweep's reference: a start before the pod's creation can only be a node
 // clock running behind, and would make a runner that is still registering
 // look past its deadline, so the creation bounds it. A start after now can
-// only be a node clock running ahead; taken as now on every sweep, it would
-// hold an unregistered runner for the length of the skew, so the pod's
-// creation stands in for it. That may count the time the pod waited for a
-// node or an image, but the verdict still has to hold for confirm-after,
-// on both clocks, before anything acts.
-func startedAt(now time.Time, p *Pod) time.Time {
-	t := p.StartedAt
-	if t.IsZero() || t.Before(p.CreatedAt) || t.After(now) {
-		t = p.CreatedAt
+// only be a node clock running ahead, and the true start is then unknown:
+// anywhere from the pod's creation to now. ok is false for it; the pod's
+// creation stands in (taken as now on every sweep, it would hold a leak for
+// the length of the skew), and the verdict it gives must then hold for the
+// whole registration deadline from the reaper's own first sighting (MinHold),
+// so that a runner whose pod waited long for a node or an image is not
+// hurried either.
+func startedAt(now time.Time, p *Pod) (t time.Time, ok bool) {
+	switch {
+	case p.StartedAt.After(now):
+		return minTime(p.CreatedAt, now), false
+	case p.StartedAt.IsZero() || p.StartedAt.Before(p.CreatedAt):
+		return minTime(p.CreatedAt, now), true
+	default:
+		return p.StartedAt, true
 	}
-	if t.After(now) {
-		t = now
-	}
-	return t
 }
 
 // judgeRunning classifies a running pod, its runner container running,
@@ -544,6 +551,7 @@ func judgeRunning(now time.Time, p *Pod, runnerID int64, reg *Registration, pol 
 		return nil, true
 	}
 	f := &Finding{Key: PodMarkKey(p.UID), ScopeKey: p.ScopeKey, Pod: p, Registration: reg, Since: p.CreatedAt}
+	start, known := startedAt(now, p)
 	switch {
 	case pol.StampEnabled && p.Stamped:
 		if claimed(*p, reg) {
@@ -566,10 +574,14 @@ func judgeRunning(now time.Time, p *Pod, runnerID int64, reg *Registration, pol 
 	case marks[f.Key].Verdict == Zombie:
 		f.Verdict, f.Gone = Zombie, true
 		f.Evidence = fmt.Sprintf("pod running; its registration %q was seen offline and is now gone from the complete list", p.RunnerName)
-	case now.Sub(startedAt(now, p)) > pol.RegistrationDeadline:
+	case now.Sub(start) > pol.RegistrationDeadline:
 		f.Verdict = Unregistered
 		f.Evidence = fmt.Sprintf("runner running for %s (pod created %s ago), past the %s registration deadline; runner %q never appeared",
-			now.Sub(startedAt(now, p)).Round(time.Second), max(now.Sub(p.CreatedAt), 0).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
+			now.Sub(start).Round(time.Second), max(now.Sub(p.CreatedAt), 0).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
+		if !known {
+			f.MinHold = pol.RegistrationDeadline
+			f.Evidence += fmt.Sprintf("; its start lies in the future by its node's clock, so it counts from the pod's creation, and the verdict must hold for the whole %s deadline before it acts", pol.RegistrationDeadline)
+		}
 	default:
 		return nil, false
 	}

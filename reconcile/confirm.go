@@ -197,7 +197,7 @@ func Confirm(at Clocks, c Classification, old map[string]Mark, hold Hold) Confir
 			m.RunnerID, m.RunnerName = f.Registration.ID, f.Registration.Name
 		}
 		out.Marks[f.Key] = m
-		h := hold.of(f.Verdict)
+		h := max(hold.of(f.Verdict), f.MinHold)
 		// When the mark matures, on the reference clock: the later of
 		// the two clocks' answers.
 		mature := maxTime(m.FirstSeen.Add(h), now.Add(m.FirstSeenLocal.Add(h).Sub(at.Local)))

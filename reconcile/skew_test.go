@@ -97,6 +97,18 @@ func TestRegistrationDeadlineUnderNodeClockSkew(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := running("acme-a", func(p *Pod) { p.CreatedAt, p.StartedAt = tc.created, tc.started })
 			c := Classify(observe([]Pod{p}), pol, nil)
+			if tc.unregister && tc.future {
+				// Its true start is unknown: the verdict must hold for the
+				// whole registration deadline from the first sighting, not
+				// confirm-after alone.
+				require.Len(t, c.Findings, 1)
+				assert.Equal(t, pol.RegistrationDeadline, c.Findings[0].MinHold)
+				first := Confirm(at(t0), c, nil, hold())
+				afterConfirm := Confirm(at(t0.Add(hold().ConfirmAfter)), c, first.Marks, hold())
+				assert.False(t, afterConfirm.Candidates[0].Ready, "confirm-after alone does not hurry it")
+				afterDeadline := Confirm(at(t0.Add(pol.RegistrationDeadline)), c, first.Marks, hold())
+				assert.True(t, afterDeadline.Candidates[0].Ready, "nor is it held for the length of the skew")
+			}
 			if tc.unregister {
 				assert.Equal(t, map[string]Verdict{"acme-a": Unregistered}, verdicts(c))
 			} else {

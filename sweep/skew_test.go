@@ -200,3 +200,26 @@ func TestALyingDateHurriesNothing(t *testing.T) {
 		})
 	}
 }
+
+// An API server reached through a proxy that strips Date gives no clock
+// of its own: the sweep says that its confirmations then rest on this
+// machine's clock alone.
+func TestNoDateIsWarned(t *testing.T) {
+	r := newRig(t)
+	r.pod("acme-zombie", testenv.Running())
+	cfg := restclient.CopyConfig(r.env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				resp.Header.Del("Date")
+			}
+			return resp, err
+		})
+	})
+	s, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+	require.NoError(t, err)
+	res := r.sweepWith(s, sweep.Act)
+	require.NotEqual(t, sweep.StatusFailed, res.Status, "%v", res.Err)
+	require.Len(t, r.lines("no clock from the API server"), 1)
+}

@@ -302,16 +302,24 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		if r.needsGitHub(o.Candidate) && r.held(o) {
 			continue
 		}
-		actx, cancel := r.actionContext(ctx)
-		if !r.preflight(actx, o) {
-			cancel()
+		// The slot for the candidate's Kubernetes writes is taken before
+		// anything is done for it, so that once GitHub has answered (the
+		// registration deleted, or the look-up by name) its write starts
+		// at once, never behind another candidate's writes; and before
+		// its budget starts, so that waiting for the slot spends none of
+		// it. The wait may have taken the sweep close to its deadline.
+		sem <- struct{}{}
+		if r.tooLate(ctx) {
+			o.Result = NotReached
+			<-sem
 			continue
 		}
-		// The slot for the candidate's Kubernetes writes is taken before
-		// anything is written for it, so that once GitHub has answered
-		// (the registration deleted, or the look-up by name) its write
-		// starts at once, never behind another candidate's writes.
-		sem <- struct{}{}
+		actx, cancel := r.actionContext(ctx, ObjectRoom)
+		if !r.preflight(actx, o) {
+			cancel()
+			<-sem
+			continue
+		}
 		if r.needsRecheck(o.Candidate) {
 			// The delete runs here, before the loop moves on to any
 			// other candidate's GitHub call, because what the look-up
@@ -352,14 +360,27 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 }
 
 // tooLate reports whether a new action must not start: the sweep was
-// cancelled, or its deadline is closer than the spare time.
+// cancelled, or its deadline is closer than the spare time, and never
+// closer than minLeft whatever the spare: an action needs the report's
+// reserve, its object's room and some time for GitHub.
 func (r *Reaper) tooLate(ctx context.Context) bool {
 	if ctx.Err() != nil {
 		return true
 	}
 	deadline, ok := ctx.Deadline()
-	return ok && time.Until(deadline) < r.opts.Spare
+	return ok && time.Until(deadline) < max(r.opts.Spare, minLeft)
 }
+
+// ObjectRoom is the time before the sweep's last moment that the first step
+// of an action (the pre-flight, and the registration delete or look-up)
+// leaves to its Kubernetes writes: a GitHub delete that succeeded slowly
+// near the deadline must not leave its pod no time to follow.
+const ObjectRoom = 2 * time.Second
+
+// minLeft is the least time before the sweep's deadline in which an action
+// may start: the report's reserve, the object's room, and half a second
+// for the first step.
+const minLeft = ReportReserve + ObjectRoom + 500*time.Millisecond
 
 // needsGitHub reports whether the candidate's protocol calls GitHub: a
 // registration to delete, or an absence to re-check by name.
@@ -391,18 +412,19 @@ func (r *Reaper) limited(o *Outcome, err error) bool {
 	return true
 }
 
-// actionContext is the context of one action: detached from the sweep's,
-// so that a signal or the deadline arriving while it runs cannot leave a
-// registration deleted and its pod in place, and bounded by
-// Options.ActionTimeout instead.
-func (r *Reaper) actionContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// actionContext is the context of one step of an action: detached from the
+// sweep's, so that a signal or the deadline arriving while it runs cannot
+// leave a registration deleted and its pod in place, and bounded instead by
+// Options.ActionTimeout and by the sweep's last moment less room, the time
+// the step leaves to the steps after it.
+func (r *Reaper) actionContext(ctx context.Context, room time.Duration) (context.Context, context.CancelFunc) {
 	detached := context.WithoutCancel(ctx)
 	var end time.Time
 	if r.opts.ActionTimeout > 0 {
 		end = time.Now().Add(r.opts.ActionTimeout)
 	}
-	if last, ok := lastMoment(ctx); ok && (end.IsZero() || last.Before(end)) {
-		end = last
+	if last, ok := lastMoment(ctx); ok && (end.IsZero() || last.Add(-room).Before(end)) {
+		end = last.Add(-room)
 	}
 	if end.IsZero() {
 		return context.WithCancel(detached)
@@ -418,7 +440,7 @@ func (r *Reaper) actionContext(ctx context.Context) (context.Context, context.Ca
 // finishes: the pod is found again, its registration gone from the list,
 // its mark kept).
 func (r *Reaper) removeWithin(ctx context.Context, o *Outcome) {
-	kctx, cancel := r.actionContext(ctx)
+	kctx, cancel := r.actionContext(ctx, 0)
 	defer cancel()
 	r.remove(kctx, o)
 }

@@ -880,22 +880,112 @@ func TestReapEventHoldsNoSlot(t *testing.T) {
 	assert.Less(t, indexOf(calls, "gh:org:acme:2"), indexOf(calls, "event-gave-up:a"), "nor did b's registration delete: %v", calls)
 }
 
-// No write of an action outlives the sweep's deadline less ReportReserve:
-// a Lambda is killed at its deadline, and a write cut there would go
-// unreported. Cut before it, the action is reported failed.
-func TestReapWritesEndBeforeTheDeadline(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	deadline, _ := ctx.Deadline()
-	c := &ctxSeer{recorder: &recorder{}, cancel: func() {}, seen: map[string]error{}, block: true}
+// budgetSeer is a world whose registration delete succeeds slowly (204 at
+// the last moment of its budget, as a slow GitHub Enterprise Server does)
+// and whose pod delete hangs until its context ends; it notes each
+// budget as the call began.
+type budgetSeer struct {
+	*recorder
+	ghTook   time.Duration
+	mu       sync.Mutex
+	budgets  map[string]time.Duration
+	podHangs bool
+}
+
+func (b *budgetSeer) note(call string, ctx context.Context) {
+	d, _ := ctx.Deadline()
+	b.mu.Lock()
+	b.budgets[call] = time.Until(d)
+	b.mu.Unlock()
+}
+
+func (b *budgetSeer) DeleteRunner(ctx context.Context, sc reconcile.Scope, id int64) (Result, error) {
+	b.note(fmt.Sprintf("gh:%d", id), ctx)
+	if b.ghTook > 0 {
+		time.Sleep(b.ghTook)
+	} else if d, ok := ctx.Deadline(); ok {
+		time.Sleep(time.Until(d) - 5*time.Millisecond)
+	}
+	return b.recorder.DeleteRunner(context.Background(), sc, id)
+}
+
+func (b *budgetSeer) DeletePod(ctx context.Context, p reconcile.Pod) (Result, error) {
+	b.note("pod:"+p.Name, ctx)
+	if b.podHangs {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	return b.recorder.DeletePod(ctx, p)
+}
+
+// Near the deadline, the two steps of an action do not share one window: a
+// registration delete that succeeds at the last moment of its step still
+// leaves the pod ObjectRoom, and no write runs past the deadline less
+// ReportReserve (a Lambda is killed at its deadline; a write cut before it
+// is reported, and the next sweep finishes it).
+func TestReapStepsNearTheDeadline(t *testing.T) {
+	for _, podHangs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pod delete hangs=%v", podHangs), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
+			defer cancel()
+			deadline, _ := ctx.Deadline()
+			b := &budgetSeer{recorder: &recorder{}, budgets: map[string]time.Duration{}, podHangs: podHangs}
+			o := opts()
+			o.Spare = time.Second
+			o.ActionTimeout = time.Minute
+			outs := New(b, b, b, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
+			returned := time.Now()
+			require.Len(t, outs, 1)
+			assert.Equal(t, Deleted, outs[0].Registration, "the registration went at the last moment of its step")
+			assert.GreaterOrEqual(t, b.budgets["pod:z"], ObjectRoom-100*time.Millisecond, "the pod still had its room: %v", b.budgets)
+			if podHangs {
+				assert.Equal(t, Failed, outs[0].Result)
+				assert.True(t, returned.Before(deadline), "Reap returned %s after the deadline", returned.Sub(deadline))
+				assert.WithinDuration(t, deadline.Add(-ReportReserve), returned, 300*time.Millisecond, "the write ended at the deadline less the reserve")
+			} else {
+				assert.Equal(t, Deleted, outs[0].Result)
+			}
+		})
+	}
+}
+
+// Waiting for a slot spends none of the next action's budget: with one
+// slot, a pod delete that takes most of ActionTimeout leaves the next
+// registration delete its whole budget, not the rest of it.
+func TestReapSlotWaitSpendsNoBudget(t *testing.T) {
+	slowPods := &slowPodDeletes{recorder: &recorder{}, took: 270 * time.Millisecond}
+	b := &budgetSeer{recorder: slowPods.recorder, budgets: map[string]time.Duration{}, ghTook: 10 * time.Millisecond}
 	o := opts()
-	o.Spare = time.Second
-	o.ActionTimeout = time.Minute
-	outs := New(c, c, c, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "hangs", 1)})
-	returned := time.Now()
-	assert.Equal(t, map[string]Result{"hangs": Failed}, results(outs))
-	assert.True(t, returned.Before(deadline), "Reap returned %s after the deadline", returned.Sub(deadline))
-	assert.WithinDuration(t, deadline.Add(-ReportReserve), returned, 300*time.Millisecond, "the write ended at the deadline less the reserve")
+	o.Concurrency = 1
+	o.ActionTimeout = 300 * time.Millisecond
+	outs := New(b, slowPods, b, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "a", 1), cand(reconcile.Zombie, "b", 2)})
+	assert.Equal(t, map[string]Result{"a": Deleted, "b": Deleted}, results(outs))
+	assert.Greater(t, b.budgets["gh:2"], 250*time.Millisecond, "b's registration delete had its whole budget: %v", b.budgets)
+}
+
+// slowPodDeletes takes a while to delete a pod.
+type slowPodDeletes struct {
+	*recorder
+	took time.Duration
+}
+
+func (s *slowPodDeletes) DeletePod(ctx context.Context, p reconcile.Pod) (Result, error) {
+	time.Sleep(s.took)
+	return s.recorder.DeletePod(ctx, p)
+}
+
+// An action needs the report's reserve, its object's room and some time for
+// GitHub: whatever Spare says, none starts closer than minLeft to the
+// deadline.
+func TestReapNoActionStartsInsideMinLeft(t *testing.T) {
+	rec := &recorder{}
+	o := opts()
+	o.Spare = 0
+	ctx, cancel := context.WithTimeout(context.Background(), minLeft-500*time.Millisecond)
+	defer cancel()
+	outs := New(rec, rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
+	assert.Equal(t, map[string]Result{"z": NotReached}, results(outs))
+	assert.Empty(t, rec.calls)
 }
 
 // flipCheck answers the pod's pre-flight as allowed, and the check right

@@ -38,8 +38,15 @@ type fileDoc struct {
 	Ledger  state.Ledger `json:"ledger"`
 }
 
-// fileFormat is the layout this code reads and writes.
-const fileFormat = 1
+// fileFormat is the layout this code writes. Format 2 added each mark's
+// first_seen_local; this code reads format 1 too (such a mark starts its
+// local hold at the next sweep). A runner-reaper older than format 2
+// cannot read a format 2 file: to go back to one, remove the file, and its
+// marks start again.
+const fileFormat = 2
+
+// oldestFormat is the oldest layout this code reads.
+const oldestFormat = 1
 
 // lockPoll is how often Save retries a held lock; flock itself cannot watch
 // a context.
@@ -130,6 +137,14 @@ func decodeFileDoc(b []byte) (fileDoc, error) {
 			return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: it has no %q field", k)
 		}
 	}
+	// The layout first: a newer one may hold fields this code does not
+	// know, and should say so rather than look like somebody else's file.
+	if raw, ok := fields["format"]; ok {
+		var format int
+		if err := json.Unmarshal(raw, &format); err == nil && format > fileFormat {
+			return fileDoc{}, fmt.Errorf("its format is %d, and this runner-reaper reads formats %d to %d (written by a newer runner-reaper?)", format, oldestFormat, fileFormat)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var doc fileDoc
@@ -141,9 +156,9 @@ func decodeFileDoc(b []byte) (fileDoc, error) {
 	}
 	switch {
 	case doc.Format == 0:
-		doc.Format = fileFormat
-	case doc.Format != fileFormat:
-		return fileDoc{}, fmt.Errorf("its format is %d, and this runner-reaper reads format %d only (written by a newer runner-reaper?)", doc.Format, fileFormat)
+		doc.Format = oldestFormat
+	case doc.Format < oldestFormat || doc.Format > fileFormat:
+		return fileDoc{}, fmt.Errorf("its format is %d, and this runner-reaper reads formats %d to %d", doc.Format, oldestFormat, fileFormat)
 	}
 	if doc.Version == 0 {
 		return fileDoc{}, errors.New("not runner-reaper's ledger: its version is 0, and every save writes 1 or more")
