@@ -100,14 +100,14 @@ vet:
 # inside the cluster's network namespace nothing can be downloaded.
 test: envtest-assets cluster-assets image dynalite openapi vet
 	$(GO) test -count=1 -timeout 30m ./...
-	$(GO) run ./internal/chaos/cmd/chaos -sweeps 1000
+	$(GO) run ./test/chaos/cmd/chaos -sweeps 1000
 
 # The deterministic simulation of issue 12: 10,000 sweeps of the real sweep
 # in a seeded world of hazards, every invariant checked after every sweep.
 # SEED=n repeats a run; a failure prints its shrunk reproduction.
 SEED ?= 0
 chaos:
-	$(GO) run ./internal/chaos/cmd/chaos -sweeps 10000 -seed $(SEED)
+	$(GO) run ./test/chaos/cmd/chaos -sweeps 10000 -seed $(SEED)
 
 # Every package but e2e (all of it process-level integration) in -short:
 # the tests that need the control plane or dynalite skip themselves, so this

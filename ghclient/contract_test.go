@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // TestContractRunnerPaginated decodes GitHub's own response example with

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/internal/ghsim"
+	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
 
 // TestRequestsCarryRecommendedHeaders checks on the wire that every request

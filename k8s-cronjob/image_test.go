@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // The layout is read here with the standard library alone, not with the

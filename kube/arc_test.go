@@ -21,9 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // erName is a name of ARC's form: scale set, EphemeralRunnerSet suffix,

@@ -11,8 +11,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // TestForbidden: a user RBAC refuses gets errors that IsForbidden names, and

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // An API server that accepts the connection and never answers: each

@@ -14,8 +14,8 @@ import (
 	"github.com/runner-reaper/runner-reaper/state/configmap"
 	"github.com/runner-reaper/runner-reaper/state/dynamo"
 	"github.com/runner-reaper/runner-reaper/state/file"
-	. "github.com/runner-reaper/runner-reaper/state/internal/statetest"
 	"github.com/runner-reaper/runner-reaper/state/memory"
+	. "github.com/runner-reaper/runner-reaper/test/statetest"
 )
 
 // ledgerTable is the DynamoDB table the contract's ledgers share, each at a

@@ -12,7 +12,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
-	. "github.com/runner-reaper/runner-reaper/state/internal/statetest"
+	. "github.com/runner-reaper/runner-reaper/test/statetest"
 )
 
 // fit is state.Fit at exactly limit bytes.

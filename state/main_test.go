@@ -3,7 +3,7 @@ package state_test
 import (
 	"testing"
 
-	"github.com/runner-reaper/runner-reaper/state/internal/statetest"
+	"github.com/runner-reaper/runner-reaper/test/statetest"
 )
 
 // TestMain stops the control plane if a configmap contract test started it.

@@ -17,11 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
-	"github.com/runner-reaper/runner-reaper/internal/ghsim"
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/sweep"
+	"github.com/runner-reaper/runner-reaper/test/ghsim"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // Issue 8 item 7 on the real API server with real RBAC: a Role that lets

@@ -3,7 +3,7 @@ package sweep_test
 import (
 	"testing"
 
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // plane is the one real control plane this package's tests share, started

@@ -10,10 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/config"
-	"github.com/runner-reaper/runner-reaper/internal/ghsim"
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
+	"github.com/runner-reaper/runner-reaper/test/ghsim"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // threeScopes gives the rig org:acme, org:beta and org:gamma, listed in

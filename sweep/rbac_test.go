@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/sweep"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // Safety rule 5: the sweep needs no more than its actions; with any one

@@ -13,12 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/runner-reaper/runner-reaper/internal/config"
-	"github.com/runner-reaper/runner-reaper/internal/ghsim"
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/state/configmap"
 	"github.com/runner-reaper/runner-reaper/sweep"
+	"github.com/runner-reaper/runner-reaper/test/ghsim"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // Every verdict of docs/design.md's table and every exit fingerprint, through

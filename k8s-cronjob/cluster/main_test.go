@@ -13,7 +13,7 @@ package cluster_test
 import (
 	"testing"
 
-	"github.com/runner-reaper/runner-reaper/internal/testenv"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 var cluster *testenv.Cluster

@@ -16,7 +16,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
-	. "github.com/runner-reaper/runner-reaper/state/internal/statetest"
+	. "github.com/runner-reaper/runner-reaper/test/statetest"
 )
 
 const ledgerName = "runner-reaper-ledger"

@@ -19,7 +19,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
-	. "github.com/runner-reaper/runner-reaper/state/internal/statetest"
+	. "github.com/runner-reaper/runner-reaper/test/statetest"
 )
 
 // dynaliteTable is the table every DynamoDB test shares; each test gets a

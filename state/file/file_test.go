@@ -18,7 +18,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
-	. "github.com/runner-reaper/runner-reaper/state/internal/statetest"
+	. "github.com/runner-reaper/runner-reaper/test/statetest"
 )
 
 func TestFileErrorsAreNotConflicts(t *testing.T) {

@@ -1,0 +1,667 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/runner-reaper/runner-reaper/ghclient"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
+	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/state/memory"
+	"github.com/runner-reaper/runner-reaper/sweep"
+	"github.com/runner-reaper/runner-reaper/test/ghsim"
+)
+
+// Config is one run: a seed, a number of sweeps, the hazards enabled, and
+// the product as it is (Break None) or broken on purpose.
+type Config struct {
+	Seed    uint64
+	Sweeps  int
+	Hazards Hazard
+	Break   Break
+	// StopAtFirst ends the run at the first violation, so that the sweep
+	// count of a failing run is the shortest reproduction for its seed.
+	StopAtFirst bool
+}
+
+// Violation is one broken promise, with the sweep it broke in.
+type Violation struct {
+	Sweep     int
+	Invariant Invariant
+	Detail    string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("sweep %d: %s: %s", v.Sweep, v.Invariant, v.Detail)
+}
+
+// Stats is what a run found.
+type Stats struct {
+	Seed       uint64
+	Sweeps     int
+	Wrongful   int
+	Cleaned    int
+	Violations []Violation
+	// TimeToClean holds, per verdict, how many sweep intervals each leak
+	// took from the moment it could be acted on to its removal.
+	TimeToClean map[string][]int
+	// Undetected counts lists taken as complete although a runner slid
+	// from page 2 to page 1 unseen while they were read; WrongMarks counts
+	// verdicts of unregistered or zombie on a pod whose runner is in fact
+	// registered and online.
+	Shifts int
+	// RateLimitFailed counts rate-limited sweeps that exited 1 rather
+	// than 3 (go-github's remembered limit failing later GitHub work).
+	RateLimitFailed int
+	// Delayed counts cleaned leaks whose deadline a documented cause
+	// (bound, skipped scope, refused or failed delete, ledger wipe or
+	// overlap, failed sweep) moved.
+	Delayed    int
+	Undetected int
+	WrongMarks int
+	Duration   time.Duration
+}
+
+// Summary is the one line `make chaos` prints.
+func (s *Stats) Summary() string {
+	var all []int
+	for _, v := range s.TimeToClean {
+		all = append(all, v...)
+	}
+	return fmt.Sprintf("chaos: %d sweeps, %d wrongful, %d leaks cleaned, p95 time-to-clean %d sweeps", s.Sweeps, s.Wrongful, s.Cleaned, percentile(all, 0.95))
+}
+
+// Distribution prints the time-to-clean per verdict, one line each.
+func (s *Stats) Distribution() string {
+	verdicts := make([]string, 0, len(s.TimeToClean))
+	for v := range s.TimeToClean {
+		verdicts = append(verdicts, v)
+	}
+	sort.Slice(verdicts, func(i, j int) bool {
+		return reconcile.Verdict(verdicts[i]).Priority() < reconcile.Verdict(verdicts[j]).Priority()
+	})
+	var b strings.Builder
+	for _, v := range verdicts {
+		d := s.TimeToClean[v]
+		fmt.Fprintf(&b, "  %-15s n=%-6d p50=%d p95=%d max=%d sweeps\n", v, len(d), percentile(d, 0.5), percentile(d, 0.95), percentile(d, 1))
+	}
+	return b.String()
+}
+
+func percentile(d []int, p float64) int {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]int(nil), d...)
+	sort.Ints(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+type faultKind int
+
+const (
+	faultError faultKind = iota
+	faultRate
+	faultShort
+	faultShift
+)
+
+type slid struct {
+	scope string
+	id    int64
+}
+
+// sweepCtx is what one sweep met: the faults that hit it, and what it did,
+// counted by the fakes as it happened.
+type sweepCtx struct {
+	no           int
+	at           time.Time
+	listFault    map[string]faultKind
+	deleteFault  bool
+	podListFault bool
+	overlap      bool
+	skipFault    bool
+	rateLimited  bool
+	shifted      bool
+	slid         []slid
+	mustFail     string
+	managed      int
+	podDeletes   int
+	acted        map[string]bool
+	deferred     []reconcile.Pod
+	// raced holds the pods whose runners registered after the lists
+	// were read, in the re-check race: their verdicts were right then.
+	raced []string
+	saved bool
+	res   sweep.Result
+}
+
+func (w *world) top() *sweepCtx { return w.stack[len(w.stack)-1] }
+
+func (w *world) violate(inv Invariant, format string, args ...any) {
+	no := -1
+	if len(w.stack) > 0 {
+		no = w.top().no
+	}
+	w.stats.Violations = append(w.stats.Violations, Violation{Sweep: no, Invariant: inv, Detail: fmt.Sprintf(format, args...)})
+	if inv.wrongful() {
+		w.stats.Wrongful++
+	}
+}
+
+// allowed is the exit statuses the sweep's faults permit.
+func (sc *sweepCtx) allowed() []sweep.Status {
+	switch {
+	case sc.mustFail != "":
+		return []sweep.Status{sweep.StatusFailed}
+	case sc.rateLimited:
+		// A rate limit holds the rest of the sweep's GitHub work: the
+		// sweep is degraded, never failed.
+		return []sweep.Status{sweep.StatusDegraded}
+	case sc.skipFault:
+		return []sweep.Status{sweep.StatusDegraded}
+	case sc.shifted:
+		// The revalidation of the earlier pages sees the shift and
+		// skips the scope.
+		return []sweep.Status{sweep.StatusDegraded}
+	}
+	return []sweep.Status{sweep.StatusComplete}
+}
+
+// ledger is the sweep's state.Store over an in-memory ledger that can be
+// wiped, and that can let another sweep run to its end between this one's
+// load and its save.
+type ledger struct {
+	w       *world
+	mem     *memory.Store
+	overlap func()
+}
+
+func (l *ledger) Load(ctx context.Context) (state.Ledger, state.Version, error) {
+	led, v, err := l.mem.Load(ctx)
+	if f := l.overlap; f != nil {
+		l.overlap = nil
+		f()
+	}
+	return led, v, err
+}
+
+func (l *ledger) Save(ctx context.Context, led state.Ledger, v state.Version) (state.Version, error) {
+	nv, err := l.mem.Save(ctx, led, v)
+	l.w.mu.Lock()
+	defer l.w.mu.Unlock()
+	if err != nil {
+		l.w.top().mustFail = "another sweep saved the ledger first"
+	} else {
+		l.w.top().saved = true
+	}
+	return nv, err
+}
+
+// observedLister passes lists through and counts a list taken as complete
+// though a runner slid unseen while it was read.
+type observedLister struct {
+	inner runnerLister
+	w     *world
+}
+
+func (o observedLister) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+	regs, c, err := o.inner.ListRunners(ctx, scope, cache)
+	if err != nil {
+		return regs, c, err
+	}
+	o.w.mu.Lock()
+	defer o.w.mu.Unlock()
+	for _, s := range o.w.top().slid {
+		if s.scope != scope.Key() {
+			continue
+		}
+		found := false
+		for _, r := range regs {
+			found = found || r.ID == s.id
+		}
+		if !found {
+			o.w.stats.Undetected++
+		}
+	}
+	return regs, c, err
+}
+
+// swallowed is the broken lister that reads a failed list as empty.
+type swallowed struct{ inner runnerLister }
+
+func (s swallowed) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+	regs, c, err := s.inner.ListRunners(ctx, scope, cache)
+	if err != nil {
+		return nil, nil, nil
+	}
+	return regs, c, nil
+}
+
+// dropping is the broken lister that loses every seventh registration.
+type dropping struct{ inner runnerLister }
+
+func (d dropping) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+	regs, c, err := d.inner.ListRunners(ctx, scope, cache)
+	kept := regs[:0:0]
+	for _, r := range regs {
+		if r.ID%7 != 0 {
+			kept = append(kept, r)
+		}
+	}
+	return kept, c, err
+}
+
+// brokenRegs bends the reaper's GitHub calls for TrustBusyFalse and
+// NoRecheck.
+type brokenRegs struct {
+	inner reap.Registrations
+	brk   Break
+}
+
+func (b brokenRegs) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reap.Result, error) {
+	res, err := b.inner.DeleteRunner(ctx, scope, id)
+	if b.brk == TrustBusyFalse && res == reap.Busy {
+		return reap.Deleted, err
+	}
+	return res, err
+}
+
+func (b brokenRegs) FindRunner(ctx context.Context, scope reconcile.Scope, name string) (*reconcile.Registration, error) {
+	if b.brk == NoRecheck {
+		return nil, nil
+	}
+	return b.inner.FindRunner(ctx, scope, name)
+}
+
+var configuredScopes = func() []reconcile.Scope {
+	var out []reconcile.Scope
+	for _, s := range shapes {
+		if s.configured {
+			kind, name, _ := strings.Cut(s.key, ":")
+			sc := reconcile.Scope{Kind: reconcile.ScopeKind(kind), Name: name}
+			if owner, repo, ok := strings.Cut(name, "/"); ok {
+				sc.Owner, sc.Name = owner, repo
+			}
+			out = append(out, sc)
+		}
+	}
+	return out
+}()
+
+// runSweep runs one real sweep against the world.
+func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
+	// Each sweep is a new process, with a new client: go-github's memory
+	// of a rate limit lasts one sweep, as in a CronJob.
+	gh, err := ghclient.New(ghclient.Config{BaseURL: simBase, Token: simToken, Transport: &transport{w: w, handler: w.sim.Handler()}})
+	if err != nil {
+		return fmt.Errorf("github client: %w", err)
+	}
+	w.mu.Lock()
+	w.stack = append(w.stack, sc)
+	w.mu.Unlock()
+	var lister runnerLister = observedLister{inner: gh, w: w}
+	var regs reap.Registrations = gh
+	limits := reconcile.Limits{MaxActions: maxActions, MaxFraction: maxFraction}
+	pol := reconcile.Policy{RegistrationDeadline: regDeadline, StampEnabled: true, GhostNamePrefix: ourPrefix}
+	hold := reconcile.Hold{ConfirmAfter: confirmAfter, StampMaxAge: stampMaxAge, MassSuspicionFraction: 0.5, MassSuspicionMin: 5}
+	switch w.cfg.Break {
+	case NoBounds:
+		limits = reconcile.Limits{MaxActions: 1 << 20, MaxFraction: 1}
+	case TrustBusyFalse:
+		lister, regs = hiddenBusy{inner: lister}, brokenRegs{inner: gh, brk: TrustBusyFalse}
+	case ConfirmZero:
+		hold.ConfirmAfter, hold.StampMaxAge = 0, 0
+	case GhostAll:
+		pol.GhostNamePrefix, pol.GhostLabel = "", "self-hosted"
+	case SwallowListErrors:
+		lister = swallowed{inner: lister}
+	case NoRecheck:
+		lister, regs = dropping{inner: lister}, brokenRegs{inner: gh, brk: NoRecheck}
+	}
+	scopes := map[string]reconcile.Scope{}
+	for _, s := range configuredScopes {
+		scopes[s.Key()] = s
+	}
+	k := kube{w: w}
+	sw := &sweep.Sweeper{
+		Pods:    k,
+		Runners: lister,
+		Ledger:  store,
+		Reaper: func(mode sweep.Mode) *reap.Reaper {
+			return reap.New(regs, k, k, reap.Options{DryRun: mode != sweep.Act, Limits: limits, Concurrency: 1, Scopes: scopes})
+		},
+		Scopes: configuredScopes,
+		Policy: pol,
+		Hold:   hold,
+		Log:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Now:    func() time.Time { return sc.at },
+		GitHub: gh,
+	}
+	res := sw.Run(context.Background(), sweep.Act)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range sc.deferred {
+		w.deletePod(p)
+	}
+	sc.res = res
+	w.stack = w.stack[:len(w.stack)-1]
+	return nil
+}
+
+// arm draws the faults of one sweep and arms them in the simulator.
+func (w *world) arm(sc *sweepCtx) {
+	if w.chance(PodListFault, 0.005) {
+		sc.podListFault = true
+	}
+	for _, s := range configuredScopes {
+		key := s.Key()
+		switch x := w.rng.Float64(); {
+		case x < 0.02 && w.cfg.Hazards.Has(ListError):
+			w.sim.Fault(key, ghsim.EndpointList, ghsim.Fault{Status: 500, Page: 1, Times: 1})
+			sc.listFault[key] = faultError
+		case x < 0.03 && w.cfg.Hazards.Has(RateLimit):
+			f := ghsim.Fault{PrimaryLimit: true, Page: 1, Times: 1}
+			if w.rng.IntN(2) == 0 {
+				f = ghsim.Fault{Secondary: 429, Page: 1, Times: 1}
+			}
+			w.sim.Fault(key, ghsim.EndpointList, f)
+			sc.listFault[key] = faultRate
+		case x < 0.05 && w.cfg.Hazards.Has(ShortPage) && len(w.sim.Runners(key)) > 0:
+			w.sim.Fault(key, ghsim.EndpointList, ghsim.Fault{DropItems: 1, Page: 1, Times: 1})
+			sc.listFault[key] = faultShort
+		case x < 0.10 && w.cfg.Hazards.Has(Shift) && len(w.sim.Runners(key)) > 100:
+			sc.listFault[key] = faultShift
+		}
+	}
+	if w.chance(DeleteFault, 0.03) {
+		w.sim.Fault(ghsim.Any, ghsim.EndpointDelete, ghsim.Fault{Status: 502, Times: 1})
+		sc.deleteFault = true
+	}
+}
+
+// checker holds what the invariants need across sweeps: when the checker
+// itself first saw each verdict, independent of the ledger.
+type checker struct {
+	first map[string]firstSeen
+}
+
+type firstSeen struct {
+	at    time.Time
+	scope string
+}
+
+func fullHold(v reconcile.Verdict) time.Duration {
+	switch v {
+	case reconcile.Terminal:
+		return 0
+	case reconcile.OrphanStamped:
+		return max(confirmAfter, stampMaxAge)
+	}
+	return confirmAfter
+}
+
+// after checks one finished sweep.
+func (w *world) after(c *checker, sc *sweepCtx) {
+	res := sc.res
+	// The bounds, counted from the writes that happened.
+	podCap := int(math.Ceil(maxFraction * float64(sc.managed)))
+	if sc.podDeletes > podCap {
+		w.violateAt(sc, Bounds, "%d pods deleted, more than %d (%.0f%% of %d)", sc.podDeletes, podCap, maxFraction*100, sc.managed)
+	}
+	if len(sc.acted) > maxActions {
+		w.violateAt(sc, Bounds, "%d objects acted on, more than %d", len(sc.acted), maxActions)
+	}
+	// The exit status.
+	ok := false
+	for _, s := range sc.allowed() {
+		ok = ok || s == res.Status
+	}
+	if !ok {
+		w.violateAt(sc, ExitStatus, "exit %d, want one of %v (must fail: %q, rate-limited %v, list fault %v, shifted %v); err: %v",
+			res.Status, sc.allowed(), sc.mustFail, sc.rateLimited, sc.skipFault, sc.shifted, res.Err)
+	}
+	if sc.rateLimited && res.Status == sweep.StatusFailed && sc.mustFail == "" {
+		w.stats.RateLimitFailed++
+	}
+	// Confirmation, against the checker's own first sightings.
+	for _, o := range res.Outcomes {
+		v := o.Candidate.Verdict
+		wrote := o.Registration == reap.Deleted || o.ObjectResult == reap.Deleted && o.Result == reap.Deleted
+		if !wrote || v == reconcile.Terminal {
+			continue
+		}
+		f, seen := c.first[o.Candidate.Key+"|"+string(v)]
+		if !seen || sc.at.Sub(f.at) < fullHold(v) {
+			held := time.Duration(0)
+			if seen {
+				held = sc.at.Sub(f.at)
+			}
+			w.violateAt(sc, Unconfirmed, "%s %s acted after %s, want %s", v, o.Candidate.Key, held, fullHold(v))
+		}
+	}
+	if sc.saved {
+		now := map[string]bool{}
+		for _, cand := range res.Confirmation.Candidates {
+			if cand.Verdict == reconcile.Terminal {
+				continue
+			}
+			k := cand.Key + "|" + string(cand.Verdict)
+			now[k] = true
+			if _, ok := c.first[k]; !ok {
+				c.first[k] = firstSeen{at: sc.at, scope: cand.ScopeKey}
+			}
+		}
+		for k, f := range c.first {
+			if !now[k] && !res.Class.SkippedScope(f.scope) {
+				delete(c.first, k)
+			}
+		}
+	}
+	// Wrong marks: a verdict of absence on a runner that is registered.
+	clear := w.snapshot()
+	for _, cand := range res.Confirmation.Candidates {
+		if cand.Pod == nil || (cand.Verdict != reconcile.Unregistered && cand.Verdict != reconcile.Zombie) {
+			continue
+		}
+		if p := w.byKey[cand.Pod.Namespace+"/"+cand.Pod.Name]; p != nil && p.uid == cand.Pod.UID && !slices.Contains(sc.raced, p.uid) {
+			if r := w.reg(p); r != nil && r.Status == "online" {
+				w.stats.WrongMarks++
+			}
+		}
+	}
+	clear()
+	// Time to clean, and the documented causes of delay.
+	excuseAll := sc.overlap || sc.podListFault || sc.rateLimited || sc.mustFail != ""
+	for _, o := range res.Outcomes {
+		l := w.leaks[o.Candidate.Key]
+		if l == nil {
+			continue
+		}
+		switch o.Result {
+		case reap.Deferred, reap.NotReached, reap.Failed, reap.SkippedChanged:
+			w.excuse(l, sc.at)
+		}
+		if l.cleaned {
+			w.stats.Cleaned++
+			if l.delayed {
+				w.stats.Delayed++
+			}
+			w.stats.TimeToClean[string(o.Candidate.Verdict)] = append(w.stats.TimeToClean[string(o.Candidate.Verdict)],
+				int(math.Ceil(float64(l.cleanAt.Sub(l.since))/float64(interval))))
+			delete(w.leaks, l.key)
+		}
+	}
+	if excuseAll {
+		w.excusedAt[""] = sc.at
+	}
+	for _, sk := range res.Class.Skipped {
+		w.excusedAt[sk.ScopeKey] = sc.at
+	}
+	for _, s := range sc.slid {
+		w.excusedAt[s.scope] = sc.at
+	}
+	for _, l := range w.sortedLeaks() {
+		if l.cleaned {
+			// Cleaned by a sweep whose outcomes did not name it (a
+			// deferred delete): counted under the leak's own kind.
+			w.stats.Cleaned++
+			if l.delayed {
+				w.stats.Delayed++
+			}
+			w.stats.TimeToClean[l.kind] = append(w.stats.TimeToClean[l.kind], int(math.Ceil(float64(l.cleanAt.Sub(l.since))/float64(interval))))
+			delete(w.leaks, l.key)
+			continue
+		}
+		if excuseAll || res.Class.SkippedScope(l.scope) {
+			w.excuse(l, sc.at)
+		}
+	}
+	for _, s := range sc.slid {
+		for _, l := range w.sortedLeaks() {
+			if l.scope == s.scope {
+				w.excuse(l, sc.at)
+			}
+		}
+	}
+}
+
+func (w *world) violateAt(sc *sweepCtx, inv Invariant, format string, args ...any) {
+	w.stats.Violations = append(w.stats.Violations, Violation{Sweep: sc.no, Invariant: inv, Detail: fmt.Sprintf(format, args...)})
+	if inv.wrongful() {
+		w.stats.Wrongful++
+	}
+}
+
+// excuse moves a leak's deadline for a documented cause of delay: the
+// leak then has a whole confirmation and two sweeps again.
+func (w *world) excuse(l *leak, at time.Time) {
+	d := at.Add(fullHold(reconcile.Verdict(l.kind)) + 2*interval)
+	if d.After(l.deadline) {
+		l.deadline, l.delayed = d, true
+	}
+}
+
+func (w *world) sortedLeaks() []*leak {
+	out := make([]*leak, 0, len(w.leaks))
+	for _, l := range w.leaks {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+// liveness reports every open leak past its deadline, once.
+func (w *world) liveness(sc *sweepCtx) {
+	for _, l := range w.sortedLeaks() {
+		if !l.cleaned && sc.at.After(l.deadline) {
+			w.violateAt(sc, Liveness, "%s %s open since %s, deadline %s passed", l.kind, l.key, l.since.Format(time.TimeOnly), l.deadline.Format(time.TimeOnly))
+			l.deadline = l.deadline.Add(1000 * time.Hour)
+		}
+	}
+}
+
+// Run runs the simulation and returns what it found; an error means the
+// simulation itself could not run.
+func Run(cfg Config) (*Stats, error) {
+	start := time.Now()
+	st := &Stats{Seed: cfg.Seed, TimeToClean: map[string][]int{}}
+	w := newWorld(cfg, st)
+	store := &ledger{w: w, mem: memory.New()}
+	c := &checker{first: map[string]firstSeen{}}
+	w.trackLeaks()
+	var failed error
+	for i := 0; i < cfg.Sweeps && failed == nil; i++ {
+		st.Sweeps++
+		w.step()
+		w.trackLeaks()
+		sc := &sweepCtx{no: i, at: w.now, listFault: map[string]faultKind{}, acted: map[string]bool{}}
+		if w.chance(Wipe, 0.003) {
+			store.mem = memory.New()
+			// Every mark restarts: a documented delay, for the leaks
+			// open now and for those whose marks were already running.
+			sc.overlap = true
+		}
+		if w.chance(Overlap, 0.01) {
+			sc.overlap = true
+			store.overlap = func() {
+				other := &sweepCtx{no: i, at: w.now, listFault: map[string]faultKind{}, acted: map[string]bool{}, overlap: true}
+				if err := w.runSweep(other, store); err != nil {
+					failed = err
+					return
+				}
+				w.after(c, other)
+			}
+		} else {
+			w.arm(sc)
+		}
+		if err := w.runSweep(sc, store); err != nil {
+			return st, err
+		}
+		w.sim.ClearFaults()
+		w.after(c, sc)
+		w.trackLeaks()
+		w.liveness(sc)
+		if cfg.StopAtFirst && len(st.Violations) > 0 {
+			break
+		}
+	}
+	st.Duration = time.Since(start)
+	return st, failed
+}
+
+// Repro is a failing run made as small as shrinking could: the fewest
+// sweeps and hazards that still break an invariant. It is the row to add to
+// the regression table.
+type Repro struct {
+	Seed      uint64
+	Sweeps    int
+	Hazards   string
+	Invariant Invariant
+}
+
+func (r Repro) String() string {
+	return fmt.Sprintf("{Seed: %d, Sweeps: %d, Hazards: %q} // %s", r.Seed, r.Sweeps, r.Hazards, r.Invariant)
+}
+
+// Shrink reduces a failing run: it stops at the first violation, which
+// fixes the sweep count, then turns off each hazard whose absence still
+// fails.
+func Shrink(cfg Config) (Repro, error) {
+	cfg.StopAtFirst = true
+	st, err := Run(cfg)
+	if err != nil {
+		return Repro{}, err
+	}
+	if len(st.Violations) == 0 {
+		return Repro{}, fmt.Errorf("seed %d does not fail", cfg.Seed)
+	}
+	cfg.Sweeps = st.Violations[0].Sweep + 1
+	inv := st.Violations[0].Invariant
+	for i := range hazardNames {
+		h := Hazard(1) << i
+		if !cfg.Hazards.Has(h) {
+			continue
+		}
+		try := cfg
+		try.Hazards &^= h
+		st, err := Run(try)
+		if err != nil {
+			return Repro{}, err
+		}
+		if len(st.Violations) > 0 && st.Violations[0].Invariant == inv {
+			cfg.Hazards, cfg.Sweeps = try.Hazards, st.Violations[0].Sweep+1
+		}
+	}
+	return Repro{Seed: cfg.Seed, Sweeps: cfg.Sweeps, Hazards: cfg.Hazards.String(), Invariant: inv}, nil
+}

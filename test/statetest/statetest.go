@@ -1,0 +1,224 @@
+// Package statetest holds what the ledger's tests share: fixtures, and the
+// real servers the cluster and DynamoDB backends are tested against, each
+// started only when a test first needs it. The memory, file and fit tests
+// never start either, so they run without the control-plane assets, node or
+// dynalite.
+package statetest
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
+)
+
+// Epoch is a fixed UTC time, so that marks round-trip through JSON equal.
+var Epoch = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+
+// Mark returns a pod mark first seen i minutes after Epoch, and its key.
+func Mark(i int) (string, reconcile.Mark) {
+	uid := fmt.Sprintf("0000-uid-%04d", i)
+	return reconcile.PodMarkKey(uid), reconcile.Mark{
+		Verdict:    reconcile.Zombie,
+		FirstSeen:  Epoch.Add(time.Duration(i) * time.Minute),
+		LastSeen:   Epoch.Add(time.Duration(i+1) * time.Minute),
+		Scope:      "org:acme",
+		Namespace:  "runners",
+		Pod:        fmt.Sprintf("runner-%04d", i),
+		RunnerID:   int64(1000 + i),
+		RunnerName: fmt.Sprintf("runner-%04d", i),
+	}
+}
+
+// Marks returns n marks, first seen one minute apart from Epoch.
+func Marks(n int) map[string]reconcile.Mark {
+	m := make(map[string]reconcile.Mark, n)
+	for i := 0; i < n; i++ {
+		k, v := Mark(i)
+		m[k] = v
+	}
+	return m
+}
+
+// Lists returns a list cache of scopes scopes with runners runners each.
+func Lists(scopes, runners int) map[string]state.ListCache {
+	l := make(map[string]state.ListCache, scopes)
+	for s := 0; s < scopes; s++ {
+		page := state.CachedPage{ETag: fmt.Sprintf(`W/"etag-%d"`, s), TotalCount: runners}
+		for r := 0; r < runners; r++ {
+			page.Runners = append(page.Runners, reconcile.Registration{
+				ID: int64(s*100000 + r), Name: fmt.Sprintf("runner-%d-%d", s, r),
+				Online: r%2 == 0, Busy: r%3 == 0, Labels: []string{"self-hosted", "linux"},
+			})
+		}
+		l[fmt.Sprintf("org:scope-%d", s)] = state.ListCache{Pages: []state.CachedPage{page}}
+	}
+	return l
+}
+
+// Sample is a small ledger with both marks and a list cache.
+func Sample() state.Ledger {
+	m := Marks(3)
+	m[reconcile.RegistrationMarkKey("repo:acme/app", 42)] = reconcile.Mark{
+		Verdict: reconcile.Ghost, FirstSeen: Epoch, LastSeen: Epoch.Add(time.Minute),
+		Scope: "repo:acme/app", RunnerID: 42, RunnerName: "reaper-ghost",
+	}
+	return state.Ledger{Marks: m, Lists: Lists(2, 3)}
+}
+
+// Size counts an encoding as the ConfigMap and DynamoDB limits count it:
+// keys and values.
+func Size(e state.Encoded) int {
+	n := len(state.MarksKey) + len(e.Marks)
+	if e.Lists != nil {
+		n += len(state.ListsKey) + len(e.Lists)
+	}
+	return n
+}
+
+// SizeOf is the size of l encoded whole, and of its marks alone, for
+// choosing limits.
+func SizeOf(t testing.TB, l state.Ledger) (withLists, marksOnly int) {
+	t.Helper()
+	enc, trim, err := state.Fit(l, 1<<30, 1<<30, "test ledger")
+	require.NoError(t, err)
+	require.False(t, trim.Trimmed())
+	return Size(enc), len(state.MarksKey) + len(enc.Marks)
+}
+
+// Newest returns the keys of the n newest of ms by FirstSeen, the smaller
+// key first among equals, as state.Fit keeps them.
+func Newest(ms map[string]reconcile.Mark, n int) []string {
+	keys := make([]string, 0, len(ms))
+	for k := range ms {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := ms[keys[i]].FirstSeen, ms[keys[j]].FirstSeen
+		if !a.Equal(b) {
+			return a.After(b)
+		}
+		return keys[i] < keys[j]
+	})
+	return keys[:n]
+}
+
+// KeysOf returns the keys of ms, in no order.
+func KeysOf(ms map[string]reconcile.Mark) []string {
+	keys := make([]string, 0, len(ms))
+	for k := range ms {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// Gzipped is s, gzip'd.
+func Gzipped(t testing.TB, s string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write([]byte(s))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// Ctx is a context that ends with the test, or after 30 s.
+func Ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// LogLines decodes what a JSON slog handler wrote.
+func LogLines(t testing.TB, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	sc := bufio.NewScanner(buf)
+	for sc.Scan() {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &m))
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// The servers of this test process, each started by its first user. They
+// are process-wide because a test binary is one process and starting a
+// control plane per test would cost a minute each.
+var (
+	kubeOnce sync.Once
+	kubeEnv  *testenv.Env
+	kubeErr  error
+
+	dynOnce sync.Once
+	dyn     *testenv.Dynalite
+	dynErr  error
+)
+
+// Kube returns the process's control plane, starting it on first use. In
+// -short mode it skips the test instead, so that `make unit` runs without
+// the control-plane assets; it never skips otherwise: a missing control
+// plane fails the test.
+func Kube(t testing.TB) *testenv.Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the test control plane (kube-apiserver, etcd); `make test` runs it")
+	}
+	kubeOnce.Do(func() { kubeEnv, kubeErr = testenv.Start() })
+	if kubeErr != nil {
+		t.Fatal(kubeErr)
+	}
+	return kubeEnv
+}
+
+// Dynalite returns the process's dynalite with table created from schema,
+// starting both on first use; every caller in a process passes the same
+// schema. In -short mode it skips the test instead, so that `make unit`
+// runs without node; it never skips otherwise.
+func Dynalite(t testing.TB, schema *dynamodb.CreateTableInput) *testenv.Dynalite {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs dynalite (node); `make test` runs it")
+	}
+	dynOnce.Do(func() {
+		dyn, dynErr = testenv.StartDynalite()
+		if dynErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		dynErr = dyn.CreateTable(ctx, schema)
+	})
+	if dynErr != nil {
+		t.Fatalf("dynalite: %v", dynErr)
+	}
+	return dyn
+}
+
+// Main runs a test package's tests and then stops the control plane if a
+// test started it; use it from TestMain. Dynalite needs no stopping: it
+// exits when this process does.
+func Main(m *testing.M) {
+	code := m.Run()
+	if kubeEnv != nil {
+		if err := kubeEnv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop test control plane:", err)
+		}
+	}
+	os.Exit(code)
+}
