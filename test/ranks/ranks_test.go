@@ -1,0 +1,182 @@
+// Package ranks holds the test that keeps the house's ranks: every import
+// between the project's packages points down (or across one rank), and no
+// package of the product imports the harness. The ranks are the table in
+// docs/design.md; this test reads them from there, so the two cannot drift.
+package ranks
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/runner-reaper/runner-reaper"
+
+// pkg is what go list says of one package.
+type pkg struct {
+	ImportPath string
+	GoFiles    []string
+	Imports    []string
+	Deps       []string
+}
+
+// list runs go list -json over patterns from the repository's root.
+func list(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
+	cmd.Dir = root(t)
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list %v", args)
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		require.NoError(t, dec.Decode(&p))
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	return filepath.Join(dir, "..", "..")
+}
+
+// ranks reads the ranks table of docs/design.md: each row names a rank (a
+// number, 0 at the top) and the packages that hold it, in backquotes.
+func ranks(t *testing.T) map[string]int {
+	t.Helper()
+	f, err := os.Open(filepath.Join(root(t), "docs", "design.md"))
+	require.NoError(t, err)
+	defer f.Close()
+	out := map[string]int{}
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "| rank |"):
+			in = true
+			continue
+		case in && !strings.HasPrefix(line, "|"):
+			in = false
+		}
+		if !in || strings.HasPrefix(line, "| ---") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		require.GreaterOrEqual(t, len(cells), 4, "a ranks row: %q", line)
+		var rank int
+		_, err := fmt.Sscanf(strings.TrimSpace(cells[1]), "%d", &rank)
+		require.NoError(t, err, "the rank of %q", line)
+		for _, name := range backquoted(cells[3]) {
+			out[module+"/"+name] = rank
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.NotEmpty(t, out, "docs/design.md has a ranks table")
+	return out
+}
+
+func backquoted(s string) []string {
+	var out []string
+	for {
+		i := strings.Index(s, "`")
+		if i < 0 {
+			return out
+		}
+		j := strings.Index(s[i+1:], "`")
+		if j < 0 {
+			return out
+		}
+		out = append(out, s[i+1:i+1+j])
+		s = s[i+1+j+1:]
+	}
+}
+
+// harness reports whether a package is the harness's or holds no product
+// code: test/, the demo, and packages of tests alone.
+func harness(p pkg) bool {
+	rel := strings.TrimPrefix(p.ImportPath, module+"/")
+	return strings.HasPrefix(rel, "test/") || rel == "demo" || len(p.GoFiles) == 0
+}
+
+// upwardToRemove are the arrows that point up today, each to be removed by
+// issue 17's move of the shared types and the choke point; the test fails
+// on any other, and on one of these that is gone (so the list shrinks as
+// the work lands).
+var upwardToRemove = map[string]bool{
+	"ghclient (6) -> reconcile (5)":      true,
+	"ghclient (6) -> reconcile/reap (4)": true,
+	"kube (6) -> reconcile (5)":          true,
+	"kube (6) -> reconcile/reap (4)":     true,
+	"state (6) -> reconcile (5)":         true,
+}
+
+// Every product package has a rank, and every import between two of them
+// points down or across.
+func TestImportsPointDown(t *testing.T) {
+	r := ranks(t)
+	var upward []string
+	for _, p := range list(t, "./...") {
+		if harness(p) {
+			continue
+		}
+		from, ok := r[p.ImportPath]
+		if !assert.True(t, ok, "%s has no rank in docs/design.md's ranks table", p.ImportPath) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			to, ok := r[imp]
+			if !ok {
+				continue // reported as the imported package's own failure, or the harness (below)
+			}
+			if to < from {
+				upward = append(upward, fmt.Sprintf("%s (%d) -> %s (%d)", strings.TrimPrefix(p.ImportPath, module+"/"), from, strings.TrimPrefix(imp, module+"/"), to))
+			}
+		}
+	}
+	sort.Strings(upward)
+	t.Logf("%d arrow(s) point up", len(upward))
+	for _, u := range upward {
+		assert.True(t, upwardToRemove[u], "an import points up: %s", u)
+	}
+	for u := range upwardToRemove {
+		assert.Contains(t, upward, u, "%s no longer points up: take it off upwardToRemove", u)
+	}
+}
+
+// No product package imports the harness, and neither entry point links
+// any of it.
+func TestProductNeverImportsTheHarness(t *testing.T) {
+	for _, p := range list(t, "./...") {
+		if harness(p) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			rel := strings.TrimPrefix(imp, module+"/")
+			assert.False(t, strings.HasPrefix(imp, module+"/") && (strings.HasPrefix(rel, "test/") || rel == "demo"),
+				"%s imports the harness: %s", p.ImportPath, imp)
+		}
+	}
+	for _, p := range list(t, "-deps", "./functions/cli", "./functions/lambda") {
+		rel := strings.TrimPrefix(p.ImportPath, module+"/")
+		assert.False(t, strings.HasPrefix(p.ImportPath, module+"/") && strings.HasPrefix(rel, "test/"),
+			"an entry point links the harness: %s", p.ImportPath)
+	}
+}
