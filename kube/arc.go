@@ -131,17 +131,7 @@ func scopeKeyOfConfigURL(raw string) string {
 // the same name since is not touched (Changed). Any other kind of owner is
 // refused without a request.
 func (c *Client) DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reap.Result, error) {
-	return c.deleteOwner(ctx, namespace, o, false)
-}
-
-// CheckDeleteOwner sends DeleteOwner's request as a server-side dry run
-// (see CheckDeletePod): Deleted means the delete would be allowed.
-func (c *Client) CheckDeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reap.Result, error) {
-	return c.deleteOwner(ctx, namespace, o, true)
-}
-
-func (c *Client) deleteOwner(ctx context.Context, namespace string, o reconcile.Owner, dryRun bool) (reap.Result, error) {
-	what := verb("delete", dryRun) + " owner"
+	what := verb("delete", c.dryRun) + " owner"
 	if !o.ARCOwned() {
 		return "", fmt.Errorf("%s %s %s %s/%s: not an ARC runner (%s %s or %s %s), refusing",
 			what, o.APIVersion, o.Kind, namespace, o.Name,
@@ -155,7 +145,7 @@ func (c *Client) deleteOwner(ctx context.Context, namespace string, o reconcile.
 		gvr = legacyRunners
 	}
 	uid := types.UID(o.UID)
-	res, err := c.deleteARC(ctx, gvr, namespace, o.Name, &metav1.Preconditions{UID: &uid}, dryRun)
+	res, err := c.deleteARC(ctx, gvr, namespace, o.Name, &metav1.Preconditions{UID: &uid})
 	if err != nil {
 		return "", fmt.Errorf("%s %s %s/%s: %w", what, o.Kind, namespace, o.Name, err)
 	}
@@ -166,23 +156,12 @@ func (c *Client) deleteOwner(ctx context.Context, namespace string, o reconcile.
 // object that was judged: same UID and same resourceVersion. A failed
 // precondition is Changed, a skip for this sweep.
 func (c *Client) DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
-	return c.deleteEphemeralRunner(ctx, er, false)
-}
-
-// CheckDeleteEphemeralRunner sends DeleteEphemeralRunner's request as a
-// server-side dry run (see CheckDeletePod).
-func (c *Client) CheckDeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
-	return c.deleteEphemeralRunner(ctx, er, true)
-}
-
-func (c *Client) deleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner, dryRun bool) (reap.Result, error) {
-	what := verb("delete", dryRun) + " ephemeralrunner"
-	if er.UID == "" || er.ResourceVersion == "" {
-		return "", fmt.Errorf("%s %s/%s: the view has no UID or resourceVersion to hold the delete to, refusing an unconditional delete", what, er.Namespace, er.Name)
+	what := verb("delete", c.dryRun) + " ephemeralrunner"
+	pre, err := judged(what, er.Namespace, er.Name, er.UID, er.ResourceVersion)
+	if err != nil {
+		return "", err
 	}
-	uid := types.UID(er.UID)
-	rv := er.ResourceVersion
-	res, err := c.deleteARC(ctx, ephemeralRunners, er.Namespace, er.Name, &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}, dryRun)
+	res, err := c.deleteARC(ctx, ephemeralRunners, er.Namespace, er.Name, pre)
 	if err != nil {
 		return "", fmt.Errorf("%s %s/%s: %w", what, er.Namespace, er.Name, err)
 	}
@@ -192,12 +171,12 @@ func (c *Client) deleteEphemeralRunner(ctx context.Context, er reconcile.Ephemer
 // deleteARC deletes one ARC object under the preconditions and maps the
 // answer to a result. Propagation is background, as for any custom
 // resource, said out loud: the object's pod must go with it.
-func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, pre *metav1.Preconditions, dryRun bool) (reap.Result, error) {
+func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, pre *metav1.Preconditions) (reap.Result, error) {
 	background := metav1.DeletePropagationBackground
 	err := c.dyn.Resource(gvr).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{
 		Preconditions:     pre,
 		PropagationPolicy: &background,
-		DryRun:            dryRunOption(dryRun),
+		DryRun:            dryRunOption(c.dryRun),
 	})
 	return result(err)
 }
@@ -210,17 +189,7 @@ func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource,
 // was already deleting is accepted; clearing the finalizers of a live
 // EphemeralRunner would skip ARC's cleanup of its runner.
 func (c *Client) RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
-	return c.removeFinalizers(ctx, er, false)
-}
-
-// CheckRemoveFinalizers sends RemoveFinalizers' patch as a server-side dry
-// run (see CheckDeletePod).
-func (c *Client) CheckRemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
-	return c.removeFinalizers(ctx, er, true)
-}
-
-func (c *Client) removeFinalizers(ctx context.Context, er reconcile.EphemeralRunner, dryRun bool) (reap.Result, error) {
-	what := verb("remove", dryRun) + " finalizers of ephemeralrunner"
+	what := verb("remove", c.dryRun) + " finalizers of ephemeralrunner"
 	if er.ResourceVersion == "" {
 		return "", fmt.Errorf("%s %s/%s: the view has no resourceVersion to hold the patch to, refusing an unconditional patch", what, er.Namespace, er.Name)
 	}
@@ -236,7 +205,7 @@ func (c *Client) removeFinalizers(ctx context.Context, er reconcile.EphemeralRun
 	if err != nil {
 		return "", fmt.Errorf("%s %s/%s: %w", what, er.Namespace, er.Name, err)
 	}
-	_, err = c.dyn.Resource(ephemeralRunners).Namespace(er.Namespace).Patch(ctx, er.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: dryRunOption(dryRun)})
+	_, err = c.dyn.Resource(ephemeralRunners).Namespace(er.Namespace).Patch(ctx, er.Name, types.MergePatchType, patch, metav1.PatchOptions{DryRun: dryRunOption(c.dryRun)})
 	res, err := result(err)
 	if err != nil {
 		return "", fmt.Errorf("%s %s/%s: %w", what, er.Namespace, er.Name, err)

@@ -457,7 +457,7 @@ func TestDeleteOwner(t *testing.T) {
 			}
 
 			checkThenWrite(t, c, tc.want,
-				func() (reap.Result, error) { return c.CheckDeleteOwner(ctx, ns, *pods[0].Owner) },
+				func() (reap.Result, error) { return c.DryRun().DeleteOwner(ctx, ns, *pods[0].Owner) },
 				func() (reap.Result, error) { return c.DeleteOwner(ctx, ns, *pods[0].Owner) })
 
 			left := env.ARCObject(t, resource, ns, owner.GetName())
@@ -543,7 +543,7 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 			}
 
 			checkThenWrite(t, c, tc.want,
-				func() (reap.Result, error) { return c.CheckDeleteEphemeralRunner(ctx, view) },
+				func() (reap.Result, error) { return c.DryRun().DeleteEphemeralRunner(ctx, view) },
 				func() (reap.Result, error) { return c.DeleteEphemeralRunner(ctx, view) })
 			left := env.ARCObject(t, testenv.EphemeralRunners, ns, view.Name)
 			if tc.wantSurvivor {
@@ -613,7 +613,7 @@ func TestRemoveFinalizers(t *testing.T) {
 			}
 
 			checkThenWrite(t, c, tc.want,
-				func() (reap.Result, error) { return c.CheckRemoveFinalizers(ctx, view) },
+				func() (reap.Result, error) { return c.DryRun().RemoveFinalizers(ctx, view) },
 				func() (reap.Result, error) { return c.RemoveFinalizers(ctx, view) })
 
 			left := env.ARCObject(t, testenv.EphemeralRunners, ns, erName)
@@ -709,16 +709,16 @@ func TestARCForbidden(t *testing.T) {
 			return lister.DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
 		{"list rights: dry-run delete owner", refusedWrite(t, func() (reap.Result, error) {
-			return lister.CheckDeleteOwner(ctx, nsA, *erPod.Owner)
+			return lister.DryRun().DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
 		{"list rights: dry-run delete legacy Runner owner", refusedWrite(t, func() (reap.Result, error) {
-			return lister.CheckDeleteOwner(ctx, nsA, *legacyPod.Owner)
+			return lister.DryRun().DeleteOwner(ctx, nsA, *legacyPod.Owner)
 		})},
 		{"list rights: dry-run delete EphemeralRunner", refusedWrite(t, func() (reap.Result, error) {
-			return lister.CheckDeleteEphemeralRunner(ctx, view)
+			return lister.DryRun().DeleteEphemeralRunner(ctx, view)
 		})},
 		{"list rights: dry-run remove finalizers", refusedWrite(t, func() (reap.Result, error) {
-			return lister.CheckRemoveFinalizers(ctx, stuck)
+			return lister.DryRun().RemoveFinalizers(ctx, stuck)
 		})},
 	})
 

@@ -119,6 +119,21 @@ type Client struct {
 	// clock is the API server's clock, read from the Date of its answers:
 	// the one clock the sweep measures ages on (see Now).
 	clock *refclock.Clock
+	// dryRun sends every write as a server-side dry run (see DryRun).
+	dryRun bool
+}
+
+// DryRun returns a Client whose every write (each delete, the finalizer
+// patch, an Event) is sent as a server-side dry run, with the same
+// preconditions: the API server answers it as it would the write (RBAC,
+// admission, the object's existence, its UID and resourceVersion) and
+// changes nothing. It is the choke point's pre-flight, one wrapper over
+// every write, as controller-runtime's client.NewDryRunClient is. Its
+// reads, requests count and clock are this Client's.
+func (c *Client) DryRun() *Client {
+	d := *c
+	d.dryRun = true
+	return &d
 }
 
 // New builds a Client from cfg, which it copies and does not change.

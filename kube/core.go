@@ -76,8 +76,10 @@ func (c *core) configMaps(ns string) *gentype.Client[*corev1.ConfigMap] {
 // and an Event's answer is never worth waiting for. The required writes
 // (deletes, the finalizer patch) keep client-go's retries of such answers,
 // bounded by the budget of the action's Kubernetes writes (package reap).
-func (c *core) createEvent(ctx context.Context, ev *corev1.Event) error {
-	return c.rest.Post().Namespace(ev.Namespace).Resource("events").Body(ev).MaxRetries(0).Do(ctx).Error()
+func (c *core) createEvent(ctx context.Context, ev *corev1.Event, dryRun bool) error {
+	return c.rest.Post().Namespace(ev.Namespace).Resource("events").
+		VersionedParams(&metav1.CreateOptions{DryRun: dryRunOption(dryRun)}, c.params).
+		Body(ev).MaxRetries(0).Do(ctx).Error()
 }
 
 // typed is the client of one resource in ns, in protobuf.

@@ -56,30 +56,12 @@ func (c *Client) ListPods(ctx context.Context, namespaces []string, selector str
 // stamped, relabelled or otherwise changed since). A failed precondition is
 // Changed, a skip for this sweep, not an error.
 func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
-	return c.deletePod(ctx, p, false)
-}
-
-// CheckDeletePod sends DeletePod's very request as a server-side dry run:
-// the API server answers as it would to the delete (RBAC, admission, the
-// pod's existence and both preconditions) and changes nothing. Deleted
-// means the delete would be allowed. It lets the reaper prove, before it
-// deletes a registration, that the pod can follow; a registration deleted
-// for a pod that then stays is a runner lost for good.
-func (c *Client) CheckDeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
-	return c.deletePod(ctx, p, true)
-}
-
-func (c *Client) deletePod(ctx context.Context, p reconcile.Pod, dryRun bool) (reap.Result, error) {
-	what := verb("delete", dryRun) + " pod"
-	if p.UID == "" || p.ResourceVersion == "" {
-		return "", fmt.Errorf("%s %s/%s: the view has no UID or resourceVersion to hold the delete to, refusing an unconditional delete", what, p.Namespace, p.Name)
+	what := verb("delete", c.dryRun) + " pod"
+	pre, err := judged(what, p.Namespace, p.Name, p.UID, p.ResourceVersion)
+	if err != nil {
+		return "", err
 	}
-	uid := types.UID(p.UID)
-	rv := p.ResourceVersion
-	err := c.cs.pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
-		DryRun:        dryRunOption(dryRun),
-	})
+	err = c.cs.pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: pre, DryRun: dryRunOption(c.dryRun)})
 	res, err := result(err)
 	if err != nil {
 		return "", fmt.Errorf("%s %s/%s: %w", what, p.Namespace, p.Name, err)
@@ -91,20 +73,21 @@ func (c *Client) deletePod(ctx context.Context, p reconcile.Pod, dryRun bool) (r
 // given, once the pod is gone. It is deleted by name alone: it carries no
 // state the reaper judged.
 func (c *Client) DeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
-	return c.deleteServiceAccount(ctx, namespace, name, false)
-}
-
-// CheckDeleteServiceAccount is DeleteServiceAccount as a server-side dry
-// run, for the same reason as CheckDeletePod.
-func (c *Client) CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
-	return c.deleteServiceAccount(ctx, namespace, name, true)
-}
-
-func (c *Client) deleteServiceAccount(ctx context.Context, namespace, name string, dryRun bool) (reap.Result, error) {
-	err := c.cs.serviceAccounts(namespace).Delete(ctx, name, metav1.DeleteOptions{DryRun: dryRunOption(dryRun)})
+	err := c.cs.serviceAccounts(namespace).Delete(ctx, name, metav1.DeleteOptions{DryRun: dryRunOption(c.dryRun)})
 	res, err := result(err)
 	if err != nil {
-		return "", fmt.Errorf("%s service account %s/%s: %w", verb("delete", dryRun), namespace, name, err)
+		return "", fmt.Errorf("%s service account %s/%s: %w", verb("delete", c.dryRun), namespace, name, err)
 	}
 	return res, nil
+}
+
+// judged holds a delete to the object as it was judged, its UID and
+// resourceVersion, and refuses a delete that could not be held to them:
+// an unconditional delete could take an object nobody judged.
+func judged(what, namespace, name, uid, resourceVersion string) (*metav1.Preconditions, error) {
+	if uid == "" || resourceVersion == "" {
+		return nil, fmt.Errorf("%s %s/%s: the view has no UID or resourceVersion to hold the delete to, refusing an unconditional delete", what, namespace, name)
+	}
+	u := types.UID(uid)
+	return &metav1.Preconditions{UID: &u, ResourceVersion: &resourceVersion}, nil
 }

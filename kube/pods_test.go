@@ -294,7 +294,7 @@ func TestDeletePod(t *testing.T) {
 			}
 
 			checkThenWrite(t, c, tc.want,
-				func() (reap.Result, error) { return c.CheckDeletePod(ctx, view) },
+				func() (reap.Result, error) { return c.DryRun().DeletePod(ctx, view) },
 				func() (reap.Result, error) { return c.DeletePod(ctx, view) })
 
 			left, err := admin.Pods(ns).Get(ctx, view.Name, metav1.GetOptions{})
@@ -349,7 +349,7 @@ func TestDeleteServiceAccount(t *testing.T) {
 				require.NoError(t, err)
 			}
 			c := newClient(t, Options{})
-			checked, err := c.CheckDeleteServiceAccount(ctx, ns, "runner-1")
+			checked, err := c.DryRun().DeleteServiceAccount(ctx, ns, "runner-1")
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, checked, "the dry run answers as the delete will")
 			if tc.exists {

@@ -28,7 +28,7 @@ func TestBurstIsNotThrottled(t *testing.T) {
 	const requests = 60
 	start := time.Now()
 	for i := 0; i < requests; i++ {
-		res, err := c.CheckDeleteServiceAccount(context.Background(), ns, fmt.Sprintf("gone-%d", i))
+		res, err := c.DryRun().DeleteServiceAccount(context.Background(), ns, fmt.Sprintf("gone-%d", i))
 		require.NoError(t, err)
 		require.Equal(t, reap.AlreadyGone, res)
 	}
@@ -49,7 +49,7 @@ func TestConfiguredLimitIsKept(t *testing.T) {
 
 	start := time.Now()
 	for i := 0; i < 6; i++ {
-		_, err := c.CheckDeleteServiceAccount(context.Background(), ns, fmt.Sprintf("gone-%d", i))
+		_, err := c.DryRun().DeleteServiceAccount(context.Background(), ns, fmt.Sprintf("gone-%d", i))
 		require.NoError(t, err)
 	}
 	assert.GreaterOrEqual(t, time.Since(start), 400*time.Millisecond, "5 requests past a burst of 1 at 10 a second wait 0.5 s")

@@ -52,9 +52,9 @@ func TestForbidden(t *testing.T) {
 		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
 		{"list rights in one namespace: all namespaces", listIn(lister)},
 		{"list rights: delete pod", refusedWrite(t, func() (reap.Result, error) { return lister.DeletePod(ctx, view) })},
-		{"list rights: dry-run delete pod", refusedWrite(t, func() (reap.Result, error) { return lister.CheckDeletePod(ctx, view) })},
+		{"list rights: dry-run delete pod", refusedWrite(t, func() (reap.Result, error) { return lister.DryRun().DeletePod(ctx, view) })},
 		{"no rights: dry-run delete service account", refusedWrite(t, func() (reap.Result, error) {
-			return nobody.CheckDeleteServiceAccount(ctx, nsA, "runner-1")
+			return nobody.DryRun().DeleteServiceAccount(ctx, nsA, "runner-1")
 		})},
 	})
 

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
+	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -114,14 +115,14 @@ func TestRecheckWindowOnRealServers(t *testing.T) {
 	s := r.sweeper()
 	tl := &timeline{}
 	gh := timedGitHub{Registrations: s.GitHub.(reap.Registrations), tl: tl}
-	kc := timedKube{Pods: s.Kube.(reap.Pods), tl: tl}
-	arc := s.Kube.(reap.ARCObjects)
+	client := s.Kube.(*kube.Client)
+	kc := timedKube{Kubernetes: client, tl: tl}
 	scopes := map[string]reconcile.Scope{}
 	for _, sc := range r.cfg.Scopes {
 		scopes[sc.Key()] = sc
 	}
 	s.Reaper = func(mode sweep.Mode) *reap.Reaper {
-		return reap.New(gh, kc, arc, reap.Options{DryRun: mode != sweep.Act, Limits: r.cfg.Limits,
+		return reap.New(gh, kc, client.DryRun(), reap.Options{DryRun: mode != sweep.Act, Limits: r.cfg.Limits,
 			Concurrency: r.cfg.KubeConcurrency, Scopes: scopes})
 	}
 	res := s.Run(context.Background(), sweep.Act)
@@ -191,13 +192,13 @@ func (g timedGitHub) FindRunner(ctx context.Context, s reconcile.Scope, name str
 }
 
 type timedKube struct {
-	reap.Pods
+	reap.Kubernetes
 	tl *timeline
 }
 
 func (k timedKube) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
 	k.tl.add("pod-start:" + p.Name)
-	return k.Pods.DeletePod(ctx, p)
+	return k.Kubernetes.DeletePod(ctx, p)
 }
 
 // Issue 8 item 5: a dry run re-checks by name like a real sweep. A runner

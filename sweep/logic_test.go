@@ -83,12 +83,6 @@ func (k *fakeKube) DeleteServiceAccount(_ context.Context, ns, name string) (rea
 	return k.record("sa " + ns + "/" + name)
 }
 func (k *fakeKube) RecordEvent(context.Context, reconcile.Pod, string, string) error { return nil }
-func (k *fakeKube) CheckDeletePod(context.Context, reconcile.Pod) (reap.Result, error) {
-	return reap.Deleted, nil
-}
-func (k *fakeKube) CheckDeleteServiceAccount(context.Context, string, string) (reap.Result, error) {
-	return reap.Deleted, nil
-}
 func (k *fakeKube) DeleteOwner(_ context.Context, ns string, o reconcile.Owner) (reap.Result, error) {
 	return k.record("owner " + ns + "/" + o.Name)
 }
@@ -101,13 +95,24 @@ func (k *fakeKube) RemoveFinalizers(_ context.Context, er reconcile.EphemeralRun
 func (k *fakeKube) RecordEphemeralRunnerEvent(context.Context, reconcile.EphemeralRunner, string, string) error {
 	return nil
 }
-func (k *fakeKube) CheckDeleteOwner(context.Context, string, reconcile.Owner) (reap.Result, error) {
+
+// fakeDryRun is the fake cluster's writes as server-side dry runs: every
+// one would be allowed.
+type fakeDryRun struct{}
+
+func (fakeDryRun) DeletePod(context.Context, reconcile.Pod) (reap.Result, error) {
 	return reap.Deleted, nil
 }
-func (k *fakeKube) CheckDeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
+func (fakeDryRun) DeleteServiceAccount(context.Context, string, string) (reap.Result, error) {
 	return reap.Deleted, nil
 }
-func (k *fakeKube) CheckRemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
+func (fakeDryRun) DeleteOwner(context.Context, string, reconcile.Owner) (reap.Result, error) {
+	return reap.Deleted, nil
+}
+func (fakeDryRun) DeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
+	return reap.Deleted, nil
+}
+func (fakeDryRun) RemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
 	return reap.Deleted, nil
 }
 
@@ -224,7 +229,7 @@ func (w *world) sweeper() *sweep.Sweeper {
 		EphemeralRunners: w.kube,
 		Ledger:           w.ledger,
 		Reaper: func(mode sweep.Mode) *reap.Reaper {
-			return reap.New(w.gh, w.kube, w.kube, reap.Options{
+			return reap.New(w.gh, w.kube, fakeDryRun{}, reap.Options{
 				DryRun: mode != sweep.Act, Limits: reconcile.Limits{MaxActions: 50, MaxFraction: 1},
 				Scopes: map[string]reconcile.Scope{acme.Key(): acme, beta.Key(): beta},
 				Spare:  w.spare,

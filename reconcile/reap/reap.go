@@ -24,30 +24,30 @@ type Registrations interface {
 	FindRunner(ctx context.Context, scope reconcile.Scope, name string) (*reconcile.Registration, error)
 }
 
-// Pods deletes pods and what belongs to them, and records why. Each delete
-// has a Check twin that sends the same request as a server-side dry run:
-// its answer (Deleted meaning "would be allowed", AlreadyGone, Changed, or
-// the refusal) is the delete's, and nothing changes.
-type Pods interface {
+// Writes are the Kubernetes writes of an action, one method each. The choke
+// point holds two of them: the one that writes, and the same wrapped so
+// that every write is sent as a server-side dry run (kube.Client.DryRun),
+// which answers as the write would (Deleted meaning "would be allowed",
+// AlreadyGone, Changed, or the refusal) and changes nothing. That second
+// one is the pre-flight: one seam for "check, then do", as
+// controller-runtime's client.NewDryRunClient wraps a client.
+type Writes interface {
 	DeletePod(ctx context.Context, p reconcile.Pod) (Result, error)
 	DeleteServiceAccount(ctx context.Context, namespace, name string) (Result, error)
-	RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error
-	CheckDeletePod(ctx context.Context, p reconcile.Pod) (Result, error)
-	CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (Result, error)
-}
-
-// ARCObjects removes ARC's runner objects. A pod that ARC owns is removed
-// through its owner: its controller would recreate a pod deleted on its own,
-// from a runner config that is already dead.
-type ARCObjects interface {
+	// DeleteOwner removes the ARC runner object that controls a pod: its
+	// controller would recreate a pod deleted on its own, from a runner
+	// config that is already dead.
 	DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (Result, error)
 	DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
 	RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
+}
+
+// Kubernetes is the cluster the choke point acts on: its writes, and the
+// Events that say why, recorded on the object acted on.
+type Kubernetes interface {
+	Writes
+	RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error
 	RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.EphemeralRunner, reason, message string) error
-	// The Check twins, as for Pods.
-	CheckDeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (Result, error)
-	CheckDeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
-	CheckRemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
 }
 
 // Options configure a Reaper.
@@ -98,9 +98,10 @@ const DefaultEventTimeout = 2 * time.Second
 // Reaper carries out admitted candidates.
 type Reaper struct {
 	gh   Registrations
-	kube Pods
-	arc  ARCObjects
-	opts Options
+	kube Kubernetes
+	// check is kube's writes as server-side dry runs: the pre-flight.
+	check Writes
+	opts  Options
 	// limit is GitHub's rate limit once it has been met in this sweep:
 	// from then on no GitHub call is made (see HoldGitHub).
 	limit *reconcile.RateLimitError
@@ -113,12 +114,13 @@ type Reaper struct {
 // limit met while acting has the same effect on the candidates after it.
 func (r *Reaper) HoldGitHub(limit *reconcile.RateLimitError) { r.limit = limit }
 
-// New returns a Reaper.
-func New(gh Registrations, kube Pods, arc ARCObjects, opts Options) *Reaper {
+// New returns a Reaper that writes through kube, and proves each write
+// first through check, the same writes as server-side dry runs.
+func New(gh Registrations, kube Kubernetes, check Writes, opts Options) *Reaper {
 	if opts.Concurrency < 1 {
 		opts.Concurrency = 1
 	}
-	return &Reaper{gh: gh, kube: kube, arc: arc, opts: opts}
+	return &Reaper{gh: gh, kube: kube, check: check, opts: opts}
 }
 
 // Result is one word of the act protocol. A write answers with one of the
@@ -473,7 +475,7 @@ func (r *Reaper) recordEvent(ctx context.Context, o *Outcome) {
 	msg := fmt.Sprintf("runner-reaper: %s: %s", c.Verdict, c.Evidence)
 	var err error
 	if c.EphemeralRunner != nil {
-		err = r.arc.RecordEphemeralRunnerEvent(ectx, *c.EphemeralRunner, "RunnerReaped", msg)
+		err = r.kube.RecordEphemeralRunnerEvent(ectx, *c.EphemeralRunner, "RunnerReaped", msg)
 	} else {
 		err = r.kube.RecordEvent(ectx, *c.Pod, "RunnerReaped", msg)
 	}
@@ -532,9 +534,9 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 	var err error
 	switch {
 	case c.EphemeralRunner != nil && o.Action == RemoveFinalizers:
-		res, err = r.arc.CheckRemoveFinalizers(ctx, *c.EphemeralRunner)
+		res, err = r.check.RemoveFinalizers(ctx, *c.EphemeralRunner)
 	case c.EphemeralRunner != nil:
-		res, err = r.arc.CheckDeleteEphemeralRunner(ctx, *c.EphemeralRunner)
+		res, err = r.check.DeleteEphemeralRunner(ctx, *c.EphemeralRunner)
 	case c.Pod == nil:
 		return true
 	case c.Pod.Owner.ARCOwned():
@@ -542,10 +544,10 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 		// pod judged must still be the owner's pod (ownerPodUnchanged),
 		// and the owner's delete must be allowed.
 		if res, err = r.ownerPodUnchanged(ctx, *c.Pod); err == nil && res == Deleted {
-			res, err = r.arc.CheckDeleteOwner(ctx, c.Pod.Namespace, *c.Pod.Owner)
+			res, err = r.check.DeleteOwner(ctx, c.Pod.Namespace, *c.Pod.Owner)
 		}
 	default:
-		res, err = r.kube.CheckDeletePod(ctx, *c.Pod)
+		res, err = r.check.DeletePod(ctx, *c.Pod)
 	}
 	switch {
 	case err != nil:
@@ -560,7 +562,7 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 	}
 	if r.ownServiceAccount(c) {
 		// A ServiceAccount that is not there is fine: the pod still goes.
-		if _, err := r.kube.CheckDeleteServiceAccount(ctx, c.Pod.Namespace, c.Pod.Name); err != nil {
+		if _, err := r.check.DeleteServiceAccount(ctx, c.Pod.Namespace, c.Pod.Name); err != nil {
 			o.Result, o.Err = Failed, r.refused(o, err)
 			return false
 		}
@@ -583,7 +585,7 @@ func (r *Reaper) ownServiceAccount(c reconcile.Candidate) bool {
 // judged: Deleted when it is, Changed or AlreadyGone when ARC has replaced
 // or removed it. Deleting the owner then would take a pod nobody judged.
 func (r *Reaper) ownerPodUnchanged(ctx context.Context, p reconcile.Pod) (Result, error) {
-	return r.kube.CheckDeletePod(ctx, p)
+	return r.check.DeletePod(ctx, p)
 }
 
 // refused says that a pre-flight failed and what was therefore left alone.
@@ -710,7 +712,7 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 			return
 		}
 		if err == nil {
-			res, err = r.arc.DeleteOwner(ctx, p.Namespace, *p.Owner)
+			res, err = r.kube.DeleteOwner(ctx, p.Namespace, *p.Owner)
 		}
 	} else {
 		res, err = r.kube.DeletePod(ctx, p)
@@ -736,9 +738,9 @@ func (r *Reaper) removeEphemeralRunner(ctx context.Context, o *Outcome) {
 	var res Result
 	var err error
 	if o.Action == RemoveFinalizers {
-		res, err = r.arc.RemoveFinalizers(ctx, er)
+		res, err = r.kube.RemoveFinalizers(ctx, er)
 	} else {
-		res, err = r.arc.DeleteEphemeralRunner(ctx, er)
+		res, err = r.kube.DeleteEphemeralRunner(ctx, er)
 	}
 	o.ObjectResult = res
 	r.settle(o, res, err)

@@ -51,10 +51,11 @@ func (w *world) lookup(p reconcile.Pod) (*kpod, reap.Result) {
 	return q, reap.Deleted
 }
 
-// CheckDeletePod is the pre-flight. Someone else may get to the pod first
+// DeletePod of dryKube is the pre-flight. Someone else may get to the pod first
 // (deleted, replaced, changed) between the sweep's list and its delete, and
 // an admission webhook may refuse.
-func (k kube) CheckDeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
+func (d dryKube) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
+	k := d.k
 	w := k.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -117,7 +118,7 @@ func (k kube) DeleteServiceAccount(ctx context.Context, namespace, name string) 
 	return reap.AlreadyGone, nil
 }
 
-func (k kube) CheckDeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
+func (d dryKube) DeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
 	return reap.AlreadyGone, nil
 }
 
@@ -150,16 +151,16 @@ func (k kube) RecordEphemeralRunnerEvent(context.Context, reconcile.EphemeralRun
 	return err
 }
 
-func (k kube) CheckDeleteOwner(context.Context, string, reconcile.Owner) (reap.Result, error) {
-	return k.unexpected("CheckDeleteOwner")
+func (d dryKube) DeleteOwner(context.Context, string, reconcile.Owner) (reap.Result, error) {
+	return d.k.unexpected("dry-run DeleteOwner")
 }
 
-func (k kube) CheckDeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
-	return k.unexpected("CheckDeleteEphemeralRunner")
+func (d dryKube) DeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
+	return d.k.unexpected("dry-run DeleteEphemeralRunner")
 }
 
-func (k kube) CheckRemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
-	return k.unexpected("CheckRemoveFinalizers")
+func (d dryKube) RemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
+	return d.k.unexpected("dry-run RemoveFinalizers")
 }
 
 // judgePodDelete checks a pod delete against the truth: the first three
@@ -194,3 +195,8 @@ func (w *world) describe(p *kpod) string {
 	return fmt.Sprintf("phase %s, running %v, started %s, %s, stamped %v, removed %s, now %s",
 		p.phase, p.running, p.started.Format("15:04:05"), reg, p.stamped, p.removedAt.Format("15:04:05"), w.now.Format("15:04:05"))
 }
+
+// dryKube is the world's writes sent as server-side dry runs: the
+// reaper's pre-flight, which answers as the write would and changes
+// nothing.
+type dryKube struct{ k kube }
