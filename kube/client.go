@@ -22,6 +22,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/internal/refclock"
+	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 const (
@@ -130,7 +131,7 @@ type Client struct {
 // changes nothing. It is the choke point's pre-flight, one wrapper over
 // every write, as controller-runtime's client.NewDryRunClient is. Its
 // reads, requests count and clock are this Client's.
-func (c *Client) DryRun() *Client {
+func (c *Client) DryRun() reap.Writes {
 	d := *c
 	d.dryRun = true
 	return &d

@@ -122,7 +122,7 @@ func TestRecheckWindowOnRealServers(t *testing.T) {
 		scopes[sc.Key()] = sc
 	}
 	s.Reaper = func(mode sweep.Mode) *reap.Reaper {
-		return reap.New(gh, kc, client.DryRun(), reap.Options{DryRun: mode != sweep.Act, Limits: r.cfg.Limits,
+		return reap.New(gh, kc, reap.Options{DryRun: mode != sweep.Act, Limits: r.cfg.Limits,
 			Concurrency: r.cfg.KubeConcurrency, Scopes: scopes})
 	}
 	res := s.Run(context.Background(), sweep.Act)

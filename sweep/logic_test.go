@@ -96,6 +96,8 @@ func (k *fakeKube) RecordEphemeralRunnerEvent(context.Context, reconcile.Ephemer
 	return nil
 }
 
+func (k *fakeKube) DryRun() reap.Writes { return fakeDryRun{} }
+
 // fakeDryRun is the fake cluster's writes as server-side dry runs: every
 // one would be allowed.
 type fakeDryRun struct{}
@@ -229,7 +231,7 @@ func (w *world) sweeper() *sweep.Sweeper {
 		EphemeralRunners: w.kube,
 		Ledger:           w.ledger,
 		Reaper: func(mode sweep.Mode) *reap.Reaper {
-			return reap.New(w.gh, w.kube, fakeDryRun{}, reap.Options{
+			return reap.New(w.gh, w.kube, reap.Options{
 				DryRun: mode != sweep.Act, Limits: reconcile.Limits{MaxActions: 50, MaxFraction: 1},
 				Scopes: map[string]reconcile.Scope{acme.Key(): acme, beta.Key(): beta},
 				Spare:  w.spare,

@@ -257,7 +257,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		EphemeralRunners: ephemeralRunners{client: kc, namespaces: cfg.Namespaces},
 		Ledger:           store,
 		Reaper: func(mode sweep.Mode) *reap.Reaper {
-			return reap.New(gh, kc, kc.DryRun(), reap.Options{
+			return reap.New(gh, kc, reap.Options{
 				DryRun:               mode != sweep.Act,
 				Limits:               cfg.Limits,
 				DeleteServiceAccount: cfg.DeleteServiceAccount,

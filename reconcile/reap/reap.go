@@ -42,12 +42,17 @@ type Writes interface {
 	RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
 }
 
-// Kubernetes is the cluster the choke point acts on: its writes, and the
-// Events that say why, recorded on the object acted on.
+// Kubernetes is the cluster the choke point acts on: its writes, the
+// Events that say why, recorded on the object acted on, and the same writes
+// as server-side dry runs.
 type Kubernetes interface {
 	Writes
 	RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error
 	RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.EphemeralRunner, reason, message string) error
+	// DryRun is these writes, each sent as a server-side dry run: the
+	// pre-flight. The choke point takes it from the port itself, so that
+	// no wiring can hand it a pre-flight that writes.
+	DryRun() Writes
 }
 
 // Options configure a Reaper.
@@ -115,12 +120,12 @@ type Reaper struct {
 func (r *Reaper) HoldGitHub(limit *reconcile.RateLimitError) { r.limit = limit }
 
 // New returns a Reaper that writes through kube, and proves each write
-// first through check, the same writes as server-side dry runs.
-func New(gh Registrations, kube Kubernetes, check Writes, opts Options) *Reaper {
+// first through kube.DryRun().
+func New(gh Registrations, kube Kubernetes, opts Options) *Reaper {
 	if opts.Concurrency < 1 {
 		opts.Concurrency = 1
 	}
-	return &Reaper{gh: gh, kube: kube, check: check, opts: opts}
+	return &Reaper{gh: gh, kube: kube, check: kube.DryRun(), opts: opts}
 }
 
 // Result is one word of the act protocol. A write answers with one of the

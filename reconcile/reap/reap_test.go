@@ -107,7 +107,7 @@ func (r *recorder) check(what, name string) (Result, error) {
 // pre-flight, answered by checkRes and checkErr.
 type dryRecorder struct{ r *recorder }
 
-func (r *recorder) dryRun() Writes { return dryRecorder{r} }
+func (r *recorder) DryRun() Writes { return dryRecorder{r} }
 
 func (d dryRecorder) DeletePod(_ context.Context, p reconcile.Pod) (Result, error) {
 	return d.r.check("pod", p.Name)
@@ -182,7 +182,7 @@ func TestReapProtocol(t *testing.T) {
 		ghErr:    map[int64]error{4: errors.New("502 bad gateway")},
 		podRes:   map[string]Result{"replaced": Changed, "gone": AlreadyGone},
 	}
-	outs := New(rec, rec, rec.dryRun(), opts()).Reap(context.Background(), 100, []reconcile.Candidate{
+	outs := New(rec, rec, opts()).Reap(context.Background(), 100, []reconcile.Candidate{
 		cand(reconcile.Zombie, "zombie", 1),
 		cand(reconcile.Zombie, "took-a-job", 2),
 		cand(reconcile.Zombie, "reg-404", 3),
@@ -252,7 +252,7 @@ func TestReapRechecksAbsenceBeforeDeletingPod(t *testing.T) {
 			cs[i].Pod.RunnerName = cs[i].Pod.Name
 		}
 	}
-	outs := New(rec, rec, rec.dryRun(), opts()).Reap(context.Background(), 100, cs)
+	outs := New(rec, rec, opts()).Reap(context.Background(), 100, cs)
 	assert.Equal(t, map[string]Result{
 		"still-absent":  Deleted,
 		"appeared-busy": SparedBusy,
@@ -287,7 +287,7 @@ func TestReapBoundsAndDryRunShareOneChokePoint(t *testing.T) {
 			rec := &recorder{}
 			o := opts()
 			o.DryRun, o.Limits.MaxActions = dry, 2
-			outs := New(rec, rec, rec.dryRun(), o).Reap(context.Background(), 100, cs)
+			outs := New(rec, rec, o).Reap(context.Background(), 100, cs)
 			admitted := Deleted
 			if dry {
 				admitted = WouldDelete
@@ -306,7 +306,7 @@ func TestReapServiceAccountWhenConfigured(t *testing.T) {
 	rec := &recorder{podRes: map[string]Result{"replaced": Changed}}
 	o := opts()
 	o.DeleteServiceAccount = true
-	outs := New(rec, rec, rec.dryRun(), o).Reap(context.Background(), 10, []reconcile.Candidate{
+	outs := New(rec, rec, o).Reap(context.Background(), 10, []reconcile.Candidate{
 		cand(reconcile.Unregistered, "bare", 0), cand(reconcile.Unregistered, "replaced", 0),
 	})
 	require.Len(t, outs, 2)
@@ -318,7 +318,7 @@ func TestReapStopsAtDeadline(t *testing.T) {
 	rec := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	outs := New(rec, rec, rec.dryRun(), opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
+	outs := New(rec, rec, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
 	assert.Equal(t, NotReached, outs[0].Result)
 	assert.Empty(t, rec.calls)
 }
@@ -346,7 +346,7 @@ func TestReapARCOwnerAware(t *testing.T) {
 			o := opts()
 			o.RemoveFinalizers, o.DeleteServiceAccount = removeFinalizers, true
 			o.Limits.MaxActions = 4
-			r := New(rec, rec, rec.dryRun(), o)
+			r := New(rec, rec, o)
 			cs := []reconcile.Candidate{
 				owned(reconcile.EphemeralRunnerKind, reconcile.EphemeralRunnerAPIVersion, "set-runner-a", 1),
 				owned(reconcile.LegacyRunnerKind, reconcile.LegacyRunnerAPIVersion, "legacy-b", 0),
@@ -406,14 +406,14 @@ func TestReapKeepsSpareTimeBeforeDeadline(t *testing.T) {
 	o.Spare = time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	outs := New(rec, rec, rec.dryRun(), o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1), cand(reconcile.Terminal, "t", 0)})
+	outs := New(rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1), cand(reconcile.Terminal, "t", 0)})
 	for _, out := range outs {
 		assert.Equal(t, NotReached, out.Result)
 	}
 	assert.Empty(t, rec.calls)
 
 	o.Spare = time.Second
-	outs = New(rec, rec, rec.dryRun(), o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Terminal, "t", 0)})
+	outs = New(rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Terminal, "t", 0)})
 	assert.Equal(t, Deleted, outs[0].Result, "with time to spare the action runs")
 }
 
@@ -454,7 +454,7 @@ func TestReapDryRunMakesTheSameDecisions(t *testing.T) {
 		cs, rec := build()
 		o := opts()
 		o.DryRun = isDry
-		outs := New(rec, rec, rec.dryRun(), o).Reap(context.Background(), 100, cs)
+		outs := New(rec, rec, o).Reap(context.Background(), 100, cs)
 		if isDry {
 			dry = results(outs)
 			assert.Empty(t, rec.writes(), "dry-run writes nothing")
@@ -533,7 +533,7 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 			cs[i].Pod.RunnerName = cs[i].Pod.Name
 		}
 	}
-	outs := New(rec, rec, rec.dryRun(), o).Reap(context.Background(), 100, cs)
+	outs := New(rec, rec, o).Reap(context.Background(), 100, cs)
 	byKey := map[string]Outcome{}
 	for _, out := range outs {
 		byKey[out.Candidate.Key] = out
@@ -578,7 +578,7 @@ func TestReapRecheckIsFollowedByItsOwnDelete(t *testing.T) {
 	}
 	o := opts()
 	o.Limits.MaxActions = len(cs)
-	outs := New(rec, rec, rec.dryRun(), o).Reap(context.Background(), 100, cs)
+	outs := New(rec, rec, o).Reap(context.Background(), 100, cs)
 	for _, out := range outs {
 		assert.Equal(t, Deleted, out.Result, out.Candidate.Key)
 	}
@@ -642,7 +642,7 @@ func TestReapFinishesTheActionInFlight(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := &ctxSeer{recorder: &recorder{}, cancel: cancel, seen: map[string]error{}}
-	outs := New(c, c, c.dryRun(), opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "first", 1), cand(reconcile.Zombie, "second", 2)})
+	outs := New(c, c, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "first", 1), cand(reconcile.Zombie, "second", 2)})
 	assert.Equal(t, map[string]Result{"first": Deleted, "second": NotReached}, results(outs))
 	assert.Equal(t, map[string]error{"gh:1": nil, "event:first": nil, "pod:first": nil}, c.seen,
 		"no write of the action in flight saw its context cancelled")
@@ -657,7 +657,7 @@ func TestReapBoundsEachAction(t *testing.T) {
 	o := opts()
 	o.ActionTimeout = 50 * time.Millisecond
 	start := time.Now()
-	outs := New(c, c, c.dryRun(), o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "hangs", 1), cand(reconcile.Zombie, "next", 2)})
+	outs := New(c, c, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "hangs", 1), cand(reconcile.Zombie, "next", 2)})
 	assert.Less(t, time.Since(start), 5*time.Second)
 	assert.Equal(t, map[string]Result{"hangs": Failed, "next": NotReached}, results(outs))
 	assert.ErrorIs(t, outs[0].Err, context.DeadlineExceeded)
@@ -689,7 +689,7 @@ func TestReapARCOwnedTerminalPodIsNotTakenOnFaith(t *testing.T) {
 		ghResult: map[int64]Result{1: Busy},
 		checkRes: map[string]Result{"replaced": Changed},
 	}
-	outs := New(rec, rec, rec.dryRun(), opts()).Reap(context.Background(), 100,
+	outs := New(rec, rec, opts()).Reap(context.Background(), 100,
 		[]reconcile.Candidate{owned("busy", 1), owned("replaced", 2)})
 	byKey := map[string]Outcome{}
 	for _, o := range outs {
@@ -724,7 +724,7 @@ func TestReapSlowRegistrationDeleteStillLetsThePodGo(t *testing.T) {
 	c := &ctxSeer{recorder: &recorder{}, cancel: func() {}, seen: map[string]error{}}
 	o := opts()
 	o.ActionTimeout = 100 * time.Millisecond
-	outs := New(&slowGitHub{c}, c, c.dryRun(), o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "slow", 1)})
+	outs := New(&slowGitHub{c}, c, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "slow", 1)})
 	assert.Equal(t, map[string]Result{"slow": Deleted}, results(outs))
 	assert.Equal(t, map[string]error{"gh:1": context.DeadlineExceeded, "event:slow": nil, "pod:slow": nil}, c.seen,
 		"the pod's writes had a live context of their own after the registration delete used up its budget")
@@ -742,7 +742,7 @@ func TestReapDeletesOnlyThePodsOwnServiceAccount(t *testing.T) {
 		c.Pod.ServiceAccount = sa
 		return c
 	}
-	outs := New(rec, rec, rec.dryRun(), o).Reap(context.Background(), 100, []reconcile.Candidate{
+	outs := New(rec, rec, o).Reap(context.Background(), 100, []reconcile.Candidate{
 		ranAs("own", "own"), ranAs("ran-as-default", "default"), ranAs("ran-as-other", "builder"), ranAs("default", "default"),
 	})
 	assert.Equal(t, map[string]Result{"own": Deleted, "ran-as-default": Deleted, "ran-as-other": Deleted, "default": Deleted}, results(outs))
@@ -826,7 +826,7 @@ func TestReapOptionalEventNeverTakesTheDeleteBudget(t *testing.T) {
 			o.ActionTimeout = 150 * time.Millisecond
 			o.EventTimeout = 50 * time.Millisecond
 			start := time.Now()
-			outs := New(s, s, s.dryRun(), o).Reap(context.Background(), 10, []reconcile.Candidate{tc.c})
+			outs := New(s, s, o).Reap(context.Background(), 10, []reconcile.Candidate{tc.c})
 			require.Len(t, outs, 1)
 			out := outs[0]
 			assert.Equal(t, Deleted, out.Result, "the object went: %v", out.Err)
@@ -849,7 +849,7 @@ func TestReapOptionalEventNeverTakesTheDeleteBudget(t *testing.T) {
 // still needs that time.
 func TestReapEventOnlyForAWriteThatDidSomething(t *testing.T) {
 	rec := &recorder{podRes: map[string]Result{"replaced": Changed, "gone": AlreadyGone}}
-	outs := New(rec, rec, rec.dryRun(), opts()).Reap(context.Background(), 10, []reconcile.Candidate{
+	outs := New(rec, rec, opts()).Reap(context.Background(), 10, []reconcile.Candidate{
 		cand(reconcile.Terminal, "replaced", 0), cand(reconcile.Terminal, "gone", 0), cand(reconcile.Terminal, "done", 0),
 	})
 	assert.Equal(t, map[string]Result{"replaced": SkippedChanged, "gone": AlreadyGone, "done": Deleted}, results(outs))
@@ -861,7 +861,7 @@ func TestReapEventOnlyForAWriteThatDidSomething(t *testing.T) {
 	}
 	assert.Equal(t, []string{"event:done"}, events)
 
-	r := New(rec, rec, rec.dryRun(), opts())
+	r := New(rec, rec, opts())
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	o := &Outcome{Candidate: cand(reconcile.Terminal, "late", 0), ObjectResult: Deleted}
@@ -879,7 +879,7 @@ func TestReapEventHoldsNoSlot(t *testing.T) {
 	o := opts()
 	o.Concurrency = 1
 	o.EventTimeout = 300 * time.Millisecond
-	outs := New(s, s, s.dryRun(), o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "a", 1), cand(reconcile.Zombie, "b", 2)})
+	outs := New(s, s, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "a", 1), cand(reconcile.Zombie, "b", 2)})
 	assert.Equal(t, map[string]Result{"a": Deleted, "b": Deleted}, results(outs))
 	calls := s.writes()
 	assert.Less(t, indexOf(calls, "pod:b"), indexOf(calls, "event-gave-up:a"), "b's pod did not wait on a's Event: %v", calls)
@@ -939,7 +939,7 @@ func TestReapStepsNearTheDeadline(t *testing.T) {
 			o := opts()
 			o.Spare = time.Second
 			o.ActionTimeout = time.Minute
-			outs := New(b, b, b.dryRun(), o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
+			outs := New(b, b, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
 			returned := time.Now()
 			require.Len(t, outs, 1)
 			assert.Equal(t, Deleted, outs[0].Registration, "the registration went at the last moment of its step")
@@ -964,7 +964,7 @@ func TestReapSlotWaitSpendsNoBudget(t *testing.T) {
 	o := opts()
 	o.Concurrency = 1
 	o.ActionTimeout = 300 * time.Millisecond
-	outs := New(b, slowPods, b.dryRun(), o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "a", 1), cand(reconcile.Zombie, "b", 2)})
+	outs := New(b, slowPods, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "a", 1), cand(reconcile.Zombie, "b", 2)})
 	assert.Equal(t, map[string]Result{"a": Deleted, "b": Deleted}, results(outs))
 	assert.Greater(t, b.budgets["gh:2"], 250*time.Millisecond, "b's registration delete had its whole budget: %v", b.budgets)
 }
@@ -989,7 +989,7 @@ func TestReapNoActionStartsInsideMinLeft(t *testing.T) {
 	o.Spare = 0
 	ctx, cancel := context.WithTimeout(context.Background(), minLeft-500*time.Millisecond)
 	defer cancel()
-	outs := New(rec, rec, rec.dryRun(), o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
+	outs := New(rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
 	assert.Equal(t, map[string]Result{"z": NotReached}, results(outs))
 	assert.Empty(t, rec.calls)
 }
@@ -1003,7 +1003,7 @@ type flipCheck struct {
 	checks int
 }
 
-func (f *flipCheck) dryRun() Writes { return flipDry{dryRecorder{f.recorder}, f} }
+func (f *flipCheck) DryRun() Writes { return flipDry{dryRecorder{f.recorder}, f} }
 
 type flipDry struct {
 	dryRecorder
@@ -1027,7 +1027,7 @@ func TestReapOwnerLeftAloneIsNotReportedDeleted(t *testing.T) {
 			f := &flipCheck{recorder: &recorder{}, then: then}
 			c := cand(reconcile.Zombie, "set-runner-a", 7)
 			c.Pod.Owner = &reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind, Name: "set-runner-a", UID: "owner-a"}
-			outs := New(f, f, f.dryRun(), opts()).Reap(context.Background(), 10, []reconcile.Candidate{c})
+			outs := New(f, f, opts()).Reap(context.Background(), 10, []reconcile.Candidate{c})
 			require.Len(t, outs, 1)
 			assert.Equal(t, SkippedChanged, outs[0].Result)
 			assert.Equal(t, Deleted, outs[0].Registration, "the registration did go")

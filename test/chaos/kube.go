@@ -200,3 +200,6 @@ func (w *world) describe(p *kpod) string {
 // reaper's pre-flight, which answers as the write would and changes
 // nothing.
 type dryKube struct{ k kube }
+
+// DryRun is the world's pre-flight.
+func (k kube) DryRun() reap.Writes { return dryKube{k} }

@@ -338,7 +338,7 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		Runners: lister,
 		Ledger:  store,
 		Reaper: func(mode sweep.Mode) *reap.Reaper {
-			return reap.New(regs, k, dryKube{k}, reap.Options{DryRun: mode != sweep.Act, Limits: limits, Concurrency: 1, Scopes: scopes})
+			return reap.New(regs, k, reap.Options{DryRun: mode != sweep.Act, Limits: limits, Concurrency: 1, Scopes: scopes})
 		},
 		Scopes: configuredScopes,
 		Policy: pol,
