@@ -236,8 +236,26 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	bad := func(field, what string) {
 		ps = append(ps, Problem{Var: key(field), What: what, Example: example(field)})
 	}
+	// Each concern checks its own variables, in the spec's order, so that
+	// the same environment always gives the same message.
+	c := fromSpec(s)
+	c.Scopes = validateScopes(s.Scopes, bad)
+	c.Namespaces = validateNamespaces(s.Namespaces, bad)
+	validateSelection(s, bad)
+	c.RunnerName = parseNameSource(s.RunnerNameFrom, bad)
+	validateDurations(s, bad)
+	validateBounds(s, bad)
+	c.LogLevel = validateLogLevel(s.LogLevel, bad)
+	validateAWS(s, bad)
+	validateARC(s, bad)
+	c.Ledger = parseLedger(s.Ledger, inCluster, podNamespace, bad)
+	c.GitHub = validateGitHub(s, c.Scopes, bad)
+	return c, ps
+}
 
-	c := Config{
+// fromSpec carries the settings that need no parsing over as they are.
+func fromSpec(s spec) Config {
+	return Config{
 		PodSelector:          s.PodSelector,
 		RunnerContainer:      s.RunnerContainer,
 		ScopeLabel:           s.ScopeLabel,
@@ -269,10 +287,14 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 			ARCStuckDeletingAfter: s.ArcStuckDeletingAfter,
 		},
 	}
+}
 
+// validateScopes parses the GitHub scopes, each once.
+func validateScopes(raw []string, bad func(field, what string)) []reconcile.Scope {
+	var scopes []reconcile.Scope
 	seen := map[string]bool{}
-	for _, raw := range s.Scopes {
-		sc, err := reconcile.ParseScope(raw)
+	for _, r := range raw {
+		sc, err := reconcile.ParseScope(r)
 		if err != nil {
 			bad("Scopes", err.Error())
 			continue
@@ -282,25 +304,35 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 			continue
 		}
 		seen[sc.Key()] = true
-		c.Scopes = append(c.Scopes, sc)
+		scopes = append(scopes, sc)
 	}
-	if len(s.Scopes) == 0 {
+	if len(raw) == 0 {
 		bad("Scopes", "is required: the GitHub scopes whose runners this deployment manages")
 	}
+	return scopes
+}
 
+// validateNamespaces checks the namespaces of the runner pods; * alone is
+// every namespace, which is nil.
+func validateNamespaces(names []string, bad func(field, what string)) []string {
 	switch {
-	case len(s.Namespaces) == 0:
+	case len(names) == 0:
 		bad("Namespaces", "is required: the namespaces of the runner pods, comma-separated, or * for all")
-	case len(s.Namespaces) == 1 && s.Namespaces[0] == "*":
+	case len(names) == 1 && names[0] == "*":
 	default:
-		for _, ns := range s.Namespaces {
+		for _, ns := range names {
 			if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 				bad("Namespaces", fmt.Sprintf("%q is not a namespace name (lower-case letters, digits and '-'; or * alone for all)", ns))
 			}
 		}
-		c.Namespaces = s.Namespaces
+		return names
 	}
+	return nil
+}
 
+// validateSelection checks what says which pods are runners and which
+// registrations are this deployment's.
+func validateSelection(s spec, bad func(field, what string)) {
 	if strings.TrimSpace(s.PodSelector) == "" {
 		bad("PodSelector", "must not be empty: without a selector every pod in the namespaces would be judged")
 	} else if sel, err := labels.Parse(s.PodSelector); err != nil {
@@ -334,8 +366,10 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	if githubDefaultLabel(s.GhostLabel) {
 		bad("GhostLabel", fmt.Sprintf("%q is a label GitHub gives every self-hosted runner; choose one only this deployment's runners carry", s.GhostLabel))
 	}
-	c.RunnerName = parseNameSource(s.RunnerNameFrom, bad)
+}
 
+// validateDurations checks every duration and its bounds.
+func validateDurations(s spec, bad func(field, what string)) {
 	for _, f := range []struct {
 		field string
 		d     time.Duration
@@ -367,6 +401,10 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	if s.SweepTimeout > maxSweepTimeout {
 		bad("SweepTimeout", fmt.Sprintf("must be at most %s, got %s", maxSweepTimeout, s.SweepTimeout))
 	}
+}
+
+// validateBounds checks the counts and fractions that bound a sweep.
+func validateBounds(s spec, bad func(field, what string)) {
 	if s.MaxActions < 1 {
 		bad("MaxActions", fmt.Sprintf("must be at least 1, got %d", s.MaxActions))
 	}
@@ -389,9 +427,20 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	if s.KubeConcurrency < 1 || s.KubeConcurrency > 64 {
 		bad("KubeConcurrency", fmt.Sprintf("must be between 1 and 64, got %d", s.KubeConcurrency))
 	}
-	if err := c.LogLevel.UnmarshalText([]byte(s.LogLevel)); err != nil {
-		bad("LogLevel", fmt.Sprintf("%q is not a log level", s.LogLevel))
+}
+
+// validateLogLevel reads the level that filters diagnostics.
+func validateLogLevel(v string, bad func(field, what string)) slog.Level {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(v)); err != nil {
+		bad("LogLevel", fmt.Sprintf("%q is not a log level", v))
 	}
+	return level
+}
+
+// validateAWS checks the AWS names: the EKS cluster and the metrics
+// namespace.
+func validateAWS(s spec, bad func(field, what string)) {
 	if s.EksCluster != "" && !eksClusterName.MatchString(s.EksCluster) {
 		bad("EksCluster", fmt.Sprintf("%q is not an EKS cluster name (1 to 100 letters, digits, '-' and '_', starting with a letter or digit)", s.EksCluster))
 	}
@@ -400,6 +449,10 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	} else if strings.HasPrefix(strings.ToUpper(s.MetricsNamespace), "AWS/") {
 		bad("MetricsNamespace", fmt.Sprintf("%q starts with AWS/, which CloudWatch keeps for AWS's own metrics", s.MetricsNamespace))
 	}
+}
+
+// validateARC checks the ARC settings against the selector they depend on.
+func validateARC(s spec, bad func(field, what string)) {
 	// An EphemeralRunner is podless only if no observed pod is its own, so
 	// the selector must see every scale-set pod; one that sees fewer would
 	// make healthy EphemeralRunners look podless.
@@ -410,9 +463,6 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	if s.ArcRemoveFinalizers && !s.ArcLeaks {
 		bad("ArcRemoveFinalizers", "needs REAPER_ARC_LEAKS=true: finalizers are only removed from EphemeralRunners the reaper watches")
 	}
-	c.Ledger = parseLedger(s.Ledger, inCluster, podNamespace, bad)
-	c.GitHub = validateGitHub(s, c.Scopes, bad)
-	return c, ps
 }
 
 // positive reports whether the selector requires some label to be present:
