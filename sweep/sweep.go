@@ -245,48 +245,10 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			return res
 		}
 	}
-	// The cache is rebuilt from the configured scopes, so a scope removed
-	// from the configuration leaves nothing behind in the ledger; a scope
-	// whose list failed keeps its old pages for the next conditional read.
-	lists := make(map[string]state.ListCache, len(s.Scopes))
-	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Lists: make(map[string]reconcile.ScopeList, len(s.Scopes)), Unobserved: unobserved}
-	// Once GitHub says rate-limited, the rest of the sweep sends it
-	// nothing (see notListed): later scopes are skipped as rate-limited.
+	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Unobserved: unobserved}
+	var lists map[string]state.ListCache
 	var limit *reconcile.RateLimitError
-	b := budget{max: s.MaxScopes, room: s.ListRoom}
-	for _, scope := range rotation(s.Scopes, ledger.NextScope) {
-		key := scope.Key()
-		var cache *state.ListCache
-		if c, ok := ledger.Lists[key]; ok {
-			cache = &c
-			lists[key] = c
-		}
-		if limit != nil {
-			err := notListed(limit)
-			obs.Lists[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
-			res.NextScope = cmp.Or(res.NextScope, key)
-			continue
-		}
-		if why := b.full(ctx); why != "" {
-			err := fmt.Errorf("%w: %s", reconcile.ErrDeferred, why)
-			obs.Lists[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
-			res.Deferred = append(res.Deferred, key)
-			res.NextScope = cmp.Or(res.NextScope, key)
-			continue
-		}
-		began := time.Now()
-		runners, fresh, err := s.Runners.ListRunners(ctx, scope, cache)
-		b.spent(time.Since(began))
-		if err != nil {
-			limit = reconcile.AsRateLimit(err)
-			obs.Lists[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
-			continue
-		}
-		obs.Lists[key] = reconcile.ScopeList{Scope: scope, Complete: true, Runners: runners}
-		if fresh != nil {
-			lists[key] = *fresh
-		}
-	}
+	obs.Lists, lists, limit = s.listScopes(ctx, ledger, &res)
 	// A deadline or a signal during the lists ends the sweep as one during
 	// the pod list does: the observation is unfinished, so nothing is
 	// saved or deleted, whatever the ledger backend would still accept.
@@ -330,39 +292,101 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	res.Outcomes = reaper.Reap(ctx, res.Class.ManagedPods, ready)
 
 	if mode == Act {
-		if cleared := clearActed(ledger.Marks, res.Outcomes); cleared > 0 {
-			// Detached, like the actions it records: a signal that came
-			// during them must not lose what they did.
-			// Bounded like the actions' writes: never into the time
-			// the report needs before the deadline.
-			end := time.Now().Add(reap.DefaultSpare)
-			if d, ok := ctx.Deadline(); ok && d.Add(-reap.ReportReserve).Before(end) {
-				end = d.Add(-reap.ReportReserve)
-			}
-			sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
-			_, err := s.Ledger.Save(sctx, ledger, version)
-			cancel()
-			if err != nil {
-				// The marks only point at objects that are gone or
-				// busy now; the next sweep clears them anyway.
-				s.Log.Warn("save ledger after acting", slog.String("error", err.Error()))
-			} else {
-				res.LedgerTrim = s.lastTrim()
-			}
-		}
+		s.saveActed(ctx, ledger, version, &res)
 	}
 
-	res.Status = StatusComplete
+	res.Status, res.Err = settle(res)
+	return res
+}
+
+// listScopes reads the runner list of each scope the budget lets this sweep
+// afford, in rotation order from where the last sweep stopped, and returns
+// the lists, the list cache to save, and GitHub's rate limit if it said so.
+// It records in res the scopes it deferred and where the next sweep starts.
+func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Result) (map[string]reconcile.ScopeList, map[string]state.ListCache, *reconcile.RateLimitError) {
+	// The cache is rebuilt from the configured scopes, so a scope removed
+	// from the configuration leaves nothing behind in the ledger; a scope
+	// whose list failed keeps its old pages for the next conditional read.
+	lists := make(map[string]state.ListCache, len(s.Scopes))
+	out := make(map[string]reconcile.ScopeList, len(s.Scopes))
+	// Once GitHub says rate-limited, the rest of the sweep sends it
+	// nothing (see notListed): later scopes are skipped as rate-limited.
+	var limit *reconcile.RateLimitError
+	b := budget{max: s.MaxScopes, room: s.ListRoom}
+	for _, scope := range rotation(s.Scopes, ledger.NextScope) {
+		key := scope.Key()
+		var cache *state.ListCache
+		if c, ok := ledger.Lists[key]; ok {
+			cache = &c
+			lists[key] = c
+		}
+		if limit != nil {
+			err := notListed(limit)
+			out[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
+			res.NextScope = cmp.Or(res.NextScope, key)
+			continue
+		}
+		if why := b.full(ctx); why != "" {
+			err := fmt.Errorf("%w: %s", reconcile.ErrDeferred, why)
+			out[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
+			res.Deferred = append(res.Deferred, key)
+			res.NextScope = cmp.Or(res.NextScope, key)
+			continue
+		}
+		began := time.Now()
+		runners, fresh, err := s.Runners.ListRunners(ctx, scope, cache)
+		b.spent(time.Since(began))
+		if err != nil {
+			limit = reconcile.AsRateLimit(err)
+			out[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
+			continue
+		}
+		out[key] = reconcile.ScopeList{Scope: scope, Complete: true, Runners: runners}
+		if fresh != nil {
+			lists[key] = *fresh
+		}
+	}
+	return out, lists, limit
+}
+
+// saveActed saves the ledger again without the marks of the candidates that
+// are finished with. It runs detached, like the actions it records (a
+// signal that came during them must not lose what they did), and bounded
+// like their writes: never into the time the report needs before the
+// deadline. A failed save is a warning: the marks only point at objects
+// that are gone or busy now, and the next sweep clears them anyway.
+func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result) {
+	if cleared := clearActed(ledger.Marks, res.Outcomes); cleared > 0 {
+		end := time.Now().Add(reap.DefaultSpare)
+		if d, ok := ctx.Deadline(); ok && d.Add(-reap.ReportReserve).Before(end) {
+			end = d.Add(-reap.ReportReserve)
+		}
+		sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+		_, err := s.Ledger.Save(sctx, ledger, version)
+		cancel()
+		if err != nil {
+			s.Log.Warn("save ledger after acting", slog.String("error", err.Error()))
+		} else {
+			res.LedgerTrim = s.lastTrim()
+		}
+	}
+}
+
+// settle is how the sweep ended once it has acted: degraded when a scope
+// was skipped, a namespace not observed, or an action not reached or held
+// for GitHub's rate limit; failed when an action failed.
+func settle(res Result) (Status, error) {
+	status := StatusComplete
 	if len(res.Class.Skipped) > len(res.Deferred) || len(res.Class.Unobserved) > 0 {
 		// A deferred scope is the budget working as configured, not a
 		// fault: the rotation lists it within a bounded number of sweeps.
-		res.Status = StatusDegraded
+		status = StatusDegraded
 	}
 	// An action the deadline or a signal kept from starting is owed: the
 	// sweep did less than it decided to.
 	for _, o := range res.Outcomes {
 		if o.Result == reap.NotReached {
-			res.Status = StatusDegraded
+			status = StatusDegraded
 		}
 	}
 	var failed []error
@@ -373,13 +397,13 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		case reap.RateLimited:
 			// GitHub's limit is not an action failure: the candidate
 			// waits for a later sweep, as a skipped scope's marks do.
-			res.Status = StatusDegraded
+			status = StatusDegraded
 		}
 	}
 	if len(failed) > 0 {
-		res.Status, res.Err = StatusFailed, fmt.Errorf("%d action(s) failed: %w", len(failed), errors.Join(failed...))
+		return StatusFailed, fmt.Errorf("%d action(s) failed: %w", len(failed), errors.Join(failed...))
 	}
-	return res
+	return status, nil
 }
 
 // notListed is the skip of a scope left unlisted because GitHub rate-limited
