@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -14,12 +13,8 @@ import (
 	"syscall"
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
-	"github.com/runner-reaper/runner-reaper/internal/config"
-	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/internal/safetext"
 	"github.com/runner-reaper/runner-reaper/internal/version"
-	"github.com/runner-reaper/runner-reaper/reconcile/reap"
-	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -142,49 +137,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	inCluster, podNamespace := app.InCluster()
-	cfg, err := config.Load(inCluster, podNamespace)
+	rt, err := app.Start(ctx, app.Entry{Mode: requested, InCluster: inCluster, PodNamespace: podNamespace,
+		Stdout: stdout, Stderr: stderr, AuditJSON: *output == "json"})
 	if err != nil {
-		// One problem a line, each escaped: a variable's name or value
-		// is text from outside.
-		fmt.Fprintln(stderr, report.PlainError(err, nil))
-		return exitBadConfig
-	}
-	mode := app.Mode(cfg, requested)
-	// An audit's table goes to stdout, so its log lines go to stderr.
-	logOut := stdout
-	if mode == sweep.Audit {
-		logOut = stderr
-	}
-	// Every line and message from here on passes through the one redactor,
-	// and is escaped after it (package safetext).
-	secrets := redact.New()
-	rt, err := app.Open(ctx, cfg, logOut, app.Options{Secrets: secrets, Spare: reap.DefaultSpare})
-	if err != nil {
-		fmt.Fprintln(stderr, report.PlainError(err, secrets))
+		fmt.Fprintln(stderr, err)
 		if errors.Is(err, app.ErrConfig) {
 			return exitBadConfig
 		}
 		return int(sweep.StatusFailed)
 	}
-	res := rt.Sweep(ctx, mode)
-	if mode == sweep.Audit {
-		write := report.WriteTable
-		if *output == "json" {
-			write = report.WriteJSON
-		}
-		// The audit quotes why a scope was skipped: redact it whole, so
-		// that no secret is split across writes. Its fields are escaped
-		// already, before the table was laid out (report.WriteTable).
-		var audit bytes.Buffer
-		err := write(&audit, res)
-		if err == nil {
-			_, err = io.WriteString(stdout, secrets.String(audit.String()))
-		}
-		if err != nil && !errors.Is(err, io.ErrClosedPipe) {
-			fmt.Fprintln(stderr, report.PlainError(err, secrets))
-			return int(sweep.StatusFailed)
-		}
-	}
+	res := rt.Sweep(ctx)
 	return int(res.Status)
 }
 

@@ -6,6 +6,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,14 @@ import (
 // exit 2 on it, as on any other bad setting.
 var ErrConfig = errors.New("bad configuration")
 
+// configCause marks a configuration error as ErrConfig without changing
+// its text: the loader's own words, one problem a line, are what a person
+// needs.
+type configCause struct{ err error }
+
+func (c configCause) Error() string   { return c.err.Error() }
+func (c configCause) Unwrap() []error { return []error{ErrConfig, c.err} }
+
 // serviceAccountNamespace is where a pod finds its own namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
@@ -65,10 +74,6 @@ type Options struct {
 	// AWS is the AWS configuration for a DynamoDB ledger; the SDK's
 	// default chain is loaded when it is needed and nil.
 	AWS *aws.Config
-	// Spare is the time before a sweep's deadline (its own, or a Lambda
-	// invocation's) after which it starts no new action, and the most one
-	// action may take once begun. Entry points pass reap.DefaultSpare.
-	Spare time.Duration
 	// Secrets is the process's one redactor, which the entry point's
 	// logger and answers use too. Build teaches it the configured GitHub
 	// credentials and hands it to the GitHub client, which adds every
@@ -109,6 +114,57 @@ type Runtime struct {
 	// metric lines.
 	out              io.Writer
 	metricsNamespace string
+	// mode is decided once, by Start, for every sweep of the process.
+	mode sweep.Mode
+	// audit receives an audit's table, or its JSON when auditJSON.
+	audit     io.Writer
+	auditJSON bool
+}
+
+// Entry is what an entry point asks of the run: the mode it was asked for,
+// where the process runs, and where its text goes.
+type Entry struct {
+	// Mode is the mode asked for (the command line's, or Act); the
+	// configuration may turn it into a dry run (see Mode), never more.
+	Mode sweep.Mode
+	// InCluster and PodNamespace say whether the process runs in a pod
+	// and in which namespace (InCluster), for the default ledger.
+	InCluster    bool
+	PodNamespace string
+	// Stdout and Stderr are the process's. The JSON lines go to Stdout,
+	// except in an audit, whose table (or JSON, when AuditJSON) goes to
+	// Stdout and its lines to Stderr.
+	Stdout, Stderr io.Writer
+	AuditJSON      bool
+	// AWS is the AWS configuration; nil loads the SDK's default chain
+	// when a setting needs it.
+	AWS *aws.Config
+}
+
+// Start is the first half of the one story every entry point tells, done
+// once per process: load the configuration, open everything it names, and
+// decide the mode. Its error is ready to print (redacted, then escaped, one
+// problem a line) and wraps ErrConfig when the configuration is the cause:
+// the entry points exit 2 on it. The second half is Runtime.Sweep.
+func Start(ctx context.Context, e Entry) (*Runtime, error) {
+	// Every line and message from here on passes through the one
+	// redactor, and is escaped after it (package safetext).
+	secrets := redact.New()
+	cfg, err := config.Load(e.InCluster, e.PodNamespace)
+	if err != nil {
+		return nil, report.PlainError(configCause{err}, secrets)
+	}
+	mode := Mode(cfg, e.Mode)
+	out := e.Stdout
+	if mode == sweep.Audit {
+		out = e.Stderr
+	}
+	rt, err := Open(ctx, cfg, out, Options{AWS: e.AWS, Secrets: secrets})
+	if err != nil {
+		return nil, report.PlainError(err, secrets)
+	}
+	rt.mode, rt.audit, rt.auditJSON = mode, e.Stdout, e.AuditJSON
+	return rt, nil
 }
 
 // Open builds the Runtime for cfg: the redactor and the logger (lines to
@@ -189,16 +245,45 @@ func Logger(out io.Writer, level slog.Level, secrets *redact.Set) *slog.Logger {
 	return slog.New(report.Diagnostics(level, secrets.Handler(safetext.Handler(json))))
 }
 
-// Sweep runs one sweep in mode and reports it: the warnings, the action
-// lines, the summary and, where configured, the EMF metric lines.
-func (r *Runtime) Sweep(ctx context.Context, mode sweep.Mode) sweep.Result {
-	res := Sweep(ctx, r.Sweeper, mode, r.Log)
+// Sweep is the second half of the one story, once per sweep: it sweeps in
+// the mode Start decided and reports everything there is to report, in one
+// place: the warnings, the action lines and the summary, the EMF metric
+// lines where configured, and an audit's table or JSON. An audit that could
+// not be written fails the sweep.
+func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
+	res := Sweep(ctx, r.Sweeper, r.mode, r.Log)
 	if r.metricsNamespace != "" {
 		if err := metrics.WriteEMF(r.out, res, r.metricsNamespace, time.Now()); err != nil {
 			r.Log.Warn("write metrics", slog.String("error", err.Error()))
 		}
 	}
+	if r.mode == sweep.Audit {
+		if err := r.writeAudit(res); err != nil {
+			r.Log.Error("write audit", slog.String("error", err.Error()))
+			res.Status, res.Err = sweep.StatusFailed, err
+		}
+	}
 	return res
+}
+
+// writeAudit prints the audit. It quotes why a scope was skipped: it is
+// redacted whole, so that no secret is split across writes; its fields were
+// escaped before the table was laid out (report.WriteTable). A reader who
+// closed the pipe early (audit | head) is not a failure.
+func (r *Runtime) writeAudit(res sweep.Result) error {
+	write := report.WriteTable
+	if r.auditJSON {
+		write = report.WriteJSON
+	}
+	var audit bytes.Buffer
+	err := write(&audit, res)
+	if err == nil {
+		_, err = io.WriteString(r.audit, r.Secrets.String(audit.String()))
+	}
+	if err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		return fmt.Errorf("write audit: %w", err)
+	}
+	return nil
 }
 
 // Build returns a Sweeper for cfg, talking to the cluster of restCfg.
@@ -264,10 +349,10 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 				Concurrency:          cfg.KubeConcurrency,
 				Scopes:               scopes,
 				RemoveFinalizers:     cfg.RemoveFinalizers,
-				Spare:                o.Spare,
+				Spare:                reap.DefaultSpare,
 				// An action begun with the spare time left ends
 				// within it, so the report is still written.
-				ActionTimeout: o.Spare,
+				ActionTimeout: reap.DefaultSpare,
 			})
 		},
 		Scopes:  cfg.Scopes,
@@ -283,7 +368,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		// A third of the deadline, and never less than twice the spare,
 		// stays for classify, the ledger and the actions.
 		MaxScopes: cfg.MaxScopesPerSweep,
-		ListRoom:  max(cfg.SweepTimeout/3, 2*o.Spare),
+		ListRoom:  max(cfg.SweepTimeout/3, 2*reap.DefaultSpare),
 	}, nil
 }
 
