@@ -268,7 +268,8 @@ func (c *Client) Counts() httpcount.Counts { return c.counter.Snapshot() }
 
 // ConfigMaps is the counted client of the ConfigMaps in ns, for other
 // Kubernetes work of the same sweep (the ConfigMap ledger), so that its
-// requests are counted and bounded too.
+// requests are counted and bounded too. It is the ledger's, not a write of
+// an action: a DryRun() client's ConfigMaps still write.
 func (c *Client) ConfigMaps(ns string) *gentype.Client[*corev1.ConfigMap] { return c.cs.configMaps(ns) }
 
 // warnings logs the API server's Warning headers as warnings.

@@ -44,7 +44,7 @@ func (c *Client) record(ctx context.Context, obj corev1.ObjectReference, reason,
 	message = safetext.String(message)
 	ev := c.event(obj, corev1.EventTypeWarning, reason, message)
 	if err := c.events.createEvent(ctx, ev, c.dryRun); err != nil {
-		return fmt.Errorf("record event %s on %s %s/%s: %w", reason, strings.ToLower(obj.Kind), obj.Namespace, obj.Name, err)
+		return fmt.Errorf("%s event %s on %s %s/%s: %w", verb("record", c.dryRun), reason, strings.ToLower(obj.Kind), obj.Namespace, obj.Name, err)
 	}
 	return nil
 }

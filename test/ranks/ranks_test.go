@@ -129,8 +129,16 @@ var upwardToRemove = map[string]bool{
 // points down or across.
 func TestImportsPointDown(t *testing.T) {
 	r := ranks(t)
+	pkgs := list(t, "./...")
+	exists := map[string]bool{}
+	for _, p := range pkgs {
+		exists[p.ImportPath] = true
+	}
+	for name := range r {
+		assert.True(t, exists[name], "docs/design.md ranks %s, which is no package", name)
+	}
 	var upward []string
-	for _, p := range list(t, "./...") {
+	for _, p := range pkgs {
 		if harness(p) {
 			continue
 		}
