@@ -10,7 +10,7 @@ KUBE_APISERVER := $(CACHE)/bin/kube-apiserver
 CLUSTER_BINS := $(CACHE)/bin/kubelet $(CACHE)/bin/kube-scheduler $(CACHE)/bin/kube-controller-manager
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
-.PHONY: all build test unit bench chaos vet demo envtest-assets deps dynalite openapi package image push ca-bundle cluster-assets clean
+.PHONY: all build test unit bench chaos vet deadcode demo envtest-assets deps dynalite openapi package image push ca-bundle cluster-assets clean
 DYNALITE := tools/dynalite/node_modules/dynalite/cli.js
 
 all: build
@@ -96,9 +96,17 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
+# Nothing in the product exists only for its tests: deadcode (built from the
+# Go module proxy) over the two entry points must find no function that
+# neither reaches.
+DEADCODE := golang.org/x/tools/cmd/deadcode@v0.26.0
+deadcode:
+	@out=$$($(GO) run $(DEADCODE) ./functions/cli ./functions/lambda) || exit 1; \
+	test -z "$$out" || { echo "deadcode: reached by neither entry point:"; echo "$$out"; exit 1; }
+
 # image first: the image and cluster tests run `make image` themselves, and
 # inside the cluster's network namespace nothing can be downloaded.
-test: envtest-assets cluster-assets image dynalite openapi vet
+test: envtest-assets cluster-assets image dynalite openapi vet deadcode
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./test/chaos/cmd/chaos -sweeps 1000
 

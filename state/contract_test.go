@@ -50,7 +50,7 @@ func backends() []backend {
 			}
 		}},
 		{"dynamodb", func(t *testing.T) func() state.Store {
-			d := Dynalite(t, dynamo.TableSchema(ledgerTable))
+			d := Dynalite(t, LedgerTable(ledgerTable))
 			key := t.Name()
 			return func() state.Store { return dynamo.New(d.Client, ledgerTable, key, nil) }
 		}},

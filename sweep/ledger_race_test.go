@@ -18,6 +18,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/state/dynamo"
 	"github.com/runner-reaper/runner-reaper/state/file"
 	"github.com/runner-reaper/runner-reaper/sweep"
+	"github.com/runner-reaper/runner-reaper/test/statetest"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -48,7 +49,7 @@ func TestConcurrentSweepsExactlyOneActs(t *testing.T) {
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			require.NoError(t, d.CreateTable(ctx, dynamo.TableSchema("runner-reaper-ledger")))
+			require.NoError(t, d.CreateTable(ctx, statetest.LedgerTable("runner-reaper-ledger")))
 			return func() state.Store { return dynamo.New(d.Client, "runner-reaper-ledger", "runner-reaper", nil) }
 		}},
 	}

@@ -29,7 +29,7 @@ import (
 // truth when it is false (what the reaper did before).
 func (r *rig) skewedSweeper(local func() time.Time, reference bool) *sweep.Sweeper {
 	r.t.Helper()
-	clk := refclock.New(local)
+	clk := &refclock.Clock{Local: local}
 	cfg := restclient.CopyConfig(r.env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return refclock.Transport{Base: rt, Clock: clk} })
 	s, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))

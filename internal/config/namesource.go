@@ -47,15 +47,3 @@ func ParseNameSource(s string) (NameSource, error) {
 		return NameSource{}, fmt.Errorf("runner name source %q has unknown kind %q (want pod-name, label or annotation)", s, kind)
 	}
 }
-
-// String is the configuration form.
-func (s NameSource) String() string {
-	switch s.From {
-	case NameFromLabel:
-		return "label:" + s.Key
-	case NameFromAnnotation:
-		return "annotation:" + s.Key
-	default:
-		return "pod-name"
-	}
-}

@@ -27,20 +27,18 @@ const Tolerance = 2 * time.Second
 // The zero value is usable: before any answer it is the local clock. It is
 // safe for concurrent use.
 type Clock struct {
+	// Local is the local clock; nil means time.Now. Set it before first
+	// use, for a machine whose clock runs ahead.
+	Local func() time.Time
+
 	mu     sync.Mutex
 	offset time.Duration
 	seen   bool
-	// local is the local clock; nil means time.Now.
-	local func() time.Time
 }
 
-// New returns a Clock over the given local clock (nil: time.Now), for
-// tests that need one to run ahead.
-func New(local func() time.Time) *Clock { return &Clock{local: local} }
-
 func (c *Clock) localNow() time.Time {
-	if c.local != nil {
-		return c.local()
+	if c.Local != nil {
+		return c.Local()
 	}
 	return time.Now()
 }

@@ -29,7 +29,7 @@ func TestClock(t *testing.T) {
 		{"the latest reading counts", []string{date(-time.Hour), date(0)}, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := New(func() time.Time { return local })
+			c := &Clock{Local: func() time.Time { return local }}
 			for _, d := range tc.dates {
 				c.Observe(d, local)
 			}

@@ -44,36 +44,19 @@ func String(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 8)
 	b.WriteString(s[:i])
-	appendEscaped(&b, s[i:], false)
-	return b.String()
-}
-
-// Lines is String for a text the reaper itself laid out on several lines (a
-// configuration error lists one problem a line): its line feeds are kept,
-// and everything else String escapes is escaped. It is only for text whose
-// line breaks are the reaper's own; a line feed from outside would pass.
-func Lines(s string) string {
-	if firstUnsafeExcept(s, '\n') < 0 {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s) + 8)
-	appendEscaped(&b, s, true)
+	appendEscaped(&b, s[i:])
 	return b.String()
 }
 
 // Safe reports whether s would pass String unchanged.
 func Safe(s string) bool { return firstUnsafe(s) < 0 }
 
-func firstUnsafe(s string) int { return firstUnsafeExcept(s, -1) }
-
-// firstUnsafeExcept is the byte offset of the first rune String escapes,
-// keep aside, or -1.
-func firstUnsafeExcept(s string, keep rune) int {
+// firstUnsafe is the byte offset of the first rune String escapes, or -1.
+func firstUnsafe(s string) int {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if (c < 0x20 || c == 0x7f) && rune(c) != keep {
+			if c < 0x20 || c == 0x7f {
 				return i
 			}
 			i++
@@ -122,9 +105,8 @@ func bidi(r rune) bool {
 
 const hexDigits = "0123456789abcdef"
 
-// appendEscaped writes s to b, escaping as String does; with keepLF, a
-// line feed is written as it is.
-func appendEscaped(b *strings.Builder, s string, keepLF bool) {
+// appendEscaped writes s to b, escaping as String does.
+func appendEscaped(b *strings.Builder, s string) {
 	var buf [16]byte
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
@@ -133,7 +115,7 @@ func appendEscaped(b *strings.Builder, s string, keepLF bool) {
 			b.WriteString(`\x`)
 			b.WriteByte(hexDigits[s[i]>>4])
 			b.WriteByte(hexDigits[s[i]&0xf])
-		case keepLF && r == '\n', printable(r):
+		case printable(r):
 			b.WriteString(s[i : i+size])
 		case bidi(r):
 			b.WriteString(`\u`)

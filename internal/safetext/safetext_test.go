@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"testing"
 
@@ -104,21 +103,7 @@ func TestStringLeavesPrintableTextAlone(t *testing.T) {
 		t.Run(s, func(t *testing.T) {
 			assert.Equal(t, s, String(s))
 			assert.True(t, Safe(s))
-			assert.Equal(t, s, Lines(s))
 		})
-	}
-}
-
-// Lines keeps the line feeds the reaper laid out and escapes the rest.
-func TestLinesKeepsOnlyLineFeeds(t *testing.T) {
-	assert.Equal(t, "invalid configuration:\n  REAPER_X\\x1b[2J: bad\\r\n", Lines("invalid configuration:\n  REAPER_X\x1b[2J: bad\r\n"))
-	for _, c := range unsafeCases() {
-		if c.in == "a\nb" {
-			assert.Equal(t, "a\nb", Lines(c.in))
-			continue
-		}
-		got := Lines(c.in)
-		assert.Equal(t, got, Lines(got), "idempotent: %s", c.name)
 	}
 }
 
@@ -148,16 +133,6 @@ func TestValueKeepsShape(t *testing.T) {
 			assert.Equal(t, c.want, Value(c.in))
 		})
 	}
-}
-
-func TestErrorEscapesAndUnwraps(t *testing.T) {
-	assert.NoError(t, Error(nil))
-	plain := errors.New("plain")
-	assert.Same(t, plain, Error(plain))
-	err := fmt.Errorf("list pods: %w: %s", fs.ErrNotExist, "\x1b[2J")
-	got := Error(err)
-	assert.Equal(t, `list pods: file does not exist: \x1b[2J`, got.Error())
-	assert.ErrorIs(t, got, fs.ErrNotExist)
 }
 
 // A log line through Handler holds no raw control byte, bidi control or

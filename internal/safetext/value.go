@@ -58,26 +58,3 @@ func Value(v any) any {
 	}
 	return v
 }
-
-// Error returns err with its text escaped, still unwrapping to err so that
-// errors.Is and errors.As see what they saw before. A nil err stays nil, and
-// an err with nothing to escape is returned as it is.
-func Error(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	if Safe(msg) {
-		return err
-	}
-	return &escapedError{msg: String(msg), err: err}
-}
-
-// escapedError is an error whose text was escaped.
-type escapedError struct {
-	msg string
-	err error
-}
-
-func (e *escapedError) Error() string { return e.msg }
-func (e *escapedError) Unwrap() error { return e.err }

@@ -37,22 +37,6 @@ const (
 // are a few dozen bytes, and the ledger growing between sweeps.
 const DefaultLimitBytes = 350 * 1024
 
-// TableSchema is the table the DynamoDB backend needs: partition key
-// pk of type S and nothing else, on demand. The tests create their table
-// from it, so it is what template.yaml must declare.
-func TableSchema(table string) *dynamodb.CreateTableInput {
-	return &dynamodb.CreateTableInput{
-		TableName: aws.String(table),
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: aws.String(dynamoAttrKey), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema: []types.KeySchemaElement{
-			{AttributeName: aws.String(dynamoAttrKey), KeyType: types.KeyTypeHash},
-		},
-		BillingMode: types.BillingModePayPerRequest,
-	}
-}
-
 // Store is a state.Store in one item of a DynamoDB table, for the Lambda, which
 // has no cluster of its own to keep a ConfigMap in. The version is the
 // item's version counter; Save is a conditional PutItem on it, so two sweeps

@@ -39,7 +39,7 @@ var keys atomic.Int64
 // table on first use (statetest.Dynalite skips in -short mode).
 func dynalite(t testing.TB) dynaliteServer {
 	t.Helper()
-	return dynaliteServer{client: Dynalite(t, TableSchema(dynaliteTable)).Client}
+	return dynaliteServer{client: Dynalite(t, LedgerTable(dynaliteTable)).Client}
 }
 
 // freshKey returns a ledger key no other test uses, so that each test starts
@@ -127,7 +127,7 @@ func TestDynamoItemAttributes(t *testing.T) {
 }
 
 // TestTableSchema checks the table the tests run on, made from
-// TableSchema, is what the backend documents: pk, a string, the only
+// statetest.LedgerTable, is what the backend writes: pk, a string, the only
 // key, on demand.
 func TestTableSchema(t *testing.T) {
 	t.Parallel()
@@ -136,10 +136,10 @@ func TestTableSchema(t *testing.T) {
 	require.NoError(t, err)
 	td := out.Table
 	require.Len(t, td.KeySchema, 1)
-	assert.Equal(t, "pk", aws.ToString(td.KeySchema[0].AttributeName))
+	assert.Equal(t, dynamoAttrKey, aws.ToString(td.KeySchema[0].AttributeName), "the key the backend writes")
 	assert.Equal(t, types.KeyTypeHash, td.KeySchema[0].KeyType)
 	require.Len(t, td.AttributeDefinitions, 1)
-	assert.Equal(t, "pk", aws.ToString(td.AttributeDefinitions[0].AttributeName))
+	assert.Equal(t, dynamoAttrKey, aws.ToString(td.AttributeDefinitions[0].AttributeName))
 	assert.Equal(t, types.ScalarAttributeTypeS, td.AttributeDefinitions[0].AttributeType)
 	require.NotNil(t, td.BillingModeSummary)
 	assert.Equal(t, types.BillingModePayPerRequest, td.BillingModeSummary.BillingMode)

@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/runner-reaper/runner-reaper/state/dynamo"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
+	"github.com/runner-reaper/runner-reaper/test/statetest"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -106,7 +106,7 @@ func newTable(t *testing.T, d *testenv.Dynalite) string {
 	table := "ledger-" + randomHex(t)[:10]
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	require.NoError(t, d.CreateTable(ctx, dynamo.TableSchema(table)))
+	require.NoError(t, d.CreateTable(ctx, statetest.LedgerTable(table)))
 	return table
 }
 

@@ -18,7 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -221,4 +223,21 @@ func Main(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// LedgerTable is the table the DynamoDB ledger needs, as template.yaml
+// declares it: partition key pk of type S and nothing else, on demand.
+// The tests create their tables from it; state/dynamo's TestTableSchema
+// checks it against the key the backend writes.
+func LedgerTable(table string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
+		TableName: aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash},
+		},
+		BillingMode: types.BillingModePayPerRequest,
+	}
 }
