@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
+	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 )
 
 // DeleteRunner removes a registration. Only GitHub's definite answers are

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/runner-reaper/runner-reaper/internal/version"
+	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/runner-reaper/runner-reaper/ghclient"
+	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/reconcile/reap"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/state/memory"
 	"github.com/runner-reaper/runner-reaper/sweep"

@@ -118,11 +118,11 @@ func harness(p pkg) bool {
 // on any other, and on one of these that is gone (so the list shrinks as
 // the work lands).
 var upwardToRemove = map[string]bool{
-	"ghclient (6) -> reconcile (5)":      true,
-	"ghclient (6) -> reconcile/reap (4)": true,
-	"kube (6) -> reconcile (5)":          true,
-	"kube (6) -> reconcile/reap (4)":     true,
-	"state (6) -> reconcile (5)":         true,
+	"ghclient (6) -> reconcile (5)": true,
+	"ghclient (6) -> reap (4)":      true,
+	"kube (6) -> reconcile (5)":     true,
+	"kube (6) -> reap (4)":          true,
+	"state (6) -> reconcile (5)":    true,
 }
 
 // Every product package has a rank, and every import between two of them
