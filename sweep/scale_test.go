@@ -87,10 +87,10 @@ func TestSweepTimeAgainstScopeCount(t *testing.T) {
 // sweep starts where it stopped, so two sweeps list every scope.
 func TestDeadlineDefersTheScopesThatDoNotFit(t *testing.T) {
 	const n = 100
-	latency := 15 * time.Millisecond
-	// 1.5 s a sweep, a third of it (0.5 s) kept for acting: about 65 of
-	// the 100 lists of 15 ms fit.
-	r, keys := slowScopes(t, n, latency, func(c *config.Config) { c.SweepTimeout = 1500 * time.Millisecond })
+	latency := 30 * time.Millisecond
+	// 12 s a sweep, of which twice the reaper's spare (10 s) is kept for
+	// acting: about 65 of the 100 lists of 30 ms fit.
+	r, keys := slowScopes(t, n, latency, func(c *config.Config) { c.SweepTimeout = 12 * time.Second })
 	listed := map[string]int{}
 	for i := 1; i <= 2; i++ {
 		r.sim.ResetRequests()
