@@ -111,7 +111,7 @@ func fromNow(now Clocks, old map[string]Mark, out *Confirmation) map[string]Mark
 	var fixed map[string]Mark
 	for key, m := range old {
 		ahead := max(m.FirstSeen.Sub(now.Ref), m.LastSeen.Sub(now.Ref), m.FirstSeenLocal.Sub(now.Local))
-		if ahead <= 0 && !m.FirstSeen.IsZero() && !m.LastSeen.Before(m.FirstSeen) {
+		if ahead <= 0 && !m.FirstSeen.IsZero() && (m.LastSeen.IsZero() || !m.LastSeen.Before(m.FirstSeen)) {
 			continue
 		}
 		if fixed == nil {
@@ -121,13 +121,14 @@ func fromNow(now Clocks, old map[string]Mark, out *Confirmation) map[string]Mark
 			}
 		}
 		out.FromFuture = append(out.FromFuture, FutureMark{Key: key, FirstSeen: m.FirstSeen, LastSeen: m.LastSeen, Ahead: max(ahead, 0)})
-		if m.FirstSeen.IsZero() || m.FirstSeen.After(now.Ref) {
-			m.FirstSeen = now.Ref
-		}
-		if m.FirstSeenLocal.After(now.Local) {
-			m.FirstSeenLocal = now.Local
-		}
-		m.LastSeen = maxTime(minTime(m.LastSeen, now.Ref), m.FirstSeen)
+		// Both first sightings start again, not only the one that is
+		// ahead: a mark looks as if it came from the future also when
+		// this sweep's clock has jumped back, and bringing one time
+		// back to a now that lies would date the mark in the past on
+		// that clock. Started again on both, it waits out its whole
+		// hold on the other clock, whichever of the two lies.
+		m.FirstSeen, m.FirstSeenLocal = now.Ref, now.Local
+		m.LastSeen = now.Ref
 		fixed[key] = m
 	}
 	if fixed == nil {

@@ -33,6 +33,7 @@ func TestBrokenProductIsCaught(t *testing.T) {
 		{"a failed list read as empty", SwallowListErrors, ListError, ExitStatus},
 		{"deletes that delete nothing", LyingDeletes, Crash, Liveness},
 		{"a list that loses runners, and no re-check", NoRecheck, 0, HealthyKilled},
+		{"confirmation on the reference clock alone, under a lying Date", OneClock, Skew | InvalidateOne | NeverRegister, Unconfirmed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

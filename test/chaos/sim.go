@@ -143,6 +143,11 @@ type sweepCtx struct {
 	raced []string
 	saved bool
 	res   sweep.Result
+	// refSkew and localSkew are how far the reference clock (the API
+	// server's Date) and this machine's clock read from the truth in this
+	// sweep (the skew hazard); skewed says either does.
+	refSkew, localSkew time.Duration
+	skewed             bool
 }
 
 func (w *world) top() *sweepCtx { return w.stack[len(w.stack)-1] }
@@ -344,8 +349,12 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		Policy: pol,
 		Hold:   hold,
 		Log:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Now:    func() time.Time { return sc.at },
+		Now:    func() time.Time { return sc.at.Add(sc.refSkew) },
+		Local:  func() time.Time { return sc.at.Add(sc.localSkew) },
 		GitHub: gh,
+	}
+	if w.cfg.Break == OneClock {
+		sw.Local = nil
 	}
 	res := sw.Run(context.Background(), sweep.Act)
 
@@ -482,7 +491,9 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 	}
 	clear()
 	// Time to clean, and the documented causes of delay.
-	excuseAll := sc.overlap || sc.podListFault || sc.rateLimited || sc.mustFail != ""
+	// A lying clock restarts the marks it dated from the future: a
+	// documented delay (the warning "marks from the future").
+	excuseAll := sc.overlap || sc.podListFault || sc.rateLimited || sc.mustFail != "" || sc.skewed
 	for _, o := range res.Outcomes {
 		l := w.leaks[o.Candidate.Key]
 		if l == nil {
@@ -586,6 +597,17 @@ func Run(cfg Config) (*Stats, error) {
 		w.step()
 		w.trackLeaks()
 		sc := &sweepCtx{no: i, at: w.now, listFault: map[string]faultKind{}, acted: map[string]bool{}}
+		// One clock lies at a time: the reference (a proxy's or one API
+		// server replica's Date) or this machine's. Two that lie alike
+		// in the same sweep are the risk the README states.
+		if w.chance(Skew, 0.05) {
+			if w.rng.IntN(2) == 0 {
+				sc.refSkew = w.skew()
+			} else {
+				sc.localSkew = w.skew()
+			}
+			sc.skewed = true
+		}
 		if w.chance(Wipe, 0.003) {
 			store.mem = memory.New()
 			// Every mark restarts: a documented delay, for the leaks

@@ -213,6 +213,16 @@ func (w *world) chance(hz Hazard, p float64) bool {
 	return w.cfg.Hazards.Has(hz) && w.rng.Float64() < p
 }
 
+// skew is how far a lying clock reads from the truth: a minute to two
+// hours, ahead or behind.
+func (w *world) skew() time.Duration {
+	d := time.Minute + w.within(2*time.Hour)
+	if w.rng.IntN(2) == 0 {
+		return -d
+	}
+	return d
+}
+
 func (w *world) within(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
