@@ -75,7 +75,22 @@ type Confirmation struct {
 	// FromFuture lists the marks that were dated after now, as they were
 	// in the ledger; each was counted from now instead.
 	FromFuture []FutureMark
+	// Disagreed lists the keys of the marks whose two clocks disagree
+	// about how long ago they were first seen (see ClockDrift); each
+	// started again.
+	Disagreed []string
 }
+
+// ClockDrift is how far the two clocks of a confirmation may disagree
+// about a mark's age before the mark starts again. The offset between the
+// reference clock and the local one when a mark was first seen should still
+// hold; if it has moved by more than this, one clock lied then or lies now,
+// and the mark's age on one of them is wrong. A backward lie on one clock
+// at a first sighting and a forward lie on the other at maturity would each
+// pass the other's check; this catches their combination. It is looser than
+// refclock's tolerance so that CronJob runs on nodes whose clocks differ by
+// a few seconds do not restart marks.
+const ClockDrift = 30 * time.Second
 
 // FutureMark is a mark the ledger held with a time after the sweep's now
 // (on either clock), or with no first sighting: a sweep whose clock ran
@@ -138,6 +153,16 @@ func fromNow(now Clocks, old map[string]Mark, out *Confirmation) map[string]Mark
 	return fixed
 }
 
+// disagree reports whether the two clocks disagree about how long ago the
+// mark was first seen by more than ClockDrift.
+func disagree(at Clocks, m Mark) bool {
+	if m.FirstSeen.IsZero() || m.FirstSeenLocal.IsZero() {
+		return false
+	}
+	d := at.Ref.Sub(at.Local) - m.FirstSeen.Sub(m.FirstSeenLocal)
+	return d > ClockDrift || d < -ClockDrift
+}
+
 // held reports whether a mark first seen at first has held for h by now on
 // one clock: at least h, and across two sweeps (now after first) even when
 // h is zero.
@@ -180,11 +205,15 @@ func Confirm(at Clocks, c Classification, old map[string]Mark, hold Hold) Confir
 			if f.Pod != nil {
 				newly[f.ScopeKey]++
 			}
+		} else if disagree(at, m) {
+			m.FirstSeen, m.FirstSeenLocal = now, at.Local
+			out.Disagreed = append(out.Disagreed, f.Key)
 		}
 		if m.FirstSeenLocal.IsZero() {
 			// A mark from a ledger written before the local clock was
-			// kept: its local hold starts now.
-			m.FirstSeenLocal = at.Local
+			// kept: it starts again, on both clocks, so that their
+			// offset is this sweep's.
+			m.FirstSeen, m.FirstSeenLocal = now, at.Local
 		}
 		m.LastSeen = now
 		m.Scope = f.ScopeKey
@@ -222,6 +251,7 @@ func Confirm(at Clocks, c Classification, old map[string]Mark, hold Hold) Confir
 	}
 	sort.Strings(out.Cleared)
 	sort.Strings(out.Held)
+	sort.Strings(out.Disagreed)
 
 	scopes := make([]string, 0, len(newly))
 	for s := range newly {

@@ -137,29 +137,57 @@ func TestConfirmNeedsBothClocks(t *testing.T) {
 		name  string
 		now   Clocks
 		ready bool
+		// restarts: the clocks disagree about the mark's age by more
+		// than ClockDrift, so one lies, and the mark starts again.
+		restarts bool
 	}{
-		{"both a minute on: waits", Clocks{Ref: t0, Local: t0}, false},
-		{"both ten minutes on: acts", Clocks{Ref: t0.Add(9 * time.Minute), Local: t0.Add(9 * time.Minute)}, true},
-		{"a Date from year 9999, local a minute on: waits", Clocks{Ref: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Local: t0}, false},
-		{"a replica an hour ahead, local a minute on: waits", Clocks{Ref: t0.Add(time.Hour), Local: t0}, false},
-		{"this machine an hour ahead, the API server a minute on: waits", Clocks{Ref: t0, Local: t0.Add(time.Hour)}, false},
-		{"this machine behind, reference ten minutes on: waits for the local hold", Clocks{Ref: t0.Add(9 * time.Minute), Local: t0.Add(2 * time.Minute)}, false},
+		{"both a minute on: waits", Clocks{Ref: t0, Local: t0}, false, false},
+		{"both ten minutes on: acts", Clocks{Ref: t0.Add(9 * time.Minute), Local: t0.Add(9 * time.Minute)}, true, false},
+		{"a Date from year 9999, local a minute on: starts again", Clocks{Ref: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Local: t0}, false, true},
+		{"a replica an hour ahead, local a minute on: starts again", Clocks{Ref: t0.Add(time.Hour), Local: t0}, false, true},
+		{"this machine an hour ahead, the API server a minute on: starts again", Clocks{Ref: t0, Local: t0.Add(time.Hour)}, false, true},
+		{"this machine 7 minutes behind, reference ten minutes on: starts again", Clocks{Ref: t0.Add(9 * time.Minute), Local: t0.Add(2 * time.Minute)}, false, true},
+		{"the two 10 s apart (two nodes' clocks), ten minutes on: acts", Clocks{Ref: t0.Add(9 * time.Minute), Local: t0.Add(9*time.Minute + 10*time.Second)}, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Confirm(tc.now, zombie, old, hold())
 			require.Len(t, c.Candidates, 1)
 			assert.Equal(t, tc.ready, c.Candidates[0].Ready)
-			assert.Equal(t, marked, c.Marks[key].FirstSeen, "an old mark keeps its first sighting")
+			if tc.restarts {
+				assert.Equal(t, []string{key}, c.Disagreed)
+				assert.Equal(t, tc.now.Ref, c.Marks[key].FirstSeen)
+				assert.Equal(t, tc.now.Local, c.Marks[key].FirstSeenLocal)
+			} else {
+				assert.Empty(t, c.Disagreed)
+				assert.Equal(t, marked, c.Marks[key].FirstSeen, "an old mark keeps its first sighting")
+			}
 		})
 	}
 
-	// A Date that jumped back re-dated nothing to the past on the local
-	// clock: the next honest sweep still waits out the hold.
+	// The review of issue 16's chaos hazard: a backward lie on the local
+	// clock at the first sighting, then a forward lie on the reference
+	// clock at maturity. Each clock alone calls the mark old; the moved
+	// offset between them says one lied, and the mark starts again.
+	liedFirst := Confirm(Clocks{Ref: t0, Local: t0.Add(-time.Hour)}, zombie, nil, hold())
+	lied := Confirm(Clocks{Ref: t0.Add(2*time.Minute + 25*time.Minute), Local: t0.Add(2 * time.Minute)}, zombie, liedFirst.Marks, hold())
+	require.Len(t, lied.Candidates, 1)
+	assert.False(t, lied.Candidates[0].Ready, "two lies on two clocks in two sweeps do not hurry it")
+	assert.Equal(t, []string{key}, lied.Disagreed)
+
+	// A Date that jumped back when the mark was first seen: the next
+	// honest sweep finds the clocks' offset moved and starts it again.
 	jumpedBack := Confirm(Clocks{Ref: t0.Add(-time.Hour), Local: t0}, zombie, nil, hold())
 	honest := Confirm(Clocks{Ref: t0.Add(time.Minute), Local: t0.Add(time.Minute)}, zombie, jumpedBack.Marks, hold())
 	require.Len(t, honest.Candidates, 1)
-	assert.False(t, honest.Candidates[0].Ready, "a mark dated an hour back by a bad Date still waits on the local clock")
-	assert.Equal(t, t0.Add(5*time.Minute), honest.Candidates[0].MatureAt, "it matures when the later clock says: five minutes after the local first sighting")
+	assert.False(t, honest.Candidates[0].Ready, "a mark dated an hour back by a bad Date still waits")
+	assert.Equal(t, t0.Add(6*time.Minute), honest.Candidates[0].MatureAt, "it matures a whole hold after it started again")
+	// Where only one clock is known to be off (the local one, an hour
+	// behind when the mark was first seen, and still), the offset holds
+	// and the mark matures when the later clock says.
+	behind := Confirm(Clocks{Ref: t0, Local: t0.Add(-time.Hour)}, zombie, nil, hold())
+	still := Confirm(Clocks{Ref: t0.Add(time.Minute), Local: t0.Add(time.Minute - time.Hour)}, zombie, behind.Marks, hold())
+	assert.Empty(t, still.Disagreed)
+	assert.Equal(t, t0.Add(5*time.Minute), still.Candidates[0].MatureAt)
 
 	// A ledger written before the local clock was kept: the local hold
 	// starts at the next sweep, once.
@@ -168,6 +196,7 @@ func TestConfirmNeedsBothClocks(t *testing.T) {
 	require.Len(t, first.Candidates, 1)
 	assert.False(t, first.Candidates[0].Ready)
 	assert.Equal(t, t0, first.Marks[key].FirstSeenLocal)
+	assert.Equal(t, t0, first.Marks[key].FirstSeen, "it starts again on both clocks")
 	later := Confirm(at(t0.Add(5*time.Minute)), zombie, first.Marks, hold())
 	assert.True(t, later.Candidates[0].Ready)
 }

@@ -264,6 +264,11 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	s.warnFutureStarts(ctx, res.Class.FutureStarts)
 	res.Confirmation = reconcile.Confirm(reconcile.Clocks{Ref: now, Local: local}, res.Class, ledger.Marks, s.Hold)
 	s.warnFuture(ctx, res.Confirmation.FromFuture)
+	if d := res.Confirmation.Disagreed; len(d) > 0 {
+		s.Log.LogAttrs(ctx, slog.LevelWarn, "clocks disagree",
+			slog.Int("marks", len(d)), slog.Any("keys", d),
+			slog.String("effect", "the API server's clock and this machine's disagree about how long ago these marks were first seen: one of them lied; each starts again"))
+	}
 	var ready []reconcile.Candidate
 	for _, c := range res.Confirmation.Candidates {
 		if c.Ready {

@@ -36,12 +36,8 @@ const (
 	hazardEnd
 )
 
-// AllHazards enables every hazard but Skew. A lying clock is defended
-// against one clock at a time and one sweep at a time; a backward lie on
-// one clock at a mark's first sighting and a forward lie on the other when
-// it matures can still confirm it early (the README's remaining risk), so
-// Skew runs on its own: -hazards skew,... and TestBrokenProductIsCaught.
-const AllHazards = (hazardEnd - 1) &^ Skew
+// AllHazards enables every hazard.
+const AllHazards = hazardEnd - 1
 
 var hazardNames = []string{
 	"job-lag", "invalidate-one", "invalidate-scope", "list-error", "rate-limit", "short-page", "shift",
