@@ -81,6 +81,11 @@ type Confirmation struct {
 	Disagreed []string
 }
 
+// FutureTolerance is how far ahead of now a mark's time may be before it
+// counts as from the future: refclock's tolerance, within which the local
+// clock is used as it is.
+const FutureTolerance = 2 * time.Second
+
 // ClockDrift is how far the two clocks of a confirmation may disagree
 // about a mark's age before the mark starts again. The offset between the
 // reference clock and the local one when a mark was first seen should still
@@ -126,7 +131,11 @@ func fromNow(now Clocks, old map[string]Mark, out *Confirmation) map[string]Mark
 	var fixed map[string]Mark
 	for key, m := range old {
 		ahead := max(m.FirstSeen.Sub(now.Ref), m.LastSeen.Sub(now.Ref), m.FirstSeenLocal.Sub(now.Local))
-		if ahead <= 0 && !m.FirstSeen.IsZero() && (m.LastSeen.IsZero() || !m.LastSeen.Before(m.FirstSeen)) {
+		// A time ahead by less than FutureTolerance is within what two
+		// machines' clocks are trusted to agree on (another node, an
+		// operator's laptop): it delays the mark by that much at most and
+		// hurries nothing, so it is left as it is.
+		if ahead <= FutureTolerance && !m.FirstSeen.IsZero() && (m.LastSeen.IsZero() || !m.LastSeen.Before(m.FirstSeen)) {
 			continue
 		}
 		if fixed == nil {
@@ -215,7 +224,9 @@ func Confirm(at Clocks, c Classification, old map[string]Mark, hold Hold) Confir
 			// offset is this sweep's.
 			m.FirstSeen, m.FirstSeenLocal = now, at.Local
 		}
-		m.LastSeen = now
+		// Never before the first sighting, which may be a moment ahead
+		// (FutureTolerance).
+		m.LastSeen = maxTime(now, m.FirstSeen)
 		m.Scope = f.ScopeKey
 		if f.Pod != nil {
 			m.Namespace, m.Pod, m.RunnerName = f.Pod.Namespace, f.Pod.Name, f.Pod.RunnerName

@@ -29,6 +29,7 @@ func TestConfirmMarkFromTheFuture(t *testing.T) {
 		{"no first sighting, last seen ahead: starts again", time.Time{}, t0.Add(time.Hour), true, time.Hour, t0},
 		{"first seen ahead, never last seen", t0.Add(time.Hour), time.Time{}, true, time.Hour, t0},
 		{"now exactly is not the future", t0, t0, false, 0, t0},
+		{"a second ahead (another machine's clock) is not the future either", t0.Add(time.Second), t0.Add(time.Second), false, 0, t0.Add(time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := map[string]Mark{key: {Verdict: Zombie, FirstSeen: tc.first, FirstSeenLocal: tc.first, LastSeen: tc.last, Scope: org}}
@@ -36,7 +37,7 @@ func TestConfirmMarkFromTheFuture(t *testing.T) {
 			require.Len(t, c.Candidates, 1)
 			m := c.Marks[key]
 			assert.Equal(t, tc.wantFirst, m.FirstSeen)
-			assert.Equal(t, t0, m.LastSeen)
+			assert.Equal(t, maxTime(t0, tc.wantFirst), m.LastSeen)
 			assert.False(t, m.LastSeen.Before(m.FirstSeen), "last_seen is never before first_seen")
 			if tc.future {
 				assert.Equal(t, []FutureMark{{Key: key, FirstSeen: tc.first, LastSeen: tc.last, Ahead: tc.ahead}}, c.FromFuture)
