@@ -3,7 +3,7 @@ package ghclient
 import (
 	"fmt"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 )
 
@@ -20,7 +20,7 @@ import (
 // hard ceiling, whatever total_count says.
 type listCheck struct {
 	pages       []state.CachedPage
-	runners     []reconcile.Registration
+	runners     []fleet.Registration
 	firstPageOn map[int64]int
 	// ceiling is the most pages any list may have.
 	ceiling int

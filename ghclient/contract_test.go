@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
@@ -31,7 +31,7 @@ func TestContractRunnerPaginated(t *testing.T) {
 			})
 			got, cache, err := c.ListRunners(context.Background(), sc.scope, nil)
 			require.NoError(t, err)
-			assert.Equal(t, []reconcile.Registration{
+			assert.Equal(t, []fleet.Registration{
 				{ID: 23, Name: "linux_runner", Online: true, Busy: true, Labels: []string{"self-hosted", "X64", "Linux"}},
 				{ID: 24, Name: "mac_runner", Online: false, Busy: false, Labels: []string{"self-hosted", "X64", "macOS", "no-gpu"}},
 			}, got)

@@ -7,15 +7,14 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // DeleteRunner removes a registration. Only GitHub's definite answers are
 // results: 204 Deleted, 404 AlreadyGone, 422 RunnerBusy (the runner is
 // running a job). Anything else (5xx, a rate limit, a timeout, 401/403) is
 // an error, because a transient error is never evidence.
-func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reap.Result, error) {
+func (c *Client) DeleteRunner(ctx context.Context, scope fleet.Scope, id int64) (fleet.Result, error) {
 	if err := checkScope(scope); err != nil {
 		return "", fmt.Errorf("delete runner %d: %w", id, err)
 	}
@@ -27,9 +26,9 @@ func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int
 		err  error
 	)
 	switch scope.Kind {
-	case reconcile.RepoScope:
+	case fleet.RepoScope:
 		resp, err = c.gh.Actions.RemoveRunner(ctx, scope.Owner, scope.Name, id)
-	case reconcile.OrgScope:
+	case fleet.OrgScope:
 		resp, err = c.gh.Actions.RemoveOrganizationRunner(ctx, scope.Name, id)
 	default:
 		resp, err = c.gh.Enterprise.RemoveRunner(ctx, scope.Name, id)
@@ -40,7 +39,7 @@ func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int
 	}
 	switch {
 	case err == nil && status == http.StatusNoContent:
-		return reap.Deleted, nil
+		return fleet.Deleted, nil
 	case status == http.StatusNotFound:
 		// 404 is "gone" only because the caller asks this with the
 		// credential that has just listed the scope completely: the
@@ -48,9 +47,9 @@ func (c *Client) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int
 		// that list a 404 could as well mean a wrong scope or no access
 		// (GitHub answers 404 for both), which is why the reaper sends
 		// no delete to a scope whose list failed in the same sweep.
-		return reap.AlreadyGone, nil
+		return fleet.AlreadyGone, nil
 	case status == http.StatusUnprocessableEntity:
-		return reap.Busy, nil
+		return fleet.Busy, nil
 	case err != nil:
 		closeExchangeBody(err)
 		return "", fmt.Errorf("delete runner %d in %s: %w", id, scope, rateLimited(offOrigin(err)))

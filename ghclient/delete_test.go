@@ -10,8 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 func TestDeleteRunner(t *testing.T) {
@@ -21,13 +20,13 @@ func TestDeleteRunner(t *testing.T) {
 		status      int
 		headers     map[string]string
 		body        string
-		want        reap.Result
+		want        fleet.Result
 		wantErr     bool
 		rateLimited bool
 	}{
-		{name: "204", status: 204, want: reap.Deleted},
-		{name: "404", status: 404, body: `{"message":"Not Found"}`, want: reap.AlreadyGone},
-		{name: "422", status: 422, body: `{"message":"Runner \"rr-a\" is still running a job"}`, want: reap.Busy},
+		{name: "204", status: 204, want: fleet.Deleted},
+		{name: "404", status: 404, body: `{"message":"Not Found"}`, want: fleet.AlreadyGone},
+		{name: "422", status: 422, body: `{"message":"Runner \"rr-a\" is still running a job"}`, want: fleet.Busy},
 		{name: "500", status: 500, body: `{"message":"boom"}`, wantErr: true},
 		{name: "200 is not the contract", status: 200, body: `{}`, wantErr: true},
 		{
@@ -91,7 +90,7 @@ func TestDeleteRunnerRejectsBadInput(t *testing.T) {
 	c, _, _ := setup(t, 0)
 	_, err := c.DeleteRunner(context.Background(), orgScope, 0)
 	assert.Error(t, err)
-	_, err = c.DeleteRunner(context.Background(), reconcile.Scope{Kind: reconcile.OrgScope, Name: "a/b"}, 1)
+	_, err = c.DeleteRunner(context.Background(), fleet.Scope{Kind: fleet.OrgScope, Name: "a/b"}, 1)
 	assert.Error(t, err)
 	assert.Zero(t, c.Counts().Requests)
 }

@@ -10,18 +10,14 @@ import (
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v60/github"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
-
-// ErrInconsistent marks a runner list that was read to the end but does not
-// add up; it is reconcile's, so that the sweep can tell it from a failure.
-var ErrInconsistent = reconcile.ErrInconsistent
 
 // defaultWait is how long GitHub asks a client to wait after a rate-limit
 // answer that says neither retry-after nor a reset: at least a minute.
 const defaultWait = time.Minute
 
-// rateLimited returns err as a *reconcile.RateLimitError, wrapping it, when
+// rateLimited returns err as a *fleet.RateLimitError, wrapping it, when
 // it is GitHub refusing for rate, and err unchanged otherwise. GitHub
 // documents the primary limit as 403 or 429 with x-ratelimit-remaining: 0
 // and x-ratelimit-reset, and secondary limits as 403 or 429 with
@@ -40,7 +36,7 @@ func rateLimited(err error) error {
 		if until.IsZero() {
 			until = now.Add(defaultWait)
 		}
-		return &reconcile.RateLimitError{Until: until, Err: err}
+		return &fleet.RateLimitError{Until: until, Err: err}
 	}
 	var secondary *github.AbuseRateLimitError
 	if errors.As(err, &secondary) {
@@ -51,7 +47,7 @@ func rateLimited(err error) error {
 		if !ok {
 			until = now.Add(defaultWait)
 		}
-		return &reconcile.RateLimitError{Until: until, Secondary: true, Err: err}
+		return &fleet.RateLimitError{Until: until, Secondary: true, Err: err}
 	}
 	var resp *http.Response
 	var apiErr *github.ErrorResponse
@@ -63,7 +59,7 @@ func rateLimited(err error) error {
 		resp = exchangeErr.Response
 	}
 	if until, secondary, ok := limitOf(now, resp); ok {
-		return &reconcile.RateLimitError{Until: until, Secondary: secondary, Err: err}
+		return &fleet.RateLimitError{Until: until, Secondary: secondary, Err: err}
 	}
 	return err
 }

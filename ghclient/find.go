@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // FindRunner looks one runner up by its exact name, with GitHub's name
@@ -16,7 +16,7 @@ import (
 // list that looked complete is re-checked right before a pod goes, so a
 // list that was wrong yet consistent (say, empty) can never cost a job. It
 // returns nil when GitHub has no such runner.
-func (c *Client) FindRunner(ctx context.Context, scope reconcile.Scope, name string) (*reconcile.Registration, error) {
+func (c *Client) FindRunner(ctx context.Context, scope fleet.Scope, name string) (*fleet.Registration, error) {
 	path, err := runnersPath(scope)
 	if err != nil {
 		return nil, fmt.Errorf("find runner: %w", err)
@@ -50,7 +50,7 @@ func (c *Client) FindRunner(ctx context.Context, scope reconcile.Scope, name str
 		}
 	}
 	if *body.TotalCount > len(*body.Runners) {
-		return nil, fmt.Errorf("find runner %q in %s: %w: %d of %d items", name, scope, ErrInconsistent, len(*body.Runners), *body.TotalCount)
+		return nil, fmt.Errorf("find runner %q in %s: %w: %d of %d items", name, scope, fleet.ErrInconsistent, len(*body.Runners), *body.TotalCount)
 	}
 	return nil, nil
 }

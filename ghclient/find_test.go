@@ -8,20 +8,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 func TestFindRunner(t *testing.T) {
-	scope := reconcile.Scope{Kind: reconcile.OrgScope, Name: "acme"}
+	scope := fleet.Scope{Kind: fleet.OrgScope, Name: "acme"}
 	cases := []struct {
 		name    string
 		status  int
 		body    string
-		want    *reconcile.Registration
+		want    *fleet.Registration
 		wantErr bool
 	}{
 		{"found", 200, `{"total_count":1,"runners":[{"id":5,"name":"acme-a b","os":"linux","status":"offline","busy":true,"labels":[]}]}`,
-			&reconcile.Registration{ID: 5, Name: "acme-a b", Busy: true}, false},
+			&fleet.Registration{ID: 5, Name: "acme-a b", Busy: true}, false},
 		{"absent", 200, `{"total_count":0,"runners":[]}`, nil, false},
 		{"short answer is not absence", 200, `{"total_count":1,"runners":[]}`, nil, true},
 		{"a body without the list is not absence", 200, `{}`, nil, true},

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // testToken is the credential the tests use; no error may ever quote it.
@@ -127,20 +127,20 @@ func (f *fakeList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Scopes used across the tests, with the list path each must hit.
 var (
-	repoScope = reconcile.Scope{Kind: reconcile.RepoScope, Owner: "octo", Name: "hello"}
-	orgScope  = reconcile.Scope{Kind: reconcile.OrgScope, Name: "octo"}
-	entScope  = reconcile.Scope{Kind: reconcile.EnterpriseScope, Name: "big-corp"}
+	repoScope = fleet.Scope{Kind: fleet.RepoScope, Owner: "octo", Name: "hello"}
+	orgScope  = fleet.Scope{Kind: fleet.OrgScope, Name: "octo"}
+	entScope  = fleet.Scope{Kind: fleet.EnterpriseScope, Name: "big-corp"}
 )
 
 // scopeCases pairs each scope kind with its runners path.
 func scopeCases() []struct {
 	name  string
-	scope reconcile.Scope
+	scope fleet.Scope
 	path  string
 } {
 	return []struct {
 		name  string
-		scope reconcile.Scope
+		scope fleet.Scope
 		path  string
 	}{
 		{"repo", repoScope, "/repos/octo/hello/actions/runners"},
@@ -150,4 +150,4 @@ func scopeCases() []struct {
 }
 
 // isRateLimited tells whether the client typed err as GitHub's rate limit.
-func isRateLimited(err error) bool { return reconcile.AsRateLimit(err) != nil }
+func isRateLimited(err error) bool { return fleet.AsRateLimit(err) != nil }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-github/v60/github"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 )
 
@@ -34,11 +34,11 @@ const maxPages = 1000
 // agreeing, and an unchanged page answers 304 at no rate-limit cost. A
 // one-page list needs no second look. The registrations and the new cache
 // are returned only when every page was read, none changed, and the list
-// adds up; otherwise the error says why (it wraps ErrInconsistent when the
-// pages do not add up, and is a *reconcile.RateLimitError when GitHub said
+// adds up; otherwise the error says why (it wraps fleet.ErrInconsistent when the
+// pages do not add up, and is a *fleet.RateLimitError when GitHub said
 // rate-limited) and the cache is nil, so that a caller keeps its old cache
 // and draws no conclusion.
-func (c *Client) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+func (c *Client) ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	path, err := runnersPath(scope)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list runners: %w", err)
@@ -50,14 +50,14 @@ func (c *Client) ListRunners(ctx context.Context, scope reconcile.Scope, cache *
 			return nil, nil, fmt.Errorf("list runners for %s page %d: %w", scope, page, err)
 		}
 		if err := list.add(page, p); err != nil {
-			return nil, nil, fmt.Errorf("list runners for %s: %w: %w", scope, ErrInconsistent, err)
+			return nil, nil, fmt.Errorf("list runners for %s: %w: %w", scope, fleet.ErrInconsistent, err)
 		}
 		if p.NextPage == 0 {
 			break
 		}
 	}
 	if err := list.complete(); err != nil {
-		return nil, nil, fmt.Errorf("list runners for %s: %w: %w", scope, ErrInconsistent, err)
+		return nil, nil, fmt.Errorf("list runners for %s: %w: %w", scope, fleet.ErrInconsistent, err)
 	}
 	for n := 1; n < len(list.pages); n++ {
 		read := &list.pages[n-1]
@@ -66,7 +66,7 @@ func (c *Client) ListRunners(ctx context.Context, scope reconcile.Scope, cache *
 			return nil, nil, fmt.Errorf("list runners for %s: revalidate page %d: %w", scope, n, err)
 		}
 		if !samePage(*read, again) {
-			return nil, nil, fmt.Errorf("list runners for %s: %w: page %d changed while later pages were read", scope, ErrInconsistent, n)
+			return nil, nil, fmt.Errorf("list runners for %s: %w: page %d changed while later pages were read", scope, fleet.ErrInconsistent, n)
 		}
 	}
 	return list.runners, &state.ListCache{Pages: list.pages}, nil
@@ -118,7 +118,7 @@ func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *s
 	if body.TotalCount == nil || body.Runners == nil {
 		return state.CachedPage{}, errors.New("response lacks total_count or runners")
 	}
-	regs := make([]reconcile.Registration, 0, len(*body.Runners))
+	regs := make([]fleet.Registration, 0, len(*body.Runners))
 	for i, r := range *body.Runners {
 		reg, err := registration(r)
 		if err != nil {
@@ -145,18 +145,18 @@ type runnersBody struct {
 // registration keeps what the reaper needs of a runner. A runner without
 // id, name, status or busy is refused: a missing busy read as false would
 // defeat safety rule 2.
-func registration(r *github.Runner) (reconcile.Registration, error) {
+func registration(r *github.Runner) (fleet.Registration, error) {
 	switch {
 	case r == nil:
-		return reconcile.Registration{}, errors.New("null runner")
+		return fleet.Registration{}, errors.New("null runner")
 	case r.ID == nil || *r.ID <= 0:
-		return reconcile.Registration{}, errors.New("runner has no id")
+		return fleet.Registration{}, errors.New("runner has no id")
 	case r.Name == nil || *r.Name == "":
-		return reconcile.Registration{}, fmt.Errorf("runner %d has no name", *r.ID)
+		return fleet.Registration{}, fmt.Errorf("runner %d has no name", *r.ID)
 	case r.Status == nil:
-		return reconcile.Registration{}, fmt.Errorf("runner %d has no status", *r.ID)
+		return fleet.Registration{}, fmt.Errorf("runner %d has no status", *r.ID)
 	case r.Busy == nil:
-		return reconcile.Registration{}, fmt.Errorf("runner %d has no busy field", *r.ID)
+		return fleet.Registration{}, fmt.Errorf("runner %d has no busy field", *r.ID)
 	}
 	// No labels is nil, as a registration reads back from the ledger, so
 	// that a page reused from the cache equals the same page read afresh.
@@ -166,7 +166,7 @@ func registration(r *github.Runner) (reconcile.Registration, error) {
 			labels = append(labels, *l.Name)
 		}
 	}
-	return reconcile.Registration{
+	return fleet.Registration{
 		ID:     *r.ID,
 		Name:   *r.Name,
 		Online: *r.Status == "online",
@@ -186,7 +186,7 @@ func cachedPage(cache *state.ListCache, n int) *state.CachedPage {
 // clonePage copies a cached page so that the cache returned never shares
 // memory with the one passed in.
 func clonePage(p state.CachedPage) state.CachedPage {
-	runners := make([]reconcile.Registration, len(p.Runners))
+	runners := make([]fleet.Registration, len(p.Runners))
 	for i, r := range p.Runners {
 		r.Labels = append([]string(nil), r.Labels...)
 		runners[i] = r

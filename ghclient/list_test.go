@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
 )
 
@@ -33,8 +33,8 @@ func threePages() []fakePage {
 }
 
 // threePagesWant is what ListRunners makes of threePages.
-func threePagesWant() []reconcile.Registration {
-	return []reconcile.Registration{
+func threePagesWant() []fleet.Registration {
+	return []fleet.Registration{
 		{ID: 1, Name: "rr-a", Online: true, Busy: true, Labels: []string{"self-hosted", "linux"}},
 		{ID: 2, Name: "rr-b", Labels: []string{"self-hosted"}},
 		{ID: 3, Name: "rr-c", Online: true},
@@ -129,7 +129,7 @@ func TestListRunnersMixedCache(t *testing.T) {
 	list.set(page1, fakePage{total: 3, etag: `"two-b"`, runners: []map[string]any{runner(3, "rr-c", "online", true)}})
 	got, cache2, err := c.ListRunners(ctx, repoScope, cache)
 	require.NoError(t, err)
-	assert.Equal(t, []reconcile.Registration{
+	assert.Equal(t, []fleet.Registration{
 		{ID: 1, Name: "rr-a", Online: true},
 		{ID: 2, Name: "rr-b", Online: true},
 		{ID: 3, Name: "rr-c", Online: true, Busy: true},
@@ -160,7 +160,7 @@ func TestListRunnersShrunkListDropsStalePages(t *testing.T) {
 	list.set(fakePage{total: 1, etag: `"only"`, runners: []map[string]any{runner(9, "rr-z", "online", false)}})
 	got, cache2, err := c.ListRunners(ctx, orgScope, cache)
 	require.NoError(t, err)
-	assert.Equal(t, []reconcile.Registration{{ID: 9, Name: "rr-z", Online: true}}, got)
+	assert.Equal(t, []fleet.Registration{{ID: 9, Name: "rr-z", Online: true}}, got)
 	require.Len(t, cache2.Pages, 1)
 	assert.Equal(t, `"only"`, cache2.Pages[0].ETag)
 }
@@ -258,7 +258,7 @@ func TestListRunnersInconsistent(t *testing.T) {
 
 			got, newCache, err := c.ListRunners(context.Background(), orgScope, cache)
 			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrInconsistent)
+			assert.ErrorIs(t, err, fleet.ErrInconsistent)
 			assert.Contains(t, err.Error(), "list runners for org:octo: runner list is inconsistent: "+tc.want)
 			assert.Nil(t, got)
 			assert.Nil(t, newCache)
@@ -337,7 +337,7 @@ func TestListRunnersFailures(t *testing.T) {
 			assert.Nil(t, got)
 			assert.Nil(t, cache)
 			assert.Contains(t, err.Error(), "list runners for org:octo page "+strconv.Itoa(tc.failPage)+": ")
-			assert.NotErrorIs(t, err, ErrInconsistent, "a failed page is a failure, not an inconsistency")
+			assert.NotErrorIs(t, err, fleet.ErrInconsistent, "a failed page is a failure, not an inconsistency")
 			assert.Equal(t, tc.rateLimited, isRateLimited(err), "isRateLimited(%v)", err)
 			assert.NotContains(t, err.Error(), testToken)
 		})
@@ -377,12 +377,12 @@ func TestListRunnersContextCanceled(t *testing.T) {
 
 func TestListRunnersRejectsBadScope(t *testing.T) {
 	c, _, _ := setup(t, 0)
-	for _, s := range []reconcile.Scope{
-		{Kind: reconcile.OrgScope, Name: "octo/../../user"},
-		{Kind: reconcile.RepoScope, Name: "hello"},
-		{Kind: reconcile.OrgScope, Owner: "x", Name: "octo"},
+	for _, s := range []fleet.Scope{
+		{Kind: fleet.OrgScope, Name: "octo/../../user"},
+		{Kind: fleet.RepoScope, Name: "hello"},
+		{Kind: fleet.OrgScope, Owner: "x", Name: "octo"},
 		{Kind: "team", Name: "octo"},
-		{Kind: reconcile.EnterpriseScope, Name: "a?b"},
+		{Kind: fleet.EnterpriseScope, Name: "a?b"},
 	} {
 		_, _, err := c.ListRunners(context.Background(), s, nil)
 		assert.Error(t, err, "%+v", s)

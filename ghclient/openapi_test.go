@@ -13,8 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
@@ -49,7 +48,7 @@ func requireConforming(t *testing.T, rec *testenv.ContractRecorder) {
 func TestOpenAPIContractRunnerOperations(t *testing.T) {
 	api := testenv.LoadGitHubAPI(t)
 	cases := []struct {
-		scope reconcile.Scope
+		scope fleet.Scope
 		ops   []string
 	}{
 		{repoScope, []string{"actions/delete-self-hosted-runner-from-repo", "actions/list-self-hosted-runners-for-repo"}},
@@ -88,13 +87,13 @@ func TestOpenAPIContractRunnerOperations(t *testing.T) {
 
 			res, err := c.DeleteRunner(ctx, tc.scope, idle.ID)
 			require.NoError(t, err)
-			assert.Equal(t, reap.Deleted, res)
+			assert.Equal(t, fleet.Deleted, res)
 			res, err = c.DeleteRunner(ctx, tc.scope, idle.ID)
 			require.NoError(t, err)
-			assert.Equal(t, reap.AlreadyGone, res)
+			assert.Equal(t, fleet.AlreadyGone, res)
 			res, err = c.DeleteRunner(ctx, tc.scope, busy.ID)
 			require.NoError(t, err)
-			assert.Equal(t, reap.Busy, res)
+			assert.Equal(t, fleet.Busy, res)
 
 			// GitHub's refusals: a server error, both rate limits.
 			for _, f := range []ghsim.Fault{{Status: 502, Times: 1}, {Secondary: 429, Times: 1}, {Secondary: 403, Times: 1}} {

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
-	"github.com/runner-reaper/runner-reaper/reap"
 )
 
 // elsewhere is a second loopback server, on another port, that would
@@ -273,7 +273,7 @@ func TestClientRecordsSentCredentials(t *testing.T) {
 			require.NoError(t, err)
 			res, err := c.DeleteRunner(context.Background(), orgScope, 1)
 			require.NoError(t, err)
-			assert.Equal(t, reap.Deleted, res)
+			assert.Equal(t, fleet.Deleted, res)
 			mu.Lock()
 			defer mu.Unlock()
 			require.Len(t, sent, auth.want)

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
 
@@ -73,7 +73,7 @@ func TestListRunnersPageCap(t *testing.T) {
 
 			got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
 			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrInconsistent)
+			assert.ErrorIs(t, err, fleet.ErrInconsistent)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Nil(t, got)
 			assert.Nil(t, cache)
@@ -120,7 +120,7 @@ func TestListRunnersRunnerMovedBackAPage(t *testing.T) {
 
 	got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
 	require.Error(t, err, "runner 3 was never seen")
-	assert.ErrorIs(t, err, ErrInconsistent)
+	assert.ErrorIs(t, err, fleet.ErrInconsistent)
 	assert.Contains(t, err.Error(), "page 1 changed while later pages were read")
 	assert.Nil(t, got)
 	assert.Nil(t, cache)
@@ -163,7 +163,7 @@ func TestListRunnersShiftLeft(t *testing.T) {
 
 	got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
 	require.Error(t, err, "runner %d slid to page 1 unseen", slid.ID)
-	assert.ErrorIs(t, err, ErrInconsistent)
+	assert.ErrorIs(t, err, fleet.ErrInconsistent)
 	assert.Contains(t, err.Error(), "page 1 changed while later pages were read")
 	assert.Nil(t, got)
 	assert.Nil(t, cache)
@@ -205,7 +205,7 @@ func TestListRunnersRevalidationCost(t *testing.T) {
 	assert.Equal(t, httpcount.Counts{Requests: 10, NotModified: 7}, c.Counts())
 	assert.Equal(t, budget-3, sim.RateRemaining())
 
-	one := reconcile.Scope{Kind: reconcile.OrgScope, Name: "small"}
+	one := fleet.Scope{Kind: fleet.OrgScope, Name: "small"}
 	sim.AddRunner(one.String(), ghsim.Runner{Status: "online"})
 	_, _, err = c.ListRunners(ctx, one, nil)
 	require.NoError(t, err)

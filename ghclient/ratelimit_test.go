@@ -13,17 +13,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
 // requireLimit asserts that err is typed as a rate limit lasting until
 // about want (Retry-After is read against the clock, so within a couple of
 // seconds).
-func requireLimit(t *testing.T, err error, want time.Time, secondary bool) *reconcile.RateLimitError {
+func requireLimit(t *testing.T, err error, want time.Time, secondary bool) *fleet.RateLimitError {
 	t.Helper()
 	require.Error(t, err)
-	var rl *reconcile.RateLimitError
+	var rl *fleet.RateLimitError
 	require.True(t, errors.As(err, &rl), "typed as a rate limit: %v", err)
 	assert.WithinDuration(t, want, rl.Until, 2*time.Second, "until")
 	assert.Equal(t, secondary, rl.Secondary, "secondary")
@@ -32,7 +32,7 @@ func requireLimit(t *testing.T, err error, want time.Time, secondary bool) *reco
 }
 
 // TestRateLimitIsTyped: every form GitHub documents for a rate limit, on
-// each kind of request, comes back as a *reconcile.RateLimitError that says
+// each kind of request, comes back as a *fleet.RateLimitError that says
 // until when, still wrapping go-github's own error.
 func TestRateLimitIsTyped(t *testing.T) {
 	reset := time.Now().Add(37 * time.Minute).Truncate(time.Second)

@@ -3,15 +3,15 @@ package ghclient
 import (
 	"fmt"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // checkScope accepts only a scope that its own configuration form parses
 // back to, so that a name can never smuggle a path segment or a query into
 // a URL, and the list and delete paths rest on the same rule as the
 // configuration.
-func checkScope(s reconcile.Scope) error {
-	parsed, err := reconcile.ParseScope(s.String())
+func checkScope(s fleet.Scope) error {
+	parsed, err := fleet.ParseScope(s.String())
 	if err != nil {
 		return fmt.Errorf("invalid scope: %w", err)
 	}
@@ -22,14 +22,14 @@ func checkScope(s reconcile.Scope) error {
 }
 
 // runnersPath is the scope's runner list, relative to the API base.
-func runnersPath(s reconcile.Scope) (string, error) {
+func runnersPath(s fleet.Scope) (string, error) {
 	if err := checkScope(s); err != nil {
 		return "", err
 	}
 	switch s.Kind {
-	case reconcile.RepoScope:
+	case fleet.RepoScope:
 		return fmt.Sprintf("repos/%s/%s/actions/runners", s.Owner, s.Name), nil
-	case reconcile.OrgScope:
+	case fleet.OrgScope:
 		return fmt.Sprintf("orgs/%s/actions/runners", s.Name), nil
 	default:
 		return fmt.Sprintf("enterprises/%s/actions/runners", s.Name), nil

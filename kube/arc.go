@@ -12,15 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // The resources of ARC's runner objects; their group versions are the
-// owner API versions reconcile.Owner.ARCOwned accepts.
+// owner API versions fleet.Owner.ARCOwned accepts.
 var (
-	ephemeralRunners = resourceOf(reconcile.EphemeralRunnerAPIVersion, "ephemeralrunners")
-	legacyRunners    = resourceOf(reconcile.LegacyRunnerAPIVersion, "runners")
+	ephemeralRunners = resourceOf(fleet.EphemeralRunnerAPIVersion, "ephemeralrunners")
+	legacyRunners    = resourceOf(fleet.LegacyRunnerAPIVersion, "runners")
 )
 
 func resourceOf(apiVersion, resource string) schema.GroupVersionResource {
@@ -37,9 +36,9 @@ func resourceOf(apiVersion, resource string) schema.GroupVersionResource {
 // nothing: any failed page, an expired continue token included, fails the
 // whole call, because a runner missing from the list would look podless or
 // its pod's runner id unknown.
-func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) ([]reconcile.EphemeralRunner, error) {
+func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) ([]fleet.EphemeralRunner, error) {
 	return listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: c.pageSize},
-		func(ctx context.Context, ns string, opts metav1.ListOptions, out []reconcile.EphemeralRunner) ([]reconcile.EphemeralRunner, string, error) {
+		func(ctx context.Context, ns string, opts metav1.ListOptions, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
 			list, err := c.dyn.Resource(ephemeralRunners).Namespace(ns).List(ctx, opts)
 			if err != nil {
 				return out, "", err
@@ -54,13 +53,13 @@ func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) 
 // ephemeralRunnerView reduces an EphemeralRunner to what the classifier
 // needs. A runner ARC has not written a status for yet has empty status
 // fields, not an error.
-func ephemeralRunnerView(u *unstructured.Unstructured) reconcile.EphemeralRunner {
+func ephemeralRunnerView(u *unstructured.Unstructured) fleet.EphemeralRunner {
 	obj := u.Object
 	configURL, _, _ := unstructured.NestedString(obj, "spec", "githubConfigUrl")
 	phase, _, _ := unstructured.NestedString(obj, "status", "phase")
 	reason, _, _ := unstructured.NestedString(obj, "status", "reason")
 	message, _, _ := unstructured.NestedString(obj, "status", "message")
-	v := reconcile.EphemeralRunner{
+	v := fleet.EphemeralRunner{
 		Namespace:       u.GetNamespace(),
 		Name:            u.GetName(),
 		UID:             string(u.GetUID()),
@@ -105,20 +104,20 @@ func scopeKeyOfConfigURL(raw string) string {
 		return ""
 	}
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
-	var s reconcile.Scope
+	var s fleet.Scope
 	switch {
 	case len(parts) == 1:
-		s = reconcile.Scope{Kind: reconcile.OrgScope, Name: parts[0]}
+		s = fleet.Scope{Kind: fleet.OrgScope, Name: parts[0]}
 	case len(parts) == 2 && strings.EqualFold(parts[0], "enterprises"):
-		s = reconcile.Scope{Kind: reconcile.EnterpriseScope, Name: parts[1]}
+		s = fleet.Scope{Kind: fleet.EnterpriseScope, Name: parts[1]}
 	case len(parts) == 2:
-		s = reconcile.Scope{Kind: reconcile.RepoScope, Owner: parts[0], Name: parts[1]}
+		s = fleet.Scope{Kind: fleet.RepoScope, Owner: parts[0], Name: parts[1]}
 	default:
 		return ""
 	}
 	// ParseScope's rule for a name, so that every key made here is one a
 	// configured scope can have.
-	if parsed, err := reconcile.ParseScope(s.String()); err != nil || parsed != s {
+	if parsed, err := fleet.ParseScope(s.String()); err != nil || parsed != s {
 		return ""
 	}
 	return s.Key()
@@ -130,18 +129,18 @@ func scopeKeyOfConfigURL(raw string) string {
 // delete holds to the owner reference's UID, so an object recreated under
 // the same name since is not touched (Changed). Any other kind of owner is
 // refused without a request.
-func (c *Client) DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (reap.Result, error) {
+func (c *Client) DeleteOwner(ctx context.Context, namespace string, o fleet.Owner) (fleet.Result, error) {
 	what := verb("delete", c.dryRun) + " owner"
 	if !o.ARCOwned() {
 		return "", fmt.Errorf("%s %s %s %s/%s: not an ARC runner (%s %s or %s %s), refusing",
 			what, o.APIVersion, o.Kind, namespace, o.Name,
-			reconcile.EphemeralRunnerAPIVersion, reconcile.EphemeralRunnerKind, reconcile.LegacyRunnerAPIVersion, reconcile.LegacyRunnerKind)
+			fleet.EphemeralRunnerAPIVersion, fleet.EphemeralRunnerKind, fleet.LegacyRunnerAPIVersion, fleet.LegacyRunnerKind)
 	}
 	if namespace == "" || o.Name == "" || o.UID == "" {
 		return "", fmt.Errorf("%s %s %s/%s: no namespace, name or UID to hold the delete to, refusing an unconditional delete", what, o.Kind, namespace, o.Name)
 	}
 	gvr := ephemeralRunners
-	if o.Kind == reconcile.LegacyRunnerKind {
+	if o.Kind == fleet.LegacyRunnerKind {
 		gvr = legacyRunners
 	}
 	uid := types.UID(o.UID)
@@ -155,7 +154,7 @@ func (c *Client) DeleteOwner(ctx context.Context, namespace string, o reconcile.
 // DeleteEphemeralRunner deletes an EphemeralRunner only if it is still the
 // object that was judged: same UID and same resourceVersion. A failed
 // precondition is Changed, a skip for this sweep.
-func (c *Client) DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
+func (c *Client) DeleteEphemeralRunner(ctx context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	what := verb("delete", c.dryRun) + " ephemeralrunner"
 	pre, err := judged(what, er.Namespace, er.Name, er.UID, er.ResourceVersion)
 	if err != nil {
@@ -171,7 +170,7 @@ func (c *Client) DeleteEphemeralRunner(ctx context.Context, er reconcile.Ephemer
 // deleteARC deletes one ARC object under the preconditions and maps the
 // answer to a result. Propagation is background, as for any custom
 // resource, said out loud: the object's pod must go with it.
-func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, pre *metav1.Preconditions) (reap.Result, error) {
+func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, pre *metav1.Preconditions) (fleet.Result, error) {
 	background := metav1.DeletePropagationBackground
 	err := c.dyn.Resource(gvr).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{
 		Preconditions:     pre,
@@ -188,7 +187,7 @@ func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource,
 // controller coming back, a recreated object) is Changed. Only a view that
 // was already deleting is accepted; clearing the finalizers of a live
 // EphemeralRunner would skip ARC's cleanup of its runner.
-func (c *Client) RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
+func (c *Client) RemoveFinalizers(ctx context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	what := verb("remove", c.dryRun) + " finalizers of ephemeralrunner"
 	if er.ResourceVersion == "" {
 		return "", fmt.Errorf("%s %s/%s: the view has no resourceVersion to hold the patch to, refusing an unconditional patch", what, er.Namespace, er.Name)

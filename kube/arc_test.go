@@ -21,8 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -32,7 +31,7 @@ const erName = "arc-runner-set-abcde-runner-x1y2z"
 
 // createOwnedPod creates the runner pod of an ARC object, named like it and
 // controlled by it, and returns its view.
-func createOwnedPod(t *testing.T, owner *unstructured.Unstructured) reconcile.Pod {
+func createOwnedPod(t *testing.T, owner *unstructured.Unstructured) fleet.Pod {
 	t.Helper()
 	env := plane.Env(t)
 	created := env.RunnerPod(t, owner.GetNamespace(), testenv.RunnerPod{
@@ -54,8 +53,8 @@ func clearFinalizersAsAdmin(t *testing.T, ns, name string) {
 }
 
 // ersByName indexes views by namespace/name.
-func ersByName(ers []reconcile.EphemeralRunner) map[string]reconcile.EphemeralRunner {
-	m := make(map[string]reconcile.EphemeralRunner, len(ers))
+func ersByName(ers []fleet.EphemeralRunner) map[string]fleet.EphemeralRunner {
+	m := make(map[string]fleet.EphemeralRunner, len(ers))
 	for _, er := range ers {
 		m[er.Namespace+"/"+er.Name] = er
 	}
@@ -329,8 +328,8 @@ func TestListEphemeralRunnersPageFails(t *testing.T) {
 	const path = "/apis/actions.github.com/v1alpha1/namespaces/ci/ephemeralrunners"
 	item := func(name, uid string) map[string]any {
 		return map[string]any{
-			"apiVersion": reconcile.EphemeralRunnerAPIVersion,
-			"kind":       reconcile.EphemeralRunnerKind,
+			"apiVersion": fleet.EphemeralRunnerAPIVersion,
+			"kind":       fleet.EphemeralRunnerKind,
 			"metadata":   map[string]any{"namespace": "ci", "name": name, "uid": uid, "resourceVersion": "9"},
 			"spec":       map[string]any{"githubConfigUrl": "https://github.com/acme"},
 		}
@@ -365,7 +364,7 @@ func TestListEphemeralRunnersPageFails(t *testing.T) {
 				if r.URL.Query().Get("continue") == "" {
 					assert.Equal(t, "2", r.URL.Query().Get("limit"))
 					_ = json.NewEncoder(w).Encode(map[string]any{
-						"apiVersion": reconcile.EphemeralRunnerAPIVersion,
+						"apiVersion": fleet.EphemeralRunnerAPIVersion,
 						"kind":       "EphemeralRunnerList",
 						"metadata":   map[string]any{"continue": "page-2", "resourceVersion": "10"},
 						"items":      []any{item("runner-1", "u1"), item("runner-2", "u2")},
@@ -403,32 +402,32 @@ func TestDeleteOwner(t *testing.T) {
 		finalizer bool
 		// after runs between the view and the delete.
 		after func(t *testing.T, ns, name string)
-		want  reap.Result
+		want  fleet.Result
 		// wantLeft: what is left under the name afterwards: "" nothing,
 		// "deleting" the judged object, deleting, "new" another object.
 		wantLeft string
 	}{
-		{name: "deletes the EphemeralRunner", want: reap.Deleted},
+		{name: "deletes the EphemeralRunner", want: fleet.Deleted},
 		{name: "an EphemeralRunner with ARC's finalizer is left deleting", finalizer: true,
-			want: reap.Deleted, wantLeft: "deleting"},
-		{name: "deletes the legacy Runner", legacy: true, want: reap.Deleted},
+			want: fleet.Deleted, wantLeft: "deleting"},
+		{name: "deletes the legacy Runner", legacy: true, want: fleet.Deleted},
 		{name: "already deleted by someone else", after: func(t *testing.T, ns, name string) {
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
-		}, want: reap.AlreadyGone},
+		}, want: fleet.AlreadyGone},
 		{name: "legacy Runner already deleted", legacy: true, after: func(t *testing.T, ns, name string) {
 			require.NoError(t, env.Dynamic.Resource(legacyRunners).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
-		}, want: reap.AlreadyGone},
+		}, want: fleet.AlreadyGone},
 		{name: "replaced by a new EphemeralRunner of the same name", after: func(t *testing.T, ns, name string) {
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
 			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 99}})
-		}, want: reap.Changed, wantLeft: "new"},
+		}, want: fleet.Changed, wantLeft: "new"},
 		{name: "legacy Runner replaced", legacy: true, after: func(t *testing.T, ns, name string) {
 			require.NoError(t, env.Dynamic.Resource(legacyRunners).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 			env.LegacyRunner(t, ns, testenv.LegacyRunner{Name: name, Repository: "acme/api"})
-		}, want: reap.Changed, wantLeft: "new"},
+		}, want: fleet.Changed, wantLeft: "new"},
 		{name: "status written after the view still deletes: only the UID is held", after: func(t *testing.T, ns, name string) {
 			env.WriteEphemeralRunnerStatus(t, ns, name, testenv.EphemeralRunnerStatus{Phase: "Failed", RunnerID: 1, Reason: "TooManyPodFailures", Message: "failed"})
-		}, want: reap.Deleted},
+		}, want: fleet.Deleted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -457,8 +456,8 @@ func TestDeleteOwner(t *testing.T) {
 			}
 
 			checkThenWrite(t, c, tc.want,
-				func() (reap.Result, error) { return c.DryRun().DeleteOwner(ctx, ns, *pods[0].Owner) },
-				func() (reap.Result, error) { return c.DeleteOwner(ctx, ns, *pods[0].Owner) })
+				func() (fleet.Result, error) { return c.DryRun().DeleteOwner(ctx, ns, *pods[0].Owner) },
+				func() (fleet.Result, error) { return c.DeleteOwner(ctx, ns, *pods[0].Owner) })
 
 			left := env.ARCObject(t, resource, ns, owner.GetName())
 			switch tc.wantLeft {
@@ -483,15 +482,15 @@ func TestDeleteOwner(t *testing.T) {
 		refused := []struct {
 			name  string
 			ns    string
-			owner reconcile.Owner
+			owner fleet.Owner
 		}{
-			{"a ReplicaSet", ns, reconcile.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: erName, UID: uid}},
-			{"a StatefulSet", ns, reconcile.Owner{APIVersion: "apps/v1", Kind: "StatefulSet", Name: erName, UID: uid}},
-			{"an EphemeralRunner of another API version", ns, reconcile.Owner{APIVersion: "actions.github.com/v1beta1", Kind: reconcile.EphemeralRunnerKind, Name: erName, UID: uid}},
-			{"a Runner of ARC's new group", ns, reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.LegacyRunnerKind, Name: erName, UID: uid}},
-			{"no owner at all", ns, reconcile.Owner{}},
-			{"no UID", ns, reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind, Name: erName}},
-			{"no namespace", "", reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind, Name: erName, UID: uid}},
+			{"a ReplicaSet", ns, fleet.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: erName, UID: uid}},
+			{"a StatefulSet", ns, fleet.Owner{APIVersion: "apps/v1", Kind: "StatefulSet", Name: erName, UID: uid}},
+			{"an EphemeralRunner of another API version", ns, fleet.Owner{APIVersion: "actions.github.com/v1beta1", Kind: fleet.EphemeralRunnerKind, Name: erName, UID: uid}},
+			{"a Runner of ARC's new group", ns, fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.LegacyRunnerKind, Name: erName, UID: uid}},
+			{"no owner at all", ns, fleet.Owner{}},
+			{"no UID", ns, fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: erName}},
+			{"no namespace", "", fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: erName, UID: uid}},
 		}
 		for _, tc := range refused {
 			t.Run(tc.name, func(t *testing.T) {
@@ -514,20 +513,20 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 	tests := []struct {
 		name         string
 		after        func(t *testing.T, ns, name string)
-		want         reap.Result
+		want         fleet.Result
 		wantSurvivor bool
 	}{
-		{"deletes the EphemeralRunner that was judged", nil, reap.Deleted, false},
+		{"deletes the EphemeralRunner that was judged", nil, fleet.Deleted, false},
 		{"already deleted by someone else", func(t *testing.T, ns, name string) {
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
-		}, reap.AlreadyGone, false},
+		}, fleet.AlreadyGone, false},
 		{"status written after it was observed", func(t *testing.T, ns, name string) {
 			env.WriteEphemeralRunnerStatus(t, ns, name, testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234})
-		}, reap.Changed, true},
+		}, fleet.Changed, true},
 		{"replaced by a new EphemeralRunner of the same name", func(t *testing.T, ns, name string) {
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
 			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name})
-		}, reap.Changed, true},
+		}, fleet.Changed, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -543,8 +542,8 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 			}
 
 			checkThenWrite(t, c, tc.want,
-				func() (reap.Result, error) { return c.DryRun().DeleteEphemeralRunner(ctx, view) },
-				func() (reap.Result, error) { return c.DeleteEphemeralRunner(ctx, view) })
+				func() (fleet.Result, error) { return c.DryRun().DeleteEphemeralRunner(ctx, view) },
+				func() (fleet.Result, error) { return c.DeleteEphemeralRunner(ctx, view) })
 			left := env.ARCObject(t, testenv.EphemeralRunners, ns, view.Name)
 			if tc.wantSurvivor {
 				require.NotNil(t, left, "the changed EphemeralRunner survives")
@@ -557,7 +556,7 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 
 	t.Run("a view without UID or resourceVersion is refused without a request", func(t *testing.T) {
 		c := newClient(t, Options{})
-		for _, er := range []reconcile.EphemeralRunner{
+		for _, er := range []fleet.EphemeralRunner{
 			{Namespace: "ci", Name: erName, ResourceVersion: "5"},
 			{Namespace: "ci", Name: erName, UID: "u1"},
 		} {
@@ -578,23 +577,23 @@ func TestRemoveFinalizers(t *testing.T) {
 	tests := []struct {
 		name  string
 		after func(t *testing.T, ns, name string)
-		want  reap.Result
+		want  fleet.Result
 		// wantLeft: "" gone, "same" the judged object still deleting
 		// with its finalizer, "new" another object.
 		wantLeft string
 	}{
-		{name: "stuck deleting: the finalizer is removed and it is gone", want: reap.Deleted},
+		{name: "stuck deleting: the finalizer is removed and it is gone", want: fleet.Deleted},
 		{name: "status written after it was observed", after: func(t *testing.T, ns, name string) {
 			env.WriteEphemeralRunnerStatus(t, ns, name, testenv.EphemeralRunnerStatus{Phase: "Succeeded", RunnerID: 1234})
-		}, want: reap.Changed, wantLeft: "same"},
+		}, want: fleet.Changed, wantLeft: "same"},
 		{name: "finished by someone else", after: func(t *testing.T, ns, name string) {
 			clearFinalizersAsAdmin(t, ns, name)
-		}, want: reap.AlreadyGone},
+		}, want: fleet.AlreadyGone},
 		{name: "replaced by a new stuck EphemeralRunner of the same name", after: func(t *testing.T, ns, name string) {
 			clearFinalizersAsAdmin(t, ns, name)
 			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name, Finalizers: []string{testenv.EphemeralRunnerFinalizer}})
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, name)
-		}, want: reap.Changed, wantLeft: "new"},
+		}, want: fleet.Changed, wantLeft: "new"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -613,8 +612,8 @@ func TestRemoveFinalizers(t *testing.T) {
 			}
 
 			checkThenWrite(t, c, tc.want,
-				func() (reap.Result, error) { return c.DryRun().RemoveFinalizers(ctx, view) },
-				func() (reap.Result, error) { return c.RemoveFinalizers(ctx, view) })
+				func() (fleet.Result, error) { return c.DryRun().RemoveFinalizers(ctx, view) },
+				func() (fleet.Result, error) { return c.RemoveFinalizers(ctx, view) })
 
 			left := env.ARCObject(t, testenv.EphemeralRunners, ns, erName)
 			switch tc.wantLeft {
@@ -643,7 +642,7 @@ func TestRemoveFinalizers(t *testing.T) {
 		noRV.DeletingSince = time.Now()
 
 		before := c.Counts()
-		for name, er := range map[string]reconcile.EphemeralRunner{"not deleting": live, "no resourceVersion": noRV} {
+		for name, er := range map[string]fleet.EphemeralRunner{"not deleting": live, "no resourceVersion": noRV} {
 			got, err := c.RemoveFinalizers(ctx, er)
 			require.Error(t, err, name)
 			assert.Empty(t, got, name)
@@ -691,33 +690,33 @@ func TestARCForbidden(t *testing.T) {
 	assertForbidden(t, []forbiddenCase{
 		{"no rights: list one namespace", listIn(nobody, nsA)},
 		{"no rights: list all namespaces", listIn(nobody)},
-		{"no rights: delete EphemeralRunner owner", refusedWrite(t, func() (reap.Result, error) {
+		{"no rights: delete EphemeralRunner owner", refusedWrite(t, func() (fleet.Result, error) {
 			return nobody.DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"no rights: delete legacy Runner owner", refusedWrite(t, func() (reap.Result, error) {
+		{"no rights: delete legacy Runner owner", refusedWrite(t, func() (fleet.Result, error) {
 			return nobody.DeleteOwner(ctx, nsA, *legacyPod.Owner)
 		})},
-		{"no rights: delete EphemeralRunner", refusedWrite(t, func() (reap.Result, error) {
+		{"no rights: delete EphemeralRunner", refusedWrite(t, func() (fleet.Result, error) {
 			return nobody.DeleteEphemeralRunner(ctx, view)
 		})},
-		{"no rights: remove finalizers", refusedWrite(t, func() (reap.Result, error) {
+		{"no rights: remove finalizers", refusedWrite(t, func() (fleet.Result, error) {
 			return nobody.RemoveFinalizers(ctx, stuck)
 		})},
 		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
 		{"list rights in one namespace: all namespaces", listIn(lister)},
-		{"list rights: delete owner", refusedWrite(t, func() (reap.Result, error) {
+		{"list rights: delete owner", refusedWrite(t, func() (fleet.Result, error) {
 			return lister.DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"list rights: dry-run delete owner", refusedWrite(t, func() (reap.Result, error) {
+		{"list rights: dry-run delete owner", refusedWrite(t, func() (fleet.Result, error) {
 			return lister.DryRun().DeleteOwner(ctx, nsA, *erPod.Owner)
 		})},
-		{"list rights: dry-run delete legacy Runner owner", refusedWrite(t, func() (reap.Result, error) {
+		{"list rights: dry-run delete legacy Runner owner", refusedWrite(t, func() (fleet.Result, error) {
 			return lister.DryRun().DeleteOwner(ctx, nsA, *legacyPod.Owner)
 		})},
-		{"list rights: dry-run delete EphemeralRunner", refusedWrite(t, func() (reap.Result, error) {
+		{"list rights: dry-run delete EphemeralRunner", refusedWrite(t, func() (fleet.Result, error) {
 			return lister.DryRun().DeleteEphemeralRunner(ctx, view)
 		})},
-		{"list rights: dry-run remove finalizers", refusedWrite(t, func() (reap.Result, error) {
+		{"list rights: dry-run remove finalizers", refusedWrite(t, func() (fleet.Result, error) {
 			return lister.DryRun().RemoveFinalizers(ctx, stuck)
 		})},
 	})

@@ -1,6 +1,6 @@
 // Package kube is runner-reaper's Kubernetes side: it finds the cluster,
 // reads the runner pods (one watch-list per namespace, else pages) into the
-// classifier's reconcile.Pod view,
+// classifier's fleet.Pod view,
 // deletes pods only if they are still the ones that were judged, and records
 // an Event on each pod it acts on.
 package kube
@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/internal/refclock"
-	"github.com/runner-reaper/runner-reaper/reap"
 )
 
 const (
@@ -131,7 +131,7 @@ type Client struct {
 // changes nothing. It is the choke point's pre-flight, one wrapper over
 // every write, as controller-runtime's client.NewDryRunClient is. Its
 // reads, requests count and clock are this Client's.
-func (c *Client) DryRun() reap.Writes {
+func (c *Client) DryRun() fleet.Writes {
 	d := *c
 	d.dryRun = true
 	return &d

@@ -9,8 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -65,17 +64,17 @@ func TestDryRunWritesNothing(t *testing.T) {
 	before := rv()
 
 	d := c.DryRun()
-	owner := reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind, Name: "er-live", UID: string(live.GetUID())}
-	for name, write := range map[string]func() (reap.Result, error){
-		"pod":                     func() (reap.Result, error) { return d.DeletePod(ctx, pods[0]) },
-		"service account":         func() (reap.Result, error) { return d.DeleteServiceAccount(ctx, ns, "runner-1") },
-		"owner":                   func() (reap.Result, error) { return d.DeleteOwner(ctx, ns, owner) },
-		"ephemeralrunner":         func() (reap.Result, error) { return d.DeleteEphemeralRunner(ctx, byName[ns+"/er-live"]) },
-		"finalizers of the stuck": func() (reap.Result, error) { return d.RemoveFinalizers(ctx, byName[ns+"/er-stuck"]) },
+	owner := fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "er-live", UID: string(live.GetUID())}
+	for name, write := range map[string]func() (fleet.Result, error){
+		"pod":                     func() (fleet.Result, error) { return d.DeletePod(ctx, pods[0]) },
+		"service account":         func() (fleet.Result, error) { return d.DeleteServiceAccount(ctx, ns, "runner-1") },
+		"owner":                   func() (fleet.Result, error) { return d.DeleteOwner(ctx, ns, owner) },
+		"ephemeralrunner":         func() (fleet.Result, error) { return d.DeleteEphemeralRunner(ctx, byName[ns+"/er-live"]) },
+		"finalizers of the stuck": func() (fleet.Result, error) { return d.RemoveFinalizers(ctx, byName[ns+"/er-stuck"]) },
 	} {
 		res, err := write()
 		require.NoError(t, err, name)
-		assert.Equal(t, reap.Deleted, res, "%s: answered as the write would be", name)
+		assert.Equal(t, fleet.Deleted, res, "%s: answered as the write would be", name)
 	}
 	dc, ok := d.(*Client)
 	require.True(t, ok)

@@ -9,15 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/safetext"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
 // RecordEvent records a Warning Event on the pod, so that `kubectl describe
 // pod` and `kubectl get events` say why the reaper acted; the sweep records
 // it before each delete, while the pod still exists to point at. It is a
 // plain core/v1 Event with no aggregation: one Event per action.
-func (c *Client) RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error {
+func (c *Client) RecordEvent(ctx context.Context, p fleet.Pod, reason, message string) error {
 	return c.record(ctx, corev1.ObjectReference{
 		APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name,
 		UID: types.UID(p.UID), ResourceVersion: p.ResourceVersion,
@@ -27,9 +27,9 @@ func (c *Client) RecordEvent(ctx context.Context, p reconcile.Pod, reason, messa
 // RecordEphemeralRunnerEvent records the same Event on an EphemeralRunner
 // that the reaper acts on directly (one of ARC's own leaks), which has no
 // pod to carry it.
-func (c *Client) RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.EphemeralRunner, reason, message string) error {
+func (c *Client) RecordEphemeralRunnerEvent(ctx context.Context, er fleet.EphemeralRunner, reason, message string) error {
 	return c.record(ctx, corev1.ObjectReference{
-		APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind,
+		APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind,
 		Namespace: er.Namespace, Name: er.Name, UID: types.UID(er.UID), ResourceVersion: er.ResourceVersion,
 	}, reason, message)
 }

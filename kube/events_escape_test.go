@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -35,7 +35,7 @@ func TestRecordEventEscapes(t *testing.T) {
 	require.Len(t, pods, 1)
 
 	require.NoError(t, c.RecordEvent(ctx, pods[0], "RunnerReaped", "terminal: runner "+hostile+" echoed Bearer "+secret))
-	er := reconcile.EphemeralRunner{Namespace: ns, Name: u.GetName(), UID: string(u.GetUID()), ResourceVersion: u.GetResourceVersion()}
+	er := fleet.EphemeralRunner{Namespace: ns, Name: u.GetName(), UID: string(u.GetUID()), ResourceVersion: u.GetResourceVersion()}
 	require.NoError(t, c.RecordEphemeralRunnerEvent(ctx, er, "RunnerReaped", "arc-failed: "+hostile))
 
 	evs, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})

@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runner-reaper/runner-reaper/internal/redact"
-	"github.com/runner-reaper/runner-reaper/reconcile"
-	"github.com/runner-reaper/runner-reaper/test/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/internal/redact"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 func TestRecordEvent(t *testing.T) {
@@ -77,14 +78,14 @@ func TestRecordEphemeralRunnerEvent(t *testing.T) {
 	c, err := New(env.Config, Options{})
 	require.NoError(t, err)
 	u := env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: "set-runner-x", Status: &testenv.EphemeralRunnerStatus{Phase: "Failed"}})
-	er := reconcile.EphemeralRunner{Namespace: ns, Name: u.GetName(), UID: string(u.GetUID()), ResourceVersion: u.GetResourceVersion()}
+	er := fleet.EphemeralRunner{Namespace: ns, Name: u.GetName(), UID: string(u.GetUID()), ResourceVersion: u.GetResourceVersion()}
 	require.NoError(t, c.RecordEphemeralRunnerEvent(ctx, er, "RunnerReaped", "arc-failed: test"))
 	evs, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, evs.Items, 1)
 	ev := evs.Items[0]
-	assert.Equal(t, reconcile.EphemeralRunnerKind, ev.InvolvedObject.Kind)
-	assert.Equal(t, reconcile.EphemeralRunnerAPIVersion, ev.InvolvedObject.APIVersion)
+	assert.Equal(t, fleet.EphemeralRunnerKind, ev.InvolvedObject.Kind)
+	assert.Equal(t, fleet.EphemeralRunnerAPIVersion, ev.InvolvedObject.APIVersion)
 	assert.Equal(t, u.GetUID(), ev.InvolvedObject.UID)
 	assert.Equal(t, "RunnerReaped", ev.Reason)
 	assert.Equal(t, "Warning", ev.Type)
@@ -108,7 +109,7 @@ func TestRecordEventRedacts(t *testing.T) {
 	require.Len(t, pods, 1)
 
 	require.NoError(t, c.RecordEvent(ctx, pods[0], "RunnerReaped", "terminal: echoed Bearer "+secret))
-	er := reconcile.EphemeralRunner{Namespace: ns, Name: u.GetName(), UID: string(u.GetUID()), ResourceVersion: u.GetResourceVersion()}
+	er := fleet.EphemeralRunner{Namespace: ns, Name: u.GetName(), UID: string(u.GetUID()), ResourceVersion: u.GetResourceVersion()}
 	require.NoError(t, c.RecordEphemeralRunnerEvent(ctx, er, "RunnerReaped", "arc-failed: token "+secret))
 
 	evs, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})

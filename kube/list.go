@@ -7,21 +7,21 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/reap"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // result maps a write's answer to what the act protocol needs: 404 means
 // someone else finished the job, a 409 means a precondition failed (the
 // object is not the one that was judged). Any other error is returned as
 // it is, for the caller to wrap.
-func result(err error) (reap.Result, error) {
+func result(err error) (fleet.Result, error) {
 	switch {
 	case err == nil:
-		return reap.Deleted, nil
+		return fleet.Deleted, nil
 	case apierrors.IsNotFound(err):
-		return reap.AlreadyGone, nil
+		return fleet.AlreadyGone, nil
 	case apierrors.IsConflict(err):
-		return reap.Changed, nil
+		return fleet.Changed, nil
 	default:
 		return "", err
 	}

@@ -1,17 +1,17 @@
 package kube
 
 import (
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -61,8 +61,8 @@ func podStatus(phase corev1.PodPhase, containers ...corev1.ContainerStatus) *cor
 	return &corev1.PodStatus{Phase: phase, ContainerStatuses: containers}
 }
 
-func term(code, signal int32, reason string) *reconcile.Termination {
-	return &reconcile.Termination{ExitCode: code, Signal: signal, Reason: reason, FinishedAt: finished}
+func term(code, signal int32, reason string) *fleet.Termination {
+	return &fleet.Termination{ExitCode: code, Signal: signal, Reason: reason, FinishedAt: finished}
 }
 
 // newClient is a counting Client with the administrator's rights.
@@ -86,8 +86,8 @@ func userClient(t *testing.T, user string) *Client {
 }
 
 // byName indexes views by namespace/name.
-func byName(pods []reconcile.Pod) map[string]reconcile.Pod {
-	m := make(map[string]reconcile.Pod, len(pods))
+func byName(pods []fleet.Pod) map[string]fleet.Pod {
+	m := make(map[string]fleet.Pod, len(pods))
 	for _, p := range pods {
 		m[p.Namespace+"/"+p.Name] = p
 	}
@@ -101,7 +101,7 @@ func controller() *bool { b := true; return &b }
 // itself, the way the reaper does: the dry run must answer as the write will
 // and change nothing (the write still meets its preconditions), and the
 // write must cost exactly one request. Pods and ARC's objects share it.
-func checkThenWrite(t *testing.T, c *Client, want reap.Result, check, write func() (reap.Result, error)) {
+func checkThenWrite(t *testing.T, c *Client, want fleet.Result, check, write func() (fleet.Result, error)) {
 	t.Helper()
 	checked, err := check()
 	require.NoError(t, err)
@@ -135,7 +135,7 @@ func assertForbidden(t *testing.T, cases []forbiddenCase) {
 }
 
 // refusedWrite is a write whose refusal must carry no result.
-func refusedWrite(t *testing.T, f func() (reap.Result, error)) func() error {
+func refusedWrite(t *testing.T, f func() (fleet.Result, error)) func() error {
 	return func() error {
 		res, err := f()
 		assert.Empty(t, res)

@@ -8,7 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // UnobservedNamespaces returns the named namespaces that pods, the result of
@@ -25,19 +25,19 @@ import (
 // that does not exist and refuses one that is being terminated. Whatever
 // refuses the check (RBAC, a webhook, a timeout) leaves the namespace
 // unobserved too, with the reason.
-func (c *Client) UnobservedNamespaces(ctx context.Context, namespaces []string, pods []reconcile.Pod) []reconcile.UnobservedNamespace {
+func (c *Client) UnobservedNamespaces(ctx context.Context, namespaces []string, pods []fleet.Pod) []fleet.UnobservedNamespace {
 	seen := make(map[string]bool, len(namespaces))
 	for _, p := range pods {
 		seen[p.Namespace] = true
 	}
-	var out []reconcile.UnobservedNamespace
+	var out []fleet.UnobservedNamespace
 	for _, ns := range namespaces {
 		if ns == metav1.NamespaceAll || seen[ns] {
 			continue
 		}
 		seen[ns] = true
 		if err := c.namespaceExists(ctx, ns); err != nil {
-			out = append(out, reconcile.UnobservedNamespace{Namespace: ns, Reason: err.Error()})
+			out = append(out, fleet.UnobservedNamespace{Namespace: ns, Reason: err.Error()})
 		}
 	}
 	return out

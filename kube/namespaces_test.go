@@ -10,7 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -78,7 +78,7 @@ func TestUnobservedNamespaces(t *testing.T) {
 
 	t.Run("the check stores no Event", func(t *testing.T) {
 		c := newClient(t, Options{})
-		assert.Empty(t, c.UnobservedNamespaces(ctx, []string{empty}, []reconcile.Pod{}))
+		assert.Empty(t, c.UnobservedNamespaces(ctx, []string{empty}, []fleet.Pod{}))
 		evs, err := env.Client.CoreV1().Events(empty).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		assert.Empty(t, evs.Items)

@@ -14,8 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -49,7 +48,7 @@ func throttled(match func(*http.Request) bool, n int) func(http.ResponseWriter, 
 
 // deadRunner creates a terminated runner pod named name in ns and returns
 // its view as c lists it.
-func deadRunner(t *testing.T, env *testenv.Env, c *Client, ns, name string) reconcile.Pod {
+func deadRunner(t *testing.T, env *testenv.Env, c *Client, ns, name string) fleet.Pod {
 	t.Helper()
 	env.RunnerPod(t, ns, testenv.RunnerPod{Name: name, Labels: map[string]string{"app": name},
 		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))})
@@ -84,7 +83,7 @@ func TestEventIsNeverRetried(t *testing.T) {
 	// The delete that follows is unaffected and goes.
 	res, err := c.DeletePod(ctx, pod)
 	require.NoError(t, err)
-	assert.Equal(t, reap.Deleted, res)
+	assert.Equal(t, fleet.Deleted, res)
 }
 
 func TestRequiredDeleteRetriesAThrottledAnswer(t *testing.T) {
@@ -98,7 +97,7 @@ func TestRequiredDeleteRetriesAThrottledAnswer(t *testing.T) {
 
 	res, err := c.DeletePod(ctx, pod)
 	require.NoError(t, err, "a 429 with Retry-After is retried for a write that must finish")
-	assert.Equal(t, reap.Deleted, res)
+	assert.Equal(t, fleet.Deleted, res)
 	assert.Equal(t, 2, proxy.Seen(http.MethodDelete, "/api/v1/namespaces/"+ns+"/pods/runner-1"))
 
 	// Within the write's budget only: a context that ends first ends it.
@@ -149,7 +148,7 @@ func TestEventsTakeNoTokenOfTheDeletes(t *testing.T) {
 	}
 	res, err := c.DeletePod(ctx, pod)
 	require.NoError(t, err)
-	assert.Equal(t, reap.Deleted, res)
+	assert.Equal(t, fleet.Deleted, res)
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
 	assert.Equal(t, 1, lim.waits, "only the delete waited on the required writes' limiter")

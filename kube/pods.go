@@ -9,8 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // ListPods lists the pods matching selector in each namespace (all
@@ -25,11 +24,11 @@ import (
 // is all or nothing: a partial pod list would make the registrations of the
 // missing pods look like ghosts, so any failed page, an expired continue
 // token included, fails the whole call.
-func (c *Client) ListPods(ctx context.Context, namespaces []string, selector string, m Mapping) ([]reconcile.Pod, error) {
+func (c *Client) ListPods(ctx context.Context, namespaces []string, selector string, m Mapping) ([]fleet.Pod, error) {
 	opts := metav1.ListOptions{LabelSelector: selector, Limit: c.pageSize}
 	watchList := !c.pagesOnly
 	return listNamespaces(ctx, "pods", namespaces, opts,
-		func(ctx context.Context, ns string, opts metav1.ListOptions, out []reconcile.Pod) ([]reconcile.Pod, string, error) {
+		func(ctx context.Context, ns string, opts metav1.ListOptions, out []fleet.Pod) ([]fleet.Pod, string, error) {
 			if opts.Continue == "" && watchList {
 				got, err := c.streamPods(ctx, ns, selector, m, out)
 				if !errors.Is(err, errNoWatchList) {
@@ -55,7 +54,7 @@ func (c *Client) ListPods(ctx context.Context, namespaces []string, selector str
 // same UID (not a new pod under the old name) and same resourceVersion (not
 // stamped, relabelled or otherwise changed since). A failed precondition is
 // Changed, a skip for this sweep, not an error.
-func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
+func (c *Client) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	what := verb("delete", c.dryRun) + " pod"
 	pre, err := judged(what, p.Namespace, p.Name, p.UID, p.ResourceVersion)
 	if err != nil {
@@ -72,7 +71,7 @@ func (c *Client) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, e
 // DeleteServiceAccount deletes the ServiceAccount a bare runner pod was
 // given, once the pod is gone. It is deleted by name alone: it carries no
 // state the reaper judged.
-func (c *Client) DeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
+func (c *Client) DeleteServiceAccount(ctx context.Context, namespace, name string) (fleet.Result, error) {
 	err := c.cs.serviceAccounts(namespace).Delete(ctx, name, metav1.DeleteOptions{DryRun: dryRunOption(c.dryRun)})
 	res, err := result(err)
 	if err != nil {

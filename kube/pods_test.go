@@ -13,8 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -38,28 +37,28 @@ func TestListPodsReadsKubeletStatus(t *testing.T) {
 		sidecar   bool
 		status    *corev1.PodStatus
 		wantPhase string
-		want      reconcile.Container
+		want      fleet.Container
 		wantStamp bool
 	}{
 		{name: "pending-no-status", wantPhase: "Pending"},
 		{name: "running", status: podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), none)),
-			wantPhase: "Running", want: reconcile.Container{Found: true, Running: true}},
+			wantPhase: "Running", want: fleet.Container{Found: true, Running: true}},
 		{name: "failed-oom", status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), none)),
-			wantPhase: "Failed", want: reconcile.Container{Found: true, Terminated: term(137, 0, "OOMKilled")}},
+			wantPhase: "Failed", want: fleet.Container{Found: true, Terminated: term(137, 0, "OOMKilled")}},
 		{name: "succeeded", status: podStatus(corev1.PodSucceeded, containerStatus("runner", stateTerminated(0, 0, "Completed"), none)),
-			wantPhase: "Succeeded", want: reconcile.Container{Found: true, Terminated: term(0, 0, "Completed")}},
+			wantPhase: "Succeeded", want: fleet.Container{Found: true, Terminated: term(0, 0, "Completed")}},
 		{name: "running-runner-dead-sidecar-alive", sidecar: true,
 			status: podStatus(corev1.PodRunning,
 				containerStatus("dind", stateRunning(), none),
 				containerStatus("runner", stateTerminated(137, 0, "Error"), stateTerminated(143, 15, "Error"))),
-			wantPhase: "Running", want: reconcile.Container{Found: true, Terminated: term(137, 0, "Error"), LastTerminated: term(143, 15, "Error")}},
+			wantPhase: "Running", want: fleet.Container{Found: true, Terminated: term(137, 0, "Error"), LastTerminated: term(143, 15, "Error")}},
 		{name: "running-runner-restarted", status: podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), stateTerminated(7, 0, "Error"))),
-			wantPhase: "Running", want: reconcile.Container{Found: true, Running: true, LastTerminated: term(7, 0, "Error")}},
+			wantPhase: "Running", want: fleet.Container{Found: true, Running: true, LastTerminated: term(7, 0, "Error")}},
 		{name: "failed-no-runner-status", sidecar: true, status: podStatus(corev1.PodFailed, containerStatus("dind", stateTerminated(1, 0, "Error"), none)),
-			wantPhase: "Failed", want: reconcile.Container{}},
+			wantPhase: "Failed", want: fleet.Container{}},
 		{name: "stamped-arc", labels: map[string]string{"pool/claimed-by": "dispatcher-1"}, owner: true,
 			status:    podStatus(corev1.PodRunning, containerStatus("runner", stateRunning(), none)),
-			wantPhase: "Running", want: reconcile.Container{Found: true, Running: true}, wantStamp: true},
+			wantPhase: "Running", want: fleet.Container{Found: true, Running: true}, wantStamp: true},
 	}
 	created := map[string]*corev1.Pod{}
 	for _, tc := range tests {
@@ -106,7 +105,7 @@ func TestListPodsReadsKubeletStatus(t *testing.T) {
 			assert.Equal(t, utc(tc.want), utc(v.Runner))
 			if tc.owner {
 				require.NotNil(t, v.Owner)
-				assert.Equal(t, reconcile.Owner{APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner",
+				assert.Equal(t, fleet.Owner{APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner",
 					Name: tc.name, UID: "0b7f3f1c-1111-4222-8333-944455556666"}, *v.Owner)
 			} else {
 				assert.Nil(t, v.Owner)
@@ -117,8 +116,8 @@ func TestListPodsReadsKubeletStatus(t *testing.T) {
 
 // utc puts a container's times in one location so that equal instants
 // compare equal.
-func utc(c reconcile.Container) reconcile.Container {
-	for _, tp := range []**reconcile.Termination{&c.Terminated, &c.LastTerminated} {
+func utc(c fleet.Container) fleet.Container {
+	for _, tp := range []**fleet.Termination{&c.Terminated, &c.LastTerminated} {
 		if *tp != nil {
 			t := **tp
 			t.FinishedAt = t.FinishedAt.UTC()
@@ -254,31 +253,31 @@ func TestDeletePod(t *testing.T) {
 		// after runs between the view and the delete: what the rest of
 		// the cluster did meanwhile.
 		after        func(t *testing.T, ns, name string)
-		want         reap.Result
+		want         fleet.Result
 		wantSurvivor bool
 	}{
-		{"deletes the pod that was judged", nil, reap.Deleted, false},
+		{"deletes the pod that was judged", nil, fleet.Deleted, false},
 		{"already deleted by someone else", func(t *testing.T, ns, name string) {
 			require.NoError(t, admin.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
-		}, reap.AlreadyGone, false},
+		}, fleet.AlreadyGone, false},
 		{"replaced by a new pod of the same name", func(t *testing.T, ns, name string) {
 			require.NoError(t, admin.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 			env.RunnerPod(t, ns, testenv.RunnerPod{Name: name, Labels: map[string]string{"app": "runner"}, Status: running})
-		}, reap.Changed, true},
+		}, fleet.Changed, true},
 		{"stamped after it was viewed", func(t *testing.T, ns, name string) {
 			p, err := admin.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			require.NoError(t, err)
 			p.Labels["pool/claimed-by"] = "dispatcher-1"
 			_, err = admin.Pods(ns).Update(ctx, p, metav1.UpdateOptions{})
 			require.NoError(t, err)
-		}, reap.Changed, true},
+		}, fleet.Changed, true},
 		{"status written after it was viewed", func(t *testing.T, ns, name string) {
 			p, err := admin.Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			require.NoError(t, err)
 			p.Status = *podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), corev1.ContainerState{}))
 			_, err = admin.Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 			require.NoError(t, err)
-		}, reap.Changed, true},
+		}, fleet.Changed, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -294,8 +293,8 @@ func TestDeletePod(t *testing.T) {
 			}
 
 			checkThenWrite(t, c, tc.want,
-				func() (reap.Result, error) { return c.DryRun().DeletePod(ctx, view) },
-				func() (reap.Result, error) { return c.DeletePod(ctx, view) })
+				func() (fleet.Result, error) { return c.DryRun().DeletePod(ctx, view) },
+				func() (fleet.Result, error) { return c.DeletePod(ctx, view) })
 
 			left, err := admin.Pods(ns).Get(ctx, view.Name, metav1.GetOptions{})
 			if !tc.wantSurvivor {
@@ -316,7 +315,7 @@ func TestDeletePod(t *testing.T) {
 		ns := env.Namespace(t, "kube")
 		p := env.RunnerPod(t, ns, testenv.RunnerPod{Name: "runner-1", Status: running})
 		c := newClient(t, Options{})
-		for _, v := range []reconcile.Pod{
+		for _, v := range []fleet.Pod{
 			{Namespace: ns, Name: p.Name, ResourceVersion: p.ResourceVersion},
 			{Namespace: ns, Name: p.Name, UID: string(p.UID)},
 		} {
@@ -335,10 +334,10 @@ func TestDeleteServiceAccount(t *testing.T) {
 	tests := []struct {
 		name   string
 		exists bool
-		want   reap.Result
+		want   fleet.Result
 	}{
-		{"exists", true, reap.Deleted},
-		{"already gone", false, reap.AlreadyGone},
+		{"exists", true, fleet.Deleted},
+		{"already gone", false, fleet.AlreadyGone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 
-	"github.com/runner-reaper/runner-reaper/reap"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // A sweep's burst of requests is not throttled by the client: 60 requests
@@ -30,7 +30,7 @@ func TestBurstIsNotThrottled(t *testing.T) {
 	for i := 0; i < requests; i++ {
 		res, err := c.DryRun().DeleteServiceAccount(context.Background(), ns, fmt.Sprintf("gone-%d", i))
 		require.NoError(t, err)
-		require.Equal(t, reap.AlreadyGone, res)
+		require.Equal(t, fleet.AlreadyGone, res)
 	}
 	took := time.Since(start)
 	assert.Equal(t, int64(requests), c.Counts().Requests)

@@ -2,8 +2,9 @@ package kube
 
 import (
 	"context"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,7 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/reap"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -44,16 +45,16 @@ func TestForbidden(t *testing.T) {
 	assertForbidden(t, []forbiddenCase{
 		{"no rights: list one namespace", listIn(nobody, nsA)},
 		{"no rights: list all namespaces", listIn(nobody)},
-		{"no rights: delete pod", refusedWrite(t, func() (reap.Result, error) { return nobody.DeletePod(ctx, view) })},
-		{"no rights: delete service account", refusedWrite(t, func() (reap.Result, error) {
+		{"no rights: delete pod", refusedWrite(t, func() (fleet.Result, error) { return nobody.DeletePod(ctx, view) })},
+		{"no rights: delete service account", refusedWrite(t, func() (fleet.Result, error) {
 			return nobody.DeleteServiceAccount(ctx, nsA, "runner-1")
 		})},
 		{"no rights: record event", func() error { return nobody.RecordEvent(ctx, view, "RunnerReaped", "test") }},
 		{"list rights in one namespace: listing two fails whole", listIn(lister, nsA, nsB)},
 		{"list rights in one namespace: all namespaces", listIn(lister)},
-		{"list rights: delete pod", refusedWrite(t, func() (reap.Result, error) { return lister.DeletePod(ctx, view) })},
-		{"list rights: dry-run delete pod", refusedWrite(t, func() (reap.Result, error) { return lister.DryRun().DeletePod(ctx, view) })},
-		{"no rights: dry-run delete service account", refusedWrite(t, func() (reap.Result, error) {
+		{"list rights: delete pod", refusedWrite(t, func() (fleet.Result, error) { return lister.DeletePod(ctx, view) })},
+		{"list rights: dry-run delete pod", refusedWrite(t, func() (fleet.Result, error) { return lister.DryRun().DeletePod(ctx, view) })},
+		{"no rights: dry-run delete service account", refusedWrite(t, func() (fleet.Result, error) {
 			return nobody.DryRun().DeleteServiceAccount(ctx, nsA, "runner-1")
 		})},
 	})

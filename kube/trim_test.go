@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"sigs.k8s.io/randfill"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // randomPods are pods with every field filled at random (seeded, so a
@@ -182,8 +182,8 @@ func TestTrimmingDecoder(t *testing.T) {
 }
 
 // viewsOf is what m makes of pods.
-func viewsOf(m Mapping, pods []corev1.Pod) []reconcile.Pod {
-	out := make([]reconcile.Pod, 0, len(pods))
+func viewsOf(m Mapping, pods []corev1.Pod) []fleet.Pod {
+	out := make([]fleet.Pod, 0, len(pods))
 	for i := range pods {
 		out = append(out, m.View(&pods[i]))
 	}

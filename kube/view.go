@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // ARC's pod labels naming the GitHub scope its runner registered in; see
@@ -56,7 +56,7 @@ type Mapping struct {
 	// "" means ARC's labels.
 	ScopeLabel string
 	// Scopes are the configured GitHub scopes.
-	Scopes []reconcile.Scope
+	Scopes []fleet.Scope
 	// StampLabel is the pool's owner-stamp label key; "" turns the
 	// orphan-stamped check off.
 	StampLabel string
@@ -64,8 +64,8 @@ type Mapping struct {
 
 // View reduces a pod to what the classifier needs. It keeps nothing of p, so
 // the caller can drop the Pod as soon as it has the view.
-func (m Mapping) View(p *corev1.Pod) reconcile.Pod {
-	v := reconcile.Pod{
+func (m Mapping) View(p *corev1.Pod) fleet.Pod {
+	v := fleet.Pod{
 		Namespace:       intern(p.Namespace),
 		Name:            p.Name,
 		UID:             string(p.UID),
@@ -86,7 +86,7 @@ func (m Mapping) View(p *corev1.Pod) reconcile.Pod {
 		if name == v.Name {
 			name = v.Name // ARC names the pod as its EphemeralRunner
 		}
-		v.Owner = &reconcile.Owner{
+		v.Owner = &fleet.Owner{
 			APIVersion: intern(ref.APIVersion),
 			Kind:       intern(ref.Kind),
 			Name:       name,
@@ -123,11 +123,11 @@ func (m Mapping) scopeKey(p *corev1.Pod) string {
 	repo := p.Labels[LabelRepository]
 	switch {
 	case ent != "":
-		return reconcile.Scope{Kind: reconcile.EnterpriseScope, Name: ent}.Key()
+		return fleet.Scope{Kind: fleet.EnterpriseScope, Name: ent}.Key()
 	case org != "" && repo != "":
-		return reconcile.Scope{Kind: reconcile.RepoScope, Owner: org, Name: repo}.Key()
+		return fleet.Scope{Kind: fleet.RepoScope, Owner: org, Name: repo}.Key()
 	case org != "":
-		return reconcile.Scope{Kind: reconcile.OrgScope, Name: org}.Key()
+		return fleet.Scope{Kind: fleet.OrgScope, Name: org}.Key()
 	case len(m.Scopes) == 1:
 		// A pod that names no scope can only belong to the one there is.
 		return m.Scopes[0].Key()
@@ -194,28 +194,28 @@ func (m Mapping) startedAt(p *corev1.Pod) time.Time {
 
 // runnerContainer reads the runner container's status as the kubelet last
 // wrote it.
-func (m Mapping) runnerContainer(p *corev1.Pod) reconcile.Container {
+func (m Mapping) runnerContainer(p *corev1.Pod) fleet.Container {
 	name := m.runnerContainerName()
 	for i := range p.Status.ContainerStatuses {
 		cs := &p.Status.ContainerStatuses[i]
 		if cs.Name != name {
 			continue
 		}
-		return reconcile.Container{
+		return fleet.Container{
 			Found:          true,
 			Running:        cs.State.Running != nil,
 			Terminated:     termination(cs.State.Terminated),
 			LastTerminated: termination(cs.LastTerminationState.Terminated),
 		}
 	}
-	return reconcile.Container{}
+	return fleet.Container{}
 }
 
-func termination(t *corev1.ContainerStateTerminated) *reconcile.Termination {
+func termination(t *corev1.ContainerStateTerminated) *fleet.Termination {
 	if t == nil {
 		return nil
 	}
-	return &reconcile.Termination{
+	return &fleet.Termination{
 		ExitCode:   t.ExitCode,
 		Signal:     t.Signal,
 		Reason:     intern(t.Reason),

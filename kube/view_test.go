@@ -10,15 +10,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-func mustScopes(t *testing.T, specs ...string) []reconcile.Scope {
+func mustScopes(t *testing.T, specs ...string) []fleet.Scope {
 	t.Helper()
-	out := make([]reconcile.Scope, 0, len(specs))
+	out := make([]fleet.Scope, 0, len(specs))
 	for _, s := range specs {
-		sc, err := reconcile.ParseScope(s)
+		sc, err := fleet.ParseScope(s)
 		require.NoError(t, err)
 		out = append(out, sc)
 	}
@@ -45,8 +45,8 @@ func TestMappingView(t *testing.T) {
 			Status: corev1.PodStatus{Phase: corev1.PodRunning},
 		}
 	}
-	baseView := func() reconcile.Pod {
-		return reconcile.Pod{
+	baseView := func() fleet.Pod {
+		return fleet.Pod{
 			Namespace:       "ci",
 			Name:            "runner-abc",
 			UID:             "uid-1",
@@ -66,7 +66,7 @@ func TestMappingView(t *testing.T) {
 			}
 		}
 	}
-	scope := func(key string) func(*reconcile.Pod) { return func(v *reconcile.Pod) { v.ScopeKey = key } }
+	scope := func(key string) func(*fleet.Pod) { return func(v *fleet.Pod) { v.ScopeKey = key } }
 	statuses := func(cs ...corev1.ContainerStatus) func(*corev1.Pod) {
 		return func(p *corev1.Pod) { p.Status.ContainerStatuses = cs }
 	}
@@ -76,7 +76,7 @@ func TestMappingView(t *testing.T) {
 		name    string
 		mapping Mapping
 		pod     func(*corev1.Pod)
-		want    func(*reconcile.Pod)
+		want    func(*fleet.Pod)
 	}{
 		// ScopeKey from ARC's labels.
 		{"arc enterprise", Mapping{Scopes: twoScopes},
@@ -118,34 +118,34 @@ func TestMappingView(t *testing.T) {
 
 		// RunnerName.
 		{"runner name from a label", Mapping{RunnerName: Source{Kind: Label, Key: "pool/runner"}},
-			labels("pool/runner", "pool-7-runner"), func(v *reconcile.Pod) { v.RunnerName = "pool-7-runner" }},
+			labels("pool/runner", "pool-7-runner"), func(v *fleet.Pod) { v.RunnerName = "pool-7-runner" }},
 		{"runner name from an annotation", Mapping{RunnerName: Source{Kind: Annotation, Key: "pool/runner"}},
 			func(p *corev1.Pod) { p.Annotations = map[string]string{"pool/runner": "pool-8-runner"} },
-			func(v *reconcile.Pod) { v.RunnerName = "pool-8-runner" }},
+			func(v *fleet.Pod) { v.RunnerName = "pool-8-runner" }},
 		{"runner name label missing is empty, not a guess", Mapping{RunnerName: Source{Kind: Label, Key: "pool/runner"}},
-			labels("app", "runner"), func(v *reconcile.Pod) { v.RunnerName = "" }},
+			labels("app", "runner"), func(v *fleet.Pod) { v.RunnerName = "" }},
 
 		// Runner container.
 		{"runner container running", Mapping{},
 			statuses(containerStatus("runner", stateRunning(), none)),
-			func(v *reconcile.Pod) {
-				v.Runner = reconcile.Container{Found: true, Running: true}
+			func(v *fleet.Pod) {
+				v.Runner = fleet.Container{Found: true, Running: true}
 				v.StartedAt = started().Time
 			}},
 		{"runner container OOM-killed", Mapping{},
 			statuses(containerStatus("dind", stateRunning(), none), containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), none)),
-			func(v *reconcile.Pod) {
-				v.Runner = reconcile.Container{Found: true, Terminated: term(137, 0, "OOMKilled")}
+			func(v *fleet.Pod) {
+				v.Runner = fleet.Container{Found: true, Terminated: term(137, 0, "OOMKilled")}
 			}},
 		{"runner container restarted after SIGTERM", Mapping{},
 			statuses(containerStatus("runner", stateRunning(), stateTerminated(143, 15, "Error"))),
-			func(v *reconcile.Pod) {
-				v.Runner = reconcile.Container{Found: true, Running: true, LastTerminated: term(143, 15, "Error")}
+			func(v *fleet.Pod) {
+				v.Runner = fleet.Container{Found: true, Running: true, LastTerminated: term(143, 15, "Error")}
 				v.StartedAt = started().Time
 			}},
 		{"runner container waiting", Mapping{},
 			statuses(containerStatus("runner", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, none)),
-			func(v *reconcile.Pod) { v.Runner = reconcile.Container{Found: true} }},
+			func(v *fleet.Pod) { v.Runner = fleet.Container{Found: true} }},
 		{"runner container not found among others", Mapping{},
 			statuses(containerStatus("dind", stateRunning(), none)), nil},
 		{"runner container under another name", Mapping{RunnerContainer: "dind"},
@@ -153,28 +153,28 @@ func TestMappingView(t *testing.T) {
 				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "dind", Image: "docker:dind"})
 				statuses(containerStatus("dind", stateRunning(), none), containerStatus("runner", stateTerminated(0, 0, "Completed"), none))(p)
 			},
-			func(v *reconcile.Pod) {
-				v.Runner = reconcile.Container{Found: true, Running: true}
+			func(v *fleet.Pod) {
+				v.Runner = fleet.Container{Found: true, Running: true}
 				v.StartedAt = started().Time
 			}},
 
 		// Whether the pod is a runner at all: its spec, not its status.
 		{"no runner container in the spec", Mapping{},
 			func(p *corev1.Pod) { p.Spec.Containers = []corev1.Container{{Name: "postgres", Image: "postgres:16"}} },
-			func(v *reconcile.Pod) { v.HasRunner = false }},
+			func(v *fleet.Pod) { v.HasRunner = false }},
 		{"runner container in the spec under another name than configured", Mapping{RunnerContainer: "actions-runner"},
-			nil, func(v *reconcile.Pod) { v.HasRunner = false }},
+			nil, func(v *fleet.Pod) { v.HasRunner = false }},
 		{"runner container in the spec, no status yet", Mapping{},
 			func(p *corev1.Pod) { p.Status = corev1.PodStatus{Phase: corev1.PodPending} },
-			func(v *reconcile.Pod) { v.Phase = "Pending" }},
+			func(v *fleet.Pod) { v.Phase = "Pending" }},
 		{"a status for a runner container the spec lacks is not a runner", Mapping{},
 			func(p *corev1.Pod) {
 				p.Spec.Containers = []corev1.Container{{Name: "app", Image: "app:1"}}
 				statuses(containerStatus("runner", stateRunning(), none))(p)
 			},
-			func(v *reconcile.Pod) {
+			func(v *fleet.Pod) {
 				v.HasRunner = false
-				v.Runner = reconcile.Container{Found: true, Running: true}
+				v.Runner = fleet.Container{Found: true, Running: true}
 				v.StartedAt = started().Time
 			}},
 
@@ -185,8 +185,8 @@ func TestMappingView(t *testing.T) {
 				p.Status.StartTime = &st
 				statuses(containerStatus("runner", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, none))(p)
 			},
-			func(v *reconcile.Pod) {
-				v.Runner = reconcile.Container{Found: true}
+			func(v *fleet.Pod) {
+				v.Runner = fleet.Container{Found: true}
 				v.StartedAt = created.Add(7 * time.Minute)
 			}},
 		{"started: the runner container's start beats the pod's", Mapping{},
@@ -196,8 +196,8 @@ func TestMappingView(t *testing.T) {
 				statuses(containerStatus("runner", corev1.ContainerState{Running: &corev1.ContainerStateRunning{
 					StartedAt: metav1.NewTime(created.Add(9 * time.Minute))}}, none))(p)
 			},
-			func(v *reconcile.Pod) {
-				v.Runner = reconcile.Container{Found: true, Running: true}
+			func(v *fleet.Pod) {
+				v.Runner = fleet.Container{Found: true, Running: true}
 				v.StartedAt = created.Add(9 * time.Minute)
 			}},
 		{"started: another container's start does not count", Mapping{},
@@ -209,7 +209,7 @@ func TestMappingView(t *testing.T) {
 
 		// Stamp, owner, deletion, phase.
 		{"stamped", Mapping{StampLabel: "pool/claimed-by"},
-			labels("pool/claimed-by", "dispatcher-1"), func(v *reconcile.Pod) { v.Stamped = true }},
+			labels("pool/claimed-by", "dispatcher-1"), func(v *fleet.Pod) { v.Stamped = true }},
 		{"stamp label with empty value is not a stamp", Mapping{StampLabel: "pool/claimed-by"},
 			labels("pool/claimed-by", ""), nil},
 		{"stamp check off", Mapping{},
@@ -221,8 +221,8 @@ func TestMappingView(t *testing.T) {
 					{APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner", Name: "runner-abc", UID: "uid-er", Controller: controller()},
 				}
 			},
-			func(v *reconcile.Pod) {
-				v.Owner = &reconcile.Owner{APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner", Name: "runner-abc", UID: "uid-er"}
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: "actions.github.com/v1alpha1", Kind: "EphemeralRunner", Name: "runner-abc", UID: "uid-er"}
 			}},
 		{"owner reference that is not a controller", Mapping{},
 			func(p *corev1.Pod) {
@@ -230,10 +230,10 @@ func TestMappingView(t *testing.T) {
 			}, nil},
 		{"deleting", Mapping{},
 			func(p *corev1.Pod) { ts := metav1.NewTime(created.Add(time.Hour)); p.DeletionTimestamp = &ts },
-			func(v *reconcile.Pod) { v.Deleting = true }},
+			func(v *fleet.Pod) { v.Deleting = true }},
 		{"failed phase", Mapping{},
 			func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed },
-			func(v *reconcile.Pod) { v.Phase = "Failed" }},
+			func(v *fleet.Pod) { v.Phase = "Failed" }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -273,7 +273,7 @@ func TestListPodsRunnerStartAndContainer(t *testing.T) {
 		pod        testenv.RunnerPod
 		hasRunner  bool
 		wantStart  func(created time.Time) time.Time
-		wantRunner reconcile.Container
+		wantRunner fleet.Container
 	}{{
 		name:      "unscheduled",
 		pod:       testenv.RunnerPod{Unscheduled: true},
@@ -282,18 +282,18 @@ func TestListPodsRunnerStartAndContainer(t *testing.T) {
 		name:      "creating",
 		pod:       testenv.RunnerPod{Status: withStart(podStatus(corev1.PodRunning, containerStatus("runner", waiting, none)))},
 		hasRunner: true, wantStart: func(time.Time) time.Time { return podStart },
-		wantRunner: reconcile.Container{Found: true},
+		wantRunner: fleet.Container{Found: true},
 	}, {
 		name:      "started-later",
 		pod:       testenv.RunnerPod{Status: withStart(podStatus(corev1.PodRunning, containerStatus("runner", runningSince, none)))},
 		hasRunner: true, wantStart: func(time.Time) time.Time { return runnerStart },
-		wantRunner: reconcile.Container{Found: true, Running: true},
+		wantRunner: fleet.Container{Found: true, Running: true},
 	}, {
 		name: "sidecar-started-later",
 		pod: testenv.RunnerPod{Sidecar: true, Status: withStart(podStatus(corev1.PodRunning,
 			containerStatus("dind", runningSince, none), containerStatus("runner", waiting, none)))},
 		hasRunner: true, wantStart: func(time.Time) time.Time { return podStart },
-		wantRunner: reconcile.Container{Found: true},
+		wantRunner: fleet.Container{Found: true},
 	}, {
 		name: "postgres-0",
 		pod: testenv.RunnerPod{Containers: []corev1.Container{{Name: "postgres", Image: "postgres:16"}},

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // errNoWatchList is wrapped by streamPods' error when the API server did
@@ -48,7 +48,7 @@ var errNoWatchList = errors.New("pod watch-list unavailable")
 // protobuf watch stream, the stream closing) discards what arrived and
 // returns errNoWatchList, so a server that does not keep the contract
 // costs a page list, never a partial one.
-func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping, out []reconcile.Pod) ([]reconcile.Pod, error) {
+func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping, out []fleet.Pod) ([]fleet.Pod, error) {
 	start := len(out)
 	send := true
 	opts := metav1.ListOptions{

@@ -25,14 +25,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // sorted orders views by namespace/name and puts their times in UTC, so
 // that two reads of the same pods compare equal.
-func sorted(pods []reconcile.Pod) []reconcile.Pod {
-	out := append([]reconcile.Pod(nil), pods...)
+func sorted(pods []fleet.Pod) []fleet.Pod {
+	out := append([]fleet.Pod(nil), pods...)
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
 	})
@@ -178,7 +178,7 @@ func logged(t *testing.T, cfg *rest.Config) (*Client, *bytes.Buffer) {
 	return c, &logs
 }
 
-func names(pods []reconcile.Pod) []string {
+func names(pods []fleet.Pod) []string {
 	out := make([]string, 0, len(pods))
 	for _, p := range pods {
 		out = append(out, p.Namespace+"/"+p.Name)

@@ -42,7 +42,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -224,7 +224,7 @@ func skipKinds(res sweep.Result) []skipKind {
 	counts := map[string]int{}
 	for _, s := range res.Class.Skipped {
 		// A scope the budget deferred is not a fault to alarm on.
-		if s.Kind != "" && s.Kind != reconcile.SkipDeferred {
+		if s.Kind != "" && s.Kind != fleet.SkipDeferred {
 			counts[dimValue(string(s.Kind))]++
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -19,11 +20,11 @@ import (
 
 var now = time.Date(2026, 3, 14, 9, 26, 53, 589_000_000, time.UTC)
 
-func outcome(v reconcile.Verdict, r reap.Result) reap.Outcome {
+func outcome(v fleet.Verdict, r fleet.Result) reap.Outcome {
 	return reap.Outcome{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: v}}, Result: r}
 }
 
-func pending(v reconcile.Verdict) reconcile.Candidate {
+func pending(v fleet.Verdict) reconcile.Candidate {
 	return reconcile.Candidate{Finding: reconcile.Finding{Verdict: v}}
 }
 
@@ -38,16 +39,16 @@ func busySweep() sweep.Result {
 		Kube:     httpcount.Counts{Requests: 12},
 		Class:    reconcile.Classification{Skipped: []reconcile.Skip{{ScopeKey: "org/acme", Reason: "rate limited"}}},
 		Outcomes: []reap.Outcome{
-			outcome(reconcile.Zombie, reap.Deleted),
-			outcome(reconcile.Terminal, reap.Deleted),
-			outcome(reconcile.Zombie, reap.SparedBusy),
-			outcome(reconcile.Terminal, reap.Deleted),
-			outcome(reconcile.Ghost, reap.AlreadyGone),
-			outcome(reconcile.Zombie, reap.Deleted),
-			outcome(reconcile.OrphanStamped, reap.Failed),
-			outcome(reconcile.Terminal, reap.NotReached),
+			outcome(fleet.Zombie, fleet.Deleted),
+			outcome(fleet.Terminal, fleet.Deleted),
+			outcome(fleet.Zombie, fleet.SparedBusy),
+			outcome(fleet.Terminal, fleet.Deleted),
+			outcome(fleet.Ghost, fleet.AlreadyGone),
+			outcome(fleet.Zombie, fleet.Deleted),
+			outcome(fleet.OrphanStamped, fleet.Failed),
+			outcome(fleet.Terminal, fleet.NotReached),
 		},
-		Pending: []reconcile.Candidate{pending(reconcile.Zombie), pending(reconcile.Unregistered), pending(reconcile.Zombie)},
+		Pending: []reconcile.Candidate{pending(fleet.Zombie), pending(fleet.Unregistered), pending(fleet.Zombie)},
 	}
 }
 
@@ -226,7 +227,7 @@ func keys(m map[string]float64) []string {
 
 func TestWriteEMFModes(t *testing.T) {
 	for mode, want := range map[sweep.Mode]string{sweep.Act: "sweep", sweep.DryRun: "dry-run", sweep.Audit: "audit"} {
-		res := sweep.Result{Mode: mode, Outcomes: []reap.Outcome{outcome(reconcile.Zombie, reap.WouldDelete)}}
+		res := sweep.Result{Mode: mode, Outcomes: []reap.Outcome{outcome(fleet.Zombie, fleet.WouldDelete)}}
 		var buf bytes.Buffer
 		require.NoError(t, WriteEMF(&buf, res, "RunnerReaper", now))
 		ls := lines(t, buf.String())
@@ -285,9 +286,9 @@ func TestWriteEMFOneWrite(t *testing.T) {
 // limit and an inconsistent list are told apart.
 func TestWriteEMFSkipKinds(t *testing.T) {
 	res := sweep.Result{Mode: sweep.Act, Class: reconcile.Classification{Skipped: []reconcile.Skip{
-		{ScopeKey: "org:a", Kind: reconcile.SkipRateLimited},
-		{ScopeKey: "org:b", Kind: reconcile.SkipRateLimited},
-		{ScopeKey: "org:c", Kind: reconcile.SkipInconsistent},
+		{ScopeKey: "org:a", Kind: fleet.SkipRateLimited},
+		{ScopeKey: "org:b", Kind: fleet.SkipRateLimited},
+		{ScopeKey: "org:c", Kind: fleet.SkipInconsistent},
 	}}}
 	var buf bytes.Buffer
 	require.NoError(t, WriteEMF(&buf, res, "RunnerReaper", now))
@@ -308,9 +309,9 @@ func TestWriteEMFSkipKinds(t *testing.T) {
 // skip: an alarm on ScopesSkipped must not fire for a capped fleet.
 func TestWriteEMFDeferredIsNotSkipped(t *testing.T) {
 	res := sweep.Result{Mode: sweep.Act, Deferred: []string{"org:b", "org:c"}, Class: reconcile.Classification{Skipped: []reconcile.Skip{
-		{ScopeKey: "org:a", Kind: reconcile.SkipFailed},
-		{ScopeKey: "org:b", Kind: reconcile.SkipDeferred},
-		{ScopeKey: "org:c", Kind: reconcile.SkipDeferred},
+		{ScopeKey: "org:a", Kind: fleet.SkipFailed},
+		{ScopeKey: "org:b", Kind: fleet.SkipDeferred},
+		{ScopeKey: "org:c", Kind: fleet.SkipDeferred},
 	}}}
 	var buf bytes.Buffer
 	require.NoError(t, WriteEMF(&buf, res, "RunnerReaper", now))

@@ -14,45 +14,28 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
 // Registrations deletes runner registrations on GitHub, and finds one by
 // name to re-check an absence right before acting on it.
 type Registrations interface {
-	DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (Result, error)
-	FindRunner(ctx context.Context, scope reconcile.Scope, name string) (*reconcile.Registration, error)
-}
-
-// Writes are the Kubernetes writes of an action, one method each. The choke
-// point holds two of them: the one that writes, and the same wrapped so
-// that every write is sent as a server-side dry run (kube.Client.DryRun),
-// which answers as the write would (Deleted meaning "would be allowed",
-// AlreadyGone, Changed, or the refusal) and changes nothing. That second
-// one is the pre-flight: one seam for "check, then do", as
-// controller-runtime's client.NewDryRunClient wraps a client.
-type Writes interface {
-	DeletePod(ctx context.Context, p reconcile.Pod) (Result, error)
-	DeleteServiceAccount(ctx context.Context, namespace, name string) (Result, error)
-	// DeleteOwner removes the ARC runner object that controls a pod: its
-	// controller would recreate a pod deleted on its own, from a runner
-	// config that is already dead.
-	DeleteOwner(ctx context.Context, namespace string, o reconcile.Owner) (Result, error)
-	DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
-	RemoveFinalizers(ctx context.Context, er reconcile.EphemeralRunner) (Result, error)
+	DeleteRunner(ctx context.Context, scope fleet.Scope, id int64) (fleet.Result, error)
+	FindRunner(ctx context.Context, scope fleet.Scope, name string) (*fleet.Registration, error)
 }
 
 // Kubernetes is the cluster the choke point acts on: its writes, the
 // Events that say why, recorded on the object acted on, and the same writes
 // as server-side dry runs.
 type Kubernetes interface {
-	Writes
-	RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error
-	RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.EphemeralRunner, reason, message string) error
+	fleet.Writes
+	RecordEvent(ctx context.Context, p fleet.Pod, reason, message string) error
+	RecordEphemeralRunnerEvent(ctx context.Context, er fleet.EphemeralRunner, reason, message string) error
 	// DryRun is these writes, each sent as a server-side dry run: the
 	// pre-flight. The choke point takes it from the port itself, so that
 	// no wiring can hand it a pre-flight that writes.
-	DryRun() Writes
+	DryRun() fleet.Writes
 }
 
 // Options configure a Reaper.
@@ -66,7 +49,7 @@ type Options struct {
 	// always serial, as GitHub asks of mutating calls.
 	Concurrency int
 	// Scopes resolves a finding's scope key to the scope to call.
-	Scopes map[string]reconcile.Scope
+	Scopes map[string]fleet.Scope
 	// Spare is the time before the context's deadline after which no new
 	// action starts, so that one begun can finish and the sweep can still
 	// report (a Lambda's invocation deadline, the sweep's own deadline).
@@ -105,11 +88,11 @@ type Reaper struct {
 	gh   Registrations
 	kube Kubernetes
 	// check is kube's writes as server-side dry runs: the pre-flight.
-	check Writes
+	check fleet.Writes
 	opts  Options
 	// limit is GitHub's rate limit once it has been met in this sweep:
 	// from then on no GitHub call is made (see HoldGitHub).
-	limit *reconcile.RateLimitError
+	limit *fleet.RateLimitError
 }
 
 // HoldGitHub tells the reaper that GitHub rate-limited this sweep before it
@@ -117,7 +100,7 @@ type Reaper struct {
 // (a registration delete, a re-check by name) is then not attempted and is
 // reported rate-limited, its mark kept; one that needs none still goes. A
 // limit met while acting has the same effect on the candidates after it.
-func (r *Reaper) HoldGitHub(limit *reconcile.RateLimitError) { r.limit = limit }
+func (r *Reaper) HoldGitHub(limit *fleet.RateLimitError) { r.limit = limit }
 
 // New returns a Reaper that writes through kube, and proves each write
 // first through kube.DryRun().
@@ -127,49 +110,6 @@ func New(gh Registrations, kube Kubernetes, opts Options) *Reaper {
 	}
 	return &Reaper{gh: gh, kube: kube, check: kube.DryRun(), opts: opts}
 }
-
-// Result is one word of the act protocol. A write answers with one of the
-// first four (what the adapters return), and a candidate ends with one of
-// them or of the rest (what the report prints). One set, so that a word
-// such as "deleted" means the same in every field of every line.
-type Result string
-
-const (
-	// Deleted: GitHub answered 204, or Kubernetes accepted the delete.
-	Deleted Result = "deleted"
-	// AlreadyGone: 404; someone else got there first. Success.
-	AlreadyGone Result = "already-gone"
-	// Busy: GitHub answered 422, the runner is running a job.
-	Busy Result = "busy"
-	// Changed: a Kubernetes precondition (UID or resourceVersion) failed;
-	// the object is not the one that was judged.
-	Changed Result = "changed"
-
-	// SparedBusy: GitHub said the runner took a job (a 422, or a re-check
-	// that found it busy); the pod is left alone and its mark cleared.
-	SparedBusy Result = "spared-busy"
-	// SkippedChanged: the object was replaced or changed since it was
-	// observed; it is not the one that was judged.
-	SkippedChanged Result = "skipped-changed"
-	// SkippedRegistered: the runner was absent from the list, but a
-	// re-check by name just before acting found it registered.
-	SkippedRegistered Result = "skipped-registered"
-	// WouldDelete: a dry run or audit reached the first write.
-	WouldDelete Result = "would-delete"
-	// Deferred: the bound was reached; the mark stays for a later sweep.
-	Deferred Result = "deferred"
-	// NotReached: the sweep's deadline came first.
-	NotReached Result = "not-reached"
-	// Reported: an EphemeralRunner stuck deleting, whose finalizers the
-	// reaper is not allowed to remove; it takes no place in the bound.
-	Reported Result = "reported"
-	// RateLimited: the candidate needs a GitHub call and GitHub has said
-	// rate-limited in this sweep; nothing was written for it, its mark
-	// stays, and a later sweep takes it up. Not a failure.
-	RateLimited Result = "rate-limited"
-	// Failed: an action could not be carried out; Outcome.Err says why.
-	Failed Result = "error"
-)
 
 // Action is what the protocol does for a candidate; its words are part of
 // the log contract.
@@ -202,7 +142,7 @@ func (r *Reaper) Action(c reconcile.Candidate) Action {
 		return alone
 	}
 	switch {
-	case c.EphemeralRunner != nil && c.Verdict == reconcile.ARCStuckDeleting:
+	case c.EphemeralRunner != nil && c.Verdict == fleet.ARCStuckDeleting:
 		if r.opts.RemoveFinalizers {
 			return RemoveFinalizers
 		}
@@ -211,7 +151,7 @@ func (r *Reaper) Action(c reconcile.Candidate) Action {
 		return pick(DeleteEphemeralRunner, DeleteRegistrationThenEphemeralRunner)
 	case c.Pod == nil:
 		return DeleteRegistration
-	case c.Pod.Owner.ARCOwned() && c.Pod.Owner.Kind == reconcile.LegacyRunnerKind:
+	case c.Pod.Owner.ARCOwned() && c.Pod.Owner.Kind == fleet.LegacyRunnerKind:
 		return pick(DeleteRunner, DeleteRegistrationThenRunner)
 	case c.Pod.Owner.ARCOwned():
 		return pick(DeleteEphemeralRunner, DeleteRegistrationThenEphemeralRunner)
@@ -225,7 +165,7 @@ func (r *Reaper) Action(c reconcile.Candidate) Action {
 func Object(c reconcile.Candidate) string {
 	switch {
 	case c.EphemeralRunner != nil:
-		return reconcile.EphemeralRunnerKind + " " + c.EphemeralRunner.Namespace + "/" + c.EphemeralRunner.Name
+		return fleet.EphemeralRunnerKind + " " + c.EphemeralRunner.Namespace + "/" + c.EphemeralRunner.Name
 	case c.Pod == nil:
 		return ""
 	case c.Pod.Owner.ARCOwned():
@@ -243,11 +183,11 @@ type Outcome struct {
 	// ObjectResult what its write answered: a pod's, or an ARC owner's or
 	// EphemeralRunner's when that is the object.
 	Object       string
-	ObjectResult Result
-	Result       Result
+	ObjectResult fleet.Result
+	Result       fleet.Result
 	// Registration and ServiceAccount are what those deletes answered.
-	Registration   Result
-	ServiceAccount Result
+	Registration   fleet.Result
+	ServiceAccount fleet.Result
 	// EventErr is set when the Event could not be recorded. The Event is
 	// written after the object's writes and never decides their fate;
 	// the report says what became of it.
@@ -285,10 +225,10 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	budget := reconcile.NewBudget(r.opts.Limits, managedPods)
 	out := make([]Outcome, len(cs))
 	for i, c := range cs {
-		out[i] = Outcome{Candidate: c, Action: r.Action(c), Object: Object(c), DryRun: r.opts.DryRun, Result: Deferred}
+		out[i] = Outcome{Candidate: c, Action: r.Action(c), Object: Object(c), DryRun: r.opts.DryRun, Result: fleet.Deferred}
 		switch {
 		case out[i].Action == Report:
-			out[i].Result = Reported
+			out[i].Result = fleet.Reported
 		case budget.Admit(c):
 			out[i].Result = ""
 		}
@@ -303,7 +243,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		}
 		// The sweep's context only decides whether an action starts.
 		if r.tooLate(ctx) {
-			o.Result = NotReached
+			o.Result = fleet.NotReached
 			continue
 		}
 		if r.needsGitHub(o.Candidate) && r.held(o) {
@@ -317,7 +257,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		// it. The wait may have taken the sweep close to its deadline.
 		sem <- struct{}{}
 		if r.tooLate(ctx) {
-			o.Result = NotReached
+			o.Result = fleet.NotReached
 			<-sem
 			continue
 		}
@@ -348,7 +288,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		}
 		cancel()
 		if r.opts.DryRun {
-			o.Result = WouldDelete
+			o.Result = fleet.WouldDelete
 			<-sem
 			continue
 		}
@@ -401,7 +341,7 @@ func (r *Reaper) held(o *Outcome) bool {
 	if r.limit == nil {
 		return false
 	}
-	o.Result, o.Err = RateLimited, fmt.Errorf("no GitHub call this sweep: %w", r.limit)
+	o.Result, o.Err = fleet.RateLimited, fmt.Errorf("no GitHub call this sweep: %w", r.limit)
 	return true
 }
 
@@ -410,12 +350,12 @@ func (r *Reaper) held(o *Outcome) bool {
 // calls GitHub in this sweep: every further call would be refused, and
 // GitHub asks clients to stop until the limit lifts.
 func (r *Reaper) limited(o *Outcome, err error) bool {
-	rl := reconcile.AsRateLimit(err)
+	rl := fleet.AsRateLimit(err)
 	if rl == nil {
 		return false
 	}
 	r.limit = rl
-	o.Result, o.Err = RateLimited, err
+	o.Result, o.Err = fleet.RateLimited, err
 	return true
 }
 
@@ -467,7 +407,7 @@ func (r *Reaper) later(ctx context.Context, wg *sync.WaitGroup, o *Outcome) {
 // refused, skipped or found nothing to do would say the reaper did what it
 // did not. It runs under eventContext, never the object's budget.
 func (r *Reaper) recordEvent(ctx context.Context, o *Outcome) {
-	if r.opts.DryRun || o.ObjectResult != Deleted {
+	if r.opts.DryRun || o.ObjectResult != fleet.Deleted {
 		return
 	}
 	ectx, cancel, ok := r.eventContext(ctx)
@@ -524,7 +464,7 @@ func lastMoment(ctx context.Context) (time.Time, bool) {
 // pod that is not terminal. A terminal pod's runner is dead, and an
 // EphemeralRunner's has no pod to run in.
 func (r *Reaper) needsRecheck(c reconcile.Candidate) bool {
-	return c.Registration == nil && c.Pod != nil && c.Verdict != reconcile.Terminal
+	return c.Registration == nil && c.Pod != nil && c.Verdict != fleet.Terminal
 }
 
 // preflight sends the candidate's Kubernetes write, and the ServiceAccount
@@ -535,7 +475,7 @@ func (r *Reaper) needsRecheck(c reconcile.Candidate) bool {
 // ghost) has nothing to prove.
 func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 	c := o.Candidate
-	var res Result
+	var res fleet.Result
 	var err error
 	switch {
 	case c.EphemeralRunner != nil && o.Action == RemoveFinalizers:
@@ -548,7 +488,7 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 		// The owner's delete takes whatever pod it has by then, so the
 		// pod judged must still be the owner's pod (ownerPodUnchanged),
 		// and the owner's delete must be allowed.
-		if res, err = r.ownerPodUnchanged(ctx, *c.Pod); err == nil && res == Deleted {
+		if res, err = r.ownerPodUnchanged(ctx, *c.Pod); err == nil && res == fleet.Deleted {
 			res, err = r.check.DeleteOwner(ctx, c.Pod.Namespace, *c.Pod.Owner)
 		}
 	default:
@@ -556,19 +496,19 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 	}
 	switch {
 	case err != nil:
-		o.Result, o.Err = Failed, r.refused(o, err)
+		o.Result, o.Err = fleet.Failed, r.refused(o, err)
 		return false
-	case res == Changed:
-		o.ObjectResult, o.Result = res, SkippedChanged
+	case res == fleet.Changed:
+		o.ObjectResult, o.Result = res, fleet.SkippedChanged
 		return false
-	case res == AlreadyGone:
-		o.ObjectResult, o.Result = res, AlreadyGone
+	case res == fleet.AlreadyGone:
+		o.ObjectResult, o.Result = res, fleet.AlreadyGone
 		return false
 	}
 	if r.ownServiceAccount(c) {
 		// A ServiceAccount that is not there is fine: the pod still goes.
 		if _, err := r.check.DeleteServiceAccount(ctx, c.Pod.Namespace, c.Pod.Name); err != nil {
-			o.Result, o.Err = Failed, r.refused(o, err)
+			o.Result, o.Err = fleet.Failed, r.refused(o, err)
 			return false
 		}
 	}
@@ -589,7 +529,7 @@ func (r *Reaper) ownServiceAccount(c reconcile.Candidate) bool {
 // judged pod's UID and resourceVersion, whether the pod is still the one
 // judged: Deleted when it is, Changed or AlreadyGone when ARC has replaced
 // or removed it. Deleting the owner then would take a pod nobody judged.
-func (r *Reaper) ownerPodUnchanged(ctx context.Context, p reconcile.Pod) (Result, error) {
+func (r *Reaper) ownerPodUnchanged(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	return r.check.DeletePod(ctx, p)
 }
 
@@ -611,13 +551,13 @@ func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 	// goes by its owner's delete, and ARC may have given the owner a new
 	// pod on the same registration since: for it, a 422 or an error
 	// weighs as for any runner that may be running a job.
-	terminal := c.Verdict == reconcile.Terminal && (c.Pod == nil || !c.Pod.Owner.ARCOwned())
+	terminal := c.Verdict == fleet.Terminal && (c.Pod == nil || !c.Pod.Owner.ARCOwned())
 	if c.Registration == nil {
 		return true
 	}
 	scope, ok := r.opts.Scopes[c.ScopeKey]
 	if !ok {
-		o.Result, o.Err = Failed, fmt.Errorf("delete registration %d: scope %q is not configured", c.Registration.ID, c.ScopeKey)
+		o.Result, o.Err = fleet.Failed, fmt.Errorf("delete registration %d: scope %q is not configured", c.Registration.ID, c.ScopeKey)
 		return false
 	}
 	if r.opts.DryRun {
@@ -640,10 +580,10 @@ func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 		if terminal {
 			return true
 		}
-		o.Result = Failed
+		o.Result = fleet.Failed
 		return false
-	case res == Busy && !terminal:
-		o.Result = SparedBusy
+	case res == fleet.Busy && !terminal:
+		o.Result = fleet.SparedBusy
 		return false
 	case c.Pod == nil && c.EphemeralRunner == nil:
 		o.Result = resultOf(res)
@@ -663,7 +603,7 @@ func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
 	c := o.Candidate
 	scope, ok := r.opts.Scopes[c.ScopeKey]
 	if !ok {
-		o.Result, o.Err = Failed, fmt.Errorf("re-check runner %q: scope %q is not configured", c.Pod.RunnerName, c.ScopeKey)
+		o.Result, o.Err = fleet.Failed, fmt.Errorf("re-check runner %q: scope %q is not configured", c.Pod.RunnerName, c.ScopeKey)
 		return false
 	}
 	found, err := r.gh.FindRunner(ctx, scope, c.Pod.RunnerName)
@@ -671,13 +611,13 @@ func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
 	case err != nil && r.limited(o, fmt.Errorf("re-check runner %q in %s before deleting its pod: %w", c.Pod.RunnerName, scope, err)):
 		return false
 	case err != nil:
-		o.Result, o.Err = Failed, fmt.Errorf("re-check runner %q in %s before deleting its pod: %w", c.Pod.RunnerName, scope, err)
+		o.Result, o.Err = fleet.Failed, fmt.Errorf("re-check runner %q in %s before deleting its pod: %w", c.Pod.RunnerName, scope, err)
 		return false
 	case found != nil && found.Busy:
-		o.Registration, o.Result = Busy, SparedBusy
+		o.Registration, o.Result = fleet.Busy, fleet.SparedBusy
 		return false
 	case found != nil:
-		o.Result = SkippedRegistered
+		o.Result = fleet.SkippedRegistered
 		return false
 	default:
 		return true
@@ -689,7 +629,7 @@ func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
 func (r *Reaper) remove(ctx context.Context, o *Outcome) {
 	switch {
 	case r.opts.DryRun:
-		o.Result = WouldDelete
+		o.Result = fleet.WouldDelete
 	case o.Candidate.EphemeralRunner != nil:
 		r.removeEphemeralRunner(ctx, o)
 	default:
@@ -702,18 +642,18 @@ func (r *Reaper) remove(ctx context.Context, o *Outcome) {
 func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 	c := o.Candidate
 	p := *c.Pod
-	var res Result
+	var res fleet.Result
 	var err error
 	if p.Owner.ARCOwned() {
 		// Checked again right before: a pod replaced while the
 		// registration was deleted would go with its owner otherwise.
 		res, err = r.ownerPodUnchanged(ctx, p)
-		if err == nil && res != Deleted {
+		if err == nil && res != fleet.Deleted {
 			// The pod judged was replaced or removed since: its owner,
 			// the object of this action, is left alone and nothing is
 			// reported done. The mark stays, and the next sweep judges
 			// whatever pod the owner has by then.
-			o.Result = SkippedChanged
+			o.Result = fleet.SkippedChanged
 			return
 		}
 		if err == nil {
@@ -732,7 +672,7 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 		sa, err := r.kube.DeleteServiceAccount(ctx, p.Namespace, p.Name)
 		o.ServiceAccount = sa
 		if err != nil {
-			o.Result, o.Err = Failed, errors.Join(o.Err, err)
+			o.Result, o.Err = fleet.Failed, errors.Join(o.Err, err)
 		}
 	}
 }
@@ -740,7 +680,7 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 // removeEphemeralRunner acts on one of ARC's own leaks.
 func (r *Reaper) removeEphemeralRunner(ctx context.Context, o *Outcome) {
 	er := *o.Candidate.EphemeralRunner
-	var res Result
+	var res fleet.Result
 	var err error
 	if o.Action == RemoveFinalizers {
 		res, err = r.kube.RemoveFinalizers(ctx, er)
@@ -753,31 +693,31 @@ func (r *Reaper) removeEphemeralRunner(ctx context.Context, o *Outcome) {
 
 // settle records the result of deleting the Kubernetes object and reports
 // whether it is gone.
-func (r *Reaper) settle(o *Outcome, res Result, err error) bool {
+func (r *Reaper) settle(o *Outcome, res fleet.Result, err error) bool {
 	switch {
 	case err != nil:
 		// The adapters' errors already say what was being done to which
 		// object; wrapping them again would only repeat it.
-		o.Result, o.Err = Failed, errors.Join(o.Err, err)
+		o.Result, o.Err = fleet.Failed, errors.Join(o.Err, err)
 		return false
-	case res == Changed:
-		o.Result = SkippedChanged
+	case res == fleet.Changed:
+		o.Result = fleet.SkippedChanged
 		return false
-	case o.Registration == Deleted:
-		o.Result = Deleted
+	case o.Registration == fleet.Deleted:
+		o.Result = fleet.Deleted
 	default:
 		o.Result = resultOf(res)
 	}
 	return true
 }
 
-func resultOf(r Result) Result {
+func resultOf(r fleet.Result) fleet.Result {
 	switch r {
-	case AlreadyGone:
-		return AlreadyGone
-	case Busy:
-		return SparedBusy
+	case fleet.AlreadyGone:
+		return fleet.AlreadyGone
+	case fleet.Busy:
+		return fleet.SparedBusy
 	default:
-		return Deleted
+		return fleet.Deleted
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
@@ -20,14 +21,14 @@ import (
 type recorder struct {
 	mu       sync.Mutex
 	calls    []string
-	ghResult map[int64]Result
+	ghResult map[int64]fleet.Result
 	ghErr    map[int64]error
-	podRes   map[string]Result
-	found    map[string]*reconcile.Registration
+	podRes   map[string]fleet.Result
+	found    map[string]*fleet.Registration
 	findErr  map[string]error
 	// checkRes and checkErr answer the pre-flight (the server-side dry
 	// run) of the write on the named object; by default it is allowed.
-	checkRes map[string]Result
+	checkRes map[string]fleet.Result
 	checkErr map[string]error
 	inFlight int
 	maxGH    int
@@ -35,7 +36,7 @@ type recorder struct {
 
 func (r *recorder) log(s string) { r.mu.Lock(); r.calls = append(r.calls, s); r.mu.Unlock() }
 
-func (r *recorder) DeleteRunner(_ context.Context, s reconcile.Scope, id int64) (Result, error) {
+func (r *recorder) DeleteRunner(_ context.Context, s fleet.Scope, id int64) (fleet.Result, error) {
 	r.mu.Lock()
 	r.inFlight++
 	r.maxGH = max(r.maxGH, r.inFlight)
@@ -51,48 +52,48 @@ func (r *recorder) DeleteRunner(_ context.Context, s reconcile.Scope, id int64) 
 	if res, ok := r.ghResult[id]; ok {
 		return res, nil
 	}
-	return Deleted, nil
+	return fleet.Deleted, nil
 }
 
-func (r *recorder) FindRunner(_ context.Context, s reconcile.Scope, name string) (*reconcile.Registration, error) {
+func (r *recorder) FindRunner(_ context.Context, s fleet.Scope, name string) (*fleet.Registration, error) {
 	r.log(fmt.Sprintf("gh-find:%s:%s", s, name))
 	return r.found[name], r.findErr[name]
 }
 
-func (r *recorder) DeletePod(_ context.Context, p reconcile.Pod) (Result, error) {
+func (r *recorder) DeletePod(_ context.Context, p fleet.Pod) (fleet.Result, error) {
 	r.log("pod:" + p.Name)
 	if res, ok := r.podRes[p.Name]; ok {
 		return res, nil
 	}
-	return Deleted, nil
+	return fleet.Deleted, nil
 }
 
-func (r *recorder) DeleteOwner(_ context.Context, ns string, o reconcile.Owner) (Result, error) {
+func (r *recorder) DeleteOwner(_ context.Context, ns string, o fleet.Owner) (fleet.Result, error) {
 	r.log("owner:" + o.Kind + ":" + o.Name)
-	return Deleted, nil
+	return fleet.Deleted, nil
 }
 
-func (r *recorder) DeleteEphemeralRunner(_ context.Context, er reconcile.EphemeralRunner) (Result, error) {
+func (r *recorder) DeleteEphemeralRunner(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	r.log("er:" + er.Name)
-	return Deleted, nil
+	return fleet.Deleted, nil
 }
 
-func (r *recorder) RecordEphemeralRunnerEvent(_ context.Context, er reconcile.EphemeralRunner, _, _ string) error {
+func (r *recorder) RecordEphemeralRunnerEvent(_ context.Context, er fleet.EphemeralRunner, _, _ string) error {
 	r.log("er-event:" + er.Name)
 	return nil
 }
 
-func (r *recorder) RemoveFinalizers(_ context.Context, er reconcile.EphemeralRunner) (Result, error) {
+func (r *recorder) RemoveFinalizers(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	r.log("finalizers:" + er.Name)
-	return Deleted, nil
+	return fleet.Deleted, nil
 }
 
-func (r *recorder) DeleteServiceAccount(_ context.Context, _, name string) (Result, error) {
+func (r *recorder) DeleteServiceAccount(_ context.Context, _, name string) (fleet.Result, error) {
 	r.log("sa:" + name)
-	return Deleted, nil
+	return fleet.Deleted, nil
 }
 
-func (r *recorder) check(what, name string) (Result, error) {
+func (r *recorder) check(what, name string) (fleet.Result, error) {
 	r.log("check-" + what + ":" + name)
 	if err := r.checkErr[name]; err != nil {
 		return "", err
@@ -100,32 +101,32 @@ func (r *recorder) check(what, name string) (Result, error) {
 	if res, ok := r.checkRes[name]; ok {
 		return res, nil
 	}
-	return Deleted, nil
+	return fleet.Deleted, nil
 }
 
 // dryRecorder is the recorder's writes sent as server-side dry runs: the
 // pre-flight, answered by checkRes and checkErr.
 type dryRecorder struct{ r *recorder }
 
-func (r *recorder) DryRun() Writes { return dryRecorder{r} }
+func (r *recorder) DryRun() fleet.Writes { return dryRecorder{r} }
 
-func (d dryRecorder) DeletePod(_ context.Context, p reconcile.Pod) (Result, error) {
+func (d dryRecorder) DeletePod(_ context.Context, p fleet.Pod) (fleet.Result, error) {
 	return d.r.check("pod", p.Name)
 }
 
-func (d dryRecorder) DeleteServiceAccount(_ context.Context, _, name string) (Result, error) {
+func (d dryRecorder) DeleteServiceAccount(_ context.Context, _, name string) (fleet.Result, error) {
 	return d.r.check("sa", "sa-"+name)
 }
 
-func (d dryRecorder) DeleteOwner(_ context.Context, _ string, o reconcile.Owner) (Result, error) {
+func (d dryRecorder) DeleteOwner(_ context.Context, _ string, o fleet.Owner) (fleet.Result, error) {
 	return d.r.check("owner", o.Name)
 }
 
-func (d dryRecorder) DeleteEphemeralRunner(_ context.Context, er reconcile.EphemeralRunner) (Result, error) {
+func (d dryRecorder) DeleteEphemeralRunner(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	return d.r.check("er", er.Name)
 }
 
-func (d dryRecorder) RemoveFinalizers(_ context.Context, er reconcile.EphemeralRunner) (Result, error) {
+func (d dryRecorder) RemoveFinalizers(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	return d.r.check("finalizers", er.Name)
 }
 
@@ -143,33 +144,33 @@ func (r *recorder) writes() []string {
 	return out
 }
 
-func (r *recorder) RecordEvent(_ context.Context, p reconcile.Pod, _, _ string) error {
+func (r *recorder) RecordEvent(_ context.Context, p fleet.Pod, _, _ string) error {
 	r.log("event:" + p.Name)
 	return nil
 }
 
-var scope = reconcile.Scope{Kind: reconcile.OrgScope, Name: "acme"}
+var scope = fleet.Scope{Kind: fleet.OrgScope, Name: "acme"}
 
-func cand(v reconcile.Verdict, name string, regID int64) reconcile.Candidate {
+func cand(v fleet.Verdict, name string, regID int64) reconcile.Candidate {
 	c := reconcile.Candidate{Finding: reconcile.Finding{Verdict: v, Key: name, ScopeKey: scope.Key()}, Ready: true}
-	if v != reconcile.Ghost {
+	if v != fleet.Ghost {
 		// A bare runner pod of a pool that gives each pod a ServiceAccount
 		// of its own runs as the same-named one.
-		c.Pod = &reconcile.Pod{Namespace: "ns", Name: name, UID: "u-" + name, ServiceAccount: name}
+		c.Pod = &fleet.Pod{Namespace: "ns", Name: name, UID: "u-" + name, ServiceAccount: name}
 	}
 	if regID != 0 {
-		c.Registration = &reconcile.Registration{ID: regID, Name: name}
+		c.Registration = &fleet.Registration{ID: regID, Name: name}
 	}
 	return c
 }
 
 func opts() Options {
 	return Options{Limits: reconcile.Limits{MaxActions: 10, MaxFraction: 1}, Concurrency: 4,
-		Scopes: map[string]reconcile.Scope{scope.Key(): scope}}
+		Scopes: map[string]fleet.Scope{scope.Key(): scope}}
 }
 
-func results(outs []Outcome) map[string]Result {
-	m := map[string]Result{}
+func results(outs []Outcome) map[string]fleet.Result {
+	m := map[string]fleet.Result{}
 	for _, o := range outs {
 		m[o.Candidate.Key] = o.Result
 	}
@@ -178,29 +179,29 @@ func results(outs []Outcome) map[string]Result {
 
 func TestReapProtocol(t *testing.T) {
 	rec := &recorder{
-		ghResult: map[int64]Result{2: Busy, 3: AlreadyGone, 6: Busy},
+		ghResult: map[int64]fleet.Result{2: fleet.Busy, 3: fleet.AlreadyGone, 6: fleet.Busy},
 		ghErr:    map[int64]error{4: errors.New("502 bad gateway")},
-		podRes:   map[string]Result{"replaced": Changed, "gone": AlreadyGone},
+		podRes:   map[string]fleet.Result{"replaced": fleet.Changed, "gone": fleet.AlreadyGone},
 	}
 	outs := New(rec, rec, opts()).Reap(context.Background(), 100, []reconcile.Candidate{
-		cand(reconcile.Zombie, "zombie", 1),
-		cand(reconcile.Zombie, "took-a-job", 2),
-		cand(reconcile.Zombie, "reg-404", 3),
-		cand(reconcile.Zombie, "gh-down", 4),
-		cand(reconcile.Unregistered, "replaced", 0),
-		cand(reconcile.Unregistered, "gone", 0),
-		cand(reconcile.Terminal, "dead-but-busy", 6),
-		cand(reconcile.Ghost, "ghost", 7),
+		cand(fleet.Zombie, "zombie", 1),
+		cand(fleet.Zombie, "took-a-job", 2),
+		cand(fleet.Zombie, "reg-404", 3),
+		cand(fleet.Zombie, "gh-down", 4),
+		cand(fleet.Unregistered, "replaced", 0),
+		cand(fleet.Unregistered, "gone", 0),
+		cand(fleet.Terminal, "dead-but-busy", 6),
+		cand(fleet.Ghost, "ghost", 7),
 	})
-	assert.Equal(t, map[string]Result{
-		"zombie":        Deleted,
-		"took-a-job":    SparedBusy,
-		"reg-404":       Deleted,
-		"gh-down":       Failed,
-		"replaced":      SkippedChanged,
-		"gone":          AlreadyGone,
-		"dead-but-busy": Deleted,
-		"ghost":         Deleted,
+	assert.Equal(t, map[string]fleet.Result{
+		"zombie":        fleet.Deleted,
+		"took-a-job":    fleet.SparedBusy,
+		"reg-404":       fleet.Deleted,
+		"gh-down":       fleet.Failed,
+		"replaced":      fleet.SkippedChanged,
+		"gone":          fleet.AlreadyGone,
+		"dead-but-busy": fleet.Deleted,
+		"ghost":         fleet.Deleted,
 	}, results(outs))
 
 	// The pods of a busy runner and of a failed registration delete are
@@ -234,18 +235,18 @@ func TestReapProtocol(t *testing.T) {
 // because there is no registration delete whose 422 could protect a job.
 func TestReapRechecksAbsenceBeforeDeletingPod(t *testing.T) {
 	rec := &recorder{
-		found: map[string]*reconcile.Registration{
+		found: map[string]*fleet.Registration{
 			"appeared-busy": {ID: 3, Name: "appeared-busy", Busy: true},
 			"appeared-idle": {ID: 4, Name: "appeared-idle", Online: true},
 		},
 		findErr: map[string]error{"gh-down": errors.New("502")},
 	}
 	cs := []reconcile.Candidate{
-		cand(reconcile.Unregistered, "still-absent", 0),
-		cand(reconcile.Unregistered, "appeared-busy", 0),
-		cand(reconcile.Zombie, "appeared-idle", 0),
-		cand(reconcile.OrphanStamped, "gh-down", 0),
-		cand(reconcile.Terminal, "dead", 0),
+		cand(fleet.Unregistered, "still-absent", 0),
+		cand(fleet.Unregistered, "appeared-busy", 0),
+		cand(fleet.Zombie, "appeared-idle", 0),
+		cand(fleet.OrphanStamped, "gh-down", 0),
+		cand(fleet.Terminal, "dead", 0),
 	}
 	for i := range cs {
 		if cs[i].Pod != nil {
@@ -253,12 +254,12 @@ func TestReapRechecksAbsenceBeforeDeletingPod(t *testing.T) {
 		}
 	}
 	outs := New(rec, rec, opts()).Reap(context.Background(), 100, cs)
-	assert.Equal(t, map[string]Result{
-		"still-absent":  Deleted,
-		"appeared-busy": SparedBusy,
-		"appeared-idle": SkippedRegistered,
-		"gh-down":       Failed,
-		"dead":          Deleted,
+	assert.Equal(t, map[string]fleet.Result{
+		"still-absent":  fleet.Deleted,
+		"appeared-busy": fleet.SparedBusy,
+		"appeared-idle": fleet.SkippedRegistered,
+		"gh-down":       fleet.Failed,
+		"dead":          fleet.Deleted,
 	}, results(outs))
 	assert.NotContains(t, rec.calls, "gh-find:org:acme:dead", "a terminal pod needs no re-check")
 	for _, name := range []string{"appeared-busy", "appeared-idle", "gh-down"} {
@@ -277,10 +278,10 @@ func indexOf(s []string, v string) int {
 
 func TestReapBoundsAndDryRunShareOneChokePoint(t *testing.T) {
 	cs := []reconcile.Candidate{
-		cand(reconcile.Ghost, "ghost", 9),
-		cand(reconcile.Zombie, "z1", 1),
-		cand(reconcile.Zombie, "z2", 2),
-		cand(reconcile.Terminal, "t1", 0),
+		cand(fleet.Ghost, "ghost", 9),
+		cand(fleet.Zombie, "z1", 1),
+		cand(fleet.Zombie, "z2", 2),
+		cand(fleet.Terminal, "t1", 0),
 	}
 	for _, dry := range []bool{false, true} {
 		t.Run(fmt.Sprintf("dry-run=%v", dry), func(t *testing.T) {
@@ -288,13 +289,13 @@ func TestReapBoundsAndDryRunShareOneChokePoint(t *testing.T) {
 			o := opts()
 			o.DryRun, o.Limits.MaxActions = dry, 2
 			outs := New(rec, rec, o).Reap(context.Background(), 100, cs)
-			admitted := Deleted
+			admitted := fleet.Deleted
 			if dry {
-				admitted = WouldDelete
+				admitted = fleet.WouldDelete
 				assert.Empty(t, rec.writes(), "dry-run changes nothing")
 			}
 			// Terminal first, then the older-priority zombie; the rest wait.
-			assert.Equal(t, map[string]Result{"t1": admitted, "z1": admitted, "z2": Deferred, "ghost": Deferred}, results(outs))
+			assert.Equal(t, map[string]fleet.Result{"t1": admitted, "z1": admitted, "z2": fleet.Deferred, "ghost": fleet.Deferred}, results(outs))
 			for _, out := range outs {
 				assert.Equal(t, dry, out.DryRun)
 			}
@@ -303,11 +304,11 @@ func TestReapBoundsAndDryRunShareOneChokePoint(t *testing.T) {
 }
 
 func TestReapServiceAccountWhenConfigured(t *testing.T) {
-	rec := &recorder{podRes: map[string]Result{"replaced": Changed}}
+	rec := &recorder{podRes: map[string]fleet.Result{"replaced": fleet.Changed}}
 	o := opts()
 	o.DeleteServiceAccount = true
 	outs := New(rec, rec, o).Reap(context.Background(), 10, []reconcile.Candidate{
-		cand(reconcile.Unregistered, "bare", 0), cand(reconcile.Unregistered, "replaced", 0),
+		cand(fleet.Unregistered, "bare", 0), cand(fleet.Unregistered, "replaced", 0),
 	})
 	require.Len(t, outs, 2)
 	assert.Contains(t, rec.calls, "sa:bare")
@@ -318,8 +319,8 @@ func TestReapStopsAtDeadline(t *testing.T) {
 	rec := &recorder{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	outs := New(rec, rec, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
-	assert.Equal(t, NotReached, outs[0].Result)
+	outs := New(rec, rec, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(fleet.Zombie, "z", 1)})
+	assert.Equal(t, fleet.NotReached, outs[0].Result)
 	assert.Empty(t, rec.calls)
 }
 
@@ -329,15 +330,15 @@ func TestReapStopsAtDeadline(t *testing.T) {
 // bound.
 func TestReapARCOwnerAware(t *testing.T) {
 	owned := func(kind, apiVersion, name string, regID int64) reconcile.Candidate {
-		c := cand(reconcile.Zombie, name, regID)
-		c.Pod.Owner = &reconcile.Owner{APIVersion: apiVersion, Kind: kind, Name: name, UID: "owner-" + name}
+		c := cand(fleet.Zombie, name, regID)
+		c.Pod.Owner = &fleet.Owner{APIVersion: apiVersion, Kind: kind, Name: name, UID: "owner-" + name}
 		c.Pod.RunnerName = name
 		return c
 	}
-	arcLeak := func(v reconcile.Verdict, name string, regID int64) reconcile.Candidate {
-		c := cand(reconcile.Ghost, name, regID) // no pod
+	arcLeak := func(v fleet.Verdict, name string, regID int64) reconcile.Candidate {
+		c := cand(fleet.Ghost, name, regID) // no pod
 		c.Verdict = v
-		c.EphemeralRunner = &reconcile.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name}
+		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name}
 		return c
 	}
 	for _, removeFinalizers := range []bool{false, true} {
@@ -348,11 +349,11 @@ func TestReapARCOwnerAware(t *testing.T) {
 			o.Limits.MaxActions = 4
 			r := New(rec, rec, o)
 			cs := []reconcile.Candidate{
-				owned(reconcile.EphemeralRunnerKind, reconcile.EphemeralRunnerAPIVersion, "set-runner-a", 1),
-				owned(reconcile.LegacyRunnerKind, reconcile.LegacyRunnerAPIVersion, "legacy-b", 0),
-				arcLeak(reconcile.ARCFailed, "set-runner-failed", 3),
-				arcLeak(reconcile.ARCPodless, "set-runner-podless", 0),
-				arcLeak(reconcile.ARCStuckDeleting, "set-runner-stuck", 0),
+				owned(fleet.EphemeralRunnerKind, fleet.EphemeralRunnerAPIVersion, "set-runner-a", 1),
+				owned(fleet.LegacyRunnerKind, fleet.LegacyRunnerAPIVersion, "legacy-b", 0),
+				arcLeak(fleet.ARCFailed, "set-runner-failed", 3),
+				arcLeak(fleet.ARCPodless, "set-runner-podless", 0),
+				arcLeak(fleet.ARCStuckDeleting, "set-runner-stuck", 0),
 			}
 			outs := r.Reap(context.Background(), 10, cs)
 			byKey := map[string]Outcome{}
@@ -366,7 +367,7 @@ func TestReapARCOwnerAware(t *testing.T) {
 			assert.Equal(t, DeleteRegistrationThenEphemeralRunner, byKey["set-runner-failed"].Action)
 			assert.Equal(t, DeleteEphemeralRunner, byKey["set-runner-podless"].Action)
 			for _, k := range []string{"set-runner-a", "legacy-b", "set-runner-failed", "set-runner-podless"} {
-				assert.Equal(t, Deleted, byKey[k].Result, k)
+				assert.Equal(t, fleet.Deleted, byKey[k].Result, k)
 			}
 			// Owners deleted, never the pods; no ServiceAccount for ARC's pods.
 			assert.Contains(t, rec.calls, "owner:EphemeralRunner:set-runner-a")
@@ -388,10 +389,10 @@ func TestReapARCOwnerAware(t *testing.T) {
 			stuck := byKey["set-runner-stuck"]
 			if removeFinalizers {
 				assert.Equal(t, RemoveFinalizers, stuck.Action)
-				assert.Equal(t, Deferred, stuck.Result, "it takes its place in the bound of 4")
+				assert.Equal(t, fleet.Deferred, stuck.Result, "it takes its place in the bound of 4")
 			} else {
 				assert.Equal(t, Report, stuck.Action)
-				assert.Equal(t, Reported, stuck.Result)
+				assert.Equal(t, fleet.Reported, stuck.Result)
 				assert.NotContains(t, fmt.Sprint(rec.calls), "finalizers:")
 			}
 		})
@@ -406,15 +407,15 @@ func TestReapKeepsSpareTimeBeforeDeadline(t *testing.T) {
 	o.Spare = time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	outs := New(rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1), cand(reconcile.Terminal, "t", 0)})
+	outs := New(rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(fleet.Zombie, "z", 1), cand(fleet.Terminal, "t", 0)})
 	for _, out := range outs {
-		assert.Equal(t, NotReached, out.Result)
+		assert.Equal(t, fleet.NotReached, out.Result)
 	}
 	assert.Empty(t, rec.calls)
 
 	o.Spare = time.Second
-	outs = New(rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Terminal, "t", 0)})
-	assert.Equal(t, Deleted, outs[0].Result, "with time to spare the action runs")
+	outs = New(rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(fleet.Terminal, "t", 0)})
+	assert.Equal(t, fleet.Deleted, outs[0].Result, "with time to spare the action runs")
 }
 
 // Dry-run walks the real path up to the first write: the re-check by name
@@ -423,24 +424,24 @@ func TestReapKeepsSpareTimeBeforeDeadline(t *testing.T) {
 func TestReapDryRunMakesTheSameDecisions(t *testing.T) {
 	build := func() ([]reconcile.Candidate, *recorder) {
 		rec := &recorder{
-			found: map[string]*reconcile.Registration{
+			found: map[string]*fleet.Registration{
 				"appeared-idle": {ID: 4, Name: "appeared-idle", Online: true},
 				"appeared-busy": {ID: 5, Name: "appeared-busy", Busy: true},
 			},
 			findErr:  map[string]error{"gh-down": errors.New("502")},
-			checkRes: map[string]Result{"replaced": Changed, "gone": AlreadyGone},
+			checkRes: map[string]fleet.Result{"replaced": fleet.Changed, "gone": fleet.AlreadyGone},
 			checkErr: map[string]error{"forbidden": errors.New(`pods "forbidden" is forbidden: cannot delete`)},
 		}
 		cs := []reconcile.Candidate{
-			cand(reconcile.Unregistered, "still-absent", 0),
-			cand(reconcile.Unregistered, "appeared-idle", 0),
-			cand(reconcile.Unregistered, "appeared-busy", 0),
-			cand(reconcile.Unregistered, "gh-down", 0),
-			cand(reconcile.Zombie, "replaced", 2),
-			cand(reconcile.Zombie, "gone", 3),
-			cand(reconcile.Zombie, "forbidden", 6),
-			cand(reconcile.Zombie, "zombie", 7),
-			cand(reconcile.Ghost, "ghost", 8),
+			cand(fleet.Unregistered, "still-absent", 0),
+			cand(fleet.Unregistered, "appeared-idle", 0),
+			cand(fleet.Unregistered, "appeared-busy", 0),
+			cand(fleet.Unregistered, "gh-down", 0),
+			cand(fleet.Zombie, "replaced", 2),
+			cand(fleet.Zombie, "gone", 3),
+			cand(fleet.Zombie, "forbidden", 6),
+			cand(fleet.Zombie, "zombie", 7),
+			cand(fleet.Ghost, "ghost", 8),
 		}
 		for i := range cs {
 			if cs[i].Pod != nil {
@@ -449,7 +450,7 @@ func TestReapDryRunMakesTheSameDecisions(t *testing.T) {
 		}
 		return cs, rec
 	}
-	real, dry := map[string]Result{}, map[string]Result{}
+	real, dry := map[string]fleet.Result{}, map[string]fleet.Result{}
 	for _, isDry := range []bool{false, true} {
 		cs, rec := build()
 		o := opts()
@@ -467,21 +468,21 @@ func TestReapDryRunMakesTheSameDecisions(t *testing.T) {
 			real = results(outs)
 		}
 	}
-	assert.Equal(t, map[string]Result{
-		"still-absent":  Deleted,
-		"appeared-idle": SkippedRegistered,
-		"appeared-busy": SparedBusy,
-		"gh-down":       Failed,
-		"replaced":      SkippedChanged,
-		"gone":          AlreadyGone,
-		"forbidden":     Failed,
-		"zombie":        Deleted,
-		"ghost":         Deleted,
+	assert.Equal(t, map[string]fleet.Result{
+		"still-absent":  fleet.Deleted,
+		"appeared-idle": fleet.SkippedRegistered,
+		"appeared-busy": fleet.SparedBusy,
+		"gh-down":       fleet.Failed,
+		"replaced":      fleet.SkippedChanged,
+		"gone":          fleet.AlreadyGone,
+		"forbidden":     fleet.Failed,
+		"zombie":        fleet.Deleted,
+		"ghost":         fleet.Deleted,
 	}, real)
-	want := map[string]Result{}
+	want := map[string]fleet.Result{}
 	for k, v := range real {
-		if v == Deleted {
-			v = WouldDelete
+		if v == fleet.Deleted {
+			v = fleet.WouldDelete
 		}
 		want[k] = v
 	}
@@ -496,14 +497,14 @@ func TestReapDryRunMakesTheSameDecisions(t *testing.T) {
 func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 	forbidden := errors.New(`pods "x" is forbidden: User "reaper" cannot delete resource "pods"`)
 	owned := func(name string, regID int64) reconcile.Candidate {
-		c := cand(reconcile.Zombie, name, regID)
-		c.Pod.Owner = &reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind, Name: name, UID: "o-" + name}
+		c := cand(fleet.Zombie, name, regID)
+		c.Pod.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: name, UID: "o-" + name}
 		return c
 	}
-	arcLeak := func(v reconcile.Verdict, name string, regID int64) reconcile.Candidate {
-		c := cand(reconcile.Ghost, name, regID)
+	arcLeak := func(v fleet.Verdict, name string, regID int64) reconcile.Candidate {
+		c := cand(fleet.Ghost, name, regID)
 		c.Verdict = v
-		c.EphemeralRunner = &reconcile.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name, DeletingSince: time.Now()}
+		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name, DeletingSince: time.Now()}
 		return c
 	}
 	rec := &recorder{
@@ -512,21 +513,21 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 			"stuck-refused": forbidden, "sa-sa-refused": forbidden, "unreg-refused": forbidden,
 			"dead-refused": forbidden,
 		},
-		checkRes: map[string]Result{"pod-changed": Changed, "pod-gone": AlreadyGone, "sa-pod-ok": AlreadyGone},
+		checkRes: map[string]fleet.Result{"pod-changed": fleet.Changed, "pod-gone": fleet.AlreadyGone, "sa-pod-ok": fleet.AlreadyGone},
 	}
 	o := opts()
 	o.DeleteServiceAccount, o.RemoveFinalizers = true, true
 	cs := []reconcile.Candidate{
-		cand(reconcile.Zombie, "pod-refused", 1),
+		cand(fleet.Zombie, "pod-refused", 1),
 		owned("owner-refused", 2),
-		arcLeak(reconcile.ARCFailed, "er-refused", 3),
-		arcLeak(reconcile.ARCStuckDeleting, "stuck-refused", 0),
-		cand(reconcile.Zombie, "sa-refused", 5),
-		cand(reconcile.Unregistered, "unreg-refused", 0),
-		cand(reconcile.Terminal, "dead-refused", 6),
-		cand(reconcile.Zombie, "pod-changed", 7),
-		cand(reconcile.Zombie, "pod-gone", 8),
-		cand(reconcile.Zombie, "pod-ok", 9),
+		arcLeak(fleet.ARCFailed, "er-refused", 3),
+		arcLeak(fleet.ARCStuckDeleting, "stuck-refused", 0),
+		cand(fleet.Zombie, "sa-refused", 5),
+		cand(fleet.Unregistered, "unreg-refused", 0),
+		cand(fleet.Terminal, "dead-refused", 6),
+		cand(fleet.Zombie, "pod-changed", 7),
+		cand(fleet.Zombie, "pod-gone", 8),
+		cand(fleet.Zombie, "pod-ok", 9),
 	}
 	for i := range cs {
 		if cs[i].Pod != nil {
@@ -538,17 +539,17 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 	for _, out := range outs {
 		byKey[out.Candidate.Key] = out
 	}
-	assert.Equal(t, map[string]Result{
-		"pod-refused":   Failed,
-		"owner-refused": Failed,
-		"er-refused":    Failed,
-		"stuck-refused": Failed,
-		"sa-refused":    Failed,
-		"unreg-refused": Failed,
-		"dead-refused":  Failed,
-		"pod-changed":   SkippedChanged,
-		"pod-gone":      AlreadyGone,
-		"pod-ok":        Deleted,
+	assert.Equal(t, map[string]fleet.Result{
+		"pod-refused":   fleet.Failed,
+		"owner-refused": fleet.Failed,
+		"er-refused":    fleet.Failed,
+		"stuck-refused": fleet.Failed,
+		"sa-refused":    fleet.Failed,
+		"unreg-refused": fleet.Failed,
+		"dead-refused":  fleet.Failed,
+		"pod-changed":   fleet.SkippedChanged,
+		"pod-gone":      fleet.AlreadyGone,
+		"pod-ok":        fleet.Deleted,
 	}, results(outs))
 	// Only pod-ok was written: its registration, Event, pod and
 	// ServiceAccount (a missing ServiceAccount does not hold the pod).
@@ -560,8 +561,8 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 		assert.ErrorIs(t, byKey[k].Err, forbidden, k)
 	}
 	assert.ErrorContains(t, byKey["unreg-refused"].Err, "would be refused, so nothing was changed")
-	assert.Equal(t, Changed, byKey["pod-changed"].ObjectResult)
-	assert.Equal(t, AlreadyGone, byKey["pod-gone"].ObjectResult)
+	assert.Equal(t, fleet.Changed, byKey["pod-changed"].ObjectResult)
+	assert.Equal(t, fleet.AlreadyGone, byKey["pod-gone"].ObjectResult)
 }
 
 // A re-check by name proves an absence only for the moment it answers: the
@@ -571,16 +572,16 @@ func TestReapRecheckIsFollowedByItsOwnDelete(t *testing.T) {
 	rec := &recorder{}
 	var cs []reconcile.Candidate
 	for i := 0; i < 6; i++ {
-		c := cand(reconcile.Unregistered, fmt.Sprintf("u%d", i), 0)
+		c := cand(fleet.Unregistered, fmt.Sprintf("u%d", i), 0)
 		c.Pod.RunnerName = c.Pod.Name
 		cs = append(cs, c)
-		cs = append(cs, cand(reconcile.Zombie, fmt.Sprintf("z%d", i), int64(i+1)))
+		cs = append(cs, cand(fleet.Zombie, fmt.Sprintf("z%d", i), int64(i+1)))
 	}
 	o := opts()
 	o.Limits.MaxActions = len(cs)
 	outs := New(rec, rec, o).Reap(context.Background(), 100, cs)
 	for _, out := range outs {
-		assert.Equal(t, Deleted, out.Result, out.Candidate.Key)
+		assert.Equal(t, fleet.Deleted, out.Result, out.Candidate.Key)
 	}
 	for i := 0; i < 6; i++ {
 		name := fmt.Sprintf("u%d", i)
@@ -612,7 +613,7 @@ func (c *ctxSeer) saw(call string, ctx context.Context) {
 	c.seen[call] = ctx.Err()
 }
 
-func (c *ctxSeer) DeleteRunner(ctx context.Context, s reconcile.Scope, id int64) (Result, error) {
+func (c *ctxSeer) DeleteRunner(ctx context.Context, s fleet.Scope, id int64) (fleet.Result, error) {
 	c.cancel()
 	if c.block {
 		<-ctx.Done()
@@ -623,12 +624,12 @@ func (c *ctxSeer) DeleteRunner(ctx context.Context, s reconcile.Scope, id int64)
 	return c.recorder.DeleteRunner(ctx, s, id)
 }
 
-func (c *ctxSeer) RecordEvent(ctx context.Context, p reconcile.Pod, reason, msg string) error {
+func (c *ctxSeer) RecordEvent(ctx context.Context, p fleet.Pod, reason, msg string) error {
 	c.saw("event:"+p.Name, ctx)
 	return c.recorder.RecordEvent(ctx, p, reason, msg)
 }
 
-func (c *ctxSeer) DeletePod(ctx context.Context, p reconcile.Pod) (Result, error) {
+func (c *ctxSeer) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	c.saw("pod:"+p.Name, ctx)
 	return c.recorder.DeletePod(ctx, p)
 }
@@ -642,8 +643,8 @@ func TestReapFinishesTheActionInFlight(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := &ctxSeer{recorder: &recorder{}, cancel: cancel, seen: map[string]error{}}
-	outs := New(c, c, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "first", 1), cand(reconcile.Zombie, "second", 2)})
-	assert.Equal(t, map[string]Result{"first": Deleted, "second": NotReached}, results(outs))
+	outs := New(c, c, opts()).Reap(ctx, 10, []reconcile.Candidate{cand(fleet.Zombie, "first", 1), cand(fleet.Zombie, "second", 2)})
+	assert.Equal(t, map[string]fleet.Result{"first": fleet.Deleted, "second": fleet.NotReached}, results(outs))
 	assert.Equal(t, map[string]error{"gh:1": nil, "event:first": nil, "pod:first": nil}, c.seen,
 		"no write of the action in flight saw its context cancelled")
 	assert.Equal(t, []string{"gh:org:acme:1", "pod:first", "event:first"}, c.writes())
@@ -657,9 +658,9 @@ func TestReapBoundsEachAction(t *testing.T) {
 	o := opts()
 	o.ActionTimeout = 50 * time.Millisecond
 	start := time.Now()
-	outs := New(c, c, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "hangs", 1), cand(reconcile.Zombie, "next", 2)})
+	outs := New(c, c, o).Reap(ctx, 10, []reconcile.Candidate{cand(fleet.Zombie, "hangs", 1), cand(fleet.Zombie, "next", 2)})
 	assert.Less(t, time.Since(start), 5*time.Second)
-	assert.Equal(t, map[string]Result{"hangs": Failed, "next": NotReached}, results(outs))
+	assert.Equal(t, map[string]fleet.Result{"hangs": fleet.Failed, "next": fleet.NotReached}, results(outs))
 	assert.ErrorIs(t, outs[0].Err, context.DeadlineExceeded)
 	assert.Equal(t, map[string]error{"gh:1": context.DeadlineExceeded}, c.seen, "the action's own bound ended it, not the sweep's cancel")
 }
@@ -680,14 +681,14 @@ func lastIndexOf(calls []string, want string) int {
 // was judged, spares the owner: the kubelet's word was about the old pod.
 func TestReapARCOwnedTerminalPodIsNotTakenOnFaith(t *testing.T) {
 	owned := func(name string, id int64) reconcile.Candidate {
-		c := cand(reconcile.Terminal, name, id)
-		c.Pod.Owner = &reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind,
+		c := cand(fleet.Terminal, name, id)
+		c.Pod.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind,
 			Name: "er-" + name, UID: "owner-" + name}
 		return c
 	}
 	rec := &recorder{
-		ghResult: map[int64]Result{1: Busy},
-		checkRes: map[string]Result{"replaced": Changed},
+		ghResult: map[int64]fleet.Result{1: fleet.Busy},
+		checkRes: map[string]fleet.Result{"replaced": fleet.Changed},
 	}
 	outs := New(rec, rec, opts()).Reap(context.Background(), 100,
 		[]reconcile.Candidate{owned("busy", 1), owned("replaced", 2)})
@@ -695,8 +696,8 @@ func TestReapARCOwnedTerminalPodIsNotTakenOnFaith(t *testing.T) {
 	for _, o := range outs {
 		byKey[o.Candidate.Key] = o
 	}
-	assert.Equal(t, SparedBusy, byKey["busy"].Result, "a 422 spares the owner of a dead pod too")
-	assert.Equal(t, SkippedChanged, byKey["replaced"].Result)
+	assert.Equal(t, fleet.SparedBusy, byKey["busy"].Result, "a 422 spares the owner of a dead pod too")
+	assert.Equal(t, fleet.SkippedChanged, byKey["replaced"].Result)
 	for _, call := range rec.calls {
 		assert.False(t, strings.HasPrefix(call, "owner:"), "no owner was deleted: %v", rec.calls)
 	}
@@ -708,7 +709,7 @@ func TestReapARCOwnedTerminalPodIsNotTakenOnFaith(t *testing.T) {
 // moment.
 type slowGitHub struct{ *ctxSeer }
 
-func (s *slowGitHub) DeleteRunner(ctx context.Context, sc reconcile.Scope, id int64) (Result, error) {
+func (s *slowGitHub) DeleteRunner(ctx context.Context, sc fleet.Scope, id int64) (fleet.Result, error) {
 	if d, ok := ctx.Deadline(); ok {
 		time.Sleep(time.Until(d) + 5*time.Millisecond)
 	}
@@ -724,8 +725,8 @@ func TestReapSlowRegistrationDeleteStillLetsThePodGo(t *testing.T) {
 	c := &ctxSeer{recorder: &recorder{}, cancel: func() {}, seen: map[string]error{}}
 	o := opts()
 	o.ActionTimeout = 100 * time.Millisecond
-	outs := New(&slowGitHub{c}, c, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "slow", 1)})
-	assert.Equal(t, map[string]Result{"slow": Deleted}, results(outs))
+	outs := New(&slowGitHub{c}, c, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(fleet.Zombie, "slow", 1)})
+	assert.Equal(t, map[string]fleet.Result{"slow": fleet.Deleted}, results(outs))
 	assert.Equal(t, map[string]error{"gh:1": context.DeadlineExceeded, "event:slow": nil, "pod:slow": nil}, c.seen,
 		"the pod's writes had a live context of their own after the registration delete used up its budget")
 }
@@ -738,14 +739,14 @@ func TestReapDeletesOnlyThePodsOwnServiceAccount(t *testing.T) {
 	o := opts()
 	o.DeleteServiceAccount = true
 	ranAs := func(name, sa string) reconcile.Candidate {
-		c := cand(reconcile.Terminal, name, 0)
+		c := cand(fleet.Terminal, name, 0)
 		c.Pod.ServiceAccount = sa
 		return c
 	}
 	outs := New(rec, rec, o).Reap(context.Background(), 100, []reconcile.Candidate{
 		ranAs("own", "own"), ranAs("ran-as-default", "default"), ranAs("ran-as-other", "builder"), ranAs("default", "default"),
 	})
-	assert.Equal(t, map[string]Result{"own": Deleted, "ran-as-default": Deleted, "ran-as-other": Deleted, "default": Deleted}, results(outs))
+	assert.Equal(t, map[string]fleet.Result{"own": fleet.Deleted, "ran-as-default": fleet.Deleted, "ran-as-other": fleet.Deleted, "default": fleet.Deleted}, results(outs))
 	var sas []string
 	for _, call := range rec.calls {
 		if strings.HasPrefix(call, "sa:") || strings.HasPrefix(call, "check-sa:") {
@@ -765,19 +766,19 @@ type slowEvents struct {
 	seen map[string]error
 }
 
-func (s *slowEvents) RecordEvent(ctx context.Context, p reconcile.Pod, _, _ string) error {
+func (s *slowEvents) RecordEvent(ctx context.Context, p fleet.Pod, _, _ string) error {
 	<-ctx.Done()
 	s.log("event-gave-up:" + p.Name)
 	return fmt.Errorf("record event on pod %s: %w", p.Name, ctx.Err())
 }
 
-func (s *slowEvents) RecordEphemeralRunnerEvent(ctx context.Context, er reconcile.EphemeralRunner, _, _ string) error {
+func (s *slowEvents) RecordEphemeralRunnerEvent(ctx context.Context, er fleet.EphemeralRunner, _, _ string) error {
 	<-ctx.Done()
 	s.log("er-event-gave-up:" + er.Name)
 	return fmt.Errorf("record event on ephemeralrunner %s: %w", er.Name, ctx.Err())
 }
 
-func (s *slowEvents) DeletePod(ctx context.Context, p reconcile.Pod) (Result, error) {
+func (s *slowEvents) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	s.mu.Lock()
 	s.seen["pod:"+p.Name] = ctx.Err()
 	s.mu.Unlock()
@@ -787,7 +788,7 @@ func (s *slowEvents) DeletePod(ctx context.Context, p reconcile.Pod) (Result, er
 	return s.recorder.DeletePod(ctx, p)
 }
 
-func (s *slowEvents) DeleteEphemeralRunner(ctx context.Context, er reconcile.EphemeralRunner) (Result, error) {
+func (s *slowEvents) DeleteEphemeralRunner(ctx context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	s.mu.Lock()
 	s.seen["er:"+er.Name] = ctx.Err()
 	s.mu.Unlock()
@@ -805,9 +806,9 @@ func (s *slowEvents) DeleteEphemeralRunner(ctx context.Context, er reconcile.Eph
 // failed with the registration already gone.
 func TestReapOptionalEventNeverTakesTheDeleteBudget(t *testing.T) {
 	er := func(name string, id int64) reconcile.Candidate {
-		c := reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.ARCFailed, Key: name, ScopeKey: scope.Key(),
-			EphemeralRunner: &reconcile.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name, ResourceVersion: "1"},
-			Registration:    &reconcile.Registration{ID: id, Name: name}}, Ready: true}
+		c := reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.ARCFailed, Key: name, ScopeKey: scope.Key(),
+			EphemeralRunner: &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name, ResourceVersion: "1"},
+			Registration:    &fleet.Registration{ID: id, Name: name}}, Ready: true}
 		return c
 	}
 	for _, tc := range []struct {
@@ -815,9 +816,9 @@ func TestReapOptionalEventNeverTakesTheDeleteBudget(t *testing.T) {
 		c      reconcile.Candidate
 		object string
 	}{
-		{"zombie pod after its registration", cand(reconcile.Zombie, "zombie", 1), "pod:zombie"},
-		{"unregistered pod after its re-check", cand(reconcile.Unregistered, "unregistered", 0), "pod:unregistered"},
-		{"terminal pod", cand(reconcile.Terminal, "terminal", 0), "pod:terminal"},
+		{"zombie pod after its registration", cand(fleet.Zombie, "zombie", 1), "pod:zombie"},
+		{"unregistered pod after its re-check", cand(fleet.Unregistered, "unregistered", 0), "pod:unregistered"},
+		{"terminal pod", cand(fleet.Terminal, "terminal", 0), "pod:terminal"},
 		{"EphemeralRunner after its registration", er("failed-er", 2), "er:failed-er"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -829,9 +830,9 @@ func TestReapOptionalEventNeverTakesTheDeleteBudget(t *testing.T) {
 			outs := New(s, s, o).Reap(context.Background(), 10, []reconcile.Candidate{tc.c})
 			require.Len(t, outs, 1)
 			out := outs[0]
-			assert.Equal(t, Deleted, out.Result, "the object went: %v", out.Err)
+			assert.Equal(t, fleet.Deleted, out.Result, "the object went: %v", out.Err)
 			assert.NoError(t, out.Err)
-			assert.Equal(t, Deleted, out.ObjectResult)
+			assert.Equal(t, fleet.Deleted, out.ObjectResult)
 			assert.Equal(t, map[string]error{tc.object: nil}, s.seen, "the object's write had a live context")
 			require.Error(t, out.EventErr, "the Event that never answered is reported")
 			assert.ErrorIs(t, out.EventErr, context.DeadlineExceeded)
@@ -848,11 +849,11 @@ func TestReapOptionalEventNeverTakesTheDeleteBudget(t *testing.T) {
 // And no Event is sent once the sweep's deadline has passed: the report
 // still needs that time.
 func TestReapEventOnlyForAWriteThatDidSomething(t *testing.T) {
-	rec := &recorder{podRes: map[string]Result{"replaced": Changed, "gone": AlreadyGone}}
+	rec := &recorder{podRes: map[string]fleet.Result{"replaced": fleet.Changed, "gone": fleet.AlreadyGone}}
 	outs := New(rec, rec, opts()).Reap(context.Background(), 10, []reconcile.Candidate{
-		cand(reconcile.Terminal, "replaced", 0), cand(reconcile.Terminal, "gone", 0), cand(reconcile.Terminal, "done", 0),
+		cand(fleet.Terminal, "replaced", 0), cand(fleet.Terminal, "gone", 0), cand(fleet.Terminal, "done", 0),
 	})
-	assert.Equal(t, map[string]Result{"replaced": SkippedChanged, "gone": AlreadyGone, "done": Deleted}, results(outs))
+	assert.Equal(t, map[string]fleet.Result{"replaced": fleet.SkippedChanged, "gone": fleet.AlreadyGone, "done": fleet.Deleted}, results(outs))
 	var events []string
 	for _, c := range rec.calls {
 		if strings.HasPrefix(c, "event:") {
@@ -864,7 +865,7 @@ func TestReapEventOnlyForAWriteThatDidSomething(t *testing.T) {
 	r := New(rec, rec, opts())
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	o := &Outcome{Candidate: cand(reconcile.Terminal, "late", 0), ObjectResult: Deleted}
+	o := &Outcome{Candidate: cand(fleet.Terminal, "late", 0), ObjectResult: fleet.Deleted}
 	r.recordEvent(ctx, o)
 	require.Error(t, o.EventErr)
 	assert.Contains(t, o.EventErr.Error(), "deadline has passed")
@@ -879,8 +880,8 @@ func TestReapEventHoldsNoSlot(t *testing.T) {
 	o := opts()
 	o.Concurrency = 1
 	o.EventTimeout = 300 * time.Millisecond
-	outs := New(s, s, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "a", 1), cand(reconcile.Zombie, "b", 2)})
-	assert.Equal(t, map[string]Result{"a": Deleted, "b": Deleted}, results(outs))
+	outs := New(s, s, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(fleet.Zombie, "a", 1), cand(fleet.Zombie, "b", 2)})
+	assert.Equal(t, map[string]fleet.Result{"a": fleet.Deleted, "b": fleet.Deleted}, results(outs))
 	calls := s.writes()
 	assert.Less(t, indexOf(calls, "pod:b"), indexOf(calls, "event-gave-up:a"), "b's pod did not wait on a's Event: %v", calls)
 	assert.Less(t, indexOf(calls, "gh:org:acme:2"), indexOf(calls, "event-gave-up:a"), "nor did b's registration delete: %v", calls)
@@ -905,7 +906,7 @@ func (b *budgetSeer) note(call string, ctx context.Context) {
 	b.mu.Unlock()
 }
 
-func (b *budgetSeer) DeleteRunner(ctx context.Context, sc reconcile.Scope, id int64) (Result, error) {
+func (b *budgetSeer) DeleteRunner(ctx context.Context, sc fleet.Scope, id int64) (fleet.Result, error) {
 	b.note(fmt.Sprintf("gh:%d", id), ctx)
 	if b.ghTook > 0 {
 		time.Sleep(b.ghTook)
@@ -915,7 +916,7 @@ func (b *budgetSeer) DeleteRunner(ctx context.Context, sc reconcile.Scope, id in
 	return b.recorder.DeleteRunner(context.Background(), sc, id)
 }
 
-func (b *budgetSeer) DeletePod(ctx context.Context, p reconcile.Pod) (Result, error) {
+func (b *budgetSeer) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	b.note("pod:"+p.Name, ctx)
 	if b.podHangs {
 		<-ctx.Done()
@@ -932,6 +933,7 @@ func (b *budgetSeer) DeletePod(ctx context.Context, p reconcile.Pod) (Result, er
 func TestReapStepsNearTheDeadline(t *testing.T) {
 	for _, podHangs := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pod delete hangs=%v", podHangs), func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
 			defer cancel()
 			deadline, _ := ctx.Deadline()
@@ -939,17 +941,17 @@ func TestReapStepsNearTheDeadline(t *testing.T) {
 			o := opts()
 			o.Spare = time.Second
 			o.ActionTimeout = time.Minute
-			outs := New(b, b, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
+			outs := New(b, b, o).Reap(ctx, 10, []reconcile.Candidate{cand(fleet.Zombie, "z", 1)})
 			returned := time.Now()
 			require.Len(t, outs, 1)
-			assert.Equal(t, Deleted, outs[0].Registration, "the registration went at the last moment of its step")
+			assert.Equal(t, fleet.Deleted, outs[0].Registration, "the registration went at the last moment of its step")
 			assert.GreaterOrEqual(t, b.budgets["pod:z"], ObjectRoom-100*time.Millisecond, "the pod still had its room: %v", b.budgets)
 			if podHangs {
-				assert.Equal(t, Failed, outs[0].Result)
+				assert.Equal(t, fleet.Failed, outs[0].Result)
 				assert.True(t, returned.Before(deadline), "Reap returned %s after the deadline", returned.Sub(deadline))
 				assert.WithinDuration(t, deadline.Add(-ReportReserve), returned, 300*time.Millisecond, "the write ended at the deadline less the reserve")
 			} else {
-				assert.Equal(t, Deleted, outs[0].Result)
+				assert.Equal(t, fleet.Deleted, outs[0].Result)
 			}
 		})
 	}
@@ -964,8 +966,8 @@ func TestReapSlotWaitSpendsNoBudget(t *testing.T) {
 	o := opts()
 	o.Concurrency = 1
 	o.ActionTimeout = 300 * time.Millisecond
-	outs := New(b, slowPods, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(reconcile.Zombie, "a", 1), cand(reconcile.Zombie, "b", 2)})
-	assert.Equal(t, map[string]Result{"a": Deleted, "b": Deleted}, results(outs))
+	outs := New(b, slowPods, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(fleet.Zombie, "a", 1), cand(fleet.Zombie, "b", 2)})
+	assert.Equal(t, map[string]fleet.Result{"a": fleet.Deleted, "b": fleet.Deleted}, results(outs))
 	assert.Greater(t, b.budgets["gh:2"], 250*time.Millisecond, "b's registration delete had its whole budget: %v", b.budgets)
 }
 
@@ -975,7 +977,7 @@ type slowPodDeletes struct {
 	took time.Duration
 }
 
-func (s *slowPodDeletes) DeletePod(ctx context.Context, p reconcile.Pod) (Result, error) {
+func (s *slowPodDeletes) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	time.Sleep(s.took)
 	return s.recorder.DeletePod(ctx, p)
 }
@@ -989,8 +991,8 @@ func TestReapNoActionStartsInsideMinLeft(t *testing.T) {
 	o.Spare = 0
 	ctx, cancel := context.WithTimeout(context.Background(), minLeft-500*time.Millisecond)
 	defer cancel()
-	outs := New(rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(reconcile.Zombie, "z", 1)})
-	assert.Equal(t, map[string]Result{"z": NotReached}, results(outs))
+	outs := New(rec, rec, o).Reap(ctx, 10, []reconcile.Candidate{cand(fleet.Zombie, "z", 1)})
+	assert.Equal(t, map[string]fleet.Result{"z": fleet.NotReached}, results(outs))
 	assert.Empty(t, rec.calls)
 }
 
@@ -999,18 +1001,18 @@ func TestReapNoActionStartsInsideMinLeft(t *testing.T) {
 // removed it while the registration was deleted.
 type flipCheck struct {
 	*recorder
-	then   Result
+	then   fleet.Result
 	checks int
 }
 
-func (f *flipCheck) DryRun() Writes { return flipDry{dryRecorder{f.recorder}, f} }
+func (f *flipCheck) DryRun() fleet.Writes { return flipDry{dryRecorder{f.recorder}, f} }
 
 type flipDry struct {
 	dryRecorder
 	f *flipCheck
 }
 
-func (d flipDry) DeletePod(ctx context.Context, p reconcile.Pod) (Result, error) {
+func (d flipDry) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	d.f.checks++
 	if d.f.checks > 1 {
 		d.f.log("check-pod:" + p.Name)
@@ -1022,15 +1024,15 @@ func (d flipDry) DeletePod(ctx context.Context, p reconcile.Pod) (Result, error)
 // The review of issue 16: an ARC owner that was not deleted is not reported
 // deleted, and its mark is not cleared (skipped-changed keeps it).
 func TestReapOwnerLeftAloneIsNotReportedDeleted(t *testing.T) {
-	for _, then := range []Result{AlreadyGone, Changed} {
+	for _, then := range []fleet.Result{fleet.AlreadyGone, fleet.Changed} {
 		t.Run(string(then), func(t *testing.T) {
 			f := &flipCheck{recorder: &recorder{}, then: then}
-			c := cand(reconcile.Zombie, "set-runner-a", 7)
-			c.Pod.Owner = &reconcile.Owner{APIVersion: reconcile.EphemeralRunnerAPIVersion, Kind: reconcile.EphemeralRunnerKind, Name: "set-runner-a", UID: "owner-a"}
+			c := cand(fleet.Zombie, "set-runner-a", 7)
+			c.Pod.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "set-runner-a", UID: "owner-a"}
 			outs := New(f, f, opts()).Reap(context.Background(), 10, []reconcile.Candidate{c})
 			require.Len(t, outs, 1)
-			assert.Equal(t, SkippedChanged, outs[0].Result)
-			assert.Equal(t, Deleted, outs[0].Registration, "the registration did go")
+			assert.Equal(t, fleet.SkippedChanged, outs[0].Result)
+			assert.Equal(t, fleet.Deleted, outs[0].Registration, "the registration did go")
 			assert.Empty(t, outs[0].ObjectResult, "nothing was written to the owner")
 			for _, call := range f.writes() {
 				assert.False(t, strings.HasPrefix(call, "owner:") || strings.HasPrefix(call, "event:"), "no owner delete, no Event: %v", f.calls)

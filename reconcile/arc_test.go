@@ -6,10 +6,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
-func er(name string, mods ...func(*EphemeralRunner)) EphemeralRunner {
-	e := EphemeralRunner{Namespace: "runners", Name: name, UID: "er-" + name, ResourceVersion: "1",
+func er(name string, mods ...func(*fleet.EphemeralRunner)) fleet.EphemeralRunner {
+	e := fleet.EphemeralRunner{Namespace: "runners", Name: name, UID: "er-" + name, ResourceVersion: "1",
 		ScopeKey: org, Phase: "Running", CreatedAt: t0.Add(-time.Hour)}
 	for _, m := range mods {
 		m(&e)
@@ -24,44 +26,44 @@ func arcPolicy() Policy {
 }
 
 func TestClassifyARCLeaks(t *testing.T) {
-	owned := running("scale-a-runner-1", func(p *Pod) {
-		p.Owner = &Owner{APIVersion: EphemeralRunnerAPIVersion, Kind: EphemeralRunnerKind, Name: "scale-a-runner-1", UID: "er-scale-a-runner-1"}
+	owned := running("scale-a-runner-1", func(p *fleet.Pod) {
+		p.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "scale-a-runner-1", UID: "er-scale-a-runner-1"}
 	})
 	cases := []struct {
 		name   string
-		er     EphemeralRunner
-		pods   []Pod
-		regs   []Registration
+		er     fleet.EphemeralRunner
+		pods   []fleet.Pod
+		regs   []fleet.Registration
 		arcOff bool
-		want   Verdict
+		want   fleet.Verdict
 		withR  bool
 	}{
-		{name: "Failed with no pod", er: er("x", func(e *EphemeralRunner) { e.Phase, e.Reason = "Failed", "TooManyPodFailures" }), want: ARCFailed},
-		{name: "Failed with its registration: deleted first", er: er("x", func(e *EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
-			regs: []Registration{reg(42, "x", false, false)}, want: ARCFailed, withR: true},
-		{name: "no pod, not deleting", er: er("x", func(e *EphemeralRunner) { e.Phase = "Pending" }), want: ARCPodless},
-		{name: "stuck deleting past the limit with a finalizer", er: er("x", func(e *EphemeralRunner) {
+		{name: "Failed with no pod", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.Reason = "Failed", "TooManyPodFailures" }), want: fleet.ARCFailed},
+		{name: "Failed with its registration: deleted first", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
+			regs: []fleet.Registration{reg(42, "x", false, false)}, want: fleet.ARCFailed, withR: true},
+		{name: "no pod, not deleting", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase = "Pending" }), want: fleet.ARCPodless},
+		{name: "stuck deleting past the limit with a finalizer", er: er("x", func(e *fleet.EphemeralRunner) {
 			e.DeletingSince, e.Finalizers = t0.Add(-31*time.Minute), []string{"ephemeralrunner.actions.github.com/finalizer"}
-		}), want: ARCStuckDeleting},
-		{name: "deleting, not yet past the limit", er: er("x", func(e *EphemeralRunner) {
+		}), want: fleet.ARCStuckDeleting},
+		{name: "deleting, not yet past the limit", er: er("x", func(e *fleet.EphemeralRunner) {
 			e.DeletingSince, e.Finalizers = t0.Add(-29*time.Minute), []string{"f"}
 		})},
-		{name: "deleting with no finalizer left: the API server finishes it", er: er("x", func(e *EphemeralRunner) {
+		{name: "deleting with no finalizer left: the API server finishes it", er: er("x", func(e *fleet.EphemeralRunner) {
 			e.DeletingSince = t0.Add(-time.Hour)
 		})},
-		{name: "has a pod: the pod's verdict removes it", er: er("scale-a-runner-1", func(e *EphemeralRunner) { e.Phase = "Failed" }), pods: []Pod{owned}},
-		{name: "its registration is busy (rule 2)", er: er("x", func(e *EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
-			regs: []Registration{reg(42, "x", true, true)}},
-		{name: "ARC leaks off", er: er("x", func(e *EphemeralRunner) { e.Phase = "Failed" }), arcOff: true},
+		{name: "has a pod: the pod's verdict removes it", er: er("scale-a-runner-1", func(e *fleet.EphemeralRunner) { e.Phase = "Failed" }), pods: []fleet.Pod{owned}},
+		{name: "its registration is busy (rule 2)", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
+			regs: []fleet.Registration{reg(42, "x", true, true)}},
+		{name: "ARC leaks off", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase = "Failed" }), arcOff: true},
 		// Another team's EphemeralRunner in a shared namespace, or one
 		// whose URL names no scope, is none of the reaper's.
-		{name: "a scope that is not configured", er: er("x", func(e *EphemeralRunner) { e.Phase, e.ScopeKey = "Failed", "org:other-team" })},
-		{name: "no scope at all", er: er("x", func(e *EphemeralRunner) { e.Phase, e.ScopeKey = "Failed", "" })},
+		{name: "a scope that is not configured", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.ScopeKey = "Failed", "org:other-team" })},
+		{name: "no scope at all", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.ScopeKey = "Failed", "" })},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obs := observe(tc.pods, tc.regs...)
-			obs.EphemeralRunners = []EphemeralRunner{tc.er}
+			obs.EphemeralRunners = []fleet.EphemeralRunner{tc.er}
 			pol := arcPolicy()
 			pol.ARC = !tc.arcOff
 			c := Classify(obs, pol, nil)
@@ -78,7 +80,7 @@ func TestClassifyARCLeaks(t *testing.T) {
 			require.Len(t, arc, 1)
 			f := arc[0]
 			assert.Equal(t, tc.want, f.Verdict)
-			assert.Equal(t, EphemeralRunnerMarkKey(tc.er.UID), f.Key)
+			assert.Equal(t, fleet.EphemeralRunnerMarkKey(tc.er.UID), f.Key)
 			assert.Nil(t, f.Pod)
 			assert.Equal(t, tc.withR, f.Registration != nil)
 			assert.Contains(t, f.Evidence, "EphemeralRunner runners/"+tc.er.Name)
@@ -100,11 +102,11 @@ func TestConfirmARCHolds(t *testing.T) {
 		{"Pending", 15 * time.Minute, true},
 	} {
 		obs := observe(nil)
-		obs.EphemeralRunners = []EphemeralRunner{er("x", func(e *EphemeralRunner) { e.Phase = tc.phase })}
+		obs.EphemeralRunners = []fleet.EphemeralRunner{er("x", func(e *fleet.EphemeralRunner) { e.Phase = tc.phase })}
 		c := Classify(obs, arcPolicy(), nil)
 		require.Len(t, c.Findings, 1)
-		key := EphemeralRunnerMarkKey("er-x")
-		old := map[string]Mark{key: {Verdict: c.Findings[0].Verdict, FirstSeen: t0.Add(-tc.age), FirstSeenLocal: t0.Add(-tc.age), Scope: org}}
+		key := fleet.EphemeralRunnerMarkKey("er-x")
+		old := map[string]fleet.Mark{key: {Verdict: c.Findings[0].Verdict, FirstSeen: t0.Add(-tc.age), FirstSeenLocal: t0.Add(-tc.age), Scope: org}}
 		conf := Confirm(at(t0), c, old, h)
 		require.Len(t, conf.Candidates, 1)
 		assert.Equal(t, tc.ready, conf.Candidates[0].Ready, "%s held %s", tc.phase, tc.age)
@@ -115,16 +117,16 @@ func TestConfirmARCHolds(t *testing.T) {
 // ARC's status.runnerId tells a zombie whose registration has gone from a
 // pod that never registered.
 func TestClassifyUsesEphemeralRunnerID(t *testing.T) {
-	pod := running("set-runner-a", func(p *Pod) {
-		p.Owner = &Owner{APIVersion: EphemeralRunnerAPIVersion, Kind: EphemeralRunnerKind, Name: "set-runner-a", UID: "er-set-runner-a"}
+	pod := running("set-runner-a", func(p *fleet.Pod) {
+		p.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "set-runner-a", UID: "er-set-runner-a"}
 	})
 	for _, tc := range []struct {
 		runnerID int64
-		want     Verdict
+		want     fleet.Verdict
 		gone     bool
-	}{{42, Zombie, true}, {0, Unregistered, false}} {
-		obs := observe([]Pod{pod})
-		obs.EphemeralRunners = []EphemeralRunner{er("set-runner-a", func(e *EphemeralRunner) { e.RunnerID = tc.runnerID })}
+	}{{42, fleet.Zombie, true}, {0, fleet.Unregistered, false}} {
+		obs := observe([]fleet.Pod{pod})
+		obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) { e.RunnerID = tc.runnerID })}
 		c := Classify(obs, arcPolicy(), nil)
 		require.Len(t, c.Findings, 1)
 		assert.Equal(t, tc.want, c.Findings[0].Verdict)
@@ -140,8 +142,8 @@ func TestClassifyUsesEphemeralRunnerID(t *testing.T) {
 // scope's EphemeralRunners wait, as its pods do.
 func TestClassifyARCWaitsForItsScopesList(t *testing.T) {
 	obs := observe(nil, reg(42, "x", true, true))
-	obs.Lists[org] = ScopeList{Scope: obs.Lists[org].Scope, Problem: "deferred", Err: ErrDeferred}
-	obs.EphemeralRunners = []EphemeralRunner{er("x", func(e *EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 })}
+	obs.Lists[org] = ScopeList{Scope: obs.Lists[org].Scope, Problem: "deferred", Skip: fleet.SkipDeferred}
+	obs.EphemeralRunners = []fleet.EphemeralRunner{er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 })}
 	c := Classify(obs, arcPolicy(), nil)
 	for _, f := range c.Findings {
 		assert.Nil(t, f.EphemeralRunner, "no verdict on %s while its scope was not listed", f.Key)
@@ -153,15 +155,15 @@ func TestClassifyARCWaitsForItsScopesList(t *testing.T) {
 func TestEphemeralRunnerWithoutPodBacksItsRegistration(t *testing.T) {
 	pol := arcPolicy()
 	pol.GhostNamePrefix = "x"
-	for _, e := range []EphemeralRunner{
-		er("x-1", func(e *EphemeralRunner) { e.RunnerID = 42 }),
+	for _, e := range []fleet.EphemeralRunner{
+		er("x-1", func(e *fleet.EphemeralRunner) { e.RunnerID = 42 }),
 		er("x-1"), // no runner id yet: its name backs it
 	} {
 		obs := observe(nil, reg(42, "x-1", false, false))
-		obs.EphemeralRunners = []EphemeralRunner{e}
+		obs.EphemeralRunners = []fleet.EphemeralRunner{e}
 		c := Classify(obs, pol, nil)
 		for _, f := range c.Findings {
-			assert.NotEqual(t, Ghost, f.Verdict, "registration 42 is its EphemeralRunner's, not a ghost")
+			assert.NotEqual(t, fleet.Ghost, f.Verdict, "registration 42 is its EphemeralRunner's, not a ghost")
 		}
 	}
 }

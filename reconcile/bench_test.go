@@ -4,27 +4,29 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
-// fleet builds n pods and n registrations spread over scopes scopes, with
+// benchFleet builds n pods and n registrations spread over scopes scopes, with
 // a mix of every verdict: per 100 pods, 91 healthy, 3 zombies, 2 never
 // registered (their slots in the list hold 2 ghosts), 2 stamped without a
 // claim, 2 terminal.
-func fleet(n, scopes int) (Observation, map[string]Mark) {
+func benchFleet(n, scopes int) (Observation, map[string]fleet.Mark) {
 	obs := Observation{Now: t0, Lists: make(map[string]ScopeList, scopes)}
-	marks := map[string]Mark{}
-	regs := make(map[string][]Registration, scopes)
+	marks := map[string]fleet.Mark{}
+	regs := make(map[string][]fleet.Registration, scopes)
 	for i := 0; i < n; i++ {
 		scope := fmt.Sprintf("org:acme-%03d", i%scopes)
 		name := fmt.Sprintf("acme-runner-%06d", i)
-		p := Pod{Namespace: "runners", Name: name, UID: fmt.Sprintf("uid-%d", i), ResourceVersion: "1",
+		p := fleet.Pod{Namespace: "runners", Name: name, UID: fmt.Sprintf("uid-%d", i), ResourceVersion: "1",
 			RunnerName: name, ScopeKey: scope, Phase: "Running", CreatedAt: t0.Add(-time.Duration(i%120) * time.Minute),
-			Runner: Container{Found: true, Running: true}, HasRunner: true}
-		r := Registration{ID: int64(i + 1), Name: name, Online: true, Labels: []string{"self-hosted", "linux"}}
+			Runner: fleet.Container{Found: true, Running: true}, HasRunner: true}
+		r := fleet.Registration{ID: int64(i + 1), Name: name, Online: true, Labels: []string{"self-hosted", "linux"}}
 		switch i % 100 {
 		case 0, 1, 2:
 			r.Online = false
-			marks[PodMarkKey(p.UID)] = Mark{Verdict: Zombie, FirstSeen: t0.Add(-time.Hour), Scope: scope}
+			marks[fleet.PodMarkKey(p.UID)] = fleet.Mark{Verdict: fleet.Zombie, FirstSeen: t0.Add(-time.Hour), Scope: scope}
 		case 3, 4:
 			p.CreatedAt = t0.Add(-time.Hour)
 			r.Online, r.Name = false, "acme-ghost-"+name
@@ -32,7 +34,7 @@ func fleet(n, scopes int) (Observation, map[string]Mark) {
 			p.Stamped = true
 		case 7, 8:
 			p.Phase = "Failed"
-			p.Runner = Container{Found: true, Terminated: &Termination{ExitCode: 137, Reason: "OOMKilled"}}
+			p.Runner = fleet.Container{Found: true, Terminated: &fleet.Termination{ExitCode: 137, Reason: "OOMKilled"}}
 		}
 		obs.Pods = append(obs.Pods, p)
 		regs[scope] = append(regs[scope], r)
@@ -46,7 +48,7 @@ func fleet(n, scopes int) (Observation, map[string]Mark) {
 // BenchmarkClassifyAndPlan measures the pure part of a sweep for a large
 // fleet: classify, confirm, and the bound's order and budget.
 func BenchmarkClassifyAndPlan(b *testing.B) {
-	obs, marks := fleet(10000, 100)
+	obs, marks := benchFleet(10000, 100)
 	pol := Policy{RegistrationDeadline: 10 * time.Minute, StampEnabled: true, GhostNamePrefix: "acme-"}
 	h := Hold{ConfirmAfter: 5 * time.Minute, StampMaxAge: 10 * time.Minute, MassSuspicionFraction: 0.5, MassSuspicionMin: 5}
 	b.ReportAllocs()
@@ -74,13 +76,13 @@ func BenchmarkClassifyAndPlan(b *testing.B) {
 }
 
 func TestFleetHasEveryVerdict(t *testing.T) {
-	obs, marks := fleet(10000, 100)
+	obs, marks := benchFleet(10000, 100)
 	c := Classify(obs, Policy{RegistrationDeadline: 10 * time.Minute, StampEnabled: true, GhostNamePrefix: "acme-"}, marks)
-	count := map[Verdict]int{}
+	count := map[fleet.Verdict]int{}
 	for _, f := range c.Findings {
 		count[f.Verdict]++
 	}
-	want := map[Verdict]int{Zombie: 300, Unregistered: 200, OrphanStamped: 200, Terminal: 200, Ghost: 200}
+	want := map[fleet.Verdict]int{fleet.Zombie: 300, fleet.Unregistered: 200, fleet.OrphanStamped: 200, fleet.Terminal: 200, fleet.Ghost: 200}
 	if fmt.Sprint(count) != fmt.Sprint(want) {
 		t.Fatalf("benchmark fleet verdicts = %v, want %v", count, want)
 	}

@@ -5,12 +5,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
-func cand(v Verdict, name string, age time.Duration, pod bool) Candidate {
+func cand(v fleet.Verdict, name string, age time.Duration, pod bool) Candidate {
 	c := Candidate{Finding: Finding{Verdict: v, Key: name}, Ready: true}
 	if pod {
-		p := running(name, func(p *Pod) { p.CreatedAt = t0.Add(-age) })
+		p := running(name, func(p *fleet.Pod) { p.CreatedAt = t0.Add(-age) })
 		c.Pod, c.Since = &p, p.CreatedAt
 	} else {
 		c.Mark.FirstSeen = t0.Add(-age)
@@ -28,14 +30,14 @@ func keys(cs []Candidate) []string {
 
 func TestOrderPriorityThenOldest(t *testing.T) {
 	cs := []Candidate{
-		cand(Ghost, "ghost-old", 5*time.Hour, false),
-		cand(Unregistered, "unreg", time.Hour, true),
-		cand(Zombie, "zombie-young", time.Minute, true),
-		cand(Zombie, "zombie-old", time.Hour, true),
-		cand(OrphanStamped, "stamped", time.Minute, true),
-		cand(Terminal, "terminal-young", time.Second, true),
-		cand(Terminal, "terminal-old", time.Hour, true),
-		cand(Ghost, "ghost-young", time.Minute, false),
+		cand(fleet.Ghost, "ghost-old", 5*time.Hour, false),
+		cand(fleet.Unregistered, "unreg", time.Hour, true),
+		cand(fleet.Zombie, "zombie-young", time.Minute, true),
+		cand(fleet.Zombie, "zombie-old", time.Hour, true),
+		cand(fleet.OrphanStamped, "stamped", time.Minute, true),
+		cand(fleet.Terminal, "terminal-young", time.Second, true),
+		cand(fleet.Terminal, "terminal-old", time.Hour, true),
+		cand(fleet.Ghost, "ghost-young", time.Minute, false),
 	}
 	Order(cs)
 	assert.Equal(t, []string{"terminal-old", "terminal-young", "stamped", "zombie-old", "zombie-young", "unreg", "ghost-old", "ghost-young"}, keys(cs))
@@ -50,15 +52,15 @@ func TestBudget(t *testing.T) {
 		admit   int
 	}{
 		{"absolute cap", Limits{MaxActions: 2, MaxFraction: 1}, 100,
-			[]Candidate{cand(Zombie, "a", 0, true), cand(Zombie, "b", 0, true), cand(Zombie, "c", 0, true)}, 2},
+			[]Candidate{cand(fleet.Zombie, "a", 0, true), cand(fleet.Zombie, "b", 0, true), cand(fleet.Zombie, "c", 0, true)}, 2},
 		{"fraction of managed pods", Limits{MaxActions: 10, MaxFraction: 0.25}, 8,
-			[]Candidate{cand(Zombie, "a", 0, true), cand(Zombie, "b", 0, true), cand(Zombie, "c", 0, true)}, 2},
+			[]Candidate{cand(fleet.Zombie, "a", 0, true), cand(fleet.Zombie, "b", 0, true), cand(fleet.Zombie, "c", 0, true)}, 2},
 		{"fraction rounds up so one dead pod of three can go", Limits{MaxActions: 10, MaxFraction: 0.25}, 3,
-			[]Candidate{cand(Terminal, "a", 0, true), cand(Terminal, "b", 0, true)}, 1},
+			[]Candidate{cand(fleet.Terminal, "a", 0, true), cand(fleet.Terminal, "b", 0, true)}, 1},
 		{"ghosts are not pods: only the absolute cap applies", Limits{MaxActions: 3, MaxFraction: 0.1}, 1,
-			[]Candidate{cand(Zombie, "a", 0, true), cand(Ghost, "g1", 0, false), cand(Ghost, "g2", 0, false), cand(Ghost, "g3", 0, false)}, 3},
+			[]Candidate{cand(fleet.Zombie, "a", 0, true), cand(fleet.Ghost, "g1", 0, false), cand(fleet.Ghost, "g2", 0, false), cand(fleet.Ghost, "g3", 0, false)}, 3},
 		{"no managed pods: no pod may go", Limits{MaxActions: 3, MaxFraction: 0.5}, 0,
-			[]Candidate{cand(Terminal, "a", 0, true)}, 0},
+			[]Candidate{cand(fleet.Terminal, "a", 0, true)}, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,10 +1,13 @@
 package reconcile
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // Policy is the part of the configuration that classification depends on.
@@ -29,18 +32,18 @@ type Policy struct {
 	// Claimed says whether a live claim backs a stamped pod. Nil means the
 	// claim source of this release: GitHub says the runner is busy. It is a
 	// seam for pools that keep claims elsewhere.
-	Claimed func(p Pod, reg *Registration) bool
+	Claimed func(p fleet.Pod, reg *fleet.Registration) bool
 }
 
 // GitHubBusyClaim is the default claim source: a claim is live while GitHub
 // says the runner is running a job.
-func GitHubBusyClaim(_ Pod, reg *Registration) bool { return reg != nil && reg.Busy }
+func GitHubBusyClaim(_ fleet.Pod, reg *fleet.Registration) bool { return reg != nil && reg.Busy }
 
 // GhostsEnabled reports whether any ownership rule is configured.
 func (p Policy) GhostsEnabled() bool { return p.GhostNamePrefix != "" || p.GhostLabel != "" }
 
 // Owns reports whether this deployment owns the registration.
-func (p Policy) Owns(r Registration) bool {
+func (p Policy) Owns(r fleet.Registration) bool {
 	if p.GhostNamePrefix != "" && strings.HasPrefix(r.Name, p.GhostNamePrefix) {
 		return true
 	}
@@ -56,19 +59,19 @@ func (p Policy) Owns(r Registration) bool {
 
 // Finding is one verdict with the evidence it rests on.
 type Finding struct {
-	Verdict  Verdict
+	Verdict  fleet.Verdict
 	Evidence string
 	// Key is the ledger key the verdict is marked under.
 	Key      string
 	ScopeKey string
 	// Pod is nil for a ghost.
-	Pod *Pod
+	Pod *fleet.Pod
 	// Registration is the GitHub registration to delete first; nil when
 	// there is none, or, for a terminal pod, when its scope's list could
 	// not be read or its runner name or id is ambiguous.
-	Registration *Registration
+	Registration *fleet.Registration
 	// EphemeralRunner is set for ARC's own leaks: the object to act on.
-	EphemeralRunner *EphemeralRunner
+	EphemeralRunner *fleet.EphemeralRunner
 	// Exit is set for terminal pods.
 	Exit *Exit
 	// Since is when the leaking object appeared, for oldest-first order.
@@ -85,14 +88,14 @@ type Finding struct {
 
 // NeedsConfirmation reports whether the verdict rests on what GitHub said.
 // Only the kubelet's word (terminal) is final on its own.
-func (f Finding) NeedsConfirmation() bool { return f.Verdict != Terminal }
+func (f Finding) NeedsConfirmation() bool { return f.Verdict != fleet.Terminal }
 
 // Skip is a scope whose list gave no verdict this sweep.
 type Skip struct {
 	ScopeKey string
 	Reason   string
 	// Kind is failed, rate-limited or inconsistent.
-	Kind SkipKind
+	Kind fleet.SkipKind
 	// Until is when GitHub takes requests again, for a rate-limited skip.
 	Until time.Time
 }
@@ -142,7 +145,7 @@ type Classification struct {
 	// Unobserved lists the configured namespaces whose pods were not seen.
 	// While there is one, no ghost verdict is made and ghost marks are
 	// held: the sweep is degraded.
-	Unobserved []UnobservedNamespace
+	Unobserved []fleet.UnobservedNamespace
 	// FutureStarts lists the running pods whose runner, by its node's
 	// clock, started after now: that node's clock runs ahead. Such a
 	// runner's registration deadline counts from its pod's creation
@@ -169,7 +172,7 @@ func (c Classification) SkippedScope(key string) bool {
 // Classify turns one sweep's observation into verdicts. marks are the
 // ledger's marks, read only to tell a zombie whose registration has gone
 // from a pod that never registered.
-func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification {
+func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classification {
 	claimed := pol.Claimed
 	if claimed == nil {
 		claimed = GitHubBusyClaim
@@ -183,8 +186,7 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 	sort.Strings(keys)
 	for _, key := range keys {
 		if l := obs.Lists[key]; !l.Complete {
-			kind, until := skipOf(l.Err)
-			out.Skipped = append(out.Skipped, Skip{ScopeKey: key, Reason: l.Problem, Kind: kind, Until: until})
+			out.Skipped = append(out.Skipped, Skip{ScopeKey: key, Reason: l.Problem, Kind: cmp.Or(l.Skip, fleet.SkipFailed), Until: l.Until})
 		}
 	}
 
@@ -196,7 +198,7 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 			arcIDs[er.UID] = er.RunnerID
 		}
 	}
-	runnerID := func(p *Pod) int64 {
+	runnerID := func(p *fleet.Pod) int64 {
 		if p.RunnerID == 0 && p.Owner != nil {
 			return arcIDs[p.Owner.UID]
 		}
@@ -280,9 +282,9 @@ func Classify(obs Observation, pol Policy, marks map[string]Mark) Classification
 					continue
 				}
 				out.Findings = append(out.Findings, Finding{
-					Verdict:      Ghost,
+					Verdict:      fleet.Ghost,
 					Evidence:     fmt.Sprintf("registration %d %q is offline and no observed pod backs it", r.ID, r.Name),
-					Key:          RegistrationMarkKey(key, r.ID),
+					Key:          fleet.RegistrationMarkKey(key, r.ID),
 					ScopeKey:     key,
 					Registration: r,
 				})
@@ -301,9 +303,9 @@ type identities struct {
 	// scope is unknown is under "" and claims the name in every scope, so
 	// that a mislabelled pod can neither make its registration look like
 	// a ghost nor leave a namesake looking unique.
-	names map[string]map[string][]*Pod
+	names map[string]map[string][]*fleet.Pod
 	// ids holds every pod claiming a runner id, per scope.
-	ids map[string]map[int64][]*Pod
+	ids map[string]map[int64][]*fleet.Pod
 	// runners and runnerNames hold the registrations ARC's
 	// EphemeralRunners stand for, by runner id and name, per scope: an
 	// EphemeralRunner whose pod is not there yet (a quota, a webhook) still
@@ -311,15 +313,15 @@ type identities struct {
 	runners     map[string]map[int64]bool
 	runnerNames map[string]map[string]bool
 	// byName and byID hold complete lists only.
-	byName map[string]map[string][]*Registration
-	byID   map[string]map[int64]*Registration
+	byName map[string]map[string][]*fleet.Registration
+	byID   map[string]map[int64]*fleet.Registration
 }
 
-func index(obs Observation, runnerID func(*Pod) int64) identities {
+func index(obs Observation, runnerID func(*fleet.Pod) int64) identities {
 	ix := identities{
-		names:  map[string]map[string][]*Pod{},
-		ids:    map[string]map[int64][]*Pod{},
-		byName: make(map[string]map[string][]*Registration, len(obs.Lists)),
+		names:  map[string]map[string][]*fleet.Pod{},
+		ids:    map[string]map[int64][]*fleet.Pod{},
+		byName: make(map[string]map[string][]*fleet.Registration, len(obs.Lists)),
 		byID:   byID(obs.Lists),
 	}
 	// Every observed pod claims its name and id, whatever its phase,
@@ -329,13 +331,13 @@ func index(obs Observation, runnerID func(*Pod) int64) identities {
 		p := &obs.Pods[i]
 		if p.RunnerName != "" {
 			if ix.names[p.ScopeKey] == nil {
-				ix.names[p.ScopeKey] = map[string][]*Pod{}
+				ix.names[p.ScopeKey] = map[string][]*fleet.Pod{}
 			}
 			ix.names[p.ScopeKey][p.RunnerName] = append(ix.names[p.ScopeKey][p.RunnerName], p)
 		}
 		if id := runnerID(p); id != 0 {
 			if ix.ids[p.ScopeKey] == nil {
-				ix.ids[p.ScopeKey] = map[int64][]*Pod{}
+				ix.ids[p.ScopeKey] = map[int64][]*fleet.Pod{}
 			}
 			ix.ids[p.ScopeKey][id] = append(ix.ids[p.ScopeKey][id], p)
 		}
@@ -354,7 +356,7 @@ func index(obs Observation, runnerID func(*Pod) int64) identities {
 		if !l.Complete {
 			continue
 		}
-		m := make(map[string][]*Registration, len(l.Runners))
+		m := make(map[string][]*fleet.Registration, len(l.Runners))
 		for i := range l.Runners {
 			r := &l.Runners[i]
 			m[r.Name] = append(m[r.Name], r)
@@ -365,7 +367,7 @@ func index(obs Observation, runnerID func(*Pod) int64) identities {
 }
 
 // claimants are the pods claiming the name in the scope.
-func (ix identities) claimants(scope, name string) []*Pod {
+func (ix identities) claimants(scope, name string) []*fleet.Pod {
 	ps := ix.names[scope][name]
 	if scope != "" {
 		ps = append(ps[:len(ps):len(ps)], ix.names[""][name]...)
@@ -375,14 +377,14 @@ func (ix identities) claimants(scope, name string) []*Pod {
 
 // backed reports whether an observed pod stands for the registration, by
 // name or by id.
-func (ix identities) backed(scope string, r *Registration) bool {
+func (ix identities) backed(scope string, r *fleet.Registration) bool {
 	return len(ix.claimants(scope, r.Name)) > 0 || len(ix.ids[scope][r.ID]) > 0 || len(ix.ids[""][r.ID]) > 0 ||
 		ix.runners[scope][r.ID] || ix.runnerNames[scope][r.Name]
 }
 
 // match is what a pod's scope's complete list says of its registration.
 type match struct {
-	reg *Registration
+	reg *fleet.Registration
 	// ambiguous: the pod cannot be tied to one registration, so no
 	// registration action may be taken for it.
 	ambiguous bool
@@ -394,7 +396,7 @@ type match struct {
 // match ties a pod to its registration: by the runner id where Kubernetes
 // knows it, else by name, and only when nothing else claims that name and
 // the list holds it once.
-func (ix identities) match(p *Pod, id int64) match {
+func (ix identities) match(p *fleet.Pod, id int64) match {
 	if id != 0 {
 		if len(ix.ids[p.ScopeKey][id])+len(ix.ids[""][id]) > 1 {
 			return match{ambiguous: true}
@@ -428,7 +430,7 @@ func (ix identities) match(p *Pod, id int64) match {
 // list holds more than once.
 func (ix identities) ambiguities(keys []string) []Ambiguity {
 	var out []Ambiguity
-	podNames := func(ps []*Pod) []string {
+	podNames := func(ps []*fleet.Pod) []string {
 		names := make([]string, 0, len(ps))
 		for _, p := range ps {
 			names = append(names, p.Namespace+"/"+p.Name)
@@ -483,7 +485,7 @@ func (ix identities) ambiguities(keys []string) []Ambiguity {
 
 // terminal judges on the kubelet's word alone: the pod has ended, or its
 // runner container has (and is not running again).
-func terminal(p *Pod, reg *Registration) (Finding, bool) {
+func terminal(p *fleet.Pod, reg *fleet.Registration) (Finding, bool) {
 	var why string
 	switch {
 	case p.Phase == "Succeeded" || p.Phase == "Failed":
@@ -508,9 +510,9 @@ func terminal(p *Pod, reg *Registration) (Finding, bool) {
 		evidence += " from lastState"
 	}
 	return Finding{
-		Verdict:      Terminal,
+		Verdict:      fleet.Terminal,
 		Evidence:     evidence,
-		Key:          PodMarkKey(p.UID),
+		Key:          fleet.PodMarkKey(p.UID),
 		ScopeKey:     p.ScopeKey,
 		Pod:          p,
 		Registration: reg,
@@ -532,7 +534,7 @@ func terminal(p *Pod, reg *Registration) (Finding, bool) {
 // whole registration deadline from the reaper's own first sighting (MinHold),
 // so that a runner whose pod waited long for a node or an image is not
 // hurried either.
-func startedAt(now time.Time, p *Pod) (t time.Time, ok bool) {
+func startedAt(now time.Time, p *fleet.Pod) (t time.Time, ok bool) {
 	switch {
 	case p.StartedAt.After(now):
 		return minTime(p.CreatedAt, now), false
@@ -545,37 +547,37 @@ func startedAt(now time.Time, p *Pod) (t time.Time, ok bool) {
 
 // judgeRunning classifies a running pod, its runner container running,
 // whose scope's list is complete and whose registration is unambiguous.
-func judgeRunning(now time.Time, p *Pod, runnerID int64, reg *Registration, pol Policy, claimed func(Pod, *Registration) bool, marks map[string]Mark) (*Finding, bool) {
+func judgeRunning(now time.Time, p *fleet.Pod, runnerID int64, reg *fleet.Registration, pol Policy, claimed func(fleet.Pod, *fleet.Registration) bool, marks map[string]fleet.Mark) (*Finding, bool) {
 	// Rule 2: a runner GitHub reports busy is never a suspect.
 	if reg != nil && reg.Busy {
 		return nil, true
 	}
-	f := &Finding{Key: PodMarkKey(p.UID), ScopeKey: p.ScopeKey, Pod: p, Registration: reg, Since: p.CreatedAt}
+	f := &Finding{Key: fleet.PodMarkKey(p.UID), ScopeKey: p.ScopeKey, Pod: p, Registration: reg, Since: p.CreatedAt}
 	start, known := startedAt(now, p)
 	switch {
 	case pol.StampEnabled && p.Stamped:
 		if claimed(*p, reg) {
 			return nil, true
 		}
-		f.Verdict = OrphanStamped
+		f.Verdict = fleet.OrphanStamped
 		if reg == nil {
 			f.Evidence = fmt.Sprintf("pod is stamped but no live claim backs it; runner %q not registered", p.RunnerName)
 		} else {
 			f.Evidence = fmt.Sprintf("pod is stamped but no live claim backs it; registration %d is %s and idle", reg.ID, onlineWord(reg.Online))
 		}
 	case reg != nil && !reg.Online:
-		f.Verdict = Zombie
+		f.Verdict = fleet.Zombie
 		f.Evidence = fmt.Sprintf("pod running; registration %d %q is offline", reg.ID, reg.Name)
 	case reg != nil:
 		return nil, false
 	case runnerID != 0:
-		f.Verdict, f.Gone = Zombie, true
+		f.Verdict, f.Gone = fleet.Zombie, true
 		f.Evidence = fmt.Sprintf("pod running; its registration %d %q was registered (runner id known from Kubernetes) and is gone from the complete list", runnerID, p.RunnerName)
-	case marks[f.Key].Verdict == Zombie:
-		f.Verdict, f.Gone = Zombie, true
+	case marks[f.Key].Verdict == fleet.Zombie:
+		f.Verdict, f.Gone = fleet.Zombie, true
 		f.Evidence = fmt.Sprintf("pod running; its registration %q was seen offline and is now gone from the complete list", p.RunnerName)
 	case now.Sub(start) > pol.RegistrationDeadline:
-		f.Verdict = Unregistered
+		f.Verdict = fleet.Unregistered
 		f.Evidence = fmt.Sprintf("runner running for %s (pod created %s ago), past the %s registration deadline; runner %q never appeared",
 			now.Sub(start).Round(time.Second), max(now.Sub(p.CreatedAt), 0).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
 		if !known {
@@ -597,13 +599,13 @@ func onlineWord(online bool) string {
 
 // byID indexes the complete lists' registrations by scope and id, for
 // EphemeralRunners, which know their runner's id but have no pod to name it.
-func byID(lists map[string]ScopeList) map[string]map[int64]*Registration {
-	out := make(map[string]map[int64]*Registration, len(lists))
+func byID(lists map[string]ScopeList) map[string]map[int64]*fleet.Registration {
+	out := make(map[string]map[int64]*fleet.Registration, len(lists))
 	for key, l := range lists {
 		if !l.Complete {
 			continue
 		}
-		m := make(map[int64]*Registration, len(l.Runners))
+		m := make(map[int64]*fleet.Registration, len(l.Runners))
 		for i := range l.Runners {
 			m[l.Runners[i].ID] = &l.Runners[i]
 		}
@@ -615,7 +617,7 @@ func byID(lists map[string]ScopeList) map[string]map[int64]*Registration {
 // classifyARC judges ARC's own leaks. An EphemeralRunner that still has a
 // pod is left to the pod's verdict, which removes it through its owner, so
 // that one object is never acted on twice in a sweep.
-func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*Registration) []Finding {
+func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.Registration) []Finding {
 	owners := make(map[string]bool, len(obs.Pods))
 	for _, p := range obs.Pods {
 		if p.Owner != nil {
@@ -635,7 +637,7 @@ func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*Registr
 		if _, listed := regs[er.ScopeKey]; !listed {
 			continue
 		}
-		f := Finding{Key: EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt}
+		f := Finding{Key: fleet.EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt}
 		if er.RunnerID != 0 {
 			f.Registration = regs[er.ScopeKey][er.RunnerID]
 		}
@@ -648,15 +650,15 @@ func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*Registr
 			}
 			// Deleting already: there is no registration to remove
 			// first, only a finalizer that cannot finish.
-			f.Verdict, f.Registration, f.Since = ARCStuckDeleting, nil, er.DeletingSince
+			f.Verdict, f.Registration, f.Since = fleet.ARCStuckDeleting, nil, er.DeletingSince
 			f.Evidence = fmt.Sprintf("%s deleted %s ago, still held by finalizers %v", name, waited.Round(time.Second), er.Finalizers)
 		case f.Registration != nil && f.Registration.Busy:
 			continue // rule 2: GitHub says a job runs on it
 		case er.Phase == "Failed":
-			f.Verdict = ARCFailed
+			f.Verdict = fleet.ARCFailed
 			f.Evidence = fmt.Sprintf("%s is in phase Failed (reason %q, message %q) with no pod", name, er.Reason, er.Message)
 		default:
-			f.Verdict = ARCPodless
+			f.Verdict = fleet.ARCPodless
 			f.Evidence = fmt.Sprintf("%s (phase %q) has no pod and is not being deleted", name, er.Phase)
 		}
 		out = append(out, f)

@@ -3,6 +3,8 @@ package reconcile
 import (
 	"sort"
 	"time"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // Hold is how long each verdict's mark must stand before it may act.
@@ -24,15 +26,15 @@ type Hold struct {
 	MassSuspicionMin      int
 }
 
-func (h Hold) of(v Verdict) time.Duration {
+func (h Hold) of(v fleet.Verdict) time.Duration {
 	switch v {
-	case Terminal:
+	case fleet.Terminal:
 		return 0
-	case OrphanStamped:
+	case fleet.OrphanStamped:
 		return max(h.ConfirmAfter, h.StampMaxAge)
-	case ARCFailed:
+	case fleet.ARCFailed:
 		return max(h.ConfirmAfter, h.ARCFailedAfter)
-	case ARCPodless:
+	case fleet.ARCPodless:
 		return max(h.ConfirmAfter, h.ARCPodlessAfter)
 	default:
 		return h.ConfirmAfter
@@ -43,7 +45,7 @@ func (h Hold) of(v Verdict) time.Duration {
 type Candidate struct {
 	Finding
 	// Mark is the mark as the sweep leaves it (zero for terminal).
-	Mark Mark
+	Mark fleet.Mark
 	// MatureAt is when the mark may act; zero for terminal.
 	MatureAt time.Time
 	// Ready is true when the verdict may act this sweep.
@@ -63,7 +65,7 @@ type Confirmation struct {
 	// their marks to mature.
 	Candidates []Candidate
 	// Marks is the ledger's marks as this sweep leaves them.
-	Marks map[string]Mark
+	Marks map[string]fleet.Mark
 	// Cleared lists the keys of marks whose verdict no longer holds.
 	Cleared []string
 	// Held lists the keys of marks kept untouched because their scope was
@@ -127,8 +129,8 @@ type Clocks struct {
 // before first_seen); taken as old, it could act early. Counted from now,
 // it does neither: its confirmation starts again with this sweep. A mark
 // with no first sighting starts again too. old is not changed.
-func fromNow(now Clocks, old map[string]Mark, out *Confirmation) map[string]Mark {
-	var fixed map[string]Mark
+func fromNow(now Clocks, old map[string]fleet.Mark, out *Confirmation) map[string]fleet.Mark {
+	var fixed map[string]fleet.Mark
 	for key, m := range old {
 		ahead := max(m.FirstSeen.Sub(now.Ref), m.LastSeen.Sub(now.Ref), m.FirstSeenLocal.Sub(now.Local))
 		// A time ahead by less than FutureTolerance is within what two
@@ -139,7 +141,7 @@ func fromNow(now Clocks, old map[string]Mark, out *Confirmation) map[string]Mark
 			continue
 		}
 		if fixed == nil {
-			fixed = make(map[string]Mark, len(old))
+			fixed = make(map[string]fleet.Mark, len(old))
 			for k, v := range old {
 				fixed[k] = v
 			}
@@ -164,7 +166,7 @@ func fromNow(now Clocks, old map[string]Mark, out *Confirmation) map[string]Mark
 
 // disagree reports whether the two clocks disagree about how long ago the
 // mark was first seen by more than ClockDrift.
-func disagree(at Clocks, m Mark) bool {
+func disagree(at Clocks, m fleet.Mark) bool {
 	if m.FirstSeen.IsZero() || m.FirstSeenLocal.IsZero() {
 		return false
 	}
@@ -198,9 +200,9 @@ func minTime(a, b time.Time) time.Time {
 // mark whose verdict no longer holds is cleared; a mark in a skipped scope,
 // or a ghost mark while a namespace is unobserved, is neither confirmed nor
 // cleared.
-func Confirm(at Clocks, c Classification, old map[string]Mark, hold Hold) Confirmation {
+func Confirm(at Clocks, c Classification, old map[string]fleet.Mark, hold Hold) Confirmation {
 	now := at.Ref
-	out := Confirmation{Marks: make(map[string]Mark, len(c.Findings))}
+	out := Confirmation{Marks: make(map[string]fleet.Mark, len(c.Findings))}
 	old = fromNow(at, old, &out)
 	newly := map[string]int{}
 	for _, f := range c.Findings {
@@ -210,7 +212,7 @@ func Confirm(at Clocks, c Classification, old map[string]Mark, hold Hold) Confir
 		}
 		m, seen := old[f.Key]
 		if !seen || m.Verdict != f.Verdict {
-			m = Mark{Verdict: f.Verdict, FirstSeen: now, FirstSeenLocal: at.Local}
+			m = fleet.Mark{Verdict: f.Verdict, FirstSeen: now, FirstSeenLocal: at.Local}
 			if f.Pod != nil {
 				newly[f.ScopeKey]++
 			}
@@ -253,7 +255,7 @@ func Confirm(at Clocks, c Classification, old map[string]Mark, hold Hold) Confir
 		if _, kept := out.Marks[key]; kept {
 			continue
 		}
-		if c.SkippedScope(m.Scope) || (m.Verdict == Ghost && len(c.Unobserved) > 0) {
+		if c.SkippedScope(m.Scope) || (m.Verdict == fleet.Ghost && len(c.Unobserved) > 0) {
 			out.Marks[key] = m
 			out.Held = append(out.Held, key)
 			continue

@@ -6,28 +6,30 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 func TestConfirm(t *testing.T) {
-	zombie := Classify(observe([]Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil)
-	stamped := Classify(observe([]Pod{running("acme-a", func(p *Pod) { p.Stamped = true })}, reg(1, "acme-a", true, false)), policy(), nil)
-	key := PodMarkKey("uid-acme-a")
-	mark := func(v Verdict, age time.Duration) map[string]Mark {
-		return map[string]Mark{key: {Verdict: v, FirstSeen: t0.Add(-age), FirstSeenLocal: t0.Add(-age), LastSeen: t0.Add(-age), Scope: org}}
+	zombie := Classify(observe([]fleet.Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil)
+	stamped := Classify(observe([]fleet.Pod{running("acme-a", func(p *fleet.Pod) { p.Stamped = true })}, reg(1, "acme-a", true, false)), policy(), nil)
+	key := fleet.PodMarkKey("uid-acme-a")
+	mark := func(v fleet.Verdict, age time.Duration) map[string]fleet.Mark {
+		return map[string]fleet.Mark{key: {Verdict: v, FirstSeen: t0.Add(-age), FirstSeenLocal: t0.Add(-age), LastSeen: t0.Add(-age), Scope: org}}
 	}
 	cases := []struct {
 		name      string
 		class     Classification
-		old       map[string]Mark
+		old       map[string]fleet.Mark
 		ready     bool
 		firstSeen time.Time
 	}{
 		{"first sight marks and waits", zombie, nil, false, t0},
-		{"held for less than confirm-after waits", zombie, mark(Zombie, 4*time.Minute), false, t0.Add(-4 * time.Minute)},
-		{"held for exactly confirm-after acts", zombie, mark(Zombie, 5*time.Minute), true, t0.Add(-5 * time.Minute)},
-		{"a mark of another verdict starts over", zombie, mark(Unregistered, time.Hour), false, t0},
-		{"orphan-stamped waits for the stamp's max age", stamped, mark(OrphanStamped, 6*time.Minute), false, t0.Add(-6 * time.Minute)},
-		{"orphan-stamped acts after the stamp's max age", stamped, mark(OrphanStamped, 10*time.Minute), true, t0.Add(-10 * time.Minute)},
+		{"held for less than confirm-after waits", zombie, mark(fleet.Zombie, 4*time.Minute), false, t0.Add(-4 * time.Minute)},
+		{"held for exactly confirm-after acts", zombie, mark(fleet.Zombie, 5*time.Minute), true, t0.Add(-5 * time.Minute)},
+		{"a mark of another verdict starts over", zombie, mark(fleet.Unregistered, time.Hour), false, t0},
+		{"orphan-stamped waits for the stamp's max age", stamped, mark(fleet.OrphanStamped, 6*time.Minute), false, t0.Add(-6 * time.Minute)},
+		{"orphan-stamped acts after the stamp's max age", stamped, mark(fleet.OrphanStamped, 10*time.Minute), true, t0.Add(-10 * time.Minute)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,38 +44,38 @@ func TestConfirm(t *testing.T) {
 }
 
 func TestConfirmZeroHoldStillNeedsTwoSweeps(t *testing.T) {
-	c := Confirm(at(t0), Classify(observe([]Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil), nil, Hold{})
+	c := Confirm(at(t0), Classify(observe([]fleet.Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil), nil, Hold{})
 	require.Len(t, c.Candidates, 1)
 	assert.False(t, c.Candidates[0].Ready, "a GitHub-based verdict never acts on the sweep that first saw it")
 }
 
 func TestConfirmTerminalNeedsNoMark(t *testing.T) {
-	p := running("acme-a", func(p *Pod) {
+	p := running("acme-a", func(p *fleet.Pod) {
 		p.Phase = "Succeeded"
-		p.Runner = Container{Found: true, Terminated: &Termination{Reason: "Completed"}}
+		p.Runner = fleet.Container{Found: true, Terminated: &fleet.Termination{Reason: "Completed"}}
 	})
-	c := Confirm(at(t0), Classify(observe([]Pod{p}), policy(), nil), nil, hold())
+	c := Confirm(at(t0), Classify(observe([]fleet.Pod{p}), policy(), nil), nil, hold())
 	require.Len(t, c.Candidates, 1)
 	assert.True(t, c.Candidates[0].Ready)
 	assert.Empty(t, c.Marks)
 }
 
 func TestConfirmClearsMarksThatNoLongerHold(t *testing.T) {
-	old := map[string]Mark{PodMarkKey("uid-acme-a"): {Verdict: Zombie, FirstSeen: t0.Add(-time.Hour), Scope: org}}
+	old := map[string]fleet.Mark{fleet.PodMarkKey("uid-acme-a"): {Verdict: fleet.Zombie, FirstSeen: t0.Add(-time.Hour), Scope: org}}
 	// The registration came back online: the verdict no longer holds.
-	c := Confirm(at(t0), Classify(observe([]Pod{running("acme-a")}, reg(1, "acme-a", true, false)), policy(), old), old, hold())
+	c := Confirm(at(t0), Classify(observe([]fleet.Pod{running("acme-a")}, reg(1, "acme-a", true, false)), policy(), old), old, hold())
 	assert.Empty(t, c.Candidates)
 	assert.Empty(t, c.Marks)
-	assert.Equal(t, []string{PodMarkKey("uid-acme-a")}, c.Cleared)
+	assert.Equal(t, []string{fleet.PodMarkKey("uid-acme-a")}, c.Cleared)
 }
 
 // Safety rule 1: marks in a skipped scope are neither confirmed nor cleared.
 func TestSafetyRule1MarksHeldInSkippedScope(t *testing.T) {
-	old := map[string]Mark{
-		PodMarkKey("uid-acme-a"):    {Verdict: Zombie, FirstSeen: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Minute), Scope: org},
-		RegistrationMarkKey(org, 9): {Verdict: Ghost, FirstSeen: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Minute), Scope: org},
+	old := map[string]fleet.Mark{
+		fleet.PodMarkKey("uid-acme-a"):    {Verdict: fleet.Zombie, FirstSeen: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Minute), Scope: org},
+		fleet.RegistrationMarkKey(org, 9): {Verdict: fleet.Ghost, FirstSeen: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Minute), Scope: org},
 	}
-	obs := observe([]Pod{running("acme-a")})
+	obs := observe([]fleet.Pod{running("acme-a")})
 	l := obs.Lists[org]
 	l.Complete, l.Problem = false, "list failed"
 	obs.Lists[org] = l
@@ -87,8 +89,8 @@ func TestSafetyRule1MarksHeldInSkippedScope(t *testing.T) {
 // Safety rule 4: a large share of a scope's pods turning suspect at once is
 // reported, and still waits for confirmation.
 func TestSafetyRule4MassSuspicion(t *testing.T) {
-	var pods []Pod
-	var regs []Registration
+	var pods []fleet.Pod
+	var regs []fleet.Registration
 	for i, n := range []string{"acme-1", "acme-2", "acme-3", "acme-4", "acme-5", "acme-6"} {
 		pods = append(pods, running(n))
 		regs = append(regs, reg(int64(i+1), n, i >= 4, false)) // four offline, two online

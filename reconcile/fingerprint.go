@@ -1,6 +1,10 @@
 package reconcile
 
-import "time"
+import (
+	"time"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+)
 
 // ExitClass is how a runner process ended, from docs/design.md's exit fingerprint
 // table. It is logged before a terminal pod is removed because it is the one
@@ -36,7 +40,7 @@ type Exit struct {
 
 // Fingerprint reads the runner container's state.terminated, falling back to
 // lastState.terminated.
-func Fingerprint(c Container) Exit {
+func Fingerprint(c fleet.Container) Exit {
 	t, fromLast := c.Terminated, false
 	if t == nil {
 		t, fromLast = c.LastTerminated, true

@@ -1,17 +1,21 @@
 package reconcile
 
-import "time"
+import (
+	"time"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+)
 
 var t0 = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 
 const org = "org:acme"
 
 // running is a healthy-looking runner pod, created an hour before t0.
-func running(name string, mods ...func(*Pod)) Pod {
-	p := Pod{
+func running(name string, mods ...func(*fleet.Pod)) fleet.Pod {
+	p := fleet.Pod{
 		Namespace: "runners", Name: name, UID: "uid-" + name, ResourceVersion: "1",
 		RunnerName: name, ScopeKey: org, Phase: "Running", CreatedAt: t0.Add(-time.Hour),
-		Runner: Container{Found: true, Running: true}, HasRunner: true,
+		Runner: fleet.Container{Found: true, Running: true}, HasRunner: true,
 	}
 	for _, m := range mods {
 		m(&p)
@@ -19,13 +23,13 @@ func running(name string, mods ...func(*Pod)) Pod {
 	return p
 }
 
-func reg(id int64, name string, online, busy bool, labels ...string) Registration {
-	return Registration{ID: id, Name: name, Online: online, Busy: busy, Labels: labels}
+func reg(id int64, name string, online, busy bool, labels ...string) fleet.Registration {
+	return fleet.Registration{ID: id, Name: name, Online: online, Busy: busy, Labels: labels}
 }
 
-func observe(pods []Pod, regs ...Registration) Observation {
+func observe(pods []fleet.Pod, regs ...fleet.Registration) Observation {
 	return Observation{Now: t0, Pods: pods, Lists: map[string]ScopeList{
-		org: {Scope: Scope{Kind: OrgScope, Name: "acme"}, Complete: true, Runners: regs},
+		org: {Scope: fleet.Scope{Kind: fleet.OrgScope, Name: "acme"}, Complete: true, Runners: regs},
 	}}
 }
 
@@ -37,8 +41,8 @@ func hold() Hold {
 	return Hold{ConfirmAfter: 5 * time.Minute, StampMaxAge: 10 * time.Minute, MassSuspicionFraction: 0.5, MassSuspicionMin: 3}
 }
 
-func verdicts(c Classification) map[string]Verdict {
-	out := map[string]Verdict{}
+func verdicts(c Classification) map[string]fleet.Verdict {
+	out := map[string]fleet.Verdict{}
 	for _, f := range c.Findings {
 		name := ""
 		if f.Pod != nil {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // Issue 16 §4: no clock skew may hold confirmation back or hurry it.
@@ -14,8 +16,8 @@ import (
 // is counted from now: it neither acts at once nor waits out the skew, the
 // ledger never holds last_seen before first_seen, and it is listed.
 func TestConfirmMarkFromTheFuture(t *testing.T) {
-	zombie := Classify(observe([]Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil)
-	key := PodMarkKey("uid-acme-a")
+	zombie := Classify(observe([]fleet.Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil)
+	key := fleet.PodMarkKey("uid-acme-a")
 	for _, tc := range []struct {
 		name        string
 		first, last time.Time
@@ -32,7 +34,7 @@ func TestConfirmMarkFromTheFuture(t *testing.T) {
 		{"a second ahead (another machine's clock) is not the future either", t0.Add(time.Second), t0.Add(time.Second), false, 0, t0.Add(time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := map[string]Mark{key: {Verdict: Zombie, FirstSeen: tc.first, FirstSeenLocal: tc.first, LastSeen: tc.last, Scope: org}}
+			old := map[string]fleet.Mark{key: {Verdict: fleet.Zombie, FirstSeen: tc.first, FirstSeenLocal: tc.first, LastSeen: tc.last, Scope: org}}
 			c := Confirm(at(t0), zombie, old, hold())
 			require.Len(t, c.Candidates, 1)
 			m := c.Marks[key]
@@ -60,12 +62,12 @@ func TestConfirmMarkFromTheFuture(t *testing.T) {
 // A mark from the future whose verdict no longer holds, or whose scope is
 // skipped, is cleared or held as any mark is; a held one is held at now.
 func TestConfirmHeldMarkFromTheFutureIsBroughtToNow(t *testing.T) {
-	obs := observe([]Pod{running("acme-a")})
-	obs.Lists[org] = ScopeList{Scope: Scope{Kind: OrgScope, Name: "acme"}, Problem: "502"}
+	obs := observe([]fleet.Pod{running("acme-a")})
+	obs.Lists[org] = ScopeList{Scope: fleet.Scope{Kind: fleet.OrgScope, Name: "acme"}, Problem: "502"}
 	c := Classify(obs, policy(), nil)
-	key := PodMarkKey("uid-acme-a")
+	key := fleet.PodMarkKey("uid-acme-a")
 	ahead := t0.AddDate(1, 0, 0)
-	out := Confirm(at(t0), c, map[string]Mark{key: {Verdict: Zombie, FirstSeen: ahead, LastSeen: ahead, Scope: org}}, hold())
+	out := Confirm(at(t0), c, map[string]fleet.Mark{key: {Verdict: fleet.Zombie, FirstSeen: ahead, LastSeen: ahead, Scope: org}}, hold())
 	assert.Equal(t, []string{key}, out.Held)
 	assert.Equal(t, t0, out.Marks[key].FirstSeen)
 	assert.Equal(t, t0, out.Marks[key].LastSeen)
@@ -96,8 +98,8 @@ func TestRegistrationDeadlineUnderNodeClockSkew(t *testing.T) {
 		{"healthy clocks: started 20 minutes ago", t0.Add(-30 * time.Minute), t0.Add(-20 * time.Minute), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := running("acme-a", func(p *Pod) { p.CreatedAt, p.StartedAt = tc.created, tc.started })
-			c := Classify(observe([]Pod{p}), pol, nil)
+			p := running("acme-a", func(p *fleet.Pod) { p.CreatedAt, p.StartedAt = tc.created, tc.started })
+			c := Classify(observe([]fleet.Pod{p}), pol, nil)
 			if tc.unregister && tc.future {
 				// Its true start is unknown: the verdict must hold for the
 				// whole registration deadline from the first sighting, not
@@ -111,7 +113,7 @@ func TestRegistrationDeadlineUnderNodeClockSkew(t *testing.T) {
 				assert.True(t, afterDeadline.Candidates[0].Ready, "nor is it held for the length of the skew")
 			}
 			if tc.unregister {
-				assert.Equal(t, map[string]Verdict{"acme-a": Unregistered}, verdicts(c))
+				assert.Equal(t, map[string]fleet.Verdict{"acme-a": fleet.Unregistered}, verdicts(c))
 			} else {
 				assert.Empty(t, verdicts(c))
 			}
@@ -129,11 +131,11 @@ func TestRegistrationDeadlineUnderNodeClockSkew(t *testing.T) {
 // reference clock alone; a machine whose clock is off moves the local one
 // alone; neither alone hurries a mark, and either alone may only hold it.
 func TestConfirmNeedsBothClocks(t *testing.T) {
-	zombie := Classify(observe([]Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil)
-	key := PodMarkKey("uid-acme-a")
+	zombie := Classify(observe([]fleet.Pod{running("acme-a")}, reg(1, "acme-a", false, false)), policy(), nil)
+	key := fleet.PodMarkKey("uid-acme-a")
 	// Marked by a healthy sweep a minute ago; confirm-after is 5 minutes.
 	marked := t0.Add(-time.Minute)
-	old := map[string]Mark{key: {Verdict: Zombie, FirstSeen: marked, FirstSeenLocal: marked, LastSeen: marked, Scope: org}}
+	old := map[string]fleet.Mark{key: {Verdict: fleet.Zombie, FirstSeen: marked, FirstSeenLocal: marked, LastSeen: marked, Scope: org}}
 	for _, tc := range []struct {
 		name  string
 		now   Clocks
@@ -192,7 +194,7 @@ func TestConfirmNeedsBothClocks(t *testing.T) {
 
 	// A ledger written before the local clock was kept: the local hold
 	// starts at the next sweep, once.
-	legacy := map[string]Mark{key: {Verdict: Zombie, FirstSeen: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Minute), Scope: org}}
+	legacy := map[string]fleet.Mark{key: {Verdict: fleet.Zombie, FirstSeen: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Minute), Scope: org}}
 	first := Confirm(at(t0), zombie, legacy, hold())
 	require.Len(t, first.Candidates, 1)
 	assert.False(t, first.Candidates[0].Ready)

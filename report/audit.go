@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/safetext"
-	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
@@ -38,13 +38,13 @@ func Rows(res sweep.Result) []Row {
 	for _, o := range res.Outcomes {
 		r := row(res.Started, o.Candidate)
 		switch o.Result {
-		case reap.WouldDelete:
+		case fleet.WouldDelete:
 			r.Would = "now: " + strings.ReplaceAll(string(o.Action), "-", " ")
-		case reap.Deferred:
+		case fleet.Deferred:
 			r.Would = "deferred: over this sweep's bound"
-		case reap.RateLimited:
+		case fleet.RateLimited:
 			r.Would = "rate-limited: no GitHub call this sweep"
-			if rl := reconcile.AsRateLimit(o.Err); rl != nil {
+			if rl := fleet.AsRateLimit(o.Err); rl != nil {
 				r.Would += " (until " + rl.Until.UTC().Format(time.RFC3339) + ")"
 			}
 		default:

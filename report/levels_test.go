@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -20,17 +21,17 @@ import (
 // skipped scope: WARN; deferred scopes: INFO), an action that went (INFO),
 // one that failed (ERROR), and a complete summary (INFO).
 func levelled() sweep.Result {
-	pod := &reconcile.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: "acme-dead"}
+	pod := &fleet.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: "acme-dead"}
 	return sweep.Result{
 		Status:   sweep.StatusComplete,
 		Deferred: []string{"org:later"},
-		Class:    reconcile.Classification{Skipped: []reconcile.Skip{{ScopeKey: "org:beta", Reason: "502", Kind: reconcile.SkipFailed}}},
+		Class:    reconcile.Classification{Skipped: []reconcile.Skip{{ScopeKey: "org:beta", Reason: "502", Kind: fleet.SkipFailed}}},
 		Outcomes: []reap.Outcome{
-			{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal, Pod: pod,
+			{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: pod,
 				Exit: &reconcile.Exit{Code: 137, Reason: "OOMKilled", Class: reconcile.ExitOOMHost}}},
-				Action: reap.DeletePod, Result: reap.Deleted, ObjectResult: reap.Deleted},
-			{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal, Pod: pod}},
-				Action: reap.DeletePod, Result: reap.Failed, Err: errors.New("delete pod: 500")},
+				Action: reap.DeletePod, Result: fleet.Deleted, ObjectResult: fleet.Deleted},
+			{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: pod}},
+				Action: reap.DeletePod, Result: fleet.Failed, Err: errors.New("delete pod: 500")},
 		},
 	}
 }

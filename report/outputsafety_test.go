@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/reap"
@@ -43,23 +44,23 @@ func rawControl(s string) (rune, bool) {
 
 func hostileSweep() sweep.Result {
 	started := time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
-	dead := &reconcile.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: hostile, CreatedAt: started.Add(-time.Hour)}
-	zombie := &reconcile.Pod{Namespace: "arc", Name: "acme-zombie", RunnerName: hostile, CreatedAt: started.Add(-time.Hour)}
+	dead := &fleet.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: hostile, CreatedAt: started.Add(-time.Hour)}
+	zombie := &fleet.Pod{Namespace: "arc", Name: "acme-zombie", RunnerName: hostile, CreatedAt: started.Add(-time.Hour)}
 	return sweep.Result{
 		Mode:    sweep.Audit,
 		Status:  sweep.StatusDegraded,
 		Started: started,
 		Class: reconcile.Classification{
-			Skipped:    []reconcile.Skip{{ScopeKey: "org:beta", Reason: "502 Bad Gateway\n<html>\x1b]0;owned\x07</html>", Kind: reconcile.SkipFailed}},
-			Unobserved: []reconcile.UnobservedNamespace{{Namespace: "arc-x", Reason: "forbidden:\nnamespace \u202eevil"}},
+			Skipped:    []reconcile.Skip{{ScopeKey: "org:beta", Reason: "502 Bad Gateway\n<html>\x1b]0;owned\x07</html>", Kind: fleet.SkipFailed}},
+			Unobserved: []fleet.UnobservedNamespace{{Namespace: "arc-x", Reason: "forbidden:\nnamespace \u202eevil"}},
 		},
-		Observation: reconcile.Observation{Pods: []reconcile.Pod{*dead, *zombie}},
-		Outcomes: []reap.Outcome{{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal, Pod: dead,
+		Observation: reconcile.Observation{Pods: []fleet.Pod{*dead, *zombie}},
+		Outcomes: []reap.Outcome{{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: dead,
 			Evidence: "pod phase Failed; reason " + hostile,
 			Exit:     &reconcile.Exit{Code: 137, Reason: "OOMKilled", Class: reconcile.ExitOOMHost}}},
-			Action: reap.DeletePod, Result: reap.WouldDelete}},
-		Pending: []reconcile.Candidate{{Finding: reconcile.Finding{Verdict: reconcile.Zombie, Pod: zombie,
-			Evidence: "registration offline"}, MatureAt: started.Add(time.Minute), Mark: reconcile.Mark{FirstSeen: started}}},
+			Action: reap.DeletePod, Result: fleet.WouldDelete}},
+		Pending: []reconcile.Candidate{{Finding: reconcile.Finding{Verdict: fleet.Zombie, Pod: zombie,
+			Evidence: "registration offline"}, MatureAt: started.Add(time.Minute), Mark: fleet.Mark{FirstSeen: started}}},
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/runner-reaper/runner-reaper/internal/version"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -22,7 +22,7 @@ import (
 // not.
 func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 	for _, s := range res.Class.Skipped {
-		if s.Kind == reconcile.SkipDeferred {
+		if s.Kind == fleet.SkipDeferred {
 			continue // one line for all of them, below
 		}
 		attrs := []slog.Attr{slog.String("scope", s.ScopeKey), slog.String("kind", string(s.Kind)), slog.String("reason", s.Reason)}
@@ -57,7 +57,7 @@ func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 	records := asRecord(ctx)
 	for _, o := range res.Outcomes {
 		level := slog.LevelInfo
-		if o.Result == reap.Failed || o.EventErr != nil {
+		if o.Result == fleet.Failed || o.EventErr != nil {
 			level = slog.LevelError
 		}
 		log.LogAttrs(records, level, "action", actionAttrs(res.Started, o)...)
@@ -118,7 +118,7 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	if !c.Mark.FirstSeen.IsZero() {
 		a = append(a, slog.Float64("mark_age_seconds", age(now, c.Mark.FirstSeen)))
 	}
-	if c.Verdict == reconcile.Zombie {
+	if c.Verdict == fleet.Zombie {
 		a = append(a, slog.Bool("registration_gone", c.Gone))
 	}
 	if e := c.Exit; e != nil {
@@ -146,7 +146,7 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	if o.Err != nil {
 		a = append(a, slog.String("error", o.Err.Error()))
 	}
-	if rl := reconcile.AsRateLimit(o.Err); rl != nil {
+	if rl := fleet.AsRateLimit(o.Err); rl != nil {
 		a = append(a, slog.Time("until", rl.Until.UTC()))
 	}
 	if o.EventErr != nil {
@@ -180,7 +180,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 	}
 	skipped := make([]string, 0, len(res.Class.Skipped))
 	for _, s := range res.Class.Skipped {
-		if s.Kind != reconcile.SkipDeferred {
+		if s.Kind != fleet.SkipDeferred {
 			skipped = append(skipped, s.ScopeKey)
 		}
 	}
@@ -217,8 +217,8 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Int64("github_not_modified", res.GitHub.NotModified),
 		slog.Int64("kube_requests", res.Kube.Requests),
 		// Which build swept: ties a summary line to a release and commit.
-		slog.String("version", version.Version()),
-		slog.String("revision", version.Revision()),
+		slog.String("version", Version()),
+		slog.String("revision", Revision()),
 	}
 	if until := RateLimitedUntil(res); !until.IsZero() {
 		a = append(a, slog.Time("github_rate_limited_until", until))
@@ -250,7 +250,7 @@ func RateLimitedUntil(res sweep.Result) time.Time {
 		}
 	}
 	for _, o := range res.Outcomes {
-		if rl := reconcile.AsRateLimit(o.Err); rl != nil && rl.Until.After(until) {
+		if rl := fleet.AsRateLimit(o.Err); rl != nil && rl.Until.After(until) {
 			until = rl.Until
 		}
 	}

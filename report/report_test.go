@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -27,8 +28,8 @@ func TestSummaryMatchesTheLogLine(t *testing.T) {
 		Status: sweep.StatusDegraded,
 		Class:  reconcile.Classification{Skipped: []reconcile.Skip{{ScopeKey: "org:acme", Reason: "502"}}},
 		Confirmation: reconcile.Confirmation{Candidates: []reconcile.Candidate{
-			{Finding: reconcile.Finding{Verdict: reconcile.Zombie}}, {Finding: reconcile.Finding{Verdict: reconcile.Terminal}}}},
-		Outcomes: []reap.Outcome{{Result: reap.Deleted}},
+			{Finding: reconcile.Finding{Verdict: fleet.Zombie}}, {Finding: reconcile.Finding{Verdict: fleet.Terminal}}}},
+		Outcomes: []reap.Outcome{{Result: fleet.Deleted}},
 		GitHub:   httpcount.Counts{Requests: 3, NotModified: 2},
 		Kube:     httpcount.Counts{Requests: 4},
 	}
@@ -56,9 +57,9 @@ func TestSummaryMatchesTheLogLine(t *testing.T) {
 func TestUnobservedNamespaceIsWarnedAndSummarised(t *testing.T) {
 	res := sweep.Result{
 		Status: sweep.StatusDegraded,
-		Class: reconcile.Classification{Unobserved: []reconcile.UnobservedNamespace{
+		Class: reconcile.Classification{Unobserved: []fleet.UnobservedNamespace{
 			{Namespace: "arc-runnres", Reason: "namespace arc-runnres does not exist"}}},
-		Outcomes: []reap.Outcome{{Result: reap.Deleted, Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal}}}},
+		Outcomes: []reap.Outcome{{Result: fleet.Deleted, Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal}}}},
 	}
 	lines := logged(t, res)
 	require.Len(t, lines, 3)
@@ -117,16 +118,16 @@ func TestLogAmbiguitiesAndNotRunners(t *testing.T) {
 func TestRateLimitSaysUntilWhen(t *testing.T) {
 	until := time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
 	later := until.Add(time.Minute)
-	limit := &reconcile.RateLimitError{Until: later, Secondary: true, Err: errors.New("429")}
+	limit := &fleet.RateLimitError{Until: later, Secondary: true, Err: errors.New("429")}
 	res := sweep.Result{
 		Mode:   sweep.Audit,
 		Status: sweep.StatusDegraded,
 		Class: reconcile.Classification{Skipped: []reconcile.Skip{
-			{ScopeKey: "org:acme", Reason: "403 API rate limit exceeded", Kind: reconcile.SkipRateLimited, Until: until},
-			{ScopeKey: "org:beta", Reason: "page 2 changed", Kind: reconcile.SkipInconsistent},
+			{ScopeKey: "org:acme", Reason: "403 API rate limit exceeded", Kind: fleet.SkipRateLimited, Until: until},
+			{ScopeKey: "org:beta", Reason: "page 2 changed", Kind: fleet.SkipInconsistent},
 		}},
-		Outcomes: []reap.Outcome{{Result: reap.RateLimited, Err: fmt.Errorf("no GitHub call this sweep: %w", limit),
-			Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Zombie, ScopeKey: "org:gamma"}}}},
+		Outcomes: []reap.Outcome{{Result: fleet.RateLimited, Err: fmt.Errorf("no GitHub call this sweep: %w", limit),
+			Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Zombie, ScopeKey: "org:gamma"}}}},
 	}
 	lines := logged(t, res)
 	require.Len(t, lines, 4)
@@ -153,14 +154,14 @@ func TestRateLimitSaysUntilWhen(t *testing.T) {
 // pod's line how old the pod was when the sweep began.
 func TestActionLineNamesItsObject(t *testing.T) {
 	finished := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	pod := &reconcile.Pod{Namespace: "arc", Name: "p", CreatedAt: finished.Add(-90 * time.Minute)}
-	er := &reconcile.EphemeralRunner{Namespace: "arc", Name: "e"}
+	pod := &fleet.Pod{Namespace: "arc", Name: "p", CreatedAt: finished.Add(-90 * time.Minute)}
+	er := &fleet.EphemeralRunner{Namespace: "arc", Name: "e"}
 	res := sweep.Result{Started: finished.Add(30 * time.Second), Outcomes: []reap.Outcome{
-		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal, Pod: pod,
+		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: pod,
 			Exit: &reconcile.Exit{Code: 137, Reason: "OOMKilled", Class: reconcile.ExitOOMHost, FinishedAt: finished}}},
-			Action: reap.DeletePod, Result: reap.Deleted, ObjectResult: reap.Deleted},
-		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.ARCStuckDeleting, EphemeralRunner: er}},
-			Action: reap.RemoveFinalizers, Result: reap.Deleted, ObjectResult: reap.Deleted},
+			Action: reap.DeletePod, Result: fleet.Deleted, ObjectResult: fleet.Deleted},
+		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.ARCStuckDeleting, EphemeralRunner: er}},
+			Action: reap.RemoveFinalizers, Result: fleet.Deleted, ObjectResult: fleet.Deleted},
 	}}
 	var lines []map[string]any
 	for _, m := range logged(t, res) {
@@ -236,11 +237,11 @@ func logged(t *testing.T, res sweep.Result) []map[string]any {
 // negative.
 func TestAgesAreNeverNegative(t *testing.T) {
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	pod := &reconcile.Pod{Namespace: "arc", Name: "p", CreatedAt: now.Add(time.Second)}
+	pod := &fleet.Pod{Namespace: "arc", Name: "p", CreatedAt: now.Add(time.Second)}
 	res := sweep.Result{Started: now, Outcomes: []reap.Outcome{
-		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Zombie, Pod: pod},
-			Mark: reconcile.Mark{Verdict: reconcile.Zombie, FirstSeen: now.Add(1500 * time.Millisecond)}},
-			Action: reap.DeletePod, Result: reap.Deleted, ObjectResult: reap.Deleted},
+		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Zombie, Pod: pod},
+			Mark: fleet.Mark{Verdict: fleet.Zombie, FirstSeen: now.Add(1500 * time.Millisecond)}},
+			Action: reap.DeletePod, Result: fleet.Deleted, ObjectResult: fleet.Deleted},
 	}}
 	for _, m := range logged(t, res) {
 		if m["msg"] == "action" {

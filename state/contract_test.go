@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/state/configmap"
 	"github.com/runner-reaper/runner-reaper/state/dynamo"
@@ -256,7 +256,7 @@ func race(t *testing.T, open func() state.Store, v state.Version, n int) {
 	for i := range stores {
 		stores[i] = open()
 		k, m := Mark(1000 + i)
-		results[i].ledger = state.Ledger{Marks: map[string]reconcile.Mark{k: m}, Lists: Lists(1, i+1)}
+		results[i].ledger = state.Ledger{Marks: map[string]fleet.Mark{k: m}, Lists: Lists(1, i+1)}
 	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup

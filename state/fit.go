@@ -9,7 +9,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // The ConfigMap layout, which Fit also counts for the DynamoDB item. Marks
@@ -122,10 +122,10 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 // object encoding is at most budget bytes. It sizes each entry once instead
 // of encoding the whole map again after every drop: json.Marshal writes a
 // map as {"k":v,"k":v} with nothing else between entries.
-func newestMarksWithin(marks map[string]reconcile.Mark, budget int) (map[string]reconcile.Mark, error) {
+func newestMarksWithin(marks map[string]fleet.Mark, budget int) (map[string]fleet.Mark, error) {
 	type entry struct {
 		key  string
-		mark reconcile.Mark
+		mark fleet.Mark
 		size int
 	}
 	entries := make([]entry, 0, len(marks))
@@ -153,7 +153,7 @@ func newestMarksWithin(marks map[string]reconcile.Mark, budget int) (map[string]
 	if total > budget {
 		return nil, fmt.Errorf("ledger cannot fit in %d bytes even without marks", budget+len(MarksKey))
 	}
-	keep := map[string]reconcile.Mark{}
+	keep := map[string]fleet.Mark{}
 	for i, e := range entries {
 		add := e.size
 		if i > 0 {

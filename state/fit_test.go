@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 	. "github.com/runner-reaper/runner-reaper/test/statetest"
 )
@@ -59,7 +59,7 @@ func TestFit(t *testing.T) {
 			assert.Equal(t, state.Trim{DroppedLists: c.droppedLists, DroppedMarks: c.droppedMarks, LimitBytes: c.limit}, trim)
 			assert.Equal(t, c.droppedLists > 0 || c.droppedMarks > 0, trim.Trimmed())
 
-			var got map[string]reconcile.Mark
+			var got map[string]fleet.Mark
 			require.NoError(t, json.Unmarshal(enc.Marks, &got))
 			assert.ElementsMatch(t, Newest(state.Normalize(c.ledger).Marks, c.wantMarks), KeysOf(got))
 			for k, m := range got {
@@ -92,9 +92,9 @@ func TestFitTiesBreakByKey(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(first.Marks), string(again.Marks))
 	}
-	var got map[string]reconcile.Mark
+	var got map[string]fleet.Mark
 	require.NoError(t, json.Unmarshal(first.Marks, &got))
-	assert.NotContains(t, got, reconcile.PodMarkKey("0000-uid-0009"), "the greatest key goes first among equals")
+	assert.NotContains(t, got, fleet.PodMarkKey("0000-uid-0009"), "the greatest key goes first among equals")
 }
 
 // TestFitRandom checks, over random ledgers and limits, that what fit keeps
@@ -107,11 +107,11 @@ func TestFitRandom(t *testing.T) {
 	odd := []string{"", "<", ">", "&", "\u2028", "é", `"`, `\`, "\x01"}
 	for round := 0; round < 200; round++ {
 		n := rng.IntN(40)
-		ms := make(map[string]reconcile.Mark, n)
+		ms := make(map[string]fleet.Mark, n)
 		for i := 0; i < n; i++ {
 			o := odd[rng.IntN(len(odd))]
-			ms[fmt.Sprintf("pod/%d%s", i, o)] = reconcile.Mark{
-				Verdict:    reconcile.Verdicts[rng.IntN(len(reconcile.Verdicts))],
+			ms[fmt.Sprintf("pod/%d%s", i, o)] = fleet.Mark{
+				Verdict:    fleet.Verdicts[rng.IntN(len(fleet.Verdicts))],
 				FirstSeen:  Epoch.Add(time.Duration(rng.IntN(30)) * time.Second),
 				RunnerName: "r" + o + fmt.Sprint(rng.IntN(1000)),
 			}
@@ -126,7 +126,7 @@ func TestFitRandom(t *testing.T) {
 		require.NoError(t, err)
 		require.LessOrEqual(t, Size(enc), limit, "round %d", round)
 
-		var kept map[string]reconcile.Mark
+		var kept map[string]fleet.Mark
 		require.NoError(t, json.Unmarshal(enc.Marks, &kept))
 		require.Len(t, kept, len(ms)-trim.DroppedMarks)
 		if trim.DroppedLists > 0 {
@@ -151,7 +151,7 @@ func TestFitRandom(t *testing.T) {
 		}
 		// Keeping the next mark as well would not have fitted.
 		sorted := Newest(ms, len(ms))
-		plus := map[string]reconcile.Mark{}
+		plus := map[string]fleet.Mark{}
 		for k, m := range kept {
 			plus[k] = m
 		}

@@ -18,15 +18,15 @@ import (
 	"context"
 	"errors"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // Ledger is what one sweep leaves for the next.
 type Ledger struct {
 	// Marks are keyed by the mark key of the object suspected:
-	// reconcile.PodMarkKey ("pod/"), reconcile.EphemeralRunnerMarkKey
-	// ("er/") or reconcile.RegistrationMarkKey ("reg/").
-	Marks map[string]reconcile.Mark `json:"marks"`
+	// fleet.PodMarkKey ("pod/"), fleet.EphemeralRunnerMarkKey
+	// ("er/") or fleet.RegistrationMarkKey ("reg/").
+	Marks map[string]fleet.Mark `json:"marks"`
 	// Lists is the runner-list cache by scope key (ETags and pages). It only
 	// saves rate limit, so a backend short of room may drop it.
 	Lists map[string]ListCache `json:"lists,omitempty"`
@@ -47,9 +47,9 @@ type ListCache struct {
 
 // CachedPage is one page of a runner list with the ETag GitHub gave it.
 type CachedPage struct {
-	ETag       string                   `json:"etag"`
-	TotalCount int                      `json:"total"`
-	Runners    []reconcile.Registration `json:"runners"`
+	ETag       string               `json:"etag"`
+	TotalCount int                  `json:"total"`
+	Runners    []fleet.Registration `json:"runners"`
 	// NextPage is the page number the Link header pointed to, zero on the
 	// last page.
 	NextPage int `json:"next,omitempty"`
@@ -82,7 +82,7 @@ type Store interface {
 // it gives, so that callers can write to a loaded ledger without checking.
 func Normalize(l Ledger) Ledger {
 	if l.Marks == nil {
-		l.Marks = map[string]reconcile.Mark{}
+		l.Marks = map[string]fleet.Mark{}
 	}
 	if l.Lists == nil {
 		l.Lists = map[string]ListCache{}

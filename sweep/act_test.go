@@ -16,10 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
@@ -58,7 +58,7 @@ func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 	dry := runAs(sweep.DryRun)
 	assert.Equal(t, sweep.StatusFailed, dry.Status, "a dry run makes the same refusal: %s", logs.String())
 	require.Len(t, dry.Outcomes, 1)
-	assert.Equal(t, reap.Failed, dry.Outcomes[0].Result)
+	assert.Equal(t, fleet.Failed, dry.Outcomes[0].Result)
 
 	first := runAs(sweep.Act)
 	r.clock.Add(6 * time.Minute) // the zombie's mark matures
@@ -66,7 +66,7 @@ func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 	for _, res := range []sweep.Result{first, second} {
 		assert.Equal(t, sweep.StatusFailed, res.Status, logs.String())
 		for _, o := range res.Outcomes {
-			assert.Equal(t, reap.Failed, o.Result, o.Candidate.Key)
+			assert.Equal(t, fleet.Failed, o.Result, o.Candidate.Key)
 			assert.ErrorContains(t, o.Err, "would be refused, so registration")
 		}
 	}
@@ -117,7 +117,7 @@ func TestRecheckWindowOnRealServers(t *testing.T) {
 	gh := timedGitHub{Registrations: s.GitHub.(reap.Registrations), tl: tl}
 	client := s.Kube.(*kube.Client)
 	kc := timedKube{Kubernetes: client, tl: tl}
-	scopes := map[string]reconcile.Scope{}
+	scopes := map[string]fleet.Scope{}
 	for _, sc := range r.cfg.Scopes {
 		scopes[sc.Key()] = sc
 	}
@@ -129,7 +129,7 @@ func TestRecheckWindowOnRealServers(t *testing.T) {
 	require.NoError(t, res.Err)
 	require.Len(t, res.Outcomes, 2*n)
 	for _, o := range res.Outcomes {
-		assert.Equal(t, reap.Deleted, o.Result, o.Candidate.Key)
+		assert.Equal(t, fleet.Deleted, o.Result, o.Candidate.Key)
 	}
 
 	var windows []time.Duration
@@ -179,12 +179,12 @@ type timedGitHub struct {
 	tl *timeline
 }
 
-func (g timedGitHub) DeleteRunner(ctx context.Context, s reconcile.Scope, id int64) (reap.Result, error) {
+func (g timedGitHub) DeleteRunner(ctx context.Context, s fleet.Scope, id int64) (fleet.Result, error) {
 	g.tl.add(fmt.Sprintf("gh-start:delete:%d", id))
 	return g.Registrations.DeleteRunner(ctx, s, id)
 }
 
-func (g timedGitHub) FindRunner(ctx context.Context, s reconcile.Scope, name string) (*reconcile.Registration, error) {
+func (g timedGitHub) FindRunner(ctx context.Context, s fleet.Scope, name string) (*fleet.Registration, error) {
 	g.tl.add("gh-start:find:" + name)
 	reg, err := g.Registrations.FindRunner(ctx, s, name)
 	g.tl.add("find-end:" + name)
@@ -196,7 +196,7 @@ type timedKube struct {
 	tl *timeline
 }
 
-func (k timedKube) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
+func (k timedKube) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	k.tl.add("pod-start:" + p.Name)
 	return k.Kubernetes.DeletePod(ctx, p)
 }
@@ -223,7 +223,7 @@ func TestDryRunRechecksLikeARealSweep(t *testing.T) {
 		res := s.Run(context.Background(), mode)
 		require.NoError(t, res.Err, mode.String())
 		require.Len(t, res.Outcomes, 1, mode.String())
-		assert.Equal(t, reap.SkippedRegistered, res.Outcomes[0].Result, mode.String())
+		assert.Equal(t, fleet.SkippedRegistered, res.Outcomes[0].Result, mode.String())
 		assert.Equal(t, mode == sweep.DryRun, res.Outcomes[0].DryRun)
 		assert.True(t, r.podExists("acme-late"))
 		for _, x := range r.sim.Runners(orgScope) {

@@ -12,9 +12,9 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
@@ -111,9 +111,9 @@ func check(b *testing.B, which string, res sweep.Result, wantGH, want304 int64) 
 func newBenchRig(b *testing.B) *rig {
 	b.Helper()
 	env := plane.Env(b)
-	var scopes []reconcile.Scope
+	var scopes []fleet.Scope
 	for i := 0; i < benchScopes; i++ {
-		s, err := reconcile.ParseScope(fmt.Sprintf("org:acme-%03d", i))
+		s, err := fleet.ParseScope(fmt.Sprintf("org:acme-%03d", i))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func newBenchRig(b *testing.B) *rig {
 
 // applyFleet applies benchPods ARC runner pods in ns, spread over scopes,
 // from 8 workers.
-func applyFleet(cs kubernetes.Interface, ns string, scopes []reconcile.Scope) error {
+func applyFleet(cs kubernetes.Interface, ns string, scopes []fleet.Scope) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for w := 0; w < 8; w++ {
@@ -334,7 +334,7 @@ type timedPods struct {
 	d *time.Duration
 }
 
-func (t timedPods) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
+func (t timedPods) ListPods(ctx context.Context) ([]fleet.Pod, error) {
 	defer since(t.d, time.Now())
 	return t.PodLister.ListPods(ctx)
 }
@@ -344,7 +344,7 @@ type timedRunners struct {
 	d *time.Duration
 }
 
-func (t timedRunners) ListRunners(ctx context.Context, s reconcile.Scope, c *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+func (t timedRunners) ListRunners(ctx context.Context, s fleet.Scope, c *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	defer since(t.d, time.Now())
 	return t.RunnerLister.ListRunners(ctx, s, c)
 }

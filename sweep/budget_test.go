@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 func TestRotationStartsWhereTheLastSweepStopped(t *testing.T) {
-	var scopes []reconcile.Scope
+	var scopes []fleet.Scope
 	for _, s := range []string{"org:a", "org:b", "org:c", "org:d"} {
-		sc, err := reconcile.ParseScope(s)
+		sc, err := fleet.ParseScope(s)
 		require.NoError(t, err)
 		scopes = append(scopes, sc)
 	}

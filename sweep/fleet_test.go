@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -59,10 +60,10 @@ func newRig(t testing.TB, mods ...func(*config.Config)) *rig {
 	t.Cleanup(sim.Close)
 	sim.AddScope(orgScope)
 	ns := env.Namespace(t, "sweep")
-	scope, err := reconcile.ParseScope(orgScope)
+	scope, err := fleet.ParseScope(orgScope)
 	require.NoError(t, err)
 	cfg := config.Config{
-		Scopes:          []reconcile.Scope{scope},
+		Scopes:          []fleet.Scope{scope},
 		Namespaces:      []string{ns},
 		PodSelector:     "actions-ephemeral-runner=True",
 		RunnerContainer: "runner",

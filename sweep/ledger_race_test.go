@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/runner-reaper/runner-reaper/reap"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/state/dynamo"
 	"github.com/runner-reaper/runner-reaper/state/file"
@@ -90,7 +90,7 @@ func TestConcurrentSweepsExactlyOneActs(t *testing.T) {
 					if res.Err == nil {
 						acted++
 						require.Len(t, res.Outcomes, 1, "sweep %d", i)
-						assert.Equal(t, reap.Deleted, res.Outcomes[0].Result, "sweep %d", i)
+						assert.Equal(t, fleet.Deleted, res.Outcomes[0].Result, "sweep %d", i)
 						continue
 					}
 					assert.ErrorIs(t, res.Err, state.ErrConflict, "sweep %d", i)

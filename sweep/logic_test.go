@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
@@ -28,37 +29,37 @@ import (
 )
 
 var (
-	acme = reconcile.Scope{Kind: reconcile.OrgScope, Name: "acme"}
-	beta = reconcile.Scope{Kind: reconcile.OrgScope, Name: "beta"}
+	acme = fleet.Scope{Kind: fleet.OrgScope, Name: "acme"}
+	beta = fleet.Scope{Kind: fleet.OrgScope, Name: "beta"}
 )
 
 // fakeKube is the cluster: a pod list that may fail, and every delete the
 // reaper sends, by kind.
 type fakeKube struct {
 	mu      sync.Mutex
-	pods    []reconcile.Pod
+	pods    []fleet.Pod
 	listErr error
 	deleted []string // "pod ns/name", "sa ns/name", "er ns/name", ...
 }
 
-func (k *fakeKube) ListPods(context.Context) ([]reconcile.Pod, error) {
+func (k *fakeKube) ListPods(context.Context) ([]fleet.Pod, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.listErr != nil {
 		return nil, k.listErr
 	}
-	return append([]reconcile.Pod(nil), k.pods...), nil
+	return append([]fleet.Pod(nil), k.pods...), nil
 }
 
-func (k *fakeKube) ListEphemeralRunners(context.Context) ([]reconcile.EphemeralRunner, error) {
+func (k *fakeKube) ListEphemeralRunners(context.Context) ([]fleet.EphemeralRunner, error) {
 	return nil, nil
 }
 
-func (k *fakeKube) record(what string) (reap.Result, error) {
+func (k *fakeKube) record(what string) (fleet.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.deleted = append(k.deleted, what)
-	return reap.Deleted, nil
+	return fleet.Deleted, nil
 }
 
 func (k *fakeKube) deletes() []string {
@@ -68,7 +69,7 @@ func (k *fakeKube) deletes() []string {
 }
 
 // DeletePod removes the pod from later lists, as the API server would.
-func (k *fakeKube) DeletePod(_ context.Context, p reconcile.Pod) (reap.Result, error) {
+func (k *fakeKube) DeletePod(_ context.Context, p fleet.Pod) (fleet.Result, error) {
 	k.mu.Lock()
 	for i, q := range k.pods {
 		if q.UID == p.UID {
@@ -79,66 +80,66 @@ func (k *fakeKube) DeletePod(_ context.Context, p reconcile.Pod) (reap.Result, e
 	k.mu.Unlock()
 	return k.record("pod " + p.Namespace + "/" + p.Name)
 }
-func (k *fakeKube) DeleteServiceAccount(_ context.Context, ns, name string) (reap.Result, error) {
+func (k *fakeKube) DeleteServiceAccount(_ context.Context, ns, name string) (fleet.Result, error) {
 	return k.record("sa " + ns + "/" + name)
 }
-func (k *fakeKube) RecordEvent(context.Context, reconcile.Pod, string, string) error { return nil }
-func (k *fakeKube) DeleteOwner(_ context.Context, ns string, o reconcile.Owner) (reap.Result, error) {
+func (k *fakeKube) RecordEvent(context.Context, fleet.Pod, string, string) error { return nil }
+func (k *fakeKube) DeleteOwner(_ context.Context, ns string, o fleet.Owner) (fleet.Result, error) {
 	return k.record("owner " + ns + "/" + o.Name)
 }
-func (k *fakeKube) DeleteEphemeralRunner(_ context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
+func (k *fakeKube) DeleteEphemeralRunner(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	return k.record("er " + er.Namespace + "/" + er.Name)
 }
-func (k *fakeKube) RemoveFinalizers(_ context.Context, er reconcile.EphemeralRunner) (reap.Result, error) {
+func (k *fakeKube) RemoveFinalizers(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	return k.record("finalizers " + er.Namespace + "/" + er.Name)
 }
-func (k *fakeKube) RecordEphemeralRunnerEvent(context.Context, reconcile.EphemeralRunner, string, string) error {
+func (k *fakeKube) RecordEphemeralRunnerEvent(context.Context, fleet.EphemeralRunner, string, string) error {
 	return nil
 }
 
-func (k *fakeKube) DryRun() reap.Writes { return fakeDryRun{} }
+func (k *fakeKube) DryRun() fleet.Writes { return fakeDryRun{} }
 
 // fakeDryRun is the fake cluster's writes as server-side dry runs: every
 // one would be allowed.
 type fakeDryRun struct{}
 
-func (fakeDryRun) DeletePod(context.Context, reconcile.Pod) (reap.Result, error) {
-	return reap.Deleted, nil
+func (fakeDryRun) DeletePod(context.Context, fleet.Pod) (fleet.Result, error) {
+	return fleet.Deleted, nil
 }
-func (fakeDryRun) DeleteServiceAccount(context.Context, string, string) (reap.Result, error) {
-	return reap.Deleted, nil
+func (fakeDryRun) DeleteServiceAccount(context.Context, string, string) (fleet.Result, error) {
+	return fleet.Deleted, nil
 }
-func (fakeDryRun) DeleteOwner(context.Context, string, reconcile.Owner) (reap.Result, error) {
-	return reap.Deleted, nil
+func (fakeDryRun) DeleteOwner(context.Context, string, fleet.Owner) (fleet.Result, error) {
+	return fleet.Deleted, nil
 }
-func (fakeDryRun) DeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
-	return reap.Deleted, nil
+func (fakeDryRun) DeleteEphemeralRunner(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
+	return fleet.Deleted, nil
 }
-func (fakeDryRun) RemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
-	return reap.Deleted, nil
+func (fakeDryRun) RemoveFinalizers(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
+	return fleet.Deleted, nil
 }
 
 // fakeGitHub is GitHub: each scope's registrations, a scope whose list
 // fails, and every registration delete sent.
 type fakeGitHub struct {
 	mu      sync.Mutex
-	runners map[string][]reconcile.Registration
+	runners map[string][]fleet.Registration
 	listErr map[string]error
 	deleted []int64
 	listed  []string // the scope of every list request
 }
 
-func (g *fakeGitHub) ListRunners(_ context.Context, s reconcile.Scope, _ *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+func (g *fakeGitHub) ListRunners(_ context.Context, s fleet.Scope, _ *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.listed = append(g.listed, s.Key())
 	if err := g.listErr[s.Key()]; err != nil {
 		return nil, nil, err
 	}
-	return append([]reconcile.Registration(nil), g.runners[s.Key()]...), nil, nil
+	return append([]fleet.Registration(nil), g.runners[s.Key()]...), nil, nil
 }
 
-func (g *fakeGitHub) FindRunner(_ context.Context, s reconcile.Scope, name string) (*reconcile.Registration, error) {
+func (g *fakeGitHub) FindRunner(_ context.Context, s fleet.Scope, name string) (*fleet.Registration, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, r := range g.runners[s.Key()] {
@@ -150,7 +151,7 @@ func (g *fakeGitHub) FindRunner(_ context.Context, s reconcile.Scope, name strin
 	return nil, nil
 }
 
-func (g *fakeGitHub) DeleteRunner(_ context.Context, s reconcile.Scope, id int64) (reap.Result, error) {
+func (g *fakeGitHub) DeleteRunner(_ context.Context, s fleet.Scope, id int64) (fleet.Result, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.deleted = append(g.deleted, id)
@@ -158,10 +159,10 @@ func (g *fakeGitHub) DeleteRunner(_ context.Context, s reconcile.Scope, id int64
 	for i, r := range rs {
 		if r.ID == id {
 			g.runners[s.Key()] = append(rs[:i:i], rs[i+1:]...)
-			return reap.Deleted, nil
+			return fleet.Deleted, nil
 		}
 	}
-	return reap.AlreadyGone, nil
+	return fleet.AlreadyGone, nil
 }
 
 func (g *fakeGitHub) deletes() []int64 {
@@ -181,16 +182,16 @@ type world struct {
 	// the context's deadline.
 	spare time.Duration
 	// scopes are the configured scopes; acme alone unless a test adds one.
-	scopes []reconcile.Scope
+	scopes []fleet.Scope
 }
 
 var t0 = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 
-func fakePod(name string, mods ...func(*reconcile.Pod)) reconcile.Pod {
-	p := reconcile.Pod{
+func fakePod(name string, mods ...func(*fleet.Pod)) fleet.Pod {
+	p := fleet.Pod{
 		Namespace: "runners", Name: name, UID: "uid-" + name, ResourceVersion: "1",
 		RunnerName: name, ScopeKey: acme.Key(), Phase: "Running", CreatedAt: t0.Add(-time.Hour),
-		Runner: reconcile.Container{Found: true, Running: true}, HasRunner: true,
+		Runner: fleet.Container{Found: true, Running: true}, HasRunner: true,
 	}
 	for _, m := range mods {
 		m(&p)
@@ -200,10 +201,10 @@ func fakePod(name string, mods ...func(*reconcile.Pod)) reconcile.Pod {
 
 // deadPod is a runner pod whose runner finished: terminal, so it goes
 // without waiting for confirm-after.
-func deadPod() reconcile.Pod {
-	return fakePod("acme-dead", func(p *reconcile.Pod) {
+func deadPod() fleet.Pod {
+	return fakePod("acme-dead", func(p *fleet.Pod) {
 		p.Phase = "Succeeded"
-		p.Runner = reconcile.Container{Found: true, Terminated: &reconcile.Termination{ExitCode: 0, Reason: "Completed"}}
+		p.Runner = fleet.Container{Found: true, Terminated: &fleet.Termination{ExitCode: 0, Reason: "Completed"}}
 	})
 }
 
@@ -213,14 +214,14 @@ func (w *world) addDead() { w.kube.pods = append(w.kube.pods, deadPod()) }
 
 func newWorld() *world {
 	return &world{
-		kube: &fakeKube{pods: []reconcile.Pod{fakePod("acme-live")}},
-		gh: &fakeGitHub{runners: map[string][]reconcile.Registration{acme.Key(): {
+		kube: &fakeKube{pods: []fleet.Pod{fakePod("acme-live")}},
+		gh: &fakeGitHub{runners: map[string][]fleet.Registration{acme.Key(): {
 			{ID: 7, Name: "acme-zombie"},
 			{ID: 8, Name: "acme-live", Online: true, Busy: true},
 		}}, listErr: map[string]error{}},
 		ledger: memory.New(),
 		now:    t0,
-		scopes: []reconcile.Scope{acme},
+		scopes: []fleet.Scope{acme},
 	}
 }
 
@@ -233,7 +234,7 @@ func (w *world) sweeper() *sweep.Sweeper {
 		Reaper: func(mode sweep.Mode) *reap.Reaper {
 			return reap.New(w.gh, w.kube, reap.Options{
 				DryRun: mode != sweep.Act, Limits: reconcile.Limits{MaxActions: 50, MaxFraction: 1},
-				Scopes: map[string]reconcile.Scope{acme.Key(): acme, beta.Key(): beta},
+				Scopes: map[string]fleet.Scope{acme.Key(): acme, beta.Key(): beta},
 				Spare:  w.spare,
 			})
 		},
@@ -249,15 +250,15 @@ func (w *world) run(mode sweep.Mode) sweep.Result {
 	return w.sweeper().Run(context.Background(), mode)
 }
 
-func (w *world) marks(t *testing.T) map[string]reconcile.Mark {
+func (w *world) marks(t *testing.T) map[string]fleet.Mark {
 	t.Helper()
 	l, _, err := w.ledger.Load(context.Background())
 	require.NoError(t, err)
 	return l.Marks
 }
 
-func results(res sweep.Result) map[string]reap.Result {
-	out := map[string]reap.Result{}
+func results(res sweep.Result) map[string]fleet.Result {
+	out := map[string]fleet.Result{}
 	for _, o := range res.Outcomes {
 		out[o.Candidate.Key] = o.Result
 	}
@@ -284,7 +285,7 @@ func TestRunMarksThenActsAfterConfirmAfter(t *testing.T) {
 	due := w.run(sweep.Act)
 	require.Equal(t, sweep.StatusComplete, due.Status, "%v", due.Err)
 	require.Len(t, due.Outcomes, 1)
-	assert.Equal(t, reap.Deleted, due.Outcomes[0].Result)
+	assert.Equal(t, fleet.Deleted, due.Outcomes[0].Result)
 	assert.Equal(t, []int64{7}, w.gh.deletes(), "only the zombie's registration")
 	assert.Empty(t, w.marks(t), "acted marks are cleared")
 }
@@ -373,7 +374,7 @@ func TestRunDryRunAndAuditWriteNothing(t *testing.T) {
 			if tc.mode == sweep.DryRun {
 				require.Len(t, res.Outcomes, 2, "the dead pod and the confirmed zombie")
 				for _, r := range results(res) {
-					assert.Equal(t, reap.WouldDelete, r)
+					assert.Equal(t, fleet.WouldDelete, r)
 				}
 			}
 		})
@@ -396,7 +397,7 @@ func TestRunNotReachedAndRateLimitedDegrade(t *testing.T) {
 		assert.Equal(t, sweep.StatusDegraded, res.Status, "an action owed exits 3")
 		require.Len(t, res.Outcomes, 2)
 		for _, r := range results(res) {
-			assert.Equal(t, reap.NotReached, r)
+			assert.Equal(t, fleet.NotReached, r)
 		}
 		assert.Empty(t, w.kube.deletes())
 		assert.Empty(t, w.gh.deletes())
@@ -408,7 +409,7 @@ func TestRunNotReachedAndRateLimitedDegrade(t *testing.T) {
 		w.now = w.now.Add(time.Hour)
 		w.scopes = append(w.scopes, beta)
 		w.gh.listed = nil
-		w.gh.listErr[acme.Key()] = &reconcile.RateLimitError{Until: w.now.Add(time.Hour), Err: errors.New("403 rate limit exceeded")}
+		w.gh.listErr[acme.Key()] = &fleet.RateLimitError{Until: w.now.Add(time.Hour), Err: errors.New("403 rate limit exceeded")}
 		res := w.run(sweep.Act)
 		assert.Equal(t, sweep.StatusDegraded, res.Status, "a rate limit exits 3, not 1")
 		assert.Nil(t, res.Err)
@@ -426,7 +427,7 @@ type cancelling struct {
 	cancel context.CancelFunc
 }
 
-func (c cancelling) ListRunners(ctx context.Context, s reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+func (c cancelling) ListRunners(ctx context.Context, s fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	c.cancel()
 	return c.inner.ListRunners(ctx, s, cache)
 }

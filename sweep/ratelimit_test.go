@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/config"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
@@ -20,9 +20,9 @@ import (
 // that order.
 func threeScopes(t *testing.T) *rig {
 	t.Helper()
-	var scopes []reconcile.Scope
+	var scopes []fleet.Scope
 	for _, s := range []string{orgScope, "org:beta", "org:gamma"} {
-		sc, err := reconcile.ParseScope(s)
+		sc, err := fleet.ParseScope(s)
 		require.NoError(t, err)
 		scopes = append(scopes, sc)
 	}
@@ -104,7 +104,7 @@ func TestRateLimitedScopeStopsGitHubWork(t *testing.T) {
 			require.Len(t, res.Class.Skipped, 3)
 			lo, hi := start.Add(-time.Second), start.Add(form.within+time.Second)
 			for _, s := range res.Class.Skipped {
-				assert.Equal(t, reconcile.SkipRateLimited, s.Kind, s.ScopeKey)
+				assert.Equal(t, fleet.SkipRateLimited, s.Kind, s.ScopeKey)
 				assert.True(t, s.Until.After(lo) && s.Until.Before(hi), "%s until %s", s.ScopeKey, s.Until)
 				assert.Equal(t, res.Class.Skipped[0].Until, s.Until, "the later scopes wait as long as the first")
 			}
@@ -168,7 +168,7 @@ func TestRateLimitOnLastScopeHoldsGitHubActions(t *testing.T) {
 	assert.False(t, r.podExists("acme-dead"))
 	assert.Len(t, r.sim.Runners("org:beta"), 1, "registration %d stays", deadReg.ID)
 	for _, o := range res.Outcomes {
-		if o.Candidate.Verdict != reconcile.Terminal {
+		if o.Candidate.Verdict != fleet.Terminal {
 			assert.Contains(t, res.Confirmation.Marks, o.Candidate.Key, "the mark stays")
 		}
 	}
@@ -240,5 +240,5 @@ func TestNoDeleteToAScopeWhoseListFailed(t *testing.T) {
 	assert.True(t, r.runnerExists(ghost.ID))
 	assert.Equal(t, marked, res.Confirmation.Marks, "the ghost's mark is held")
 	require.Len(t, res.Class.Skipped, 1)
-	assert.Equal(t, reconcile.SkipFailed, res.Class.Skipped[0].Kind)
+	assert.Equal(t, fleet.SkipFailed, res.Class.Skipped[0].Kind)
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/state/configmap"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -28,7 +28,7 @@ import (
 func TestRequestsPerSweep(t *testing.T) {
 	env := plane.Env(t)
 	second := env.Namespace(t, "sweep-b")
-	repo, err := reconcile.ParseScope("repo:acme/web")
+	repo, err := fleet.ParseScope("repo:acme/web")
 	require.NoError(t, err)
 	r := newRig(t, func(c *config.Config) {
 		c.Namespaces = append(c.Namespaces, second)
@@ -83,7 +83,7 @@ func TestRequestsPerSweep(t *testing.T) {
 // A scope dropped from the configuration leaves no list cache behind in the
 // ledger, which would otherwise grow until it had to be trimmed.
 func TestDroppedScopeLeavesNoCache(t *testing.T) {
-	repo, err := reconcile.ParseScope("repo:acme/web")
+	repo, err := fleet.ParseScope("repo:acme/web")
 	require.NoError(t, err)
 	r := newRig(t, func(c *config.Config) { c.Scopes = append(c.Scopes, repo) })
 	r.sim.AddScope("repo:acme/web")

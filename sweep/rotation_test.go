@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/config"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
@@ -20,10 +20,10 @@ import (
 // that order, and caps the scopes a sweep lists at perSweep.
 func manyScopes(t *testing.T, n, perSweep int) (*rig, []string) {
 	t.Helper()
-	var scopes []reconcile.Scope
+	var scopes []fleet.Scope
 	var keys []string
 	for i := range n {
-		sc, err := reconcile.ParseScope(fmt.Sprintf("org:s%d", i))
+		sc, err := fleet.ParseScope(fmt.Sprintf("org:s%d", i))
 		require.NoError(t, err)
 		scopes = append(scopes, sc)
 		keys = append(keys, sc.Key())
@@ -108,7 +108,7 @@ func TestScopeRotationListsEveryScopeAndReapsTheLast(t *testing.T) {
 			assert.Contains(t, res.Confirmation.Marks, zombieKey, "sweep %d: and kept in the ledger", i)
 		}
 		for _, o := range res.Outcomes {
-			if o.Candidate.ScopeKey == last && o.Candidate.Verdict == reconcile.Zombie {
+			if o.Candidate.ScopeKey == last && o.Candidate.Verdict == fleet.Zombie {
 				assert.True(t, zombieListed, "sweep %d: the zombie is only acted on in a sweep that listed its scope", i)
 				reapedAt = i
 			}

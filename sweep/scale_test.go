@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/config"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
@@ -35,10 +35,10 @@ func scaleLatency() time.Duration {
 // request after latency.
 func slowScopes(t *testing.T, n int, latency time.Duration, mods ...func(*config.Config)) (*rig, []string) {
 	t.Helper()
-	var scopes []reconcile.Scope
+	var scopes []fleet.Scope
 	var keys []string
 	for i := range n {
-		sc, err := reconcile.ParseScope(fmt.Sprintf("org:s%d", i))
+		sc, err := fleet.ParseScope(fmt.Sprintf("org:s%d", i))
 		require.NoError(t, err)
 		scopes, keys = append(scopes, sc), append(keys, sc.Key())
 	}

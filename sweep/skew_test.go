@@ -12,10 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	restclient "k8s.io/client-go/rest"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/refclock"
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
@@ -71,7 +70,7 @@ func TestReaperClockAheadConfirmsNothingEarly(t *testing.T) {
 			if !reference {
 				// What this test guards against.
 				require.Len(t, res.Outcomes, 1)
-				assert.Equal(t, reap.Deleted, res.Outcomes[0].Result, "the control confirms the fresh mark at once")
+				assert.Equal(t, fleet.Deleted, res.Outcomes[0].Result, "the control confirms the fresh mark at once")
 				return
 			}
 			assert.Empty(t, res.Outcomes, "a mark a moment old does not act")
@@ -119,8 +118,8 @@ func TestMarksFromTheFutureAreCountedFromNow(t *testing.T) {
 	reaped := r.run(sweep.Act)
 	require.Equal(t, sweep.StatusComplete, reaped.Status, "%v", reaped.Err)
 	require.Len(t, reaped.Outcomes, 1, "the leak is not held for the length of the skew")
-	assert.Equal(t, reconcile.Zombie, reaped.Outcomes[0].Candidate.Verdict)
-	assert.Equal(t, reap.Deleted, reaped.Outcomes[0].Result)
+	assert.Equal(t, fleet.Zombie, reaped.Outcomes[0].Candidate.Verdict)
+	assert.Equal(t, fleet.Deleted, reaped.Outcomes[0].Result)
 	assert.False(t, r.podExists("acme-zombie"))
 	assert.False(t, r.runnerExists(reg.ID))
 }
@@ -191,7 +190,7 @@ func TestALyingDateHurriesNothing(t *testing.T) {
 			}
 			if tc.oneClk {
 				require.Len(t, last.Outcomes, 1, "the control acts on a mark a moment old")
-				assert.Equal(t, reap.Deleted, last.Outcomes[0].Result)
+				assert.Equal(t, fleet.Deleted, last.Outcomes[0].Result)
 				return
 			}
 			assert.Empty(t, last.Outcomes, "a mark a moment old does not act")

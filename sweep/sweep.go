@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/internal/refclock"
 	"github.com/runner-reaper/runner-reaper/reap"
@@ -22,7 +23,7 @@ import (
 // PodLister lists the managed pods, already reduced to what classification
 // needs.
 type PodLister interface {
-	ListPods(ctx context.Context) ([]reconcile.Pod, error)
+	ListPods(ctx context.Context) ([]fleet.Pod, error)
 }
 
 // NamespaceChecker says which configured namespaces the pods listed cannot
@@ -30,19 +31,19 @@ type PodLister interface {
 // checked. An empty list from a misspelt namespace would otherwise make the
 // registrations of pods elsewhere look like ghosts.
 type NamespaceChecker interface {
-	UnobservedNamespaces(ctx context.Context, pods []reconcile.Pod) []reconcile.UnobservedNamespace
+	UnobservedNamespaces(ctx context.Context, pods []fleet.Pod) []fleet.UnobservedNamespace
 }
 
 // RunnerLister reads one scope's complete runner list, using and renewing
 // the conditional-request cache.
 type RunnerLister interface {
-	ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error)
+	ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error)
 }
 
 // EphemeralRunnerLister lists ARC's EphemeralRunners, for ARC's own leaks
 // and for the runner ids they know.
 type EphemeralRunnerLister interface {
-	ListEphemeralRunners(ctx context.Context) ([]reconcile.EphemeralRunner, error)
+	ListEphemeralRunners(ctx context.Context) ([]fleet.EphemeralRunner, error)
 }
 
 // Counter reports the requests a client has sent.
@@ -106,7 +107,7 @@ type Sweeper struct {
 	// Reaper builds the choke point for the sweep's mode, the only thing
 	// that tells it whether to write.
 	Reaper func(mode Mode) *reap.Reaper
-	Scopes []reconcile.Scope
+	Scopes []fleet.Scope
 	Policy reconcile.Policy
 	Hold   reconcile.Hold
 	Log    *slog.Logger
@@ -231,11 +232,11 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	}
 	res.Started = now
 	s.warnSkew(ctx)
-	var unobserved []reconcile.UnobservedNamespace
+	var unobserved []fleet.UnobservedNamespace
 	if s.Namespaces != nil {
 		unobserved = s.Namespaces.UnobservedNamespaces(ctx, pods)
 	}
-	var ers []reconcile.EphemeralRunner
+	var ers []fleet.EphemeralRunner
 	if s.Policy.ARC {
 		// Like the pod list: an incomplete view would make a runner
 		// look podless.
@@ -247,7 +248,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	}
 	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Unobserved: unobserved}
 	var lists map[string]state.ListCache
-	var limit *reconcile.RateLimitError
+	var limit *fleet.RateLimitError
 	obs.Lists, lists, limit = s.listScopes(ctx, ledger, &res)
 	// A deadline or a signal during the lists ends the sweep as one during
 	// the pod list does: the observation is unfinished, so nothing is
@@ -308,7 +309,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 // afford, in rotation order from where the last sweep stopped, and returns
 // the lists, the list cache to save, and GitHub's rate limit if it said so.
 // It records in res the scopes it deferred and where the next sweep starts.
-func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Result) (map[string]reconcile.ScopeList, map[string]state.ListCache, *reconcile.RateLimitError) {
+func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Result) (map[string]reconcile.ScopeList, map[string]state.ListCache, *fleet.RateLimitError) {
 	// The cache is rebuilt from the configured scopes, so a scope removed
 	// from the configuration leaves nothing behind in the ledger; a scope
 	// whose list failed keeps its old pages for the next conditional read.
@@ -316,7 +317,7 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 	out := make(map[string]reconcile.ScopeList, len(s.Scopes))
 	// Once GitHub says rate-limited, the rest of the sweep sends it
 	// nothing (see notListed): later scopes are skipped as rate-limited.
-	var limit *reconcile.RateLimitError
+	var limit *fleet.RateLimitError
 	b := budget{max: s.MaxScopes, room: s.ListRoom}
 	for _, scope := range rotation(s.Scopes, ledger.NextScope) {
 		key := scope.Key()
@@ -326,14 +327,13 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 			lists[key] = c
 		}
 		if limit != nil {
-			err := notListed(limit)
-			out[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
+			out[key] = notListed(scope, limit)
 			res.NextScope = cmp.Or(res.NextScope, key)
 			continue
 		}
 		if why := b.full(ctx); why != "" {
-			err := fmt.Errorf("%w: %s", reconcile.ErrDeferred, why)
-			out[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
+			out[key] = reconcile.ScopeList{Scope: scope, Skip: fleet.SkipDeferred,
+				Problem: "not listed this sweep: deferred to a later sweep by the scope budget: " + why}
 			res.Deferred = append(res.Deferred, key)
 			res.NextScope = cmp.Or(res.NextScope, key)
 			continue
@@ -342,8 +342,12 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 		runners, fresh, err := s.Runners.ListRunners(ctx, scope, cache)
 		b.spent(time.Since(began))
 		if err != nil {
-			limit = reconcile.AsRateLimit(err)
-			out[key] = reconcile.ScopeList{Scope: scope, Problem: err.Error(), Err: err}
+			l := reconcile.ScopeList{Scope: scope, Problem: err.Error()}
+			l.Skip, limit = fleet.SkipOf(err)
+			if limit != nil {
+				l.Until = limit.Until
+			}
+			out[key] = l
 			continue
 		}
 		out[key] = reconcile.ScopeList{Scope: scope, Complete: true, Runners: runners}
@@ -390,16 +394,16 @@ func settle(res Result) (Status, error) {
 	// An action the deadline or a signal kept from starting is owed: the
 	// sweep did less than it decided to.
 	for _, o := range res.Outcomes {
-		if o.Result == reap.NotReached {
+		if o.Result == fleet.NotReached {
 			status = StatusDegraded
 		}
 	}
 	var failed []error
 	for _, o := range res.Outcomes {
 		switch o.Result {
-		case reap.Failed:
+		case fleet.Failed:
 			failed = append(failed, o.Err)
-		case reap.RateLimited:
+		case fleet.RateLimited:
 			// GitHub's limit is not an action failure: the candidate
 			// waits for a later sweep, as a skipped scope's marks do.
 			status = StatusDegraded
@@ -417,19 +421,20 @@ func settle(res Result) (Status, error) {
 // credential too; a client that keeps sending while limited risks being
 // blocked for longer. So the later scopes are not asked at all, and the skip
 // is a rate limit with the same until.
-func notListed(limit *reconcile.RateLimitError) *reconcile.RateLimitError {
-	return &reconcile.RateLimitError{Until: limit.Until, Secondary: limit.Secondary,
+func notListed(scope fleet.Scope, limit *fleet.RateLimitError) reconcile.ScopeList {
+	err := &fleet.RateLimitError{Until: limit.Until, Secondary: limit.Secondary,
 		Err: errors.New("not listed: GitHub rate-limited an earlier request of this sweep")}
+	return reconcile.ScopeList{Scope: scope, Problem: err.Error(), Skip: fleet.SkipRateLimited, Until: limit.Until}
 }
 
 // clearActed drops the marks of candidates that are finished with: deleted,
 // gone already, or spared because GitHub said busy (the protocol clears
 // that mark).
-func clearActed(marks map[string]reconcile.Mark, outs []reap.Outcome) int {
+func clearActed(marks map[string]fleet.Mark, outs []reap.Outcome) int {
 	n := 0
 	for _, o := range outs {
 		switch o.Result {
-		case reap.Deleted, reap.AlreadyGone, reap.SparedBusy, reap.SkippedRegistered:
+		case fleet.Deleted, fleet.AlreadyGone, fleet.SparedBusy, fleet.SkippedRegistered:
 			if _, ok := marks[o.Candidate.Key]; ok {
 				delete(marks, o.Candidate.Key)
 				n++
@@ -558,7 +563,7 @@ func (b *budget) spent(took time.Duration) {
 // the scopes a budget leaves are the first of the next sweep and every scope
 // is listed within ceil(scopes / scopes per sweep) sweeps. A position that
 // names no configured scope (the configuration changed) starts at the first.
-func rotation(scopes []reconcile.Scope, next string) []reconcile.Scope {
+func rotation(scopes []fleet.Scope, next string) []fleet.Scope {
 	for i, s := range scopes {
 		if s.Key() == next {
 			return append(scopes[i:len(scopes):len(scopes)], scopes[:i]...)

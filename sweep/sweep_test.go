@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
@@ -114,7 +115,7 @@ func TestSweepReapsEveryVerdictAndNothingElse(t *testing.T) {
 		"acme-zombie":       "zombie/deleted",
 		"acme-unregistered": "unregistered/deleted",
 		"acme-stamped":      "orphan-stamped/deleted",
-		reconcile.RegistrationMarkKey(orgScope, ghost.ID): "ghost/deleted",
+		fleet.RegistrationMarkKey(orgScope, ghost.ID): "ghost/deleted",
 	}, got)
 	for _, name := range []string{"acme-zombie", "acme-unregistered", "acme-stamped"} {
 		assert.False(t, r.podExists(name))
@@ -228,7 +229,7 @@ type busyAfterList struct {
 	flip func()
 }
 
-func (b busyAfterList) ListRunners(ctx context.Context, s reconcile.Scope, c *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+func (b busyAfterList) ListRunners(ctx context.Context, s fleet.Scope, c *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	regs, cache, err := b.RunnerLister.ListRunners(ctx, s, c)
 	b.flip()
 	return regs, cache, err
@@ -247,7 +248,7 @@ func TestSafetyRule3TransientDeleteErrorSparesPod(t *testing.T) {
 	assert.Equal(t, sweep.StatusFailed, res.Status)
 	assert.True(t, r.podExists("acme-zombie"))
 	assert.True(t, r.runnerExists(z.ID))
-	assert.Equal(t, res.Confirmation.Marks[res.Outcomes[0].Candidate.Key].Verdict, reconcile.Zombie, "the mark stays for the next sweep")
+	assert.Equal(t, res.Confirmation.Marks[res.Outcomes[0].Candidate.Key].Verdict, fleet.Zombie, "the mark stays for the next sweep")
 }
 
 // Safety rule 4: a mass invalidation is reported loudly, nothing is reaped
@@ -338,7 +339,7 @@ type waitForBoth struct {
 	barrier *sync.WaitGroup
 }
 
-func (w waitForBoth) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
+func (w waitForBoth) ListPods(ctx context.Context) ([]fleet.Pod, error) {
 	pods, err := w.PodLister.ListPods(ctx)
 	w.barrier.Done()
 	w.barrier.Wait()

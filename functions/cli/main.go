@@ -14,7 +14,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/safetext"
-	"github.com/runner-reaper/runner-reaper/internal/version"
+	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	case err == nil && *showVersion:
-		fmt.Fprintln(stdout, version.String())
+		fmt.Fprintln(stdout, report.VersionLine())
 		return 0
 	case err != nil:
 		fmt.Fprintf(stderr, "%s\n%s", safetext.String(err.Error()), usage)

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"k8s.io/client-go/rest"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/ghclient"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
@@ -29,7 +30,6 @@ import (
 	"github.com/runner-reaper/runner-reaper/kube/eks"
 	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/secret"
 	"github.com/runner-reaper/runner-reaper/state"
@@ -319,7 +319,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 	if err != nil {
 		return nil, err
 	}
-	scopes := make(map[string]reconcile.Scope, len(cfg.Scopes))
+	scopes := make(map[string]fleet.Scope, len(cfg.Scopes))
 	for _, s := range cfg.Scopes {
 		scopes[s.Key()] = s
 	}
@@ -406,13 +406,13 @@ type podSource struct {
 	mapping    kube.Mapping
 }
 
-func (p podSource) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
+func (p podSource) ListPods(ctx context.Context) ([]fleet.Pod, error) {
 	return p.client.ListPods(ctx, p.namespaces, p.selector, p.mapping)
 }
 
 // UnobservedNamespaces checks the configured namespaces that pods, the
 // result of ListPods, leaves empty.
-func (p podSource) UnobservedNamespaces(ctx context.Context, pods []reconcile.Pod) []reconcile.UnobservedNamespace {
+func (p podSource) UnobservedNamespaces(ctx context.Context, pods []fleet.Pod) []fleet.UnobservedNamespace {
 	return p.client.UnobservedNamespaces(ctx, p.namespaces, pods)
 }
 
@@ -431,7 +431,7 @@ type ephemeralRunners struct {
 	namespaces []string
 }
 
-func (e ephemeralRunners) ListEphemeralRunners(ctx context.Context) ([]reconcile.EphemeralRunner, error) {
+func (e ephemeralRunners) ListEphemeralRunners(ctx context.Context) ([]fleet.EphemeralRunner, error) {
 	return e.client.ListEphemeralRunners(ctx, e.namespaces)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -27,16 +28,16 @@ const loggerSecret = "ghp_loggerSECRET0123456789"
 // and an error that echoes the token.
 func terminalSweep(runnerName string) sweep.Result {
 	started := time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
-	pod := &reconcile.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: runnerName, CreatedAt: started.Add(-time.Hour)}
+	pod := &fleet.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: runnerName, CreatedAt: started.Add(-time.Hour)}
 	return sweep.Result{
 		Mode:    sweep.Act,
 		Status:  sweep.StatusComplete,
 		Started: started,
-		Class:   reconcile.Classification{Unobserved: []reconcile.UnobservedNamespace{{Namespace: "arc-x", Reason: "not found"}}},
-		Outcomes: []reap.Outcome{{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: reconcile.Terminal, Pod: pod,
+		Class:   reconcile.Classification{Unobserved: []fleet.UnobservedNamespace{{Namespace: "arc-x", Reason: "not found"}}},
+		Outcomes: []reap.Outcome{{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: pod,
 			Evidence: "pod phase Failed; runner exit oom-host (code 137)",
 			Exit:     &reconcile.Exit{Code: 137, Reason: "OOMKilled", Class: reconcile.ExitOOMHost}}},
-			Action: reap.DeletePod, Result: reap.Deleted, ObjectResult: reap.Deleted,
+			Action: reap.DeletePod, Result: fleet.Deleted, ObjectResult: fleet.Deleted,
 			EventErr: errors.New("record event: echoed Bearer " + loggerSecret + " for " + runnerName)}},
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
@@ -61,7 +62,7 @@ type GitHub struct {
 
 // Config is the validated configuration.
 type Config struct {
-	Scopes          []reconcile.Scope
+	Scopes          []fleet.Scope
 	Namespaces      []string // empty: all namespaces
 	PodSelector     string
 	RunnerContainer string
@@ -290,11 +291,11 @@ func fromSpec(s spec) Config {
 }
 
 // validateScopes parses the GitHub scopes, each once.
-func validateScopes(raw []string, bad func(field, what string)) []reconcile.Scope {
-	var scopes []reconcile.Scope
+func validateScopes(raw []string, bad func(field, what string)) []fleet.Scope {
+	var scopes []fleet.Scope
 	seen := map[string]bool{}
 	for _, r := range raw {
-		sc, err := reconcile.ParseScope(r)
+		sc, err := fleet.ParseScope(r)
 		if err != nil {
 			bad("Scopes", err.Error())
 			continue
@@ -531,7 +532,7 @@ func parseLedger(v string, inCluster bool, podNamespace string, bad func(field, 
 	}
 }
 
-func validateGitHub(s spec, scopes []reconcile.Scope, bad func(field, what string)) GitHub {
+func validateGitHub(s spec, scopes []fleet.Scope, bad func(field, what string)) GitHub {
 	g := GitHub{SecretARN: s.GithubSecretArn, APIURL: s.GithubApiUrl, Token: s.GithubToken, AppID: s.GithubAppId,
 		InstallationID: s.GithubInstallationId, Timeout: s.GithubTimeout}
 	if why := apiURLProblem(s.GithubApiUrl); why != "" {
@@ -578,9 +579,9 @@ func validateGitHub(s spec, scopes []reconcile.Scope, bad func(field, what strin
 	return g
 }
 
-func refuseEnterpriseApp(scopes []reconcile.Scope, bad func(field, what string)) {
+func refuseEnterpriseApp(scopes []fleet.Scope, bad func(field, what string)) {
 	for _, sc := range scopes {
-		if sc.Kind == reconcile.EnterpriseScope {
+		if sc.Kind == fleet.EnterpriseScope {
 			bad("Scopes", fmt.Sprintf("%s needs a classic token (REAPER_GITHUB_TOKEN): GitHub does not accept App installation tokens for enterprise runners", sc))
 		}
 	}

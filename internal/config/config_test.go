@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
@@ -68,7 +69,7 @@ func TestLoadDefaults(t *testing.T) {
 	setenv(t, minimal())
 	c, err := Load(false, "")
 	require.NoError(t, err)
-	assert.Equal(t, []reconcile.Scope{{Kind: reconcile.OrgScope, Name: "acme"}, {Kind: reconcile.RepoScope, Owner: "acme", Name: "web"}}, c.Scopes)
+	assert.Equal(t, []fleet.Scope{{Kind: fleet.OrgScope, Name: "acme"}, {Kind: fleet.RepoScope, Owner: "acme", Name: "web"}}, c.Scopes)
 	assert.Equal(t, []string{"arc-runners"}, c.Namespaces)
 	assert.Equal(t, "actions-ephemeral-runner=True", c.PodSelector)
 	assert.Equal(t, "runner", c.RunnerContainer)

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 	. "github.com/runner-reaper/runner-reaper/test/statetest"
 )
@@ -40,7 +40,7 @@ func TestConfigMapObjectIsReadable(t *testing.T) {
 	require.True(t, json.Valid([]byte(raw)), "marks.json is JSON: %s", raw)
 	assert.NotContains(t, raw, "\n", "marks.json is compact")
 	assert.Contains(t, raw, `"verdict":"ghost"`)
-	var marks map[string]reconcile.Mark
+	var marks map[string]fleet.Mark
 	require.NoError(t, json.Unmarshal([]byte(raw), &marks))
 	assert.Equal(t, want.Marks, marks)
 

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 	. "github.com/runner-reaper/runner-reaper/test/statetest"
 )
@@ -99,7 +99,7 @@ func TestDynamoItemAttributes(t *testing.T) {
 	require.True(t, json.Valid([]byte(raw)), "marks is JSON: %s", raw)
 	assert.NotContains(t, raw, "\n", "marks is compact")
 	assert.Contains(t, raw, `"verdict":"ghost"`)
-	var gotMarks map[string]reconcile.Mark
+	var gotMarks map[string]fleet.Mark
 	require.NoError(t, json.Unmarshal([]byte(raw), &gotMarks))
 	assert.Equal(t, want.Marks, gotMarks)
 

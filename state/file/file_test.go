@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 	. "github.com/runner-reaper/runner-reaper/test/statetest"
 )
@@ -189,7 +189,7 @@ func TestFileSeparateProcessesRace(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, state.Version("2"), gv)
 	k, m := Mark(500 + won)
-	assert.Equal(t, state.Ledger{Marks: map[string]reconcile.Mark{k: m}, Lists: map[string]state.ListCache{}}, got)
+	assert.Equal(t, state.Ledger{Marks: map[string]fleet.Mark{k: m}, Lists: map[string]state.ListCache{}}, got)
 }
 
 // TestFileOfAnotherShapeIsLeftAlone: a file that is not the reaper's

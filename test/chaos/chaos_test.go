@@ -48,7 +48,7 @@ func TestBrokenProductIsCaught(t *testing.T) {
 				require.Empty(t, clean.Violations, "the product as it is breaks no invariant in this world")
 			}
 
-			cfg.Break = tt.brk
+			cfg.Break, cfg.StopOn = tt.brk, tt.want
 			st, err := Run(cfg)
 			require.NoError(t, err)
 			v := firstOf(st, tt.want)
@@ -86,7 +86,7 @@ var regressions = []Repro{
 func TestRegressions(t *testing.T) {
 	for _, r := range regressions {
 		t.Run(r.String(), func(t *testing.T) {
-			if testing.Short() && r.Sweeps > 300 {
+			if testing.Short() && r.Sweeps >= 300 {
 				t.Skip("a long reproduction; `make test` runs it")
 			}
 			hz, err := ParseHazards(r.Hazards)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
@@ -84,9 +84,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if before.Busy {
 				w.violate(JobKilled, "registration %d %q deleted while it runs a job", id, before.Name)
 			}
-			key := reconcile.RegistrationMarkKey(scope, id)
+			key := fleet.RegistrationMarkKey(scope, id)
 			if p := w.owner[id]; p != nil && !p.gone {
-				key = reconcile.PodMarkKey(p.uid)
+				key = fleet.PodMarkKey(p.uid)
 				p.regID, p.removedAt, p.regReaped = 0, w.now, true
 				delete(w.owner, id)
 			} else if l := w.leaks[key]; l != nil {
@@ -197,10 +197,10 @@ func parsePath(method, path string) (scope string, id int64, endpoint string) {
 type hiddenBusy struct{ inner runnerLister }
 
 type runnerLister interface {
-	ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error)
+	ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error)
 }
 
-func (h hiddenBusy) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+func (h hiddenBusy) ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	regs, c, err := h.inner.ListRunners(ctx, scope, cache)
 	for i := range regs {
 		regs[i].Busy = false

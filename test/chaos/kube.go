@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/runner-reaper/runner-reaper/reap"
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // errAdmission is how an admission webhook's refusal reads.
@@ -20,7 +19,7 @@ var errAdmission = errors.New("admission webhook \"policy.example\" denied the r
 type kube struct{ w *world }
 
 // ListPods lists the selected pods of the configured namespace.
-func (k kube) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
+func (k kube) ListPods(ctx context.Context) ([]fleet.Pod, error) {
 	w := k.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -29,7 +28,7 @@ func (k kube) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
 		sc.mustFail = "pod list failed"
 		return nil, errors.New("list pods in runners: the server is currently unable to handle the request")
 	}
-	var out []reconcile.Pod
+	var out []fleet.Pod
 	for _, p := range w.pods {
 		if p.ns == nsRunners && p.selected || w.cfg.Break == ListAllNamespaces {
 			out = append(out, p.view())
@@ -40,21 +39,21 @@ func (k kube) ListPods(ctx context.Context) ([]reconcile.Pod, error) {
 }
 
 // lookup finds the pod the request names and checks its preconditions.
-func (w *world) lookup(p reconcile.Pod) (*kpod, reap.Result) {
+func (w *world) lookup(p fleet.Pod) (*kpod, fleet.Result) {
 	q := w.byKey[p.Namespace+"/"+p.Name]
 	switch {
 	case q == nil:
-		return nil, reap.AlreadyGone
+		return nil, fleet.AlreadyGone
 	case q.uid != p.UID || strconv.Itoa(q.rv) != p.ResourceVersion:
-		return nil, reap.Changed
+		return nil, fleet.Changed
 	}
-	return q, reap.Deleted
+	return q, fleet.Deleted
 }
 
 // DeletePod of dryKube is the pre-flight. Someone else may get to the pod first
 // (deleted, replaced, changed) between the sweep's list and its delete, and
 // an admission webhook may refuse.
-func (d dryKube) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
+func (d dryKube) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	k := d.k
 	w := k.w
 	w.mu.Lock()
@@ -69,18 +68,18 @@ func (d dryKube) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, e
 			q.rv++
 		}
 	}
-	if _, res := w.lookup(p); res != reap.Deleted {
+	if _, res := w.lookup(p); res != fleet.Deleted {
 		return res, nil
 	}
 	if w.chance(Refuse, 0.02) {
 		w.top().mustFail = "pre-flight refused"
 		return "", fmt.Errorf("delete pod %s/%s (dry run): %w", p.Namespace, p.Name, errAdmission)
 	}
-	return reap.Deleted, nil
+	return fleet.Deleted, nil
 }
 
 // DeletePod deletes the pod with its UID and resourceVersion preconditions.
-func (k kube) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, error) {
+func (k kube) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	w := k.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -89,77 +88,77 @@ func (k kube) DeletePod(ctx context.Context, p reconcile.Pod) (reap.Result, erro
 		// GitHub work of all candidates is done.
 		sc := w.top()
 		sc.deferred = append(sc.deferred, p)
-		return reap.Deleted, nil
+		return fleet.Deleted, nil
 	}
 	return w.deletePod(p), nil
 }
 
 // deletePod judges and carries out one pod delete.
-func (w *world) deletePod(p reconcile.Pod) reap.Result {
+func (w *world) deletePod(p fleet.Pod) fleet.Result {
 	q, res := w.lookup(p)
 	if q == nil {
 		return res
 	}
 	w.judgePodDelete(q)
 	if w.cfg.Break == LyingDeletes {
-		return reap.Deleted
+		return fleet.Deleted
 	}
 	sc := w.top()
 	sc.podDeletes++
-	sc.acted[reconcile.PodMarkKey(q.uid)] = true
-	if l := w.leaks[reconcile.PodMarkKey(q.uid)]; l != nil {
+	sc.acted[fleet.PodMarkKey(q.uid)] = true
+	if l := w.leaks[fleet.PodMarkKey(q.uid)]; l != nil {
 		l.cleaned, l.cleanAt = true, w.now
 	}
 	w.kill(q)
-	return reap.Deleted
+	return fleet.Deleted
 }
 
-func (k kube) DeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
-	return reap.AlreadyGone, nil
+func (k kube) DeleteServiceAccount(ctx context.Context, namespace, name string) (fleet.Result, error) {
+	return fleet.AlreadyGone, nil
 }
 
-func (d dryKube) DeleteServiceAccount(ctx context.Context, namespace, name string) (reap.Result, error) {
-	return reap.AlreadyGone, nil
+func (d dryKube) DeleteServiceAccount(ctx context.Context, namespace, name string) (fleet.Result, error) {
+	return fleet.AlreadyGone, nil
 }
 
-func (k kube) RecordEvent(ctx context.Context, p reconcile.Pod, reason, message string) error {
+func (k kube) RecordEvent(ctx context.Context, p fleet.Pod, reason, message string) error {
 	return nil
 }
 
 // The world has no ARC objects: a call here is itself a violation.
-func (k kube) unexpected(what string) (reap.Result, error) {
+func (k kube) unexpected(what string) (fleet.Result, error) {
 	k.w.mu.Lock()
 	defer k.w.mu.Unlock()
 	k.w.violate(WrongTarget, "%s called, but the world has no ARC objects", what)
 	return "", errors.New("no ARC objects")
 }
 
-func (k kube) DeleteOwner(context.Context, string, reconcile.Owner) (reap.Result, error) {
+func (k kube) DeleteOwner(context.Context, string, fleet.Owner) (fleet.Result, error) {
 	return k.unexpected("DeleteOwner")
 }
 
-func (k kube) DeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
+func (k kube) DeleteEphemeralRunner(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
 	return k.unexpected("DeleteEphemeralRunner")
 }
 
-func (k kube) RemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
+func (k kube) RemoveFinalizers(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
 	return k.unexpected("RemoveFinalizers")
 }
 
-func (k kube) RecordEphemeralRunnerEvent(context.Context, reconcile.EphemeralRunner, string, string) error {
+func (k kube) RecordEphemeralRunnerEvent(context.Context, fleet.EphemeralRunner, string, string) error {
 	_, err := k.unexpected("RecordEphemeralRunnerEvent")
 	return err
 }
 
-func (d dryKube) DeleteOwner(context.Context, string, reconcile.Owner) (reap.Result, error) {
+func (d dryKube) DeleteOwner(context.Context, string, fleet.Owner) (fleet.Result, error) {
 	return d.k.unexpected("dry-run DeleteOwner")
 }
 
-func (d dryKube) DeleteEphemeralRunner(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
+func (d dryKube) DeleteEphemeralRunner(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
 	return d.k.unexpected("dry-run DeleteEphemeralRunner")
 }
 
-func (d dryKube) RemoveFinalizers(context.Context, reconcile.EphemeralRunner) (reap.Result, error) {
+func (d dryKube) RemoveFinalizers(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
 	return d.k.unexpected("dry-run RemoveFinalizers")
 }
 
@@ -202,4 +201,4 @@ func (w *world) describe(p *kpod) string {
 type dryKube struct{ k kube }
 
 // DryRun is the world's pre-flight.
-func (k kube) DryRun() reap.Writes { return dryKube{k} }
+func (k kube) DryRun() fleet.Writes { return dryKube{k} }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/ghclient"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -30,6 +31,9 @@ type Config struct {
 	// StopAtFirst ends the run at the first violation, so that the sweep
 	// count of a failing run is the shortest reproduction for its seed.
 	StopAtFirst bool
+	// StopOn, when set, ends the run at the first violation of this
+	// invariant: a broken product shown to be caught needs no more sweeps.
+	StopOn Invariant
 }
 
 // Violation is one broken promise, with the sweep it broke in.
@@ -86,7 +90,7 @@ func (s *Stats) Distribution() string {
 		verdicts = append(verdicts, v)
 	}
 	sort.Slice(verdicts, func(i, j int) bool {
-		return reconcile.Verdict(verdicts[i]).Priority() < reconcile.Verdict(verdicts[j]).Priority()
+		return fleet.Verdict(verdicts[i]).Priority() < fleet.Verdict(verdicts[j]).Priority()
 	})
 	var b strings.Builder
 	for _, v := range verdicts {
@@ -137,7 +141,7 @@ type sweepCtx struct {
 	managed      int
 	podDeletes   int
 	acted        map[string]bool
-	deferred     []reconcile.Pod
+	deferred     []fleet.Pod
 	// raced holds the pods whose runners registered after the lists
 	// were read, in the re-check race: their verdicts were right then.
 	raced []string
@@ -219,7 +223,7 @@ type observedLister struct {
 	w     *world
 }
 
-func (o observedLister) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+func (o observedLister) ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	regs, c, err := o.inner.ListRunners(ctx, scope, cache)
 	if err != nil {
 		return regs, c, err
@@ -244,7 +248,7 @@ func (o observedLister) ListRunners(ctx context.Context, scope reconcile.Scope, 
 // swallowed is the broken lister that reads a failed list as empty.
 type swallowed struct{ inner runnerLister }
 
-func (s swallowed) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+func (s swallowed) ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	regs, c, err := s.inner.ListRunners(ctx, scope, cache)
 	if err != nil {
 		return nil, nil, nil
@@ -255,7 +259,7 @@ func (s swallowed) ListRunners(ctx context.Context, scope reconcile.Scope, cache
 // dropping is the broken lister that loses every seventh registration.
 type dropping struct{ inner runnerLister }
 
-func (d dropping) ListRunners(ctx context.Context, scope reconcile.Scope, cache *state.ListCache) ([]reconcile.Registration, *state.ListCache, error) {
+func (d dropping) ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	regs, c, err := d.inner.ListRunners(ctx, scope, cache)
 	kept := regs[:0:0]
 	for _, r := range regs {
@@ -273,27 +277,27 @@ type brokenRegs struct {
 	brk   Break
 }
 
-func (b brokenRegs) DeleteRunner(ctx context.Context, scope reconcile.Scope, id int64) (reap.Result, error) {
+func (b brokenRegs) DeleteRunner(ctx context.Context, scope fleet.Scope, id int64) (fleet.Result, error) {
 	res, err := b.inner.DeleteRunner(ctx, scope, id)
-	if b.brk == TrustBusyFalse && res == reap.Busy {
-		return reap.Deleted, err
+	if b.brk == TrustBusyFalse && res == fleet.Busy {
+		return fleet.Deleted, err
 	}
 	return res, err
 }
 
-func (b brokenRegs) FindRunner(ctx context.Context, scope reconcile.Scope, name string) (*reconcile.Registration, error) {
+func (b brokenRegs) FindRunner(ctx context.Context, scope fleet.Scope, name string) (*fleet.Registration, error) {
 	if b.brk == NoRecheck {
 		return nil, nil
 	}
 	return b.inner.FindRunner(ctx, scope, name)
 }
 
-var configuredScopes = func() []reconcile.Scope {
-	var out []reconcile.Scope
+var configuredScopes = func() []fleet.Scope {
+	var out []fleet.Scope
 	for _, s := range shapes {
 		if s.configured {
 			kind, name, _ := strings.Cut(s.key, ":")
-			sc := reconcile.Scope{Kind: reconcile.ScopeKind(kind), Name: name}
+			sc := fleet.Scope{Kind: fleet.ScopeKind(kind), Name: name}
 			if owner, repo, ok := strings.Cut(name, "/"); ok {
 				sc.Owner, sc.Name = owner, repo
 			}
@@ -333,7 +337,7 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 	case NoRecheck:
 		lister, regs = dropping{inner: lister}, brokenRegs{inner: gh, brk: NoRecheck}
 	}
-	scopes := map[string]reconcile.Scope{}
+	scopes := map[string]fleet.Scope{}
 	for _, s := range configuredScopes {
 		scopes[s.Key()] = s
 	}
@@ -410,11 +414,11 @@ type firstSeen struct {
 	scope string
 }
 
-func fullHold(v reconcile.Verdict) time.Duration {
+func fullHold(v fleet.Verdict) time.Duration {
 	switch v {
-	case reconcile.Terminal:
+	case fleet.Terminal:
 		return 0
-	case reconcile.OrphanStamped:
+	case fleet.OrphanStamped:
 		return max(confirmAfter, stampMaxAge)
 	}
 	return confirmAfter
@@ -446,8 +450,8 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 	// Confirmation, against the checker's own first sightings.
 	for _, o := range res.Outcomes {
 		v := o.Candidate.Verdict
-		wrote := o.Registration == reap.Deleted || o.ObjectResult == reap.Deleted && o.Result == reap.Deleted
-		if !wrote || v == reconcile.Terminal {
+		wrote := o.Registration == fleet.Deleted || o.ObjectResult == fleet.Deleted && o.Result == fleet.Deleted
+		if !wrote || v == fleet.Terminal {
 			continue
 		}
 		f, seen := c.first[o.Candidate.Key+"|"+string(v)]
@@ -462,7 +466,7 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 	if sc.saved {
 		now := map[string]bool{}
 		for _, cand := range res.Confirmation.Candidates {
-			if cand.Verdict == reconcile.Terminal {
+			if cand.Verdict == fleet.Terminal {
 				continue
 			}
 			k := cand.Key + "|" + string(cand.Verdict)
@@ -480,7 +484,7 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 	// Wrong marks: a verdict of absence on a runner that is registered.
 	clear := w.snapshot()
 	for _, cand := range res.Confirmation.Candidates {
-		if cand.Pod == nil || (cand.Verdict != reconcile.Unregistered && cand.Verdict != reconcile.Zombie) {
+		if cand.Pod == nil || (cand.Verdict != fleet.Unregistered && cand.Verdict != fleet.Zombie) {
 			continue
 		}
 		if p := w.byKey[cand.Pod.Namespace+"/"+cand.Pod.Name]; p != nil && p.uid == cand.Pod.UID && !slices.Contains(sc.raced, p.uid) {
@@ -500,7 +504,7 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 			continue
 		}
 		switch o.Result {
-		case reap.Deferred, reap.NotReached, reap.Failed, reap.SkippedChanged:
+		case fleet.Deferred, fleet.NotReached, fleet.Failed, fleet.SkippedChanged:
 			w.excuse(l, sc.at)
 		}
 		if l.cleaned {
@@ -557,7 +561,7 @@ func (w *world) violateAt(sc *sweepCtx, inv Invariant, format string, args ...an
 // excuse moves a leak's deadline for a documented cause of delay: the
 // leak then has a whole confirmation and two sweeps again.
 func (w *world) excuse(l *leak, at time.Time) {
-	d := at.Add(fullHold(reconcile.Verdict(l.kind)) + 2*interval)
+	d := at.Add(fullHold(fleet.Verdict(l.kind)) + 2*interval)
 	if d.After(l.deadline) {
 		l.deadline, l.delayed = d, true
 	}
@@ -635,6 +639,9 @@ func Run(cfg Config) (*Stats, error) {
 		w.trackLeaks()
 		w.liveness(sc)
 		if cfg.StopAtFirst && len(st.Violations) > 0 {
+			break
+		}
+		if cfg.StopOn != "" && slices.ContainsFunc(st.Violations, func(v Violation) bool { return v.Invariant == cfg.StopOn }) {
 			break
 		}
 	}

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
 
@@ -54,7 +54,7 @@ var shapes = []scopeShape{
 }
 
 // kpod is a pod as it really is. The reaper sees it only through the fake
-// lister, as a reconcile.Pod.
+// lister, as a fleet.Pod.
 type kpod struct {
 	ns, name, uid string
 	rv            int
@@ -66,7 +66,7 @@ type kpod struct {
 	phase         string
 	running       bool
 	found         bool
-	term, last    *reconcile.Termination
+	term, last    *fleet.Termination
 	termAt        time.Time
 	stamped       bool
 	stampAt       time.Time
@@ -94,12 +94,12 @@ func (p *kpod) terminal() bool {
 // managed reports whether the reaper is meant to see the pod at all.
 func (p *kpod) managed() bool { return p.ns == nsRunners && p.selected }
 
-func (p *kpod) view() reconcile.Pod {
-	return reconcile.Pod{
+func (p *kpod) view() fleet.Pod {
+	return fleet.Pod{
 		Namespace: p.ns, Name: p.name, UID: p.uid, ResourceVersion: strconv.Itoa(p.rv),
 		RunnerName: p.name, ScopeKey: p.scope, Phase: p.phase, CreatedAt: p.created, StartedAt: p.started,
 		HasRunner: true, Stamped: p.stamped,
-		Runner: reconcile.Container{Found: p.found, Running: p.running, Terminated: p.term, LastTerminated: p.last},
+		Runner: fleet.Container{Found: p.found, Running: p.running, Terminated: p.term, LastTerminated: p.last},
 	}
 }
 
@@ -185,14 +185,14 @@ func newWorld(cfg Config, stats *Stats) *world {
 		p := w.newPod(nsOther, fmt.Sprintf("teamb-%d", i), "org:alpha", true)
 		w.start(p, w.now)
 		if i%2 == 0 {
-			w.finish(p, reconcile.Termination{ExitCode: 1, Reason: "Error"})
+			w.finish(p, fleet.Termination{ExitCode: 1, Reason: "Error"})
 		}
 	}
 	for i := 0; i < 3; i++ {
 		p := w.newPod(nsRunners, fmt.Sprintf("build-%d", i), "org:alpha", false)
 		w.start(p, w.now)
 		if i == 0 {
-			w.finish(p, reconcile.Termination{ExitCode: 0, Reason: "Completed"})
+			w.finish(p, fleet.Termination{ExitCode: 0, Reason: "Completed"})
 		}
 	}
 	for _, s := range shapes {
@@ -274,7 +274,7 @@ func (w *world) start(p *kpod, at time.Time) {
 }
 
 // finish ends the pod's runner with the given fingerprint.
-func (w *world) finish(p *kpod, t reconcile.Termination) {
+func (w *world) finish(p *kpod, t fleet.Termination) {
 	t.FinishedAt = w.now
 	p.running, p.termAt = false, w.now
 	p.rv++
@@ -316,7 +316,7 @@ func (w *world) runnerDied(p *kpod) {
 
 // exits are the fingerprints jobs end with: every class of
 // reconcile.Fingerprint.
-var exits = []reconcile.Termination{
+var exits = []fleet.Termination{
 	{ExitCode: 0, Reason: "Completed"},
 	{ExitCode: 137, Reason: "OOMKilled"},
 	{ExitCode: 137, Reason: "Error"},
@@ -477,7 +477,7 @@ func (w *world) podEvents(p *kpod) {
 		return
 	case p.running && w.chance(Crash, 0.002):
 		if p.jobUntil.IsZero() {
-			w.finish(p, reconcile.Termination{ExitCode: 1, Reason: "Error"})
+			w.finish(p, fleet.Termination{ExitCode: 1, Reason: "Error"})
 		}
 		return
 	}
@@ -627,11 +627,11 @@ func (w *world) trackLeaks() {
 		if !ok || w.now.Before(since) {
 			continue
 		}
-		key := reconcile.PodMarkKey(p.uid)
+		key := fleet.PodMarkKey(p.uid)
 		seen[key] = true
 		if l := w.leaks[key]; l == nil || l.kind != kind {
 			w.leaks[key] = &leak{key: key, kind: kind, scope: p.scope, since: since,
-				deadline: maxTime(since.Add(holdOf(kind)), w.lastExcuse(p.scope).Add(fullHold(reconcile.Verdict(kind)))).Add(2 * interval)}
+				deadline: maxTime(since.Add(holdOf(kind)), w.lastExcuse(p.scope).Add(fullHold(fleet.Verdict(kind)))).Add(2 * interval)}
 		}
 	}
 	for _, s := range shapes {
@@ -643,7 +643,7 @@ func (w *world) trackLeaks() {
 			if !ok {
 				continue
 			}
-			key := reconcile.RegistrationMarkKey(s.key, r.ID)
+			key := fleet.RegistrationMarkKey(s.key, r.ID)
 			seen[key] = true
 			if w.leaks[key] == nil {
 				w.leaks[key] = &leak{key: key, kind: "ghost", scope: s.key, since: since,

@@ -30,7 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
@@ -448,7 +448,7 @@ func markKeyOf(t *testing.T, w *world, inc arcIncident) string {
 	}
 	u, err := env.Dynamic.Resource(gvr).Namespace(w.ns).Get(context.Background(), inc.name, metav1.GetOptions{})
 	require.NoError(t, err)
-	return reconcile.EphemeralRunnerMarkKey(string(u.GetUID()))
+	return fleet.EphemeralRunnerMarkKey(string(u.GetUID()))
 }
 
 // TestARCLeavesHealthyRunnersAlone: a fleet of nothing but healthy, busy and

@@ -28,7 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
@@ -340,17 +340,17 @@ func (w *world) marksJSON() (string, bool) {
 }
 
 // marks decodes the ledger's marks.
-func (w *world) marks() map[string]reconcile.Mark {
+func (w *world) marks() map[string]fleet.Mark {
 	w.t.Helper()
 	s, ok := w.marksJSON()
 	require.True(w.t, ok, "the ledger ConfigMap exists")
-	var m map[string]reconcile.Mark
+	var m map[string]fleet.Mark
 	require.NoError(w.t, json.Unmarshal([]byte(s), &m))
 	return m
 }
 
 // podMarkKey is the ledger key of the mark on pod p (by UID, as the product keys it).
-func podMarkKey(p *corev1.Pod) string { return reconcile.PodMarkKey(string(p.UID)) }
+func podMarkKey(p *corev1.Pod) string { return fleet.PodMarkKey(string(p.UID)) }
 
 // reapedEvents counts the RunnerReaped Events per pod name.
 func (w *world) reapedEvents() map[string]int {

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
@@ -116,7 +116,7 @@ func TestVerdictIncidents(t *testing.T) {
 			w := newWorld(t, tc.extra)
 			podNames, regs := neighbours(w)
 			inc := tc.plant(w)
-			markKey := reconcile.RegistrationMarkKey(scope, inc.reg.ID)
+			markKey := fleet.RegistrationMarkKey(scope, inc.reg.ID)
 			if inc.pod != nil {
 				markKey = podMarkKey(inc.pod)
 			}
@@ -325,7 +325,7 @@ func TestGhostsOnlyOwnedOfflineIdle(t *testing.T) {
 	first := w.sweep()
 	first.requireCode(t, 0)
 	assert.Empty(t, first.msg("action"))
-	assert.Equal(t, []string{reconcile.RegistrationMarkKey(scope, ghost.ID)}, keys(w.marks()), "only the owned ghost is marked")
+	assert.Equal(t, []string{fleet.RegistrationMarkKey(scope, ghost.ID)}, keys(w.marks()), "only the owned ghost is marked")
 
 	time.Sleep(pastConfirm)
 	second := w.sweep()

@@ -293,7 +293,7 @@ func (s *Sim) Close() {
 	<-served
 }
 
-// normScope parses the reconcile.Scope.String() form, case-insensitively,
+// normScope parses the fleet.Scope.String() form, case-insensitively,
 // and returns its lower-case key, because GitHub treats owner and
 // repository names without regard to case.
 func normScope(scope string) (string, bool) {

@@ -113,18 +113,6 @@ func harness(p pkg) bool {
 	return strings.HasPrefix(rel, "test/") || rel == "demo" || len(p.GoFiles) == 0
 }
 
-// upwardToRemove are the arrows that point up today, each to be removed by
-// issue 17's move of the shared types and the choke point; the test fails
-// on any other, and on one of these that is gone (so the list shrinks as
-// the work lands).
-var upwardToRemove = map[string]bool{
-	"ghclient (6) -> reconcile (5)": true,
-	"ghclient (6) -> reap (4)":      true,
-	"kube (6) -> reconcile (5)":     true,
-	"kube (6) -> reap (4)":          true,
-	"state (6) -> reconcile (5)":    true,
-}
-
 // Every product package has a rank, and every import between two of them
 // points down or across.
 func TestImportsPointDown(t *testing.T) {
@@ -161,12 +149,7 @@ func TestImportsPointDown(t *testing.T) {
 	}
 	sort.Strings(upward)
 	t.Logf("%d arrow(s) point up", len(upward))
-	for _, u := range upward {
-		assert.True(t, upwardToRemove[u], "an import points up: %s", u)
-	}
-	for u := range upwardToRemove {
-		assert.Contains(t, upward, u, "%s no longer points up: take it off upwardToRemove", u)
-	}
+	assert.Empty(t, upward, "imports that point up")
 }
 
 // No product package imports the harness, and neither entry point links

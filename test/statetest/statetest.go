@@ -23,7 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
@@ -32,10 +32,10 @@ import (
 var Epoch = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
 
 // Mark returns a pod mark first seen i minutes after Epoch, and its key.
-func Mark(i int) (string, reconcile.Mark) {
+func Mark(i int) (string, fleet.Mark) {
 	uid := fmt.Sprintf("0000-uid-%04d", i)
-	return reconcile.PodMarkKey(uid), reconcile.Mark{
-		Verdict:    reconcile.Zombie,
+	return fleet.PodMarkKey(uid), fleet.Mark{
+		Verdict:    fleet.Zombie,
 		FirstSeen:  Epoch.Add(time.Duration(i) * time.Minute),
 		LastSeen:   Epoch.Add(time.Duration(i+1) * time.Minute),
 		Scope:      "org:acme",
@@ -47,8 +47,8 @@ func Mark(i int) (string, reconcile.Mark) {
 }
 
 // Marks returns n marks, first seen one minute apart from Epoch.
-func Marks(n int) map[string]reconcile.Mark {
-	m := make(map[string]reconcile.Mark, n)
+func Marks(n int) map[string]fleet.Mark {
+	m := make(map[string]fleet.Mark, n)
 	for i := 0; i < n; i++ {
 		k, v := Mark(i)
 		m[k] = v
@@ -62,7 +62,7 @@ func Lists(scopes, runners int) map[string]state.ListCache {
 	for s := 0; s < scopes; s++ {
 		page := state.CachedPage{ETag: fmt.Sprintf(`W/"etag-%d"`, s), TotalCount: runners}
 		for r := 0; r < runners; r++ {
-			page.Runners = append(page.Runners, reconcile.Registration{
+			page.Runners = append(page.Runners, fleet.Registration{
 				ID: int64(s*100000 + r), Name: fmt.Sprintf("runner-%d-%d", s, r),
 				Online: r%2 == 0, Busy: r%3 == 0, Labels: []string{"self-hosted", "linux"},
 			})
@@ -75,8 +75,8 @@ func Lists(scopes, runners int) map[string]state.ListCache {
 // Sample is a small ledger with both marks and a list cache.
 func Sample() state.Ledger {
 	m := Marks(3)
-	m[reconcile.RegistrationMarkKey("repo:acme/app", 42)] = reconcile.Mark{
-		Verdict: reconcile.Ghost, FirstSeen: Epoch, LastSeen: Epoch.Add(time.Minute),
+	m[fleet.RegistrationMarkKey("repo:acme/app", 42)] = fleet.Mark{
+		Verdict: fleet.Ghost, FirstSeen: Epoch, LastSeen: Epoch.Add(time.Minute),
 		Scope: "repo:acme/app", RunnerID: 42, RunnerName: "reaper-ghost",
 	}
 	return state.Ledger{Marks: m, Lists: Lists(2, 3)}
@@ -104,7 +104,7 @@ func SizeOf(t testing.TB, l state.Ledger) (withLists, marksOnly int) {
 
 // Newest returns the keys of the n newest of ms by FirstSeen, the smaller
 // key first among equals, as state.Fit keeps them.
-func Newest(ms map[string]reconcile.Mark, n int) []string {
+func Newest(ms map[string]fleet.Mark, n int) []string {
 	keys := make([]string, 0, len(ms))
 	for k := range ms {
 		keys = append(keys, k)
@@ -120,7 +120,7 @@ func Newest(ms map[string]reconcile.Mark, n int) []string {
 }
 
 // KeysOf returns the keys of ms, in no order.
-func KeysOf(ms map[string]reconcile.Mark) []string {
+func KeysOf(ms map[string]fleet.Mark) []string {
 	keys := make([]string, 0, len(ms))
 	for k := range ms {
 		keys = append(keys, k)

@@ -9,15 +9,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // ARC's runner objects, as the CRDs Start installs serve them.
 var (
 	// EphemeralRunners are the EphemeralRunners of ARC's scale sets.
-	EphemeralRunners = schema.FromAPIVersionAndKind(reconcile.EphemeralRunnerAPIVersion, "").GroupVersion().WithResource("ephemeralrunners")
+	EphemeralRunners = schema.FromAPIVersionAndKind(fleet.EphemeralRunnerAPIVersion, "").GroupVersion().WithResource("ephemeralrunners")
 	// LegacyRunners are the Runners of the legacy (summerwind) ARC.
-	LegacyRunners = schema.FromAPIVersionAndKind(reconcile.LegacyRunnerAPIVersion, "").GroupVersion().WithResource("runners")
+	LegacyRunners = schema.FromAPIVersionAndKind(fleet.LegacyRunnerAPIVersion, "").GroupVersion().WithResource("runners")
 )
 
 const (
@@ -94,8 +94,8 @@ func (er EphemeralRunner) object(ns string) *unstructured.Unstructured {
 		url = "https://github.com/acme"
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": reconcile.EphemeralRunnerAPIVersion,
-		"kind":       reconcile.EphemeralRunnerKind,
+		"apiVersion": fleet.EphemeralRunnerAPIVersion,
+		"kind":       fleet.EphemeralRunnerKind,
 		"metadata": map[string]any{
 			"name": er.Name,
 			"labels": map[string]any{
@@ -186,8 +186,8 @@ func (e *Env) LegacyRunner(t testing.TB, ns string, r LegacyRunner) *unstructure
 		spec["repository"] = r.Repository
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": reconcile.LegacyRunnerAPIVersion,
-		"kind":       reconcile.LegacyRunnerKind,
+		"apiVersion": fleet.LegacyRunnerAPIVersion,
+		"kind":       fleet.LegacyRunnerKind,
 		"metadata":   map[string]any{"name": r.Name},
 		"spec":       spec,
 	}}

@@ -31,7 +31,7 @@ func BuildBinary(dir string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, "runner-reaper")
-	const pkg = "github.com/runner-reaper/runner-reaper/internal/version"
+	const pkg = "github.com/runner-reaper/runner-reaper/report"
 	ldflags := "-s -w -X " + pkg + ".version=" + BinaryVersion + " -X " + pkg + ".revision=" + BinaryRevision
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./functions/cli")
 	cmd.Dir = root

@@ -1,4 +1,4 @@
-package reconcile
+package fleet
 
 import (
 	"errors"
@@ -6,12 +6,23 @@ import (
 	"time"
 )
 
+// Registration is a self-hosted runner as GitHub lists it. The JSON names
+// are short because registrations are cached in the ledger, which must fit a
+// ConfigMap.
+type Registration struct {
+	ID     int64    `json:"i"`
+	Name   string   `json:"n"`
+	Online bool     `json:"o,omitempty"`
+	Busy   bool     `json:"b,omitempty"`
+	Labels []string `json:"l,omitempty"`
+}
+
 // ErrInconsistent marks a runner list that was read to the end but does not
 // add up (pages disagreeing on total_count, items fewer or more than it, a
 // page missing or changed while the list was read, a runner listed twice,
 // more pages than the list can have). Safety rule 1: such a list is never
-// evidence that a runner is absent. It lives here, not in the GitHub
-// adapter, so that a skipped scope can say which kind of skip it was.
+// evidence that a runner is absent. The GitHub adapter returns it; SkipOf
+// reads it, so that a skipped scope can say which kind of skip it was.
 var ErrInconsistent = errors.New("runner list is inconsistent")
 
 // RateLimitError is GitHub refusing a request for rate: the primary limit
@@ -72,20 +83,17 @@ const (
 	SkipDeferred SkipKind = "deferred"
 )
 
-// ErrDeferred marks a scope left unlisted by the sweep's budget (its scope
-// cap or its deadline), to be listed by a later sweep of the rotation.
-var ErrDeferred = errors.New("not listed this sweep: deferred to a later sweep by the scope budget")
-
-// skipOf classifies a list error; Until is set for a rate limit.
-func skipOf(err error) (SkipKind, time.Time) {
+// SkipOf classifies a runner list's error, once, where the list was asked
+// for, so that what reads the list (the core, the report) reads a kind and
+// never an error chain. For a rate limit it also returns the limit, whose
+// Until says when GitHub takes requests again. An error of no known kind
+// is a failure: a list that could not be read proves nothing.
+func SkipOf(err error) (SkipKind, *RateLimitError) {
 	if rl := AsRateLimit(err); rl != nil {
-		return SkipRateLimited, rl.Until
+		return SkipRateLimited, rl
 	}
 	if errors.Is(err, ErrInconsistent) {
-		return SkipInconsistent, time.Time{}
+		return SkipInconsistent, nil
 	}
-	if errors.Is(err, ErrDeferred) {
-		return SkipDeferred, time.Time{}
-	}
-	return SkipFailed, time.Time{}
+	return SkipFailed, nil
 }

@@ -1,0 +1,119 @@
+package fleet
+
+import "time"
+
+// Pod is the little the classifier needs of a Kubernetes pod. The kube
+// adapter builds it page by page so a sweep never holds the fleet's full Pod
+// objects.
+type Pod struct {
+	Namespace       string
+	Name            string
+	UID             string
+	ResourceVersion string
+	// RunnerName is the name the pod's runner registers with on GitHub.
+	RunnerName string
+	// ScopeKey is the Scope.Key of the pod's GitHub scope; empty when the
+	// pod says nothing the configuration can map to a scope.
+	ScopeKey string
+	// Phase is the pod's status.phase: Pending, Running, Succeeded, Failed
+	// or Unknown.
+	Phase     string
+	CreatedAt time.Time
+	// StartedAt is when the runner began: its container's
+	// state.running.startedAt, else the pod's status.startTime, else its
+	// creation. The registration deadline counts from here, because a pod
+	// may wait Pending for minutes (node scale-up, a large image) before
+	// its runner can even try to register.
+	StartedAt time.Time
+	// HasRunner is true when the pod's spec has a container named as the
+	// configured runner container. A pod without one is not a runner, only
+	// something the label selector happened to match, and is never judged.
+	HasRunner bool
+	// ServiceAccount is the pod's spec.serviceAccountName: the same-named
+	// ServiceAccount is deleted with a bare pod only when the pod ran as
+	// it, so that no other ServiceAccount that merely shares the name goes.
+	ServiceAccount string
+	// Deleting is true once the pod has a deletion timestamp: someone else
+	// is already removing it.
+	Deleting bool
+	// Stamped is true when the pod carries the pool's owner-stamp label.
+	Stamped bool
+	Runner  Container
+	// Owner is the pod's controller owner reference, if any.
+	Owner *Owner
+	// RunnerID is a registration id known from Kubernetes (for example an
+	// ARC EphemeralRunner's status.runnerId); zero when unknown.
+	RunnerID int64
+}
+
+// Owner kinds the reaper deletes instead of the pod, because their
+// controllers would otherwise recreate the pod from a dead runner config.
+const (
+	EphemeralRunnerAPIVersion = "actions.github.com/v1alpha1"
+	EphemeralRunnerKind       = "EphemeralRunner"
+	LegacyRunnerAPIVersion    = "actions.summerwind.dev/v1alpha1"
+	LegacyRunnerKind          = "Runner"
+)
+
+// ARCOwned reports whether the owner is an ARC runner object whose deletion
+// is the right way to remove its pod.
+func (o *Owner) ARCOwned() bool {
+	return o != nil && ((o.APIVersion == EphemeralRunnerAPIVersion && o.Kind == EphemeralRunnerKind) ||
+		(o.APIVersion == LegacyRunnerAPIVersion && o.Kind == LegacyRunnerKind))
+}
+
+// Owner is a controller owner reference.
+type Owner struct {
+	APIVersion string
+	Kind       string
+	Name       string
+	UID        string
+}
+
+// Container is what the runner container's status says.
+type Container struct {
+	// Found is false when the pod has no status for the runner container.
+	Found   bool
+	Running bool
+	// Terminated is state.terminated; LastTerminated is
+	// lastState.terminated, the fallback of the exit fingerprint.
+	Terminated     *Termination
+	LastTerminated *Termination
+}
+
+// Termination is a container's terminated state.
+type Termination struct {
+	ExitCode   int32
+	Signal     int32
+	Reason     string
+	FinishedAt time.Time
+}
+
+// EphemeralRunner is what the classifier needs of an ARC
+// actions.github.com/v1alpha1 EphemeralRunner.
+type EphemeralRunner struct {
+	Namespace       string
+	Name            string
+	UID             string
+	ResourceVersion string
+	// ScopeKey is the Scope.Key of spec.githubConfigUrl; empty when the URL
+	// names no scope.
+	ScopeKey  string
+	Phase     string
+	Reason    string
+	Message   string
+	RunnerID  int64
+	CreatedAt time.Time
+	// DeletingSince is the deletion timestamp; zero when not deleting.
+	DeletingSince time.Time
+	Finalizers    []string
+}
+
+// UnobservedNamespace is a configured namespace that listed no pod and could
+// not be shown to exist. An empty list from it proves nothing (a misspelt
+// name lists nothing too), and a pod there could back any registration, so
+// while there is one no registration is judged a ghost.
+type UnobservedNamespace struct {
+	Namespace string
+	Reason    string
+}
