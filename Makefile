@@ -10,7 +10,7 @@ KUBE_APISERVER := $(CACHE)/bin/kube-apiserver
 CLUSTER_BINS := $(CACHE)/bin/kubelet $(CACHE)/bin/kube-scheduler $(CACHE)/bin/kube-controller-manager
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
-.PHONY: all build test unit bench chaos vet deadcode demo envtest-assets deps dynalite openapi package image push ca-bundle cluster-assets clean
+.PHONY: all build test unit bench arc-manager chaos vet deadcode demo envtest-assets deps dynalite openapi package image push ca-bundle cluster-assets clean
 DYNALITE := tools/dynalite/node_modules/dynalite/cli.js
 
 all: build
@@ -59,6 +59,17 @@ $(ETCD): tools/etcd/go.mod tools/etcd/go.sum tools/etcd/main.go
 	@echo "building etcd for the test control plane (first time: about half a minute)"
 	cd tools/etcd && $(GO) build -o $(ETCD) .
 
+# actions-runner-controller's manager (v0.27.6, the newest the Go module
+# proxy serves), built from its module in a tools module of its own (about
+# a minute the first time), then reused: test/testenv runs it in scale-set
+# mode against the test control plane and the GitHub simulator.
+ARC_MANAGER := $(CACHE)/bin/arc-manager
+$(ARC_MANAGER): tools/arc/go.mod tools/arc/go.sum
+	@echo "building actions-runner-controller's manager for the ARC tests (first time: about a minute)"
+	cd tools/arc && $(GO) build -o $(ARC_MANAGER) github.com/actions/actions-runner-controller
+
+arc-manager: $(ARC_MANAGER)
+
 # kubelet, kube-scheduler and kube-controller-manager for the real cluster,
 # from the same module and version, built once into the same place.
 $(CLUSTER_BINS): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum
@@ -106,7 +117,7 @@ deadcode:
 
 # image first: the image and cluster tests run `make image` themselves, and
 # inside the cluster's network namespace nothing can be downloaded.
-test: envtest-assets cluster-assets image dynalite openapi vet deadcode
+test: envtest-assets arc-manager cluster-assets image dynalite openapi vet deadcode
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./test/chaos/cmd/chaos -sweeps 1000
 

@@ -18,6 +18,10 @@
 //	DELETE /{...}/actions/runners/{id}
 //	POST   /app/installations/{id}/access_tokens   (GitHub App JWT exchange)
 //
+// and what actions-runner-controller's scale-set mode speaks: the
+// registration token, runner-registration and the Actions service's agents,
+// over the same runners (see actions.go).
+//
 // Where GitHub's documentation is silent the sim chooses, and tests may rely
 // on it: an authenticated request GitHub served (200, 204, 404, 422, 403 on
 // an enterprise scope for an App token) spends one unit of the primary
@@ -91,6 +95,10 @@ type Options struct {
 	// its JWTs with the real clock, so a test that runs the App flow keeps
 	// Now within a minute or so of real time.
 	Now func() time.Time
+	// RemoveMissingAgentAsDone makes the Actions service answer a DELETE of
+	// an agent that does not exist 204 instead of 404 (see actions.go and
+	// SetRemoveMissingAgentAsDone).
+	RemoveMissingAgentAsDone bool
 }
 
 // Runner is one self-hosted runner registration, as GitHub lists it.
@@ -212,6 +220,7 @@ type Sim struct {
 	issued     []string             // every installation token minted
 	jwts       []string             // every App JWT presented to the exchange
 	requestSeq int64
+	act        *actionsState // the scale-set side (actions.go)
 
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -106,6 +106,10 @@ type reply struct {
 func (s *Sim) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
 func (s *Sim) serve(w http.ResponseWriter, r *http.Request) {
+	if art, ok := parseActionsRoute(r.Method, r.URL.Path); ok {
+		s.serveActions(w, r, art)
+		return
+	}
 	rt := parseRoute(r.Method, r.URL.Path)
 	entry := &Request{
 		Method:      r.Method,
