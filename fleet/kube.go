@@ -55,6 +55,17 @@ const (
 	LegacyRunnerKind          = "Runner"
 )
 
+// ARCRegistrationFinalizer is the finalizer with which ARC's controller
+// holds an EphemeralRunner being deleted until the Actions service has
+// removed its runner. ARC v0.27.6 takes the service's 404 (the runner is
+// already gone) for a failure and retries for ever, so an EphemeralRunner
+// whose registration went first stays deleting, its pod and JIT secret
+// with it. The reaper removes this one finalizer, and only once it has
+// proof that the registration is gone: its own 204 or 404, or a complete
+// list without it. ARC's other finalizer, which deletes the pod and the
+// secret, is left for ARC to finish.
+const ARCRegistrationFinalizer = "ephemeralrunner.actions.github.com/runner-registration-finalizer"
+
 // ARCOwned reports whether the owner is an ARC runner object whose deletion
 // is the right way to remove its pod.
 func (o *Owner) ARCOwned() bool {

@@ -21,6 +21,12 @@ type Writes interface {
 	DeleteOwner(ctx context.Context, namespace string, o Owner) (Result, error)
 	DeleteEphemeralRunner(ctx context.Context, er EphemeralRunner) (Result, error)
 	RemoveFinalizers(ctx context.Context, er EphemeralRunner) (Result, error)
+	// ReleaseRegistration removes ARCRegistrationFinalizer, and nothing
+	// else, from an EphemeralRunner being deleted whose registration is
+	// known to be gone, so that ARC finishes the deletion: Deleted when
+	// it was removed, AlreadyGone when the object or the finalizer is not
+	// there any more, Changed when the object is not the one judged.
+	ReleaseRegistration(ctx context.Context, er EphemeralRunner) (Result, error)
 }
 
 // Result is one word of the act protocol. A write answers with one of the
@@ -58,6 +64,11 @@ const (
 	// Reported: an EphemeralRunner stuck deleting, whose finalizers the
 	// reaper is not allowed to remove; it takes no place in the bound.
 	Reported Result = "reported"
+	// AlreadyDeleting: the object to delete was being deleted already when
+	// it was observed, by ARC or anyone else; deleting it again would
+	// change nothing, so nothing is written and it takes no place in the
+	// bound. If it stays deleting, it comes back as arc-stuck-deleting.
+	AlreadyDeleting Result = "already-deleting"
 	// RateLimited: the candidate needs a GitHub call and GitHub has said
 	// rate-limited in this sweep; nothing was written for it, its mark
 	// stays, and a later sweep takes it up. Not a failure.

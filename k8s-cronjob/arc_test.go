@@ -36,12 +36,15 @@ var (
 		"get ephemeralrunners.actions.github.com",
 		"list ephemeralrunners.actions.github.com",
 		"delete ephemeralrunners.actions.github.com",
+		"patch ephemeralrunners.actions.github.com",
 		"get runners.actions.summerwind.dev",
 		"list runners.actions.summerwind.dev",
 		"delete runners.actions.summerwind.dev",
 	}
-	// arcFinalizerRule is what components/arc-finalizers adds.
-	arcFinalizerRule = "patch ephemeralrunners.actions.github.com"
+	// arcPatchRule is the right both ARC components use: components/arc to
+	// release the registration finalizer, components/arc-finalizers (which
+	// adds no right of its own) to remove a stuck object's finalizers.
+	arcPatchRule = "patch ephemeralrunners.actions.github.com"
 )
 
 // ---------------------------------------------------------------------------
@@ -58,7 +61,7 @@ func TestARCComponentsRenderExactlyTheBasePlusARC(t *testing.T) {
 	}{
 		{"base+arc", []string{arcComponent}, arcRules,
 			map[string]string{"REAPER_ARC_LEAKS": "true"}},
-		{"base+arc+arc-finalizers", []string{arcComponent, arcFinalizerComponent}, append(append([]string(nil), arcRules...), arcFinalizerRule),
+		{"base+arc+arc-finalizers", []string{arcComponent, arcFinalizerComponent}, arcRules,
 			map[string]string{"REAPER_ARC_LEAKS": "true", "REAPER_ARC_REMOVE_FINALIZERS": "true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,11 +309,10 @@ func TestARCSweepAsTheCronJob(t *testing.T) {
 
 	// Each ARC rule taken away in turn. A rule the sweep really uses is
 	// refused by name and the exit status says so; a rule the sweep does
-	// not use (the gets, and list on legacy Runners: the product lists
-	// only EphemeralRunners, deletes by name, and never reads one object
-	// back) changes nothing, which the table records rather than pretend
-	// a refusal. The issue asks for get, list and delete, so the component
-	// keeps them.
+	// not use (get and list on legacy Runners: the product lists only
+	// EphemeralRunners, deletes by name, and reads back only an
+	// EphemeralRunner whose finalizer it releases) changes nothing, which
+	// the table records rather than pretend a refusal.
 	for _, tc := range []struct {
 		drop   string
 		m      manifest
@@ -325,11 +327,21 @@ func TestARCSweepAsTheCronJob(t *testing.T) {
 		// regKept: the registration is still on GitHub.
 		regKept bool
 	}{
-		{drop: "get ephemeralrunners.actions.github.com", m: arc, code: 0,
-			line: []string{`"msg":"sweep"`, `"status":0`},
+		// get reads the finalizer's place before ARC's registration
+		// finalizer is released, and the release is proved before the
+		// registration goes: without get, the zombie is left whole.
+		{drop: "get ephemeralrunners.actions.github.com", m: arc, code: 1,
+			line: []string{`"msg":"action"`, `"verdict":"zombie"`, `"object":"EphemeralRunner NS/` + testenv.ScaleSet + `-x7k2p-runner-z0mb1"`, `"result":"error"`},
+			want: `ephemeralrunners.actions.github.com "` + testenv.ScaleSet + `-x7k2p-runner-z0mb1" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot get resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
 			after: func(w *arcWorld) map[string]string {
-				return map[string]string{"EphemeralRunner/" + w.zombie: "deleting", "EphemeralRunner/" + w.failed: "deleting", "EphemeralRunner/" + w.stuck: "deleting"}
-			}},
+				return map[string]string{"EphemeralRunner/" + w.zombie: "live", "EphemeralRunner/" + w.failed: "deleting", "EphemeralRunner/" + w.stuck: "deleting"}
+			}, regKept: true},
+		{drop: arcPatchRule, m: arc, code: 1,
+			line: []string{`"msg":"action"`, `"verdict":"zombie"`, `"object":"EphemeralRunner NS/` + testenv.ScaleSet + `-x7k2p-runner-z0mb1"`, `"result":"error"`},
+			want: `ephemeralrunners.actions.github.com "` + testenv.ScaleSet + `-x7k2p-runner-z0mb1" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot patch resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
+			after: func(w *arcWorld) map[string]string {
+				return map[string]string{"EphemeralRunner/" + w.zombie: "live", "EphemeralRunner/" + w.failed: "deleting", "EphemeralRunner/" + w.stuck: "deleting"}
+			}, regKept: true},
 		{drop: "list ephemeralrunners.actions.github.com", m: arc, code: 1,
 			line: []string{`"msg":"sweep"`, `"status":1`, `"error":"observe ephemeralrunners: list ephemeralrunners in NS: `},
 			want: `ephemeralrunners.actions.github.com is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot list resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
@@ -352,12 +364,12 @@ func TestARCSweepAsTheCronJob(t *testing.T) {
 			line:  []string{`"msg":"action"`, `"verdict":"zombie"`, `"object":"Runner NS/acme-runnerdeploy-q8w2n-zx4vb"`, `"result":"error"`},
 			want:  `runners.actions.summerwind.dev "acme-runnerdeploy-q8w2n-zx4vb" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot delete resource "runners" in API group "actions.summerwind.dev" in the namespace "NS"`,
 			after: func(w *arcWorld) map[string]string { return map[string]string{"Runner/" + w.legacy: "live"} }, regKept: true},
-		{drop: arcFinalizerRule, m: arcFin, code: 1,
+		{drop: arcPatchRule, m: arcFin, code: 1,
 			line: []string{`"msg":"action"`, `"verdict":"arc-stuck-deleting"`, `"action":"remove-finalizers"`, `"result":"error"`},
 			want: `ephemeralrunners.actions.github.com "` + testenv.ScaleSet + `-x7k2p-runner-stuck" is forbidden: User "system:serviceaccount:NS:runner-reaper" cannot patch resource "ephemeralrunners" in API group "actions.github.com" in the namespace "NS"`,
 			after: func(w *arcWorld) map[string]string {
-				return map[string]string{"EphemeralRunner/" + w.zombie: "deleting", "EphemeralRunner/" + w.failed: "deleting", "EphemeralRunner/" + w.stuck: "deleting"}
-			}},
+				return map[string]string{"EphemeralRunner/" + w.zombie: "live", "EphemeralRunner/" + w.failed: "deleting", "EphemeralRunner/" + w.stuck: "deleting"}
+			}, regKept: true},
 	} {
 		t.Run("without "+tc.drop, func(t *testing.T) {
 			t.Parallel()

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -210,4 +212,66 @@ func (c *Client) RemoveFinalizers(ctx context.Context, er fleet.EphemeralRunner)
 		return "", fmt.Errorf("%s %s/%s: %w", what, er.Namespace, er.Name, err)
 	}
 	return res, nil
+}
+
+// ReleaseRegistration removes ARC's runner-registration finalizer, and no
+// other, from an EphemeralRunner being deleted (see
+// fleet.ARCRegistrationFinalizer), so that ARC's controller goes on to
+// delete the pod and the JIT secret. It reads the object (one GET) to find
+// the finalizer's place, then sends a JSON patch that tests the UID and
+// the finalizer at that place before removing it: a finalizer list ARC
+// changed in between fails the test and is read once more, and an object
+// recreated under the name is Changed. A live EphemeralRunner is refused:
+// without the finalizer, ARC would not remove its runner when it is
+// deleted later. As a dry run (the pre-flight) the object need not be
+// deleting yet, since the delete that comes first is not made either.
+func (c *Client) ReleaseRegistration(ctx context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
+	what := verb("release the registration finalizer of", c.dryRun) + " ephemeralrunner"
+	if er.Namespace == "" || er.Name == "" || er.UID == "" {
+		return "", fmt.Errorf("%s %s/%s: no namespace, name or UID to hold the patch to, refusing", what, er.Namespace, er.Name)
+	}
+	res := c.dyn.Resource(ephemeralRunners).Namespace(er.Namespace)
+	for attempt := 0; ; attempt++ {
+		u, err := res.Get(ctx, er.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return fleet.AlreadyGone, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("%s %s/%s: read it: %w", what, er.Namespace, er.Name, err)
+		}
+		if string(u.GetUID()) != er.UID {
+			return fleet.Changed, nil
+		}
+		if u.GetDeletionTimestamp() == nil && !c.dryRun {
+			return "", fmt.Errorf("%s %s/%s: it is not being deleted, refusing: ARC would not remove its runner when it is", what, er.Namespace, er.Name)
+		}
+		at := slices.Index(u.GetFinalizers(), fleet.ARCRegistrationFinalizer)
+		if at < 0 {
+			return fleet.AlreadyGone, nil
+		}
+		path := fmt.Sprintf("/metadata/finalizers/%d", at)
+		patch, err := json.Marshal([]map[string]any{
+			{"op": "test", "path": "/metadata/uid", "value": er.UID},
+			{"op": "test", "path": path, "value": fleet.ARCRegistrationFinalizer},
+			{"op": "remove", "path": path},
+		})
+		if err != nil {
+			return "", fmt.Errorf("%s %s/%s: %w", what, er.Namespace, er.Name, err)
+		}
+		_, err = res.Patch(ctx, er.Name, types.JSONPatchType, patch, metav1.PatchOptions{DryRun: dryRunOption(c.dryRun)})
+		switch {
+		case err == nil:
+			return fleet.Deleted, nil
+		case apierrors.IsNotFound(err):
+			return fleet.AlreadyGone, nil
+		case apierrors.IsInvalid(err) && attempt == 0:
+			// A failed test: the finalizers moved under the patch (ARC
+			// dropped one of them). Read the object again, once.
+			continue
+		case apierrors.IsInvalid(err):
+			return fleet.Changed, nil
+		default:
+			return "", fmt.Errorf("%s %s/%s: %w", what, er.Namespace, er.Name, err)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -129,7 +130,11 @@ const (
 	// RemoveFinalizers clears an EphemeralRunner stuck deleting; without
 	// Options.RemoveFinalizers such an object is only reported (Report).
 	RemoveFinalizers Action = "remove-finalizers"
-	Report           Action = "report"
+	// ReleaseRegistration removes only ARC's registration finalizer from
+	// an EphemeralRunner stuck deleting whose registration is proven gone
+	// (fleet.ARCRegistrationFinalizer), so that ARC finishes the rest.
+	ReleaseRegistration Action = "release-registration"
+	Report              Action = "report"
 )
 
 // Action names what the protocol does for a candidate.
@@ -143,6 +148,9 @@ func (r *Reaper) Action(c reconcile.Candidate) Action {
 	}
 	switch {
 	case c.EphemeralRunner != nil && c.Verdict == fleet.ARCStuckDeleting:
+		if c.RegistrationAbsent && slices.Contains(c.EphemeralRunner.Finalizers, fleet.ARCRegistrationFinalizer) {
+			return ReleaseRegistration
+		}
 		if r.opts.RemoveFinalizers {
 			return RemoveFinalizers
 		}
@@ -188,6 +196,9 @@ type Outcome struct {
 	// Registration and ServiceAccount are what those deletes answered.
 	Registration   fleet.Result
 	ServiceAccount fleet.Result
+	// Finalizer is what releasing ARC's registration finalizer answered,
+	// after the EphemeralRunner's delete (see releases).
+	Finalizer fleet.Result
 	// EventErr is set when the Event could not be recorded. The Event is
 	// written after the object's writes and never decides their fate;
 	// the report says what became of it.
@@ -229,6 +240,10 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		switch {
 		case out[i].Action == Report:
 			out[i].Result = fleet.Reported
+		case alreadyDeleting(c):
+			// A delete of an object being deleted changes nothing: it
+			// is not written, not reported done, and takes no place.
+			out[i].Result = fleet.AlreadyDeleting
 		case budget.Admit(c):
 			out[i].Result = ""
 		}
@@ -304,6 +319,41 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	}
 	wg.Wait()
 	return out
+}
+
+// alreadyDeleting reports whether the object a candidate's action would
+// delete was being deleted already when it was observed. A stuck deletion
+// is a verdict of its own, whose action is not a delete.
+func alreadyDeleting(c reconcile.Candidate) bool {
+	switch {
+	case c.Verdict == fleet.ARCStuckDeleting:
+		return false
+	case c.EphemeralRunner != nil:
+		return !c.EphemeralRunner.DeletingSince.IsZero()
+	case c.OwnerRunner != nil:
+		return !c.OwnerRunner.DeletingSince.IsZero()
+	}
+	return false
+}
+
+// releases reports whether the candidate's action, once its EphemeralRunner
+// is deleted, removes ARC's registration finalizer from it: only for an
+// EphemeralRunner whose runner was registered (ARC asks the service to
+// remove it only then), and only with proof that the registration is gone
+// or about to be: the candidate's own registration delete (which must then
+// answer 204 or 404), or a complete list without it. ARC v0.27.6 would
+// otherwise ask the service for ever and take its 404 for a failure.
+func releases(c reconcile.Candidate) bool {
+	er := target(c)
+	return er != nil && c.Verdict != fleet.ARCStuckDeleting && er.RunnerID != 0 && (c.Registration != nil || c.RegistrationAbsent)
+}
+
+// target is the EphemeralRunner the candidate's action deletes, or nil.
+func target(c reconcile.Candidate) *fleet.EphemeralRunner {
+	if c.EphemeralRunner != nil {
+		return c.EphemeralRunner
+	}
+	return c.OwnerRunner
 }
 
 // tooLate reports whether a new action must not start: the sweep was
@@ -480,6 +530,8 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 	switch {
 	case c.EphemeralRunner != nil && o.Action == RemoveFinalizers:
 		res, err = r.check.RemoveFinalizers(ctx, *c.EphemeralRunner)
+	case c.EphemeralRunner != nil && o.Action == ReleaseRegistration:
+		res, err = r.check.ReleaseRegistration(ctx, *c.EphemeralRunner)
 	case c.EphemeralRunner != nil:
 		res, err = r.check.DeleteEphemeralRunner(ctx, *c.EphemeralRunner)
 	case c.Pod == nil:
@@ -489,7 +541,7 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 		// pod judged must still be the owner's pod (ownerPodUnchanged),
 		// and the owner's delete must be allowed.
 		if res, err = r.ownerPodUnchanged(ctx, *c.Pod); err == nil && res == fleet.Deleted {
-			res, err = r.check.DeleteOwner(ctx, c.Pod.Namespace, *c.Pod.Owner)
+			res, err = r.deleteOwner(ctx, r.check, c)
 		}
 	default:
 		res, err = r.check.DeletePod(ctx, *c.Pod)
@@ -504,6 +556,14 @@ func (r *Reaper) preflight(ctx context.Context, o *Outcome) bool {
 	case res == fleet.AlreadyGone:
 		o.ObjectResult, o.Result = res, fleet.AlreadyGone
 		return false
+	}
+	if releases(c) {
+		// The finalizer's release must be allowed too, or the
+		// registration would go and ARC be left asking for it for ever.
+		if _, err := r.check.ReleaseRegistration(ctx, *target(c)); err != nil {
+			o.Result, o.Err = fleet.Failed, r.refused(o, err)
+			return false
+		}
 	}
 	if r.ownServiceAccount(c) {
 		// A ServiceAccount that is not there is fine: the pod still goes.
@@ -657,7 +717,7 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 			return
 		}
 		if err == nil {
-			res, err = r.kube.DeleteOwner(ctx, p.Namespace, *p.Owner)
+			res, err = r.deleteOwner(ctx, r.kube, c)
 		}
 	} else {
 		res, err = r.kube.DeletePod(ctx, p)
@@ -666,6 +726,7 @@ func (r *Reaper) removePod(ctx context.Context, o *Outcome) {
 	if !r.settle(o, res, err) {
 		return
 	}
+	r.release(ctx, o)
 	// The same-named ServiceAccount belongs to bare pods; ARC cleans up
 	// after its own.
 	if r.ownServiceAccount(c) {
@@ -682,13 +743,50 @@ func (r *Reaper) removeEphemeralRunner(ctx context.Context, o *Outcome) {
 	er := *o.Candidate.EphemeralRunner
 	var res fleet.Result
 	var err error
-	if o.Action == RemoveFinalizers {
+	switch o.Action {
+	case RemoveFinalizers:
 		res, err = r.kube.RemoveFinalizers(ctx, er)
-	} else {
+	case ReleaseRegistration:
+		res, err = r.kube.ReleaseRegistration(ctx, er)
+	default:
 		res, err = r.kube.DeleteEphemeralRunner(ctx, er)
 	}
 	o.ObjectResult = res
-	r.settle(o, res, err)
+	if r.settle(o, res, err) {
+		r.release(ctx, o)
+	}
+}
+
+// deleteOwner deletes the owner of an ARC pod: the EphemeralRunner as it
+// was observed (its UID and resourceVersion), when ARC's objects are
+// watched, so that one deleted or changed since is Changed, never deleted
+// "again"; else by the owner reference's UID alone.
+func (r *Reaper) deleteOwner(ctx context.Context, w fleet.Writes, c reconcile.Candidate) (fleet.Result, error) {
+	if c.OwnerRunner != nil {
+		return w.DeleteEphemeralRunner(ctx, *c.OwnerRunner)
+	}
+	return w.DeleteOwner(ctx, c.Pod.Namespace, *c.Pod.Owner)
+}
+
+// release removes ARC's registration finalizer from the EphemeralRunner
+// just deleted, where the candidate has the proof releases asks for and
+// the registration delete, if any, answered 204 or 404. It is part of the
+// action: without it ARC v0.27.6 keeps the EphemeralRunner, its pod and
+// its JIT secret for ever, so a failed release fails the action; the
+// EphemeralRunner, deleting, comes back as arc-stuck-deleting.
+func (r *Reaper) release(ctx context.Context, o *Outcome) {
+	c := o.Candidate
+	if !releases(c) || o.ObjectResult != fleet.Deleted {
+		return
+	}
+	if c.Registration != nil && o.Registration != fleet.Deleted && o.Registration != fleet.AlreadyGone {
+		return
+	}
+	res, err := r.kube.ReleaseRegistration(ctx, *target(c))
+	o.Finalizer = res
+	if err != nil {
+		o.Result, o.Err = fleet.Failed, errors.Join(o.Err, err)
+	}
 }
 
 // settle records the result of deleting the Kubernetes object and reports

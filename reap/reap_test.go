@@ -30,8 +30,13 @@ type recorder struct {
 	// run) of the write on the named object; by default it is allowed.
 	checkRes map[string]fleet.Result
 	checkErr map[string]error
-	inFlight int
-	maxGH    int
+	// checkErrWhat refuses the pre-flight of one kind of write on one
+	// object, keyed "what:name".
+	checkErrWhat map[string]error
+	inFlight     int
+	maxGH        int
+	// releaseErr fails the release of ARC's registration finalizer.
+	releaseErr error
 }
 
 func (r *recorder) log(s string) { r.mu.Lock(); r.calls = append(r.calls, s); r.mu.Unlock() }
@@ -88,6 +93,14 @@ func (r *recorder) RemoveFinalizers(_ context.Context, er fleet.EphemeralRunner)
 	return fleet.Deleted, nil
 }
 
+func (r *recorder) ReleaseRegistration(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
+	r.log("release:" + er.Name)
+	if err := r.releaseErr; err != nil {
+		return "", err
+	}
+	return fleet.Deleted, nil
+}
+
 func (r *recorder) DeleteServiceAccount(_ context.Context, _, name string) (fleet.Result, error) {
 	r.log("sa:" + name)
 	return fleet.Deleted, nil
@@ -96,6 +109,9 @@ func (r *recorder) DeleteServiceAccount(_ context.Context, _, name string) (flee
 func (r *recorder) check(what, name string) (fleet.Result, error) {
 	r.log("check-" + what + ":" + name)
 	if err := r.checkErr[name]; err != nil {
+		return "", err
+	}
+	if err := r.checkErrWhat[what+":"+name]; err != nil {
 		return "", err
 	}
 	if res, ok := r.checkRes[name]; ok {
@@ -128,6 +144,10 @@ func (d dryRecorder) DeleteEphemeralRunner(_ context.Context, er fleet.Ephemeral
 
 func (d dryRecorder) RemoveFinalizers(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	return d.r.check("finalizers", er.Name)
+}
+
+func (d dryRecorder) ReleaseRegistration(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
+	return d.r.check("release", er.Name)
 }
 
 // writes are the recorded calls that change something: everything but the
@@ -504,7 +524,10 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 	arcLeak := func(v fleet.Verdict, name string, regID int64) reconcile.Candidate {
 		c := cand(fleet.Ghost, name, regID)
 		c.Verdict = v
-		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name, DeletingSince: time.Now()}
+		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name}
+		if v == fleet.ARCStuckDeleting {
+			c.EphemeralRunner.DeletingSince = time.Now()
+		}
 		return c
 	}
 	rec := &recorder{

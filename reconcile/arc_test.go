@@ -167,3 +167,80 @@ func TestEphemeralRunnerWithoutPodBacksItsRegistration(t *testing.T) {
 		}
 	}
 }
+
+// What ARC's deletion does to the verdicts: a pod whose EphemeralRunner is
+// being deleted is ARC's to remove and has no verdict of its own; the
+// EphemeralRunner, once stuck, is judged even with its pod still there,
+// but only when its registration is gone (or never was): one that exists
+// may be running the job ARC waits for. A pod's finding carries its
+// EphemeralRunner, its runner id, and whether the list proves the
+// registration gone.
+func TestClassifyARCDeletion(t *testing.T) {
+	owned := running("set-runner-a", func(p *fleet.Pod) {
+		p.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "set-runner-a", UID: "er-set-runner-a"}
+	})
+	stuckFor := func(d time.Duration, id int64) func(*fleet.EphemeralRunner) {
+		return func(e *fleet.EphemeralRunner) {
+			e.RunnerID, e.DeletingSince = id, t0.Add(-d)
+			e.Finalizers = []string{"ephemeralrunner.actions.github.com/finalizer", fleet.ARCRegistrationFinalizer}
+		}
+	}
+	tests := []struct {
+		name        string
+		er          fleet.EphemeralRunner
+		regs        []fleet.Registration
+		want        fleet.Verdict
+		wantAbsent  bool
+		wantDeleted int
+	}{
+		{name: "deleting a moment ago: the pod waits for ARC", er: er("set-runner-a", stuckFor(time.Minute, 42)), wantDeleted: 1},
+		{name: "stuck, registration gone: judged with its pod", er: er("set-runner-a", stuckFor(time.Hour, 42)),
+			want: fleet.ARCStuckDeleting, wantAbsent: true, wantDeleted: 1},
+		{name: "stuck, never registered: judged", er: er("set-runner-a", stuckFor(time.Hour, 0)),
+			want: fleet.ARCStuckDeleting, wantDeleted: 1},
+		{name: "stuck, its registration busy: ARC waits for the job", er: er("set-runner-a", stuckFor(time.Hour, 42)),
+			regs: []fleet.Registration{reg(42, "set-runner-a", true, true)}, wantDeleted: 1},
+		{name: "stuck, its registration idle but there: ARC removes it", er: er("set-runner-a", stuckFor(time.Hour, 42)),
+			regs: []fleet.Registration{reg(42, "set-runner-a", false, false)}, wantDeleted: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obs := observe([]fleet.Pod{owned}, tt.regs...)
+			obs.EphemeralRunners = []fleet.EphemeralRunner{tt.er}
+			c := Classify(obs, arcPolicy(), nil)
+			assert.Equal(t, tt.wantDeleted, c.OwnerDeleting)
+			if tt.want == "" {
+				assert.Empty(t, c.Findings)
+				return
+			}
+			require.Len(t, c.Findings, 1)
+			f := c.Findings[0]
+			assert.Equal(t, tt.want, f.Verdict)
+			assert.Nil(t, f.Pod, "the pod has no verdict of its own")
+			assert.Equal(t, tt.wantAbsent, f.RegistrationAbsent)
+			assert.Equal(t, tt.er.RunnerID, f.RunnerID)
+		})
+	}
+
+	t.Run("a zombie's finding carries its EphemeralRunner and the proof", func(t *testing.T) {
+		obs := observe([]fleet.Pod{owned})
+		obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) { e.RunnerID = 42 })}
+		c := Classify(obs, arcPolicy(), nil)
+		require.Len(t, c.Findings, 1)
+		f := c.Findings[0]
+		assert.Equal(t, fleet.Zombie, f.Verdict)
+		require.NotNil(t, f.OwnerRunner)
+		assert.Equal(t, "er-set-runner-a", f.OwnerRunner.UID)
+		assert.EqualValues(t, 42, f.RunnerID)
+		assert.True(t, f.RegistrationAbsent, "runner 42 is absent from the complete list")
+	})
+	t.Run("an offline zombie's registration is there: no proof yet, its delete gives it", func(t *testing.T) {
+		obs := observe([]fleet.Pod{owned}, reg(42, "set-runner-a", false, false))
+		obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) { e.RunnerID = 42 })}
+		c := Classify(obs, arcPolicy(), nil)
+		require.Len(t, c.Findings, 1)
+		assert.False(t, c.Findings[0].RegistrationAbsent)
+		assert.EqualValues(t, 42, c.Findings[0].RunnerID)
+		assert.NotNil(t, c.Findings[0].Registration)
+	})
+}

@@ -72,6 +72,19 @@ type Finding struct {
 	Registration *fleet.Registration
 	// EphemeralRunner is set for ARC's own leaks: the object to act on.
 	EphemeralRunner *fleet.EphemeralRunner
+	// OwnerRunner is the observed EphemeralRunner that controls the pod,
+	// when ARC's objects are watched: the object the action deletes,
+	// held to the version observed, so that one deleted since is never
+	// deleted "again" and reported done.
+	OwnerRunner *fleet.EphemeralRunner
+	// RunnerID is the runner's registration id as far as anything knows
+	// it (the registration, the pod, its EphemeralRunner); 0 when unknown.
+	RunnerID int64
+	// RegistrationAbsent is true when the runner's id is known and its
+	// scope's complete list does not hold it: proof that the registration
+	// is gone, which lets the choke point release ARC's registration
+	// finalizer (fleet.ARCRegistrationFinalizer).
+	RegistrationAbsent bool
 	// Exit is set for terminal pods.
 	Exit *Exit
 	// Since is when the leaking object appeared, for oldest-first order.
@@ -136,6 +149,9 @@ type Classification struct {
 	// Protected counts pods spared because GitHub says their runner is busy
 	// or a claim backs them.
 	Protected int
+	// OwnerDeleting counts runner pods left without a verdict because
+	// their EphemeralRunner is being deleted: ARC removes them with it.
+	OwnerDeleting int
 	// ScopePods counts the classified pods per scope, for the mass
 	// suspicion alarm.
 	ScopePods map[string]int
@@ -193,10 +209,12 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 	// An EphemeralRunner's status.runnerId is its pod's registration id:
 	// what tells "was registered, now gone" from "never registered".
 	arcIDs := make(map[string]int64, len(obs.EphemeralRunners))
-	for _, er := range obs.EphemeralRunners {
+	ers := make(map[string]*fleet.EphemeralRunner, len(obs.EphemeralRunners))
+	for i, er := range obs.EphemeralRunners {
 		if er.RunnerID != 0 {
 			arcIDs[er.UID] = er.RunnerID
 		}
+		ers[er.UID] = &obs.EphemeralRunners[i]
 	}
 	runnerID := func(p *fleet.Pod) int64 {
 		if p.RunnerID == 0 && p.Owner != nil {
@@ -217,12 +235,22 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 		if p.Deleting {
 			continue
 		}
+		// A pod whose EphemeralRunner is being deleted is ARC's to
+		// remove: it has no verdict of its own. If the deletion does not
+		// finish, the EphemeralRunner comes back as arc-stuck-deleting.
+		owner := ownerRunner(ers, p)
+		if owner != nil && !owner.DeletingSince.IsZero() {
+			out.OwnerDeleting++
+			continue
+		}
 		var m match
 		_, complete := ix.byName[p.ScopeKey]
 		if complete {
 			m = ix.match(p, runnerID(p))
 		}
 		if f, ok := terminal(p, m.reg); ok {
+			f.OwnerRunner = owner
+			f.RunnerID, f.RegistrationAbsent = known(runnerID(p), m, complete)
 			if m.ambiguous {
 				f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
 			}
@@ -258,6 +286,8 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 			out.Protected++
 		}
 		if f != nil {
+			f.OwnerRunner = owner
+			f.RunnerID, f.RegistrationAbsent = known(runnerID(p), m, complete)
 			out.Findings = append(out.Findings, *f)
 		}
 	}
@@ -597,6 +627,28 @@ func onlineWord(online bool) string {
 	return "offline"
 }
 
+// ownerRunner is the observed EphemeralRunner that controls the pod, or
+// nil: the pod has no ARC owner, or ARC's objects are not watched.
+func ownerRunner(ers map[string]*fleet.EphemeralRunner, p *fleet.Pod) *fleet.EphemeralRunner {
+	if p.Owner == nil || p.Owner.APIVersion != fleet.EphemeralRunnerAPIVersion || p.Owner.Kind != fleet.EphemeralRunnerKind {
+		return nil
+	}
+	if er := ers[p.Owner.UID]; er != nil && er.Namespace == p.Namespace && er.Name == p.Owner.Name {
+		return er
+	}
+	return nil
+}
+
+// known is the runner id a pod's finding carries, and whether its scope's
+// complete list proves that registration gone: the id is known, the list
+// complete, and neither it nor the runner's name matched a registration.
+func known(id int64, m match, complete bool) (int64, bool) {
+	if m.reg != nil {
+		return m.reg.ID, false
+	}
+	return id, id != 0 && complete && !m.ambiguous
+}
+
 // byID indexes the complete lists' registrations by scope and id, for
 // EphemeralRunners, which know their runner's id but have no pod to name it.
 func byID(lists map[string]ScopeList) map[string]map[int64]*fleet.Registration {
@@ -616,7 +668,9 @@ func byID(lists map[string]ScopeList) map[string]map[int64]*fleet.Registration {
 
 // classifyARC judges ARC's own leaks. An EphemeralRunner that still has a
 // pod is left to the pod's verdict, which removes it through its owner, so
-// that one object is never acted on twice in a sweep.
+// that one object is never acted on twice in a sweep; unless it is being
+// deleted, when its pod has no verdict (see Classify) and only the
+// deletion that does not finish is judged.
 func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.Registration) []Finding {
 	owners := make(map[string]bool, len(obs.Pods))
 	for _, p := range obs.Pods {
@@ -627,7 +681,7 @@ func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.R
 	var out []Finding
 	for i := range obs.EphemeralRunners {
 		er := &obs.EphemeralRunners[i]
-		if owners[er.UID] {
+		if owners[er.UID] && er.DeletingSince.IsZero() {
 			continue
 		}
 		// Only an EphemeralRunner of a configured scope whose list is
@@ -640,12 +694,20 @@ func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.R
 		f := Finding{Key: fleet.EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt}
 		if er.RunnerID != 0 {
 			f.Registration = regs[er.ScopeKey][er.RunnerID]
+			f.RunnerID, f.RegistrationAbsent = er.RunnerID, f.Registration == nil
 		}
 		name := fmt.Sprintf("EphemeralRunner %s/%s", er.Namespace, er.Name)
 		switch {
 		case !er.DeletingSince.IsZero():
 			waited := obs.Now.Sub(er.DeletingSince)
 			if waited <= pol.ARCStuckDeletingAfter || len(er.Finalizers) == 0 {
+				continue
+			}
+			// With its pod still there, a registration that exists may
+			// be running a job, which ARC waits for (the service's
+			// JobStillRunning): only the deletion of a runner whose
+			// registration is gone, or never was, is judged.
+			if owners[er.UID] && f.Registration != nil {
 				continue
 			}
 			// Deleting already: there is no registration to remove

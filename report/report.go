@@ -113,6 +113,11 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	if c.Registration != nil {
 		runnerID, runnerName = c.Registration.ID, c.Registration.Name
 	}
+	if runnerID == 0 {
+		// Known from Kubernetes (ARC's EphemeralRunner) where GitHub no
+		// longer lists the registration: the id the evidence names.
+		runnerID = c.RunnerID
+	}
 	a = append(a, slog.String("namespace", ns), slog.String("pod", pod),
 		slog.Int64("runner_id", runnerID), slog.String("runner_name", runnerName))
 	if !c.Mark.FirstSeen.IsZero() {
@@ -139,6 +144,9 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 		if c.Pod != nil && c.EphemeralRunner == nil && !c.Pod.Owner.ARCOwned() {
 			a = append(a, slog.String("pod_result", string(o.ObjectResult)))
 		}
+	}
+	if o.Finalizer != "" {
+		a = append(a, slog.String("finalizer_result", string(o.Finalizer)))
 	}
 	if o.ServiceAccount != "" {
 		a = append(a, slog.String("serviceaccount_result", string(o.ServiceAccount)))
@@ -208,6 +216,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Int("protected_busy", res.Class.Protected),
 		slog.Int("unscoped_pods", res.Class.Unscoped),
 		slog.Int("not_runner_pods", res.Class.NotRunner),
+		slog.Int("owner_deleting_pods", res.Class.OwnerDeleting),
 		slog.Int("ambiguous_runners", len(res.Class.Ambiguities)),
 		slog.Int("marks", len(res.Confirmation.Marks)),
 		slog.Int("marks_cleared", len(res.Confirmation.Cleared)),

@@ -93,6 +93,9 @@ func (k *fakeKube) DeleteEphemeralRunner(_ context.Context, er fleet.EphemeralRu
 func (k *fakeKube) RemoveFinalizers(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	return k.record("finalizers " + er.Namespace + "/" + er.Name)
 }
+func (k *fakeKube) ReleaseRegistration(_ context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
+	return k.record("release " + er.Namespace + "/" + er.Name)
+}
 func (k *fakeKube) RecordEphemeralRunnerEvent(context.Context, fleet.EphemeralRunner, string, string) error {
 	return nil
 }
@@ -116,6 +119,9 @@ func (fakeDryRun) DeleteEphemeralRunner(context.Context, fleet.EphemeralRunner) 
 	return fleet.Deleted, nil
 }
 func (fakeDryRun) RemoveFinalizers(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
+	return fleet.Deleted, nil
+}
+func (fakeDryRun) ReleaseRegistration(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
 	return fleet.Deleted, nil
 }
 

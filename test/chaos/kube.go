@@ -145,6 +145,10 @@ func (k kube) RemoveFinalizers(context.Context, fleet.EphemeralRunner) (fleet.Re
 	return k.unexpected("RemoveFinalizers")
 }
 
+func (k kube) ReleaseRegistration(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
+	return k.unexpected("ReleaseRegistration")
+}
+
 func (k kube) RecordEphemeralRunnerEvent(context.Context, fleet.EphemeralRunner, string, string) error {
 	_, err := k.unexpected("RecordEphemeralRunnerEvent")
 	return err
@@ -160,6 +164,10 @@ func (d dryKube) DeleteEphemeralRunner(context.Context, fleet.EphemeralRunner) (
 
 func (d dryKube) RemoveFinalizers(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
 	return d.k.unexpected("dry-run RemoveFinalizers")
+}
+
+func (d dryKube) ReleaseRegistration(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
+	return d.k.unexpected("dry-run ReleaseRegistration")
 }
 
 // judgePodDelete checks a pod delete against the truth: the first three

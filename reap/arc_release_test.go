@@ -1,0 +1,139 @@
+package reap
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// arcPod is a runner pod that ARC's EphemeralRunner controls, with that
+// EphemeralRunner observed (runner id 7 unless the registration says).
+func arcPod(v fleet.Verdict, name string, regID int64) reconcile.Candidate {
+	c := cand(v, name, regID)
+	er := &fleet.EphemeralRunner{Namespace: "ns", Name: name + "-er", UID: "u-" + name + "-er", ResourceVersion: "5",
+		RunnerID: 7, Finalizers: []string{"ephemeralrunner.actions.github.com/finalizer", fleet.ARCRegistrationFinalizer}}
+	if regID != 0 {
+		er.RunnerID = regID
+	}
+	c.Pod.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: er.Name, UID: er.UID}
+	c.OwnerRunner, c.RunnerID = er, er.RunnerID
+	return c
+}
+
+// The act on an ARC runner ends with ARC able to finish: the registration
+// goes first (GitHub's 422 still protects a job), then the EphemeralRunner,
+// as observed, then ARC's registration finalizer, and only with proof that
+// the registration is gone. Without that proof, or for a write that would
+// change nothing, the finalizer is left to ARC.
+func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
+	stuck := func(absent bool) reconcile.Candidate {
+		c := cand(fleet.Ghost, "stuck", 0)
+		c.Verdict, c.RegistrationAbsent, c.RunnerID = fleet.ARCStuckDeleting, absent, 9
+		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: "stuck", UID: "u-stuck", ResourceVersion: "3", RunnerID: 9,
+			DeletingSince: time.Now().Add(-time.Hour), Finalizers: []string{fleet.ARCRegistrationFinalizer}}
+		return c
+	}
+	tests := []struct {
+		name       string
+		c          reconcile.Candidate
+		ghResult   fleet.Result
+		releaseErr error
+		want       fleet.Result
+		wantWrites []string
+		wantFinal  fleet.Result
+	}{
+		{
+			name: "offline zombie: registration, EphemeralRunner, finalizer", c: arcPod(fleet.Zombie, "z", 7),
+			want: fleet.Deleted, wantFinal: fleet.Deleted,
+			wantWrites: []string{"gh:org:acme:7", "er:z-er", "release:z-er"},
+		},
+		{
+			name: "registration 404 after a complete list: gone all the same", c: arcPod(fleet.Zombie, "z", 7), ghResult: fleet.AlreadyGone,
+			want: fleet.Deleted, wantFinal: fleet.Deleted,
+			wantWrites: []string{"gh:org:acme:7", "er:z-er", "release:z-er"},
+		},
+		{
+			name: "busy: GitHub's 422 spares it, nothing else is written", c: arcPod(fleet.Zombie, "z", 7), ghResult: fleet.Busy,
+			want: fleet.SparedBusy, wantWrites: []string{"gh:org:acme:7"},
+		},
+		{
+			name: "registration gone from the complete list: re-checked by name, then released",
+			c: func() reconcile.Candidate {
+				c := arcPod(fleet.Zombie, "g", 0)
+				c.Gone, c.RegistrationAbsent = true, true
+				return c
+			}(),
+			want: fleet.Deleted, wantFinal: fleet.Deleted,
+			wantWrites: []string{"er:g-er", "release:g-er"},
+		},
+		{
+			name: "terminal with no proof of the registration's fate: ARC keeps its finalizer",
+			c:    arcPod(fleet.Terminal, "t", 0),
+			want: fleet.Deleted, wantWrites: []string{"er:t-er"},
+		},
+		{
+			name: "a release that fails fails the action", c: arcPod(fleet.Zombie, "z", 7), releaseErr: errors.New("forbidden"),
+			want: fleet.Failed, wantFinal: "",
+			wantWrites: []string{"gh:org:acme:7", "er:z-er", "release:z-er"},
+		},
+		{
+			name: "owner already deleting: nothing is written, nothing reported done",
+			c: func() reconcile.Candidate {
+				c := arcPod(fleet.Zombie, "z", 7)
+				c.OwnerRunner.DeletingSince = time.Now()
+				return c
+			}(),
+			want: fleet.AlreadyDeleting,
+		},
+		{
+			name: "stuck deleting, registration proven gone: only its finalizer", c: stuck(true),
+			want: fleet.Deleted, wantWrites: []string{"release:stuck"},
+		},
+		{
+			name: "stuck deleting, no proof: reported only", c: stuck(false),
+			want: fleet.Reported,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &recorder{releaseErr: tt.releaseErr, ghResult: map[int64]fleet.Result{}}
+			if tt.ghResult != "" {
+				rec.ghResult[7] = tt.ghResult
+			}
+			outs := New(rec, rec, opts()).Reap(context.Background(), 10, []reconcile.Candidate{tt.c})
+			assert.Equal(t, tt.want, outs[0].Result, "err: %v", outs[0].Err)
+			assert.Equal(t, tt.wantWrites, withoutEvents(rec.writes()))
+			assert.Equal(t, tt.wantFinal, outs[0].Finalizer)
+		})
+	}
+}
+
+// The release is proved in the pre-flight too: a reaper that may not patch
+// EphemeralRunners deletes no registration it could not follow through.
+func TestReapPreflightProvesTheRelease(t *testing.T) {
+	// Only the release is refused: the EphemeralRunner's delete would be
+	// allowed.
+	rec := &recorder{checkErrWhat: map[string]error{
+		"release:z-er": errors.New(`ephemeralrunners.actions.github.com "z-er" is forbidden: cannot patch`)}}
+	outs := New(rec, rec, opts()).Reap(context.Background(), 10, []reconcile.Candidate{arcPod(fleet.Zombie, "z", 7)})
+	assert.Equal(t, fleet.Failed, outs[0].Result)
+	assert.ErrorContains(t, outs[0].Err, "cannot patch")
+	assert.Empty(t, rec.writes(), "no registration deleted, nothing written")
+}
+
+func withoutEvents(ws []string) []string {
+	var out []string
+	for _, w := range ws {
+		if len(w) > 6 && (w[:6] == "event:" || (len(w) > 9 && w[:9] == "er-event:")) {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
