@@ -111,9 +111,12 @@ func (e *Env) StartARC(t testing.TB, opts ARCOptions) *ARC {
 		}
 		t.Fatalf("ARC's manager is not built: run `make arc-manager` (builds %s from tools/arc): %v", bin, err)
 	}
-	if _, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{
+	e.arcCRDs.Lock()
+	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{
 		Paths: []string{ARCManagerCRDDir(e.Root)}, ErrorIfPathMissing: true,
-	}); err != nil {
+	})
+	e.arcCRDs.Unlock()
+	if err != nil {
 		t.Fatalf("install the CRDs ARC's manager watches: %v", err)
 	}
 	ns := opts.Namespace

@@ -30,6 +30,9 @@ type Env struct {
 	// users serialises user provisioning: envtest's client certificates
 	// for users are not documented as safe for concurrent use.
 	users sync.Mutex
+	// arcCRDs serialises the install of the CRDs ARC's manager watches, so
+	// that managers started in parallel do not race to create them.
+	arcCRDs sync.Mutex
 	// Config is an administrator's config.
 	Config *rest.Config
 	// Client is an administrator's clientset.
