@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
@@ -146,6 +147,51 @@ func TestARCManagerLoop(t *testing.T) {
 				time.Sleep(arcFailedAfter)
 				r, acted := l.actOn(name, true)
 				l.report(t, name, r, acted, "arc-failed", "delete-registration-then-ephemeralrunner", st.RunnerID)
+			})
+			t.Run("scale-down strands ARC's own idle runner", func(t *testing.T) {
+				// ARC's EphemeralRunnerSet removes the registration (204)
+				// before deleting the runner, whose own controller then
+				// asks for it again and meets a 404: v0.27.6 holds the
+				// runner, its pod and its Secret for ever.
+				l := newARCLoop(t, done404)
+				const set = "arc-set-scale"
+				env.ARCRunnerSet(t, l.ns, set, l.cfg, 1)
+				var name string
+				require.Eventually(t, func() bool {
+					rs := env.ARCRunnersOf(t, l.ns, set)
+					if len(rs) == 1 {
+						name = rs[0]
+					}
+					return name != ""
+				}, 30*time.Second, 50*time.Millisecond)
+				st, _ := env.WaitARCRunner(t, l.ns, name, 30*time.Second, "registered, Secret and pod made", testenv.Provisioned)
+				env.WritePodState(t, l.ns, name, testenv.Running())
+				env.ScaleARCRunnerSet(t, l.ns, set, 0)
+				if done404 {
+					took := l.allGone(name, time.Now(), 30*time.Second)
+					t.Logf("scale-down with 404 as done: ARC finished alone in %v", took.Round(time.Millisecond))
+					r := l.sweep()
+					r.requireCode(t, 0)
+					assert.Empty(t, r.msg("action"))
+					return
+				}
+				stuck, _ := env.WaitARCRunner(t, l.ns, name, 10*time.Second, "deleting", func(s testenv.ARCRunnerState) bool { return s.Deleting })
+				require.Contains(t, stuck.Finalizers, fleet.ARCRegistrationFinalizer)
+				require.False(t, l.registered(name), "the set removed the registration")
+				time.Sleep(pastStuck)
+				r, acted := l.actOn(name, true)
+				r.requireCode(t, 0)
+				a := r.actions(t)[name]
+				require.NotNil(t, a, "%s", r.Stdout)
+				assert.Equal(t, "arc-stuck-deleting", a["verdict"])
+				assert.Equal(t, "release-registration", a["action"])
+				assert.Equal(t, "deleted", a["result"])
+				assert.EqualValues(t, st.RunnerID, a["runner_id"])
+				took := l.allGone(name, acted, 2*pastConfirm)
+				s := r.summary(t)
+				t.Logf("scale-down stranded by ARC v0.27.6: act to all gone %v; acting sweep %v GitHub and %v Kubernetes requests; ARC's removals: %d x 204, %d x 404",
+					took.Round(time.Millisecond), s["github_requests"], s["kube_requests"],
+					l.sim.RequestCount(ghsim.EndpointAgentDelete, 204), l.sim.RequestCount(ghsim.EndpointAgentDelete, 404))
 			})
 			t.Run("busy runner: spared until its job ends", func(t *testing.T) {
 				l := newARCLoop(t, done404)
