@@ -115,3 +115,19 @@ func offOrigin(err error) error {
 	}
 	return err
 }
+
+// WebHost is the host an ARC githubConfigUrl names for the GitHub whose
+// REST API is at apiURL: github.com for api.github.com, NAME.ghe.com for
+// api.NAME.ghe.com, and the server's own host for GHES (its API is under
+// /api/v3 on the same host). "" when apiURL cannot be read.
+func WebHost(apiURL string) string {
+	u, err := url.Parse(apiURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	host := strings.ToLower(u.Host)
+	if host == "api.github.com" || (strings.HasPrefix(host, "api.") && strings.HasSuffix(host, ".ghe.com")) {
+		return strings.TrimPrefix(host, "api.")
+	}
+	return host
+}

@@ -175,7 +175,7 @@ func newARCWorld(t *testing.T, bin string, m manifest, o arcWorldOpts) *arcWorld
 		// finalizers: nothing removes those in the test control plane, so
 		// a deleted one stays, deleting, as when ARC cannot finish.
 		arc := func(name string, status testenv.EphemeralRunnerStatus) *unstructured.Unstructured {
-			return env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name, Finalizers: testenv.ARCFinalizers(), Status: &status})
+			return env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: name, ConfigURL: strings.TrimSuffix(url, "/") + "/acme", Finalizers: testenv.ARCFinalizers(), Status: &status})
 		}
 		w.zombie = testenv.ScaleSet + "-x7k2p-runner-z0mb1"
 		w.zombieReg = w.sim.AddRunner(scope, ghsim.Runner{Name: w.zombie, Status: "offline"})

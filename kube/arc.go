@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,7 +45,7 @@ func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) 
 				return out, "", err
 			}
 			for i := range list.Items {
-				out = append(out, ephemeralRunnerView(&list.Items[i]))
+				out = append(out, ephemeralRunnerView(&list.Items[i], c.githubHost))
 			}
 			return out, list.GetContinue(), nil
 		})
@@ -55,7 +54,7 @@ func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) 
 // ephemeralRunnerView reduces an EphemeralRunner to what the classifier
 // needs. A runner ARC has not written a status for yet has empty status
 // fields, not an error.
-func ephemeralRunnerView(u *unstructured.Unstructured) fleet.EphemeralRunner {
+func ephemeralRunnerView(u *unstructured.Unstructured, githubHost string) fleet.EphemeralRunner {
 	obj := u.Object
 	configURL, _, _ := unstructured.NestedString(obj, "spec", "githubConfigUrl")
 	phase, _, _ := unstructured.NestedString(obj, "status", "phase")
@@ -66,7 +65,7 @@ func ephemeralRunnerView(u *unstructured.Unstructured) fleet.EphemeralRunner {
 		Name:            u.GetName(),
 		UID:             string(u.GetUID()),
 		ResourceVersion: u.GetResourceVersion(),
-		ScopeKey:        scopeKeyOfConfigURL(configURL),
+		ScopeKey:        scopeKeyOfConfigURL(configURL, githubHost),
 		Phase:           phase,
 		Reason:          reason,
 		Message:         message,
@@ -98,12 +97,16 @@ func nestedInt64(obj map[string]any, fields ...string) int64 {
 // on any host, github.com or GHES, the path "/ORG" is an organization,
 // "/enterprises/SLUG" an enterprise and "/OWNER/REPO" a repository,
 // trailing slashes aside. Anything else, including a URL without an http(s)
-// scheme and host, is "": a runner with no scope is never judged against a
-// runner list that is not its own.
-func scopeKeyOfConfigURL(raw string) string {
+// scheme and host, or on a host other than githubHost (when set), is "": a
+// runner with no scope is never judged against a runner list that is not
+// its own.
+func scopeKeyOfConfigURL(raw, githubHost string) string {
 	u, err := url.Parse(strings.Trim(raw, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return ""
+	}
+	if githubHost != "" && !strings.EqualFold(strings.TrimPrefix(strings.ToLower(u.Host), "www."), strings.TrimPrefix(githubHost, "www.")) {
+		return "" // another GitHub: see Options.GitHubHost
 	}
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
 	var s fleet.Scope
@@ -218,17 +221,20 @@ func (c *Client) RemoveFinalizers(ctx context.Context, er fleet.EphemeralRunner)
 // other, from an EphemeralRunner being deleted (see
 // fleet.ARCRegistrationFinalizer), so that ARC's controller goes on to
 // delete the pod and the JIT secret. It reads the object (one GET) to find
-// the finalizer's place, then sends a JSON patch that tests the UID and
-// the finalizer at that place before removing it: a finalizer list ARC
-// changed in between fails the test and is read once more, and an object
-// recreated under the name is Changed. A live EphemeralRunner is refused:
-// without the finalizer, ARC would not remove its runner when it is
-// deleted later. As a dry run (the pre-flight) the object need not be
-// deleting yet, since the delete that comes first is not made either.
+// the finalizer's places, then sends a JSON patch that tests the UID, the
+// runner id the proof was about (status.runnerId) and the finalizer at each
+// place before removing it (every copy: the API server keeps duplicates,
+// and ARC would wait on any one left). A patch whose tests fail because
+// the object moved under it is read once more; an object recreated under
+// the name, or now holding another runner, is Changed. A live
+// EphemeralRunner is refused: without the finalizer, ARC would not remove
+// its runner when it is deleted later. As a dry run (the pre-flight) the
+// object need not be deleting yet, since the delete that comes first is
+// not made either.
 func (c *Client) ReleaseRegistration(ctx context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
 	what := verb("release the registration finalizer of", c.dryRun) + " ephemeralrunner"
-	if er.Namespace == "" || er.Name == "" || er.UID == "" {
-		return "", fmt.Errorf("%s %s/%s: no namespace, name or UID to hold the patch to, refusing", what, er.Namespace, er.Name)
+	if er.Namespace == "" || er.Name == "" || er.UID == "" || er.RunnerID == 0 {
+		return "", fmt.Errorf("%s %s/%s: no namespace, name, UID or runner id to hold the patch to, refusing", what, er.Namespace, er.Name)
 	}
 	res := c.dyn.Resource(ephemeralRunners).Namespace(er.Namespace)
 	for attempt := 0; ; attempt++ {
@@ -239,22 +245,27 @@ func (c *Client) ReleaseRegistration(ctx context.Context, er fleet.EphemeralRunn
 		if err != nil {
 			return "", fmt.Errorf("%s %s/%s: read it: %w", what, er.Namespace, er.Name, err)
 		}
-		if string(u.GetUID()) != er.UID {
+		if string(u.GetUID()) != er.UID || nestedInt64(u.Object, "status", "runnerId") != er.RunnerID {
 			return fleet.Changed, nil
 		}
 		if u.GetDeletionTimestamp() == nil && !c.dryRun {
 			return "", fmt.Errorf("%s %s/%s: it is not being deleted, refusing: ARC would not remove its runner when it is", what, er.Namespace, er.Name)
 		}
-		at := slices.Index(u.GetFinalizers(), fleet.ARCRegistrationFinalizer)
-		if at < 0 {
+		ops := []map[string]any{
+			{"op": "test", "path": "/metadata/uid", "value": er.UID},
+			{"op": "test", "path": "/status/runnerId", "value": er.RunnerID},
+		}
+		fins := u.GetFinalizers()
+		for i := len(fins) - 1; i >= 0; i-- {
+			if fins[i] == fleet.ARCRegistrationFinalizer {
+				path := fmt.Sprintf("/metadata/finalizers/%d", i)
+				ops = append(ops, map[string]any{"op": "test", "path": path, "value": fins[i]}, map[string]any{"op": "remove", "path": path})
+			}
+		}
+		if len(ops) == 2 {
 			return fleet.AlreadyGone, nil
 		}
-		path := fmt.Sprintf("/metadata/finalizers/%d", at)
-		patch, err := json.Marshal([]map[string]any{
-			{"op": "test", "path": "/metadata/uid", "value": er.UID},
-			{"op": "test", "path": path, "value": fleet.ARCRegistrationFinalizer},
-			{"op": "remove", "path": path},
-		})
+		patch, err := json.Marshal(ops)
 		if err != nil {
 			return "", fmt.Errorf("%s %s/%s: %w", what, er.Namespace, er.Name, err)
 		}
@@ -264,14 +275,26 @@ func (c *Client) ReleaseRegistration(ctx context.Context, er fleet.EphemeralRunn
 			return fleet.Deleted, nil
 		case apierrors.IsNotFound(err):
 			return fleet.AlreadyGone, nil
-		case apierrors.IsInvalid(err) && attempt == 0:
-			// A failed test: the finalizers moved under the patch (ARC
-			// dropped one of them). Read the object again, once.
-			continue
-		case apierrors.IsInvalid(err):
+		case apierrors.IsInvalid(err) && c.moved(ctx, er, u.GetResourceVersion()):
+			// A failed test: the object moved under the patch (ARC
+			// dropped a finalizer, wrote its status). Read it again,
+			// once; moving again is Changed.
+			if attempt == 0 {
+				continue
+			}
 			return fleet.Changed, nil
 		default:
+			// Any other refusal, a 422 from validation included, is an
+			// error: the finalizer is still there.
 			return "", fmt.Errorf("%s %s/%s: %w", what, er.Namespace, er.Name, err)
 		}
 	}
+}
+
+// moved reports whether the EphemeralRunner is no longer at the
+// resourceVersion read: what tells a JSON patch's failed test (the object
+// changed under it) from any other 422.
+func (c *Client) moved(ctx context.Context, er fleet.EphemeralRunner, rv string) bool {
+	u, err := c.dyn.Resource(ephemeralRunners).Namespace(er.Namespace).Get(ctx, er.Name, metav1.GetOptions{})
+	return apierrors.IsNotFound(err) || (err == nil && u.GetResourceVersion() != rv)
 }

@@ -194,7 +194,22 @@ func TestScopeKeyOfConfigURL(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.url, func(t *testing.T) {
-			assert.Equal(t, tc.want, scopeKeyOfConfigURL(tc.url))
+			assert.Equal(t, tc.want, scopeKeyOfConfigURL(tc.url, ""))
+		})
+	}
+	// Held to the GitHub the reaper lists: an org of the same name on
+	// another server is another org, its runner ids other runners.
+	for _, tc := range []struct{ url, host, want string }{
+		{"https://github.com/acme", "github.com", "org:acme"},
+		{"https://www.github.com/acme", "github.com", "org:acme"},
+		{"https://GitHub.com/acme", "github.com", "org:acme"},
+		{"https://ghes.example.com/acme", "github.com", ""},
+		{"https://github.com/acme", "ghes.example.com", ""},
+		{"https://ghes.example.com:8443/acme", "ghes.example.com:8443", "org:acme"},
+		{"https://ghes.example.com/acme", "ghes.example.com:8443", ""},
+	} {
+		t.Run(tc.url+" on "+tc.host, func(t *testing.T) {
+			assert.Equal(t, tc.want, scopeKeyOfConfigURL(tc.url, tc.host))
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +65,13 @@ type Options struct {
 	// PageSize is the Limit of each list request (pods and ARC's
 	// EphemeralRunners); 0 means DefaultPageSize.
 	PageSize int64
+	// GitHubHost is the host (with its port, if any) of the GitHub the
+	// reaper lists: github.com for api.github.com, the server's own host
+	// for GHES. An EphemeralRunner whose spec.githubConfigUrl names
+	// another host registers elsewhere, where an org may have the same
+	// name and runner ids mean other runners: it gets no scope, so it is
+	// never judged against this GitHub's lists. "" accepts any host.
+	GitHubHost string
 	// Component is the Event source and reporting controller; "" means
 	// DefaultComponent.
 	Component string
@@ -107,16 +115,18 @@ type Client struct {
 	// events is the client of the optional writes, the Events: a client
 	// of its own, so that its rate limiter is not the one the required
 	// writes wait on (see recordOptional).
-	events    *core
-	dyn       dynamic.Interface
-	counter   *httpcount.Transport
-	pageSize  int64
-	component string
-	instance  string
-	redact    func(string) string
-	timeout   time.Duration
-	log       *slog.Logger
-	pagesOnly bool
+	events   *core
+	dyn      dynamic.Interface
+	counter  *httpcount.Transport
+	pageSize int64
+	// githubHost: see Options.GitHubHost.
+	githubHost string
+	component  string
+	instance   string
+	redact     func(string) string
+	timeout    time.Duration
+	log        *slog.Logger
+	pagesOnly  bool
 	// clock is the API server's clock, read from the Date of its answers:
 	// the one clock the sweep measures ages on (see Now).
 	clock *refclock.Clock
@@ -236,18 +246,19 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("kube client: dynamic client for %s: %w", c.Host, err)
 	}
 	kc := &Client{
-		cs:        cs,
-		events:    events,
-		dyn:       dyn,
-		counter:   counter,
-		pageSize:  opts.PageSize,
-		component: opts.Component,
-		instance:  opts.Instance,
-		redact:    opts.Redact,
-		timeout:   opts.Timeout,
-		log:       opts.Log,
-		pagesOnly: opts.Pages || opts.Compress,
-		clock:     clock,
+		cs:         cs,
+		events:     events,
+		dyn:        dyn,
+		counter:    counter,
+		pageSize:   opts.PageSize,
+		githubHost: strings.ToLower(opts.GitHubHost),
+		component:  opts.Component,
+		instance:   opts.Instance,
+		redact:     opts.Redact,
+		timeout:    opts.Timeout,
+		log:        opts.Log,
+		pagesOnly:  opts.Pages || opts.Compress,
+		clock:      clock,
 	}
 	return kc, nil
 }

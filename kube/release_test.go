@@ -78,6 +78,21 @@ func TestReleaseRegistration(t *testing.T) {
 		assert.Equal(t, fleet.Changed, got)
 		assert.Equal(t, testenv.ARCFinalizers(), finalizersOf(t, ns))
 	})
+	t.Run("the finalizer twice: every copy goes, ARC would wait on any one left", func(t *testing.T) {
+		ns, er := setup(t, []string{testenv.RunnerRegistrationFinalizer, testenv.EphemeralRunnerFinalizer, testenv.RunnerRegistrationFinalizer}, true)
+		got, err := newClient(t, Options{}).ReleaseRegistration(ctx, er)
+		require.NoError(t, err)
+		assert.Equal(t, fleet.Deleted, got)
+		assert.Equal(t, []string{testenv.EphemeralRunnerFinalizer}, finalizersOf(t, ns))
+	})
+	t.Run("it holds another runner now: the proof was about another, Changed", func(t *testing.T) {
+		ns, er := setup(t, testenv.ARCFinalizers(), true)
+		er.RunnerID = 78
+		got, err := newClient(t, Options{}).ReleaseRegistration(ctx, er)
+		require.NoError(t, err)
+		assert.Equal(t, fleet.Changed, got)
+		assert.Equal(t, testenv.ARCFinalizers(), finalizersOf(t, ns))
+	})
 	t.Run("live: refused; as a dry run, allowed and unchanged", func(t *testing.T) {
 		ns, er := setup(t, testenv.ARCFinalizers(), false)
 		c := newClient(t, Options{})

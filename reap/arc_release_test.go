@@ -3,6 +3,7 @@ package reap
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 func arcPod(v fleet.Verdict, name string, regID int64) reconcile.Candidate {
 	c := cand(v, name, regID)
 	er := &fleet.EphemeralRunner{Namespace: "ns", Name: name + "-er", UID: "u-" + name + "-er", ResourceVersion: "5",
-		RunnerID: 7, Finalizers: []string{"ephemeralrunner.actions.github.com/finalizer", fleet.ARCRegistrationFinalizer}}
+		ScopeKey: scope.Key(), RunnerID: 7, Finalizers: []string{"ephemeralrunner.actions.github.com/finalizer", fleet.ARCRegistrationFinalizer}}
 	if regID != 0 {
 		er.RunnerID = regID
 	}
@@ -35,7 +36,7 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 	stuck := func(absent bool) reconcile.Candidate {
 		c := cand(fleet.Ghost, "stuck", 0)
 		c.Verdict, c.RegistrationAbsent, c.RunnerID = fleet.ARCStuckDeleting, absent, 9
-		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: "stuck", UID: "u-stuck", ResourceVersion: "3", RunnerID: 9,
+		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: "stuck", UID: "u-stuck", ResourceVersion: "3", RunnerID: 9, ScopeKey: scope.Key(),
 			DeletingSince: time.Now().Add(-time.Hour), Finalizers: []string{fleet.ARCRegistrationFinalizer}}
 		return c
 	}
@@ -47,6 +48,10 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 		want       fleet.Result
 		wantWrites []string
 		wantFinal  fleet.Result
+		// found answers the re-check by name; wantFind, when set, are the
+		// re-checks made.
+		found    map[string]*fleet.Registration
+		wantFind []string
 	}{
 		{
 			name: "offline zombie: registration, EphemeralRunner, finalizer", c: arcPod(fleet.Zombie, "z", 7),
@@ -92,6 +97,44 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 			want: fleet.AlreadyDeleting,
 		},
 		{
+			name: "EphemeralRunner of another scope: its runner may be busy there, ARC keeps its finalizer",
+			c: func() reconcile.Candidate {
+				c := arcPod(fleet.Zombie, "g", 0)
+				c.Gone, c.RegistrationAbsent = true, true
+				c.OwnerRunner.ScopeKey = "org:other"
+				return c
+			}(),
+			want: fleet.Deleted, wantWrites: []string{"er:g-er"},
+		},
+		{
+			name: "a registration that is not the EphemeralRunner's runner proves nothing about it",
+			c: func() reconcile.Candidate {
+				c := arcPod(fleet.Zombie, "z", 7)
+				c.OwnerRunner.RunnerID = 8
+				return c
+			}(),
+			want: fleet.Deleted, wantWrites: []string{"gh:org:acme:7", "er:z-er"},
+		},
+		{
+			name: "stuck deleting with its pod: re-checked by name, then only its finalizer",
+			c: func() reconcile.Candidate {
+				c := stuck(true)
+				c.Pod = &fleet.Pod{Namespace: "ns", Name: "stuck", UID: "u-stuck-pod", RunnerName: "stuck"}
+				return c
+			}(),
+			want: fleet.Deleted, wantWrites: []string{"release:stuck"}, wantFind: []string{"gh-find:stuck"},
+		},
+		{
+			name: "stuck deleting with its pod, re-check finds the runner: left alone",
+			c: func() reconcile.Candidate {
+				c := stuck(true)
+				c.Pod = &fleet.Pod{Namespace: "ns", Name: "stuck", UID: "u-stuck-pod", RunnerName: "stuck"}
+				return c
+			}(),
+			found: map[string]*fleet.Registration{"stuck": {ID: 9, Name: "stuck", Busy: true}},
+			want:  fleet.SparedBusy,
+		},
+		{
 			name: "stuck deleting, registration proven gone: only its finalizer", c: stuck(true),
 			want: fleet.Deleted, wantWrites: []string{"release:stuck"},
 		},
@@ -102,7 +145,7 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := &recorder{releaseErr: tt.releaseErr, ghResult: map[int64]fleet.Result{}}
+			rec := &recorder{releaseErr: tt.releaseErr, ghResult: map[int64]fleet.Result{}, found: tt.found}
 			if tt.ghResult != "" {
 				rec.ghResult[7] = tt.ghResult
 			}
@@ -110,6 +153,9 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 			assert.Equal(t, tt.want, outs[0].Result, "err: %v", outs[0].Err)
 			assert.Equal(t, tt.wantWrites, withoutEvents(rec.writes()))
 			assert.Equal(t, tt.wantFinal, outs[0].Finalizer)
+			if tt.wantFind != nil {
+				assert.Equal(t, tt.wantFind, rec.finds())
+			}
 		})
 	}
 }
@@ -134,6 +180,19 @@ func withoutEvents(ws []string) []string {
 			continue
 		}
 		out = append(out, w)
+	}
+	return out
+}
+
+// finds are the re-checks by name the recorder was asked.
+func (r *recorder) finds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.calls {
+		if len(c) > 8 && c[:8] == "gh-find:" {
+			out = append(out, "gh-find:"+c[strings.LastIndex(c, ":")+1:])
+		}
 	}
 	return out
 }

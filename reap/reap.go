@@ -341,11 +341,20 @@ func alreadyDeleting(c reconcile.Candidate) bool {
 // EphemeralRunner whose runner was registered (ARC asks the service to
 // remove it only then), and only with proof that the registration is gone
 // or about to be: the candidate's own registration delete (which must then
-// answer 204 or 404), or a complete list without it. ARC v0.27.6 would
-// otherwise ask the service for ever and take its 404 for a failure.
+// answer 204 or 404) of the very runner the EphemeralRunner holds, or a
+// complete list of the EphemeralRunner's own scope without it. ARC v0.27.6
+// would otherwise ask the service for ever and take its 404 for a failure.
 func releases(c reconcile.Candidate) bool {
 	er := target(c)
-	return er != nil && c.Verdict != fleet.ARCStuckDeleting && er.RunnerID != 0 && (c.Registration != nil || c.RegistrationAbsent)
+	if er == nil || c.Verdict == fleet.ARCStuckDeleting || er.RunnerID == 0 || er.ScopeKey != c.ScopeKey {
+		// The proof is the candidate's scope's: an EphemeralRunner
+		// registered elsewhere is left to ARC.
+		return false
+	}
+	if c.Registration != nil {
+		return c.Registration.ID == er.RunnerID
+	}
+	return c.RegistrationAbsent
 }
 
 // target is the EphemeralRunner the candidate's action deletes, or nil.

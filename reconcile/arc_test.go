@@ -216,7 +216,9 @@ func TestClassifyARCDeletion(t *testing.T) {
 			require.Len(t, c.Findings, 1)
 			f := c.Findings[0]
 			assert.Equal(t, tt.want, f.Verdict)
-			assert.Nil(t, f.Pod, "the pod has no verdict of its own")
+			require.NotNil(t, f.EphemeralRunner, "one finding, on the EphemeralRunner: the pod has no verdict of its own")
+			require.NotNil(t, f.Pod, "its pod is carried, to count in the bound and in rule 4, and to be re-checked by name")
+			assert.Equal(t, owned.UID, f.Pod.UID)
 			assert.Equal(t, tt.wantAbsent, f.RegistrationAbsent)
 			assert.Equal(t, tt.er.RunnerID, f.RunnerID)
 		})
@@ -233,6 +235,15 @@ func TestClassifyARCDeletion(t *testing.T) {
 		assert.Equal(t, "er-set-runner-a", f.OwnerRunner.UID)
 		assert.EqualValues(t, 42, f.RunnerID)
 		assert.True(t, f.RegistrationAbsent, "runner 42 is absent from the complete list")
+	})
+	t.Run("an EphemeralRunner registered in another scope: no proof from this one's list", func(t *testing.T) {
+		obs := observe([]fleet.Pod{owned})
+		obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) {
+			e.RunnerID, e.ScopeKey = 42, "org:other"
+		})}
+		c := Classify(obs, arcPolicy(), nil)
+		require.Len(t, c.Findings, 1)
+		assert.False(t, c.Findings[0].RegistrationAbsent, "runner 42 is org:other's, absent from org:acme's list proves nothing")
 	})
 	t.Run("an offline zombie's registration is there: no proof yet, its delete gives it", func(t *testing.T) {
 		obs := observe([]fleet.Pod{owned}, reg(42, "set-runner-a", false, false))

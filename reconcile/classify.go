@@ -231,16 +231,17 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 			out.NotRunner++
 			continue
 		}
-		out.ManagedPods++
-		if p.Deleting {
-			continue
-		}
 		// A pod whose EphemeralRunner is being deleted is ARC's to
-		// remove: it has no verdict of its own. If the deletion does not
-		// finish, the EphemeralRunner comes back as arc-stuck-deleting.
+		// remove: it has no verdict of its own, and does not widen the
+		// fractional bound. If the deletion does not finish, the
+		// EphemeralRunner comes back as arc-stuck-deleting, with its pod.
 		owner := ownerRunner(ers, p)
 		if owner != nil && !owner.DeletingSince.IsZero() {
 			out.OwnerDeleting++
+			continue
+		}
+		out.ManagedPods++
+		if p.Deleting {
 			continue
 		}
 		var m match
@@ -250,7 +251,7 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 		}
 		if f, ok := terminal(p, m.reg); ok {
 			f.OwnerRunner = owner
-			f.RunnerID, f.RegistrationAbsent = known(runnerID(p), m, complete)
+			f.RunnerID, f.RegistrationAbsent = known(runnerID(p), m, complete, owner, p)
 			if m.ambiguous {
 				f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
 			}
@@ -287,7 +288,7 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 		}
 		if f != nil {
 			f.OwnerRunner = owner
-			f.RunnerID, f.RegistrationAbsent = known(runnerID(p), m, complete)
+			f.RunnerID, f.RegistrationAbsent = known(runnerID(p), m, complete, owner, p)
 			out.Findings = append(out.Findings, *f)
 		}
 	}
@@ -642,11 +643,15 @@ func ownerRunner(ers map[string]*fleet.EphemeralRunner, p *fleet.Pod) *fleet.Eph
 // known is the runner id a pod's finding carries, and whether its scope's
 // complete list proves that registration gone: the id is known, the list
 // complete, and neither it nor the runner's name matched a registration.
-func known(id int64, m match, complete bool) (int64, bool) {
+func known(id int64, m match, complete bool, owner *fleet.EphemeralRunner, p *fleet.Pod) (int64, bool) {
 	if m.reg != nil {
 		return m.reg.ID, false
 	}
-	return id, id != 0 && complete && !m.ambiguous
+	// The list that proves it is the pod's scope's; an EphemeralRunner
+	// registered in another scope (its githubConfigUrl) has its id there,
+	// where the runner may be busy: no proof.
+	sameScope := owner == nil || owner.ScopeKey == p.ScopeKey
+	return id, id != 0 && complete && !m.ambiguous && sameScope
 }
 
 // byID indexes the complete lists' registrations by scope and id, for
@@ -672,16 +677,17 @@ func byID(lists map[string]ScopeList) map[string]map[int64]*fleet.Registration {
 // deleted, when its pod has no verdict (see Classify) and only the
 // deletion that does not finish is judged.
 func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.Registration) []Finding {
-	owners := make(map[string]bool, len(obs.Pods))
-	for _, p := range obs.Pods {
-		if p.Owner != nil {
-			owners[p.Owner.UID] = true
+	owners := make(map[string]*fleet.Pod, len(obs.Pods))
+	for i := range obs.Pods {
+		if p := &obs.Pods[i]; p.Owner != nil && p.HasRunner {
+			owners[p.Owner.UID] = p
 		}
 	}
 	var out []Finding
 	for i := range obs.EphemeralRunners {
 		er := &obs.EphemeralRunners[i]
-		if owners[er.UID] && er.DeletingSince.IsZero() {
+		pod := owners[er.UID]
+		if pod != nil && er.DeletingSince.IsZero() {
 			continue
 		}
 		// Only an EphemeralRunner of a configured scope whose list is
@@ -707,7 +713,16 @@ func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.R
 			// be running a job, which ARC waits for (the service's
 			// JobStillRunning): only the deletion of a runner whose
 			// registration is gone, or never was, is judged.
-			if owners[er.UID] && f.Registration != nil {
+			if pod != nil && f.Registration != nil {
+				continue
+			}
+			// Its pod goes with it once ARC can finish: it is carried on
+			// the finding, so that the pod counts in the bound and in
+			// rule 4's alarm, and its runner is looked up by name right
+			// before (a list can be complete and still wrong).
+			if pod != nil && pod.Namespace == er.Namespace {
+				f.Pod = pod
+			} else if pod != nil {
 				continue
 			}
 			// Deleting already: there is no registration to remove

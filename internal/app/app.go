@@ -299,7 +299,8 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 	// A cluster reached from outside (EKS from a Lambda) gets its answers
 	// compressed, and so its pods in pages (a watch is never compressed);
 	// one in reach of a cluster network reads them as a watch-list.
-	kc, err := kube.New(restCfg, kube.Options{Redact: o.Secrets.String, Timeout: cfg.KubeTimeout, Compress: cfg.EKSCluster != "", Log: log})
+	kc, err := kube.New(restCfg, kube.Options{Redact: o.Secrets.String, Timeout: cfg.KubeTimeout, Compress: cfg.EKSCluster != "", Log: log,
+		GitHubHost: ghclient.WebHost(cfg.GitHub.APIURL)})
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

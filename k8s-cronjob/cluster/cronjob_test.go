@@ -359,7 +359,7 @@ func TestShippedCronJobOnARealKubelet(t *testing.T) {
 		sim.AddRunner(scope, ghsim.Runner{Name: n, Status: "online", Busy: true})
 	}
 	arcReg := sim.AddRunner(scope, ghsim.Runner{Name: arcZombie, Status: "offline"})
-	er := cluster.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: arcZombie, ConfigURL: "https://github.com/" + org,
+	er := cluster.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: arcZombie, ConfigURL: strings.TrimSuffix(url, "/") + "/" + org,
 		Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: arcReg.ID}})
 	runnerPod(t, arcZombie, nil, map[string]string{
 		"actions.github.com/scale-set-name": testenv.ScaleSet, "actions.github.com/scale-set-namespace": ns,

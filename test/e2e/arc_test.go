@@ -85,7 +85,10 @@ func (w *world) legacyRunner(name string, st testenv.PodState) *unstructured.Uns
 // its pod, labelled as ARC labels a scale set's runner pods.
 func (w *world) arcRunner(name string, status *testenv.EphemeralRunnerStatus, st *testenv.PodState) (*unstructured.Unstructured, *corev1.Pod) {
 	w.t.Helper()
-	er := env.EphemeralRunner(w.t, w.ns, testenv.EphemeralRunner{Name: name, Finalizers: testenv.ARCFinalizers(), Status: status})
+	// Registered with the GitHub the reaper lists, as ARC's own are.
+	cfg, err := ghsim.ConfigURL(w.env["REAPER_GITHUB_API_URL"], scope)
+	require.NoError(w.t, err)
+	er := env.EphemeralRunner(w.t, w.ns, testenv.EphemeralRunner{Name: name, ConfigURL: cfg, Finalizers: testenv.ARCFinalizers(), Status: status})
 	if st == nil {
 		return er, nil
 	}
