@@ -50,7 +50,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// registers and takes a job before the next GitHub call.
 	if n := w.raceArmed; n != "" {
 		w.raceArmed = ""
-		if p := w.byKey[nsRunners+"/"+n]; p != nil && p.regID == 0 && p.running && !p.terminal() {
+		if p := w.byKey[nsRunners+"/"+n]; p != nil && p.regID == 0 && p.running && !p.terminal() && (p.er == nil || p.er.deletingSince.IsZero()) {
 			w.register(p)
 			w.landJob(p)
 			sc.raced = append(sc.raced, p.uid)
@@ -76,7 +76,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			sc.deleteFault = false
 			// A terminal pod goes on without its registration; anything
 			// else fails its action.
-			if p := w.owner[id]; p == nil || p.gone || !p.terminal() {
+			// ARC's terminal pods are not spared it: ARC may have
+			// given their owner a new pod on the same registration.
+			if p := w.owner[id]; p == nil || p.gone || !p.terminal() || p.er != nil {
 				sc.mustFail = "registration delete answered " + resp.Status
 			}
 		}
@@ -89,6 +91,8 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				key = fleet.PodMarkKey(p.uid)
 				p.regID, p.removedAt, p.regReaped = 0, w.now, true
 				delete(w.owner, id)
+			} else if e := w.erOfRunner(scope, id); e != nil {
+				key = fleet.EphemeralRunnerMarkKey(e.uid)
 			} else if l := w.leaks[key]; l != nil {
 				l.cleaned, l.cleanAt = true, w.now
 			}

@@ -33,6 +33,7 @@ const (
 	Crash                              // runners crash without a job
 	OthersDelete                       // someone else cleans up terminal pods
 	Skew                               // for one sweep a clock lies: the API server's Date, or this machine's
+	ARC                                // EphemeralRunnerSets and ARC's controller; ERs evicted, deleted by someone, Failed
 	hazardEnd
 )
 
@@ -43,7 +44,7 @@ var hazardNames = []string{
 	"job-lag", "invalidate-one", "invalidate-scope", "list-error", "rate-limit", "short-page", "shift",
 	"kube-race", "late-start", "late-register", "never-register", "orphan-stamp", "other-teams", "overlap",
 	"wipe", "recheck-race", "delete-fault", "refuse", "pod-list-fault", "node-loss", "crash", "others-delete",
-	"skew",
+	"skew", "arc",
 }
 
 // Has reports whether x is enabled.
@@ -115,6 +116,19 @@ const (
 	// OneClock: confirmation measured on the reference clock (the API
 	// server's Date) alone, as before marks kept a local first sighting.
 	OneClock
+	// ReleaseNothing: a kube port whose ReleaseRegistration answers
+	// Deleted and releases nothing: the order of before b00fe19, which
+	// left ARC v0.27.6 asking for a registration that is gone for ever.
+	ReleaseNothing
+	// DeleteByUIDOnly: EphemeralRunner deletes held to the UID alone,
+	// as the owner's delete was before b00fe19: one that started
+	// deleting since it was observed is deleted "again", a no-op
+	// reported deleted.
+	DeleteByUIDOnly
+	// ReleaseOn422: a reaper that takes GitHub's 422 for an ARC runner's
+	// registration for a 404, proof that it is gone, and so deletes the
+	// EphemeralRunner and releases its registration finalizer.
+	ReleaseOn422
 )
 
 // Invariant names one promise of the README.
@@ -128,6 +142,16 @@ const (
 	ExitStatus    Invariant = "the exit status matches the sweep's faults"
 	Unconfirmed   Invariant = "no GitHub-based verdict acts before its mark has held confirm-after"
 	Liveness      Invariant = "every leak is cleaned within confirm-after plus two sweeps, unless a documented cause delays it"
+	// ARCLeakEnds: from the moment an ARC leak may be acted on, its
+	// verdict's hold plus three sweeps (two as Liveness, one for ARC's
+	// pass), the same documented causes moving the deadline.
+	ARCLeakEnds Invariant = "every ARC leak ends with no EphemeralRunner, pod, JIT secret or registration left, within its hold plus three sweeps, unless a documented cause delays it"
+	// StaysDeleting: two sweeps after an act that reported its release
+	// done; otherwise the stuck-deleting path: arc-stuck-deleting's wait,
+	// confirm-after and three sweeps after the act, or the leak's own
+	// deadline if later.
+	StaysDeleting Invariant = "no EphemeralRunner the reaper deleted or released stays deleting past its bound"
+	NoopReported  Invariant = "no write is reported deleted that changed nothing"
 )
 
 // wrongful reports whether the invariant is about deleting the wrong thing.

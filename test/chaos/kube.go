@@ -62,8 +62,10 @@ func (d dryKube) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, erro
 		switch x := w.rng.Float64(); {
 		case x < 0.03:
 			w.kill(q)
-		case x < 0.06:
+		case x < 0.06 && q.er == nil:
 			w.replace(q)
+		case x < 0.06:
+			q.rv++ // ARC's pod is never replaced under its name here
 		case x < 0.09:
 			q.rv++
 		}
@@ -100,10 +102,15 @@ func (w *world) deletePod(p fleet.Pod) fleet.Result {
 		return res
 	}
 	w.judgePodDelete(q)
+	sc := w.top()
+	if q.er != nil {
+		w.violate(WrongTarget, "pod %s deleted directly: ARC owns it, and its EphemeralRunner %s stays", q.key(), q.er.key())
+	}
 	if w.cfg.Break == LyingDeletes {
+		sc.wrote("Pod "+q.key(), false)
 		return fleet.Deleted
 	}
-	sc := w.top()
+	sc.wrote("Pod "+q.key(), true)
 	sc.podDeletes++
 	sc.acted[fleet.PodMarkKey(q.uid)] = true
 	if l := w.leaks[fleet.PodMarkKey(q.uid)]; l != nil {
@@ -123,51 +130,6 @@ func (d dryKube) DeleteServiceAccount(ctx context.Context, namespace, name strin
 
 func (k kube) RecordEvent(ctx context.Context, p fleet.Pod, reason, message string) error {
 	return nil
-}
-
-// The world has no ARC objects: a call here is itself a violation.
-func (k kube) unexpected(what string) (fleet.Result, error) {
-	k.w.mu.Lock()
-	defer k.w.mu.Unlock()
-	k.w.violate(WrongTarget, "%s called, but the world has no ARC objects", what)
-	return "", errors.New("no ARC objects")
-}
-
-func (k kube) DeleteOwner(context.Context, string, fleet.Owner) (fleet.Result, error) {
-	return k.unexpected("DeleteOwner")
-}
-
-func (k kube) DeleteEphemeralRunner(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
-	return k.unexpected("DeleteEphemeralRunner")
-}
-
-func (k kube) RemoveFinalizers(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
-	return k.unexpected("RemoveFinalizers")
-}
-
-func (k kube) ReleaseRegistration(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
-	return k.unexpected("ReleaseRegistration")
-}
-
-func (k kube) RecordEphemeralRunnerEvent(context.Context, fleet.EphemeralRunner, string, string) error {
-	_, err := k.unexpected("RecordEphemeralRunnerEvent")
-	return err
-}
-
-func (d dryKube) DeleteOwner(context.Context, string, fleet.Owner) (fleet.Result, error) {
-	return d.k.unexpected("dry-run DeleteOwner")
-}
-
-func (d dryKube) DeleteEphemeralRunner(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
-	return d.k.unexpected("dry-run DeleteEphemeralRunner")
-}
-
-func (d dryKube) RemoveFinalizers(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
-	return d.k.unexpected("dry-run RemoveFinalizers")
-}
-
-func (d dryKube) ReleaseRegistration(context.Context, fleet.EphemeralRunner) (fleet.Result, error) {
-	return d.k.unexpected("dry-run ReleaseRegistration")
 }
 
 // judgePodDelete checks a pod delete against the truth: the first three

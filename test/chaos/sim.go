@@ -71,7 +71,18 @@ type Stats struct {
 	Delayed    int
 	Undetected int
 	WrongMarks int
-	Duration   time.Duration
+	// ARCCleaned counts the ARC leaks the reaper acted on that ended with
+	// nothing left, and ARCTimeToEnd how many sweep intervals each took
+	// from the moment it could be acted on; ARCMaxDeleting is the longest
+	// an EphemeralRunner the reaper touched stayed deleting, in sweep
+	// intervals. ARCJobStillRunning and ARC404Loops count ARC's passes
+	// that met the service's JobStillRunning, and v0.27.6's 404 retried.
+	ARCCleaned         int
+	ARCTimeToEnd       []int
+	ARCMaxDeleting     int
+	ARCJobStillRunning int
+	ARC404Loops        int
+	Duration           time.Duration
 }
 
 // Summary is the one line `make chaos` prints.
@@ -81,6 +92,14 @@ func (s *Stats) Summary() string {
 		all = append(all, v...)
 	}
 	return fmt.Sprintf("chaos: %d sweeps, %d wrongful, %d leaks cleaned, p95 time-to-clean %d sweeps", s.Sweeps, s.Wrongful, s.Cleaned, percentile(all, 0.95))
+}
+
+// ARCSummary is the ARC side's line: the leaks that ended, how long they
+// took, and the longest an EphemeralRunner the reaper touched stayed
+// deleting.
+func (s *Stats) ARCSummary() string {
+	return fmt.Sprintf("chaos: ARC: %d leaks ended with nothing left (p50 %d, p95 %d, max %d sweeps), max time deleting %d sweeps, %d JobStillRunning answers, %d v0.27.6 404 retries",
+		s.ARCCleaned, percentile(s.ARCTimeToEnd, 0.5), percentile(s.ARCTimeToEnd, 0.95), percentile(s.ARCTimeToEnd, 1), s.ARCMaxDeleting, s.ARCJobStillRunning, s.ARC404Loops)
 }
 
 // Distribution prints the time-to-clean per verdict, one line each.
@@ -132,6 +151,7 @@ type sweepCtx struct {
 	listFault    map[string]faultKind
 	deleteFault  bool
 	podListFault bool
+	erListFault  bool
 	overlap      bool
 	skipFault    bool
 	rateLimited  bool
@@ -152,6 +172,10 @@ type sweepCtx struct {
 	// sweep (the skew hazard); skewed says either does.
 	refSkew, localSkew time.Duration
 	skewed             bool
+	// writes holds, per object written for real ("Kind ns/name", and
+	// "release Kind ns/name" for a finalizer's release), whether a write
+	// changed it.
+	writes map[string]bool
 }
 
 func (w *world) top() *sweepCtx { return w.stack[len(w.stack)-1] }
@@ -275,12 +299,16 @@ func (d dropping) ListRunners(ctx context.Context, scope fleet.Scope, cache *sta
 type brokenRegs struct {
 	inner reap.Registrations
 	brk   Break
+	w     *world
 }
 
 func (b brokenRegs) DeleteRunner(ctx context.Context, scope fleet.Scope, id int64) (fleet.Result, error) {
 	res, err := b.inner.DeleteRunner(ctx, scope, id)
 	if b.brk == TrustBusyFalse && res == fleet.Busy {
 		return fleet.Deleted, err
+	}
+	if b.brk == ReleaseOn422 && res == fleet.Busy && b.w.erOfRunner(scope.Key(), id) != nil {
+		return fleet.AlreadyGone, err
 	}
 	return res, err
 }
@@ -336,6 +364,12 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		lister = swallowed{inner: lister}
 	case NoRecheck:
 		lister, regs = dropping{inner: lister}, brokenRegs{inner: gh, brk: NoRecheck}
+	case ReleaseOn422:
+		regs = brokenRegs{inner: gh, brk: ReleaseOn422, w: w}
+	}
+	if w.arcOn() {
+		pol.ARC, pol.ARCStuckDeletingAfter = true, arcStuckAfter
+		hold.ARCFailedAfter, hold.ARCPodlessAfter = arcFailedAfter, arcPodlessAfter
 	}
 	scopes := map[string]fleet.Scope{}
 	for _, s := range configuredScopes {
@@ -343,9 +377,10 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 	}
 	k := kube{w: w}
 	sw := &sweep.Sweeper{
-		Pods:    k,
-		Runners: lister,
-		Ledger:  store,
+		Pods:             k,
+		EphemeralRunners: k,
+		Runners:          lister,
+		Ledger:           store,
 		Reaper: func(mode sweep.Mode) *reap.Reaper {
 			return reap.New(regs, k, reap.Options{DryRun: mode != sweep.Act, Limits: limits, Concurrency: 1, Scopes: scopes})
 		},
@@ -376,6 +411,9 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 func (w *world) arm(sc *sweepCtx) {
 	if w.chance(PodListFault, 0.005) {
 		sc.podListFault = true
+	}
+	if w.chance(ARC, 0.005) {
+		sc.erListFault = true
 	}
 	for _, s := range configuredScopes {
 		key := s.Key()
@@ -420,6 +458,10 @@ func fullHold(v fleet.Verdict) time.Duration {
 		return 0
 	case fleet.OrphanStamped:
 		return max(confirmAfter, stampMaxAge)
+	case fleet.ARCFailed:
+		return max(confirmAfter, arcFailedAfter)
+	case fleet.ARCPodless:
+		return max(confirmAfter, arcPodlessAfter)
 	}
 	return confirmAfter
 }
@@ -497,7 +539,8 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 	// Time to clean, and the documented causes of delay.
 	// A lying clock restarts the marks it dated from the future: a
 	// documented delay (the warning "marks from the future").
-	excuseAll := sc.overlap || sc.podListFault || sc.rateLimited || sc.mustFail != "" || sc.skewed
+	excuseAll := sc.overlap || sc.podListFault || sc.erListFault || sc.rateLimited || sc.mustFail != "" || sc.skewed
+	w.afterARC(sc, res, excuseAll)
 	for _, o := range res.Outcomes {
 		l := w.leaks[o.Candidate.Key]
 		if l == nil {
@@ -595,11 +638,13 @@ func Run(cfg Config) (*Stats, error) {
 	store := &ledger{w: w, mem: memory.New()}
 	c := &checker{first: map[string]firstSeen{}}
 	w.trackLeaks()
+	w.trackARC()
 	var failed error
 	for i := 0; i < cfg.Sweeps && failed == nil; i++ {
 		st.Sweeps++
 		w.step()
 		w.trackLeaks()
+		w.trackARC()
 		sc := &sweepCtx{no: i, at: w.now, listFault: map[string]faultKind{}, acted: map[string]bool{}}
 		// One clock lies at a time: the reference (a proxy's or one API
 		// server replica's Date) or this machine's. Two that lie alike
@@ -637,7 +682,9 @@ func Run(cfg Config) (*Stats, error) {
 		w.sim.ClearFaults()
 		w.after(c, sc)
 		w.trackLeaks()
+		w.trackARC()
 		w.liveness(sc)
+		w.livenessARC(sc)
 		if cfg.StopAtFirst && len(st.Violations) > 0 {
 			break
 		}

@@ -82,6 +82,8 @@ type kpod struct {
 	lagUntil  time.Time
 	gone      bool
 	goneAt    time.Time
+	// er is the EphemeralRunner that owns the pod, for ARC's pods.
+	er *ker
 }
 
 func (p *kpod) key() string { return p.ns + "/" + p.name }
@@ -95,12 +97,16 @@ func (p *kpod) terminal() bool {
 func (p *kpod) managed() bool { return p.ns == nsRunners && p.selected }
 
 func (p *kpod) view() fleet.Pod {
-	return fleet.Pod{
+	v := fleet.Pod{
 		Namespace: p.ns, Name: p.name, UID: p.uid, ResourceVersion: strconv.Itoa(p.rv),
 		RunnerName: p.name, ScopeKey: p.scope, Phase: p.phase, CreatedAt: p.created, StartedAt: p.started,
 		HasRunner: true, Stamped: p.stamped,
 		Runner: fleet.Container{Found: p.found, Running: p.running, Terminated: p.term, LastTerminated: p.last},
 	}
+	if p.er != nil {
+		v.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: p.er.name, UID: p.er.uid}
+	}
+	return v
 }
 
 // leak is a leak the world knows of, and the latest time by which the
@@ -145,6 +151,8 @@ type world struct {
 	// snap, while set, is the simulator's registrations by scope and id,
 	// for loops that read many and change none.
 	snap map[string]map[int64]ghsim.Runner
+	// arc is ARC's objects and what the checks know of them.
+	arc *arcRun
 }
 
 // snapshot sets snap and returns the function that clears it.
@@ -205,6 +213,7 @@ func newWorld(cfg Config, stats *Stats) *world {
 			w.addTheirs(s.key)
 		}
 	}
+	w.newARC()
 	w.advanceTo(w.now)
 	return w
 }
@@ -368,6 +377,11 @@ func (w *world) landJob(p *kpod) {
 	p.lagUntil = w.now.Add(lag)
 	p.jobUntil = w.now.Add(time.Minute + w.within(8*time.Minute))
 	w.sim.SetRunner(p.scope, p.regID, func(r *ghsim.Runner) { r.Busy, r.ListedIdle = true, lag > 0 })
+	if e := p.er; e != nil {
+		// ARC's listener writes the job on the EphemeralRunner.
+		e.jobID++
+		e.rv++
+	}
 }
 
 // kill removes a pod the way someone else does (a node lost, a controller);
@@ -448,7 +462,7 @@ func (w *world) step() {
 	for _, s := range shapes {
 		n := 0
 		for _, p := range w.pods {
-			if p.scope == s.key && p.managed() && !p.terminal() {
+			if p.scope == s.key && p.managed() && !p.terminal() && p.er == nil {
 				n++
 			}
 		}
@@ -458,6 +472,7 @@ func (w *world) step() {
 		}
 	}
 	w.advanceTo(to)
+	w.arcPass()
 }
 
 // podEvents draws what happens to one pod during an interval.
@@ -587,7 +602,7 @@ func (w *world) ghostOf(scope string, r ghsim.Runner) (time.Time, bool) {
 	if !strings.HasPrefix(r.Name, ourPrefix) || r.Status != "offline" || r.Busy || !isConfigured(scope) {
 		return time.Time{}, false
 	}
-	if p := w.byKey[nsRunners+"/"+r.Name]; p != nil {
+	if p := w.byKey[nsRunners+"/"+r.Name]; p != nil || w.erHolds(scope, r) {
 		return time.Time{}, false
 	}
 	if p := w.owner[r.ID]; p != nil {
@@ -611,6 +626,8 @@ func holdOf(kind string) time.Duration {
 		return 0
 	case "orphan-stamped":
 		return max(confirmAfter, stampMaxAge) - stampMaxAge // since already counts the stamp's age
+	case "arc-failed", "arc-podless":
+		return fullHold(fleet.Verdict(kind))
 	default:
 		return confirmAfter
 	}
@@ -624,7 +641,9 @@ func (w *world) trackLeaks() {
 	seen := map[string]bool{}
 	for _, p := range w.pods {
 		kind, since, ok := w.podLeak(p)
-		if !ok || w.now.Before(since) {
+		// A pod whose EphemeralRunner is being deleted is ARC's to
+		// remove; its leak, if any, is the EphemeralRunner's.
+		if !ok || w.now.Before(since) || p.er != nil && !p.er.deletingSince.IsZero() {
 			continue
 		}
 		key := fleet.PodMarkKey(p.uid)

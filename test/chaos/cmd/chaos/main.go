@@ -35,6 +35,9 @@ func main() {
 	}
 	fmt.Println(st.Summary())
 	fmt.Print(st.Distribution())
+	if hz.Has(chaos.ARC) {
+		fmt.Println(st.ARCSummary())
+	}
 	fmt.Printf("chaos: %d of the cleaned leaks waited on a documented cause (bound, skipped scope, refused delete, ledger wipe or overlap)\n", st.Delayed)
 	fmt.Printf("chaos: %d shifts, %d lists taken as complete after one, %d wrong marks, %d rate-limited sweeps exited 1, run time %s\n",
 		st.Shifts, st.Undetected, st.WrongMarks, st.RateLimitFailed, st.Duration.Round(1e6))
