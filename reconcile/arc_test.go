@@ -209,6 +209,9 @@ func TestClassifyARCDeletion(t *testing.T) {
 			obs.EphemeralRunners = []fleet.EphemeralRunner{tt.er}
 			c := Classify(obs, arcPolicy(), nil)
 			assert.Equal(t, tt.wantDeleted, c.OwnerDeleting)
+			// Still a managed pod: a stuck finding carrying it counts it
+			// against the fraction, which must have room for it.
+			assert.Equal(t, 1, c.ManagedPods)
 			if tt.want == "" {
 				assert.Empty(t, c.Findings)
 				return

@@ -231,17 +231,18 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 			out.NotRunner++
 			continue
 		}
+		out.ManagedPods++
+		if p.Deleting {
+			continue
+		}
 		// A pod whose EphemeralRunner is being deleted is ARC's to
-		// remove: it has no verdict of its own, and does not widen the
-		// fractional bound. If the deletion does not finish, the
-		// EphemeralRunner comes back as arc-stuck-deleting, with its pod.
+		// remove: it has no verdict of its own. If the deletion does not
+		// finish, the EphemeralRunner comes back as arc-stuck-deleting,
+		// carrying its pod, which then counts against the fraction: so it
+		// stays in the fraction's base too.
 		owner := ownerRunner(ers, p)
 		if owner != nil && !owner.DeletingSince.IsZero() {
 			out.OwnerDeleting++
-			continue
-		}
-		out.ManagedPods++
-		if p.Deleting {
 			continue
 		}
 		var m match
