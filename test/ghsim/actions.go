@@ -199,16 +199,8 @@ func parseActionsRoute(method, path string) (actionsRoute, bool) {
 	if len(seg) >= 1 && seg[0] == "_actions" {
 		return parseServiceRoute(method, seg[1:]), true
 	}
-	var scope string
-	var rest []string
-	switch {
-	case len(seg) >= 3 && seg[0] == "orgs":
-		scope, rest = "org:"+seg[1], seg[2:]
-	case len(seg) >= 3 && seg[0] == "enterprises":
-		scope, rest = "enterprise:"+seg[1], seg[2:]
-	case len(seg) >= 4 && seg[0] == "repos":
-		scope, rest = "repo:"+seg[1]+"/"+seg[2], seg[3:]
-	default:
+	scope, rest, ok := splitScope(seg, restWords)
+	if !ok {
 		return actionsRoute{}, false
 	}
 	if len(rest) != 3 || rest[0] != "actions" || rest[1] != "runners" || rest[2] != "registration-token" {
@@ -223,19 +215,12 @@ func parseActionsRoute(method, path string) (actionsRoute, bool) {
 
 // parseServiceRoute maps the Actions service's paths below /_actions.
 func parseServiceRoute(method string, seg []string) actionsRoute {
-	var scope string
-	switch {
-	case len(seg) >= 2 && seg[0] == "org":
-		scope, seg = "org:"+seg[1], seg[2:]
-	case len(seg) >= 2 && seg[0] == "enterprise":
-		scope, seg = "enterprise:"+seg[1], seg[2:]
-	case len(seg) >= 3 && seg[0] == "repo":
-		scope, seg = "repo:"+seg[1]+"/"+seg[2], seg[3:]
-	default:
+	scope, seg, ok := splitScope(seg, serviceWords)
+	if !ok {
 		return actionsRoute{}
 	}
 	key, ok := normScope(scope)
-	if !ok || len(seg) < 1 || seg[0] != "_apis" {
+	if !ok || seg[0] != "_apis" {
 		return actionsRoute{}
 	}
 	seg = seg[1:]

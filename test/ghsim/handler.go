@@ -45,16 +45,8 @@ func parseRoute(method, path string) route {
 		}
 		return route{endpoint: EndpointToken, id: id}
 	}
-	var scope string
-	var rest []string
-	switch {
-	case len(seg) >= 3 && seg[0] == "orgs":
-		scope, rest = "org:"+seg[1], seg[2:]
-	case len(seg) >= 3 && seg[0] == "enterprises":
-		scope, rest = "enterprise:"+seg[1], seg[2:]
-	case len(seg) >= 4 && seg[0] == "repos":
-		scope, rest = "repo:"+seg[1]+"/"+seg[2], seg[3:]
-	default:
+	scope, rest, ok := splitScope(seg, restWords)
+	if !ok {
 		return route{}
 	}
 	key, ok := normScope(scope)
@@ -564,4 +556,30 @@ func toJSON(r Runner) runnerJSON {
 		out.Labels = append(out.Labels, labelJSON(l))
 	}
 	return out
+}
+
+// Scope words: how a path names a scope's kind, in the REST API
+// (/orgs/O, /enterprises/E, /repos/O/R) and in the Actions service's URLs
+// the simulator hands out (/org/O, /enterprise/E, /repo/O/R).
+type scopeWords struct{ org, enterprise, repo string }
+
+var (
+	restWords    = scopeWords{"orgs", "enterprises", "repos"}
+	serviceWords = scopeWords{"org", "enterprise", "repo"}
+)
+
+// splitScope reads a scope from the head of a path, in the configuration
+// form (org:O, enterprise:E, repo:O/R), and returns what follows it, which
+// is never empty.
+func splitScope(seg []string, w scopeWords) (string, []string, bool) {
+	switch {
+	case len(seg) >= 3 && seg[0] == w.org:
+		return "org:" + seg[1], seg[2:], true
+	case len(seg) >= 3 && seg[0] == w.enterprise:
+		return "enterprise:" + seg[1], seg[2:], true
+	case len(seg) >= 4 && seg[0] == w.repo:
+		return "repo:" + seg[1] + "/" + seg[2], seg[3:], true
+	default:
+		return "", nil, false
+	}
 }
