@@ -135,6 +135,15 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 			want:  fleet.SparedBusy,
 		},
 		{
+			name: "no registration finalizer observed: nothing to release, no request",
+			c: func() reconcile.Candidate {
+				c := arcPod(fleet.Zombie, "z", 7)
+				c.OwnerRunner.Finalizers = []string{"ephemeralrunner.actions.github.com/finalizer"}
+				return c
+			}(),
+			want: fleet.Deleted, wantWrites: []string{"gh:org:acme:7", "er:z-er"},
+		},
+		{
 			name: "stuck deleting, registration proven gone: only its finalizer", c: stuck(true),
 			want: fleet.Deleted, wantWrites: []string{"release:stuck"},
 		},

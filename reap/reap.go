@@ -351,6 +351,11 @@ func releases(c reconcile.Candidate) bool {
 		// registered elsewhere is left to ARC.
 		return false
 	}
+	if !slices.Contains(er.Finalizers, fleet.ARCRegistrationFinalizer) {
+		// Nothing of ARC's waits on the service: nothing to release,
+		// and no request to spend finding that out.
+		return false
+	}
 	if c.Registration != nil {
 		return c.Registration.ID == er.RunnerID
 	}

@@ -225,73 +225,9 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 	ix := index(obs, runnerID)
 	out.Ambiguities = ix.ambiguities(keys)
 
+	j := podJudge{obs: obs, pol: pol, claimed: claimed, marks: marks, ix: ix, runnerID: runnerID, ers: ers}
 	for i := range obs.Pods {
-		p := &obs.Pods[i]
-		if !p.HasRunner {
-			out.NotRunner++
-			continue
-		}
-		out.ManagedPods++
-		if p.Deleting {
-			continue
-		}
-		// A pod whose EphemeralRunner is being deleted is ARC's to
-		// remove: it has no verdict of its own. If the deletion does not
-		// finish, the EphemeralRunner comes back as arc-stuck-deleting,
-		// carrying its pod, which then counts against the fraction: so it
-		// stays in the fraction's base too.
-		owner := ownerRunner(ers, p)
-		if owner != nil && !owner.DeletingSince.IsZero() {
-			out.OwnerDeleting++
-			continue
-		}
-		var m match
-		_, complete := ix.byName[p.ScopeKey]
-		if complete {
-			m = ix.match(p, runnerID(p))
-		}
-		if f, ok := terminal(p, m.reg); ok {
-			f.OwnerRunner = owner
-			f.RunnerID, f.RegistrationAbsent = known(runnerID(p), m, complete, owner, p)
-			if m.ambiguous {
-				f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
-			}
-			out.Findings = append(out.Findings, f)
-			continue
-		}
-		// A Running pod whose runner container has not started (still
-		// being created, its image pulling) has no verdict yet.
-		if p.Phase != "Running" || !p.Runner.Running {
-			continue
-		}
-		if p.StartedAt.After(obs.Now) {
-			out.FutureStarts = append(out.FutureStarts, FutureStart{Namespace: p.Namespace, Pod: p.Name, Ahead: p.StartedAt.Sub(obs.Now)})
-		}
-		// A pod that does not say its runner's name cannot be matched
-		// to a registration, so GitHub's list says nothing about it.
-		if _, observed := obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed || p.RunnerName == "" {
-			out.Unscoped++
-			continue
-		}
-		out.ScopePods[p.ScopeKey]++
-		if !complete {
-			continue
-		}
-		if m.ambiguous {
-			if m.protected {
-				out.Protected++
-			}
-			continue
-		}
-		f, protected := judgeRunning(obs.Now, p, runnerID(p), m.reg, pol, claimed, marks)
-		if protected {
-			out.Protected++
-		}
-		if f != nil {
-			f.OwnerRunner = owner
-			f.RunnerID, f.RegistrationAbsent = known(runnerID(p), m, complete, owner, p)
-			out.Findings = append(out.Findings, *f)
-		}
+		j.judge(&obs.Pods[i], &out)
 	}
 
 	if pol.ARC {
@@ -627,6 +563,87 @@ func onlineWord(online bool) string {
 		return "online"
 	}
 	return "offline"
+}
+
+// podJudge is what judging one pod needs of the sweep's observation.
+type podJudge struct {
+	obs      Observation
+	pol      Policy
+	claimed  func(fleet.Pod, *fleet.Registration) bool
+	marks    map[string]fleet.Mark
+	ix       identities
+	runnerID func(*fleet.Pod) int64
+	ers      map[string]*fleet.EphemeralRunner
+}
+
+// judge classifies one observed pod into out: a finding, or the count that
+// says why it has none.
+func (j podJudge) judge(p *fleet.Pod, out *Classification) {
+	if !p.HasRunner {
+		out.NotRunner++
+		return
+	}
+	out.ManagedPods++
+	if p.Deleting {
+		return
+	}
+	// A pod whose EphemeralRunner is being deleted is ARC's to
+	// remove: it has no verdict of its own. If the deletion does not
+	// finish, the EphemeralRunner comes back as arc-stuck-deleting,
+	// carrying its pod, which then counts against the fraction: so it
+	// stays in the fraction's base too.
+	owner := ownerRunner(j.ers, p)
+	if owner != nil && !owner.DeletingSince.IsZero() {
+		out.OwnerDeleting++
+		return
+	}
+	var m match
+	_, complete := j.ix.byName[p.ScopeKey]
+	if complete {
+		m = j.ix.match(p, j.runnerID(p))
+	}
+	if f, ok := terminal(p, m.reg); ok {
+		f.OwnerRunner = owner
+		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
+		if m.ambiguous {
+			f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
+		}
+		out.Findings = append(out.Findings, f)
+		return
+	}
+	// A Running pod whose runner container has not started (still
+	// being created, its image pulling) has no verdict yet.
+	if p.Phase != "Running" || !p.Runner.Running {
+		return
+	}
+	if p.StartedAt.After(j.obs.Now) {
+		out.FutureStarts = append(out.FutureStarts, FutureStart{Namespace: p.Namespace, Pod: p.Name, Ahead: p.StartedAt.Sub(j.obs.Now)})
+	}
+	// A pod that does not say its runner's name cannot be matched
+	// to a registration, so GitHub's list says nothing about it.
+	if _, observed := j.obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed || p.RunnerName == "" {
+		out.Unscoped++
+		return
+	}
+	out.ScopePods[p.ScopeKey]++
+	if !complete {
+		return
+	}
+	if m.ambiguous {
+		if m.protected {
+			out.Protected++
+		}
+		return
+	}
+	f, protected := judgeRunning(j.obs.Now, p, j.runnerID(p), m.reg, j.pol, j.claimed, j.marks)
+	if protected {
+		out.Protected++
+	}
+	if f != nil {
+		f.OwnerRunner = owner
+		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
+		out.Findings = append(out.Findings, *f)
+	}
 }
 
 // ownerRunner is the observed EphemeralRunner that controls the pod, or
