@@ -51,6 +51,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
 
 // Legacy ARC's kinds, as the CRDs StartARCLegacy installs serve them.
@@ -420,5 +421,40 @@ func (e *Env) WriteLegacyPodState(t testing.TB, ns, name string, s PodState) *co
 			t.Fatalf("write status of pod %s/%s: %v", ns, name, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ProvisionLegacy waits for a Runner in ns other than not, registers it on
+// the simulator as the runner binary's config.sh would (online, idle,
+// ephemeral, name = the Runner's), plays the kubelet (the pod runs), and
+// waits for ARC's runner pod controller to record the registration's id.
+func ProvisionLegacy(t testing.TB, env *Env, sim *ghsim.Sim, scope, ns, not string) (string, LegacyRunnerState) {
+	t.Helper()
+	name := waitNewLegacyRunner(t, env, ns, not)
+	// Registered before ARC's first list of runners: ARC's GitHub client
+	// caches a list for its max-age (60 s, as GitHub's), so a runner
+	// registered after that list would be seen a minute late.
+	sim.AddRunner(scope, ghsim.Runner{Name: name, Ephemeral: true})
+	env.WaitLegacyRunner(t, ns, name, 30*time.Second, "finalizer and pod", LegacyProvisioned)
+	env.WriteLegacyPodState(t, ns, name, Running())
+	st, _ := env.WaitLegacyRunner(t, ns, name, 30*time.Second, "runner id on the pod", func(s LegacyRunnerState) bool { return s.RunnerID != 0 })
+	return name, st
+}
+
+// waitNewLegacyRunner waits for a Runner in ns, not being deleted, other
+// than not.
+func waitNewLegacyRunner(t testing.TB, env *Env, ns, not string) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, n := range env.LegacyRunners(t, ns, false) {
+			if n != not {
+				return n
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ARC made no Runner in %s within 30s", ns)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
