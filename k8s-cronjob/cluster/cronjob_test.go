@@ -230,7 +230,12 @@ func podGone(name string) bool {
 
 // applyOverlay renders the shipped base with the ARC component and the
 // test's component, plus what is known only now, and applies it.
-func applyOverlay(t *testing.T, ghURL string) {
+func applyOverlay(t *testing.T, ghURL string) { applyOverlayIn(t, ns, ghURL, nil) }
+
+// applyOverlayIn is applyOverlay into namespace namespace (the base's
+// namespace, REAPER_NAMESPACES and its RoleBinding's subject moved there),
+// with config's keys added to the ConfigMap: the test's own settings.
+func applyOverlayIn(t *testing.T, namespace, ghURL string, config map[string]string) {
 	t.Helper()
 	base, err := filepath.Abs("..")
 	require.NoError(t, err)
@@ -242,8 +247,18 @@ func applyOverlay(t *testing.T, ghURL string) {
 		require.NoError(t, err)
 		return r
 	}
+	var extra strings.Builder
+	keys := make([]string, 0, len(config))
+	for k := range config {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&extra, "\n      - op: add\n        path: /data/%s\n        value: %q", k, config[k])
+	}
 	overlay := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
+namespace: %s
 resources:
   - %s
 components:
@@ -267,12 +282,21 @@ patches:
       - op: add
         path: /data/REAPER_CONFIRM_AFTER
         value: "20s"
+      - op: replace
+        path: /data/REAPER_NAMESPACES
+        value: %q%s
+  - target: {kind: RoleBinding, name: runner-reaper}
+    patch: |-
+      - op: replace
+        path: /subjects/0/namespace
+        value: %q
   - target: {kind: CronJob, name: runner-reaper}
     patch: |-
       - op: add
         path: /spec/jobTemplate/spec/template/spec/containers/0/env/-
         value: {name: KUBERNETES_SERVICE_PORT, value: %q}
-`, rel(base), rel(filepath.Join(base, "components", "arc")), rel(testComponent), scope, ghURL, cluster.APIServerPort)
+`, namespace, rel(base), rel(filepath.Join(base, "components", "arc")), rel(testComponent), scope, ghURL,
+		namespace, extra.String(), namespace, cluster.APIServerPort)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o600))
 
 	kubectl := filepath.Join(testenv.AssetsDir(cluster.Root), "kubectl")
@@ -330,6 +354,7 @@ func audit(t *testing.T) []auditEvent {
 // component) through the test overlay, onto a fleet of leaks the kubelet
 // really runs, and lets the real CronJob controller fire it twice.
 func TestShippedCronJobOnARealKubelet(t *testing.T) {
+	t.Parallel() // beside TestShippedCronJobCleansUpAfterARC, in a namespace of its own
 	ctx := context.Background()
 	_, err := cluster.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -455,7 +480,9 @@ func TestShippedCronJobOnARealKubelet(t *testing.T) {
 		require.NoError(t, err)
 		for _, b := range rbs.Items {
 			for _, s := range b.Subjects {
-				if s.Kind == "ServiceAccount" && s.Name == "runner-reaper" || s.Kind == "Group" && strings.HasPrefix(s.Name, "system:serviceaccounts") {
+				// This namespace's ServiceAccount: the ARC test deploys the
+				// base into namespaces of its own, alongside.
+				if s.Kind == "ServiceAccount" && s.Name == "runner-reaper" && s.Namespace == ns || s.Kind == "Group" && strings.HasPrefix(s.Name, "system:serviceaccounts") {
 					grants = append(grants, b.Namespace+"/"+b.Name+" -> "+b.RoleRef.Kind+"/"+b.RoleRef.Name)
 				}
 			}
@@ -464,7 +491,7 @@ func TestShippedCronJobOnARealKubelet(t *testing.T) {
 		require.NoError(t, err)
 		for _, b := range crbs.Items {
 			for _, s := range b.Subjects {
-				if s.Kind == "ServiceAccount" && s.Name == "runner-reaper" || s.Kind == "Group" && strings.HasPrefix(s.Name, "system:serviceaccounts") {
+				if s.Kind == "ServiceAccount" && s.Name == "runner-reaper" && s.Namespace == ns || s.Kind == "Group" && strings.HasPrefix(s.Name, "system:serviceaccounts") {
 					grants = append(grants, "cluster "+b.Name+" -> "+b.RoleRef.Kind+"/"+b.RoleRef.Name)
 				}
 			}
