@@ -77,7 +77,7 @@ func TestARCLegacyManagerLoop(t *testing.T) {
 	t.Run("offline zombie", func(t *testing.T) {
 		t.Parallel()
 		l := newLegacyLoop(t)
-		name, st := testenv.ProvisionLegacy(t, env, l.sim, scope, l.ns, "")
+		name, st := testenv.ProvisionLegacy(t, env, l.register, l.ns, "")
 		require.True(t, l.sim.SetRunner(scope, st.RunnerID, func(r *ghsim.Runner) { r.Status = "offline" }))
 		a := l.act(t, name, true)
 		assert.Equal(t, "zombie", a["verdict"])
@@ -86,7 +86,7 @@ func TestARCLegacyManagerLoop(t *testing.T) {
 	t.Run("registration gone (outage)", func(t *testing.T) {
 		t.Parallel()
 		l := newLegacyLoop(t)
-		name, st := testenv.ProvisionLegacy(t, env, l.sim, scope, l.ns, "")
+		name, st := testenv.ProvisionLegacy(t, env, l.register, l.ns, "")
 		require.True(t, l.sim.RemoveRunner(scope, st.RunnerID))
 		time.Sleep(pastDeadline)
 		a := l.act(t, name, true)
@@ -95,7 +95,7 @@ func TestARCLegacyManagerLoop(t *testing.T) {
 	t.Run("terminal, while ARC was down", func(t *testing.T) {
 		t.Parallel()
 		l := newLegacyLoop(t)
-		name, _ := testenv.ProvisionLegacy(t, env, l.sim, scope, l.ns, "")
+		name, _ := testenv.ProvisionLegacy(t, env, l.register, l.ns, "")
 		l.arc.Stop()
 		env.WriteLegacyPodState(t, l.ns, name, testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
 		r := l.sweep()
@@ -111,7 +111,7 @@ func TestARCLegacyManagerLoop(t *testing.T) {
 	t.Run("busy runner: spared", func(t *testing.T) {
 		t.Parallel()
 		l := newLegacyLoop(t)
-		name, st := testenv.ProvisionLegacy(t, env, l.sim, scope, l.ns, "")
+		name, st := testenv.ProvisionLegacy(t, env, l.register, l.ns, "")
 		require.True(t, l.sim.SetRunner(scope, st.RunnerID, func(r *ghsim.Runner) {
 			r.Status, r.Busy, r.ListedIdle = "offline", true, true
 		}))
@@ -131,4 +131,10 @@ func TestARCLegacyManagerLoop(t *testing.T) {
 		_, registered := l.sim.RunnerByName(scope, name)
 		assert.True(t, registered)
 	})
+}
+
+// register registers a legacy runner on the simulator as the runner
+// binary's config.sh would: online, idle, ephemeral.
+func (l *legacyLoop) register(name string) {
+	l.sim.AddRunner(scope, ghsim.Runner{Name: name, Ephemeral: true})
 }

@@ -51,7 +51,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
-	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
 
 // Legacy ARC's kinds, as the CRDs StartARCLegacy installs serve them.
@@ -424,17 +423,19 @@ func (e *Env) WriteLegacyPodState(t testing.TB, ns, name string, s PodState) *co
 	}
 }
 
-// ProvisionLegacy waits for a Runner in ns other than not, registers it on
-// the simulator as the runner binary's config.sh would (online, idle,
-// ephemeral, name = the Runner's), plays the kubelet (the pod runs), and
-// waits for ARC's runner pod controller to record the registration's id.
-func ProvisionLegacy(t testing.TB, env *Env, sim *ghsim.Sim, scope, ns, not string) (string, LegacyRunnerState) {
+// ProvisionLegacy waits for a Runner in ns other than not, has register
+// register it on GitHub as the runner binary's config.sh would (online,
+// idle, ephemeral, name = the Runner's), plays the kubelet (the pod runs),
+// and waits for ARC's runner pod controller to record the registration's
+// id. register is a function, not the simulator, because the simulator's
+// own tests import this package.
+func ProvisionLegacy(t testing.TB, env *Env, register func(name string), ns, not string) (string, LegacyRunnerState) {
 	t.Helper()
 	name := waitNewLegacyRunner(t, env, ns, not)
 	// Registered before ARC's first list of runners: ARC's GitHub client
 	// caches a list for its max-age (60 s, as GitHub's), so a runner
 	// registered after that list would be seen a minute late.
-	sim.AddRunner(scope, ghsim.Runner{Name: name, Ephemeral: true})
+	register(name)
 	env.WaitLegacyRunner(t, ns, name, 30*time.Second, "finalizer and pod", LegacyProvisioned)
 	env.WriteLegacyPodState(t, ns, name, Running())
 	st, _ := env.WaitLegacyRunner(t, ns, name, 30*time.Second, "runner id on the pod", func(s LegacyRunnerState) bool { return s.RunnerID != 0 })

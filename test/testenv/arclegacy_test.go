@@ -46,7 +46,7 @@ func TestARCLegacyManager(t *testing.T) {
 	env.PlayLegacyCluster(t, ns, LegacyCluster{GC: true, Kubelet: true})
 
 	env.LegacyRunnerDeployment(t, ns, "acme-runners", "acme", 1)
-	name, st := ProvisionLegacy(t, env, sim, scope, ns, "")
+	name, st := ProvisionLegacy(t, env, func(n string) { sim.AddRunner(scope, ghsim.Runner{Name: n, Ephemeral: true}) }, ns, "")
 	if sim.RequestCount(ghsim.EndpointRegistrationToken, 201) == 0 {
 		t.Errorf("ARC asked for no registration token")
 	}
