@@ -59,7 +59,13 @@ func (l *arcLoop) startARC() {
 func (l *arcLoop) provision(name string) testenv.ARCRunnerState {
 	l.t.Helper()
 	env.EphemeralRunner(l.t, l.ns, testenv.EphemeralRunner{Name: name, ConfigURL: l.cfg})
-	st, _ := env.WaitARCRunner(l.t, l.ns, name, 30*time.Second, "registered, Secret and pod made", testenv.Provisioned)
+	// Settled: the runner id ARC wrote on the EphemeralRunner is the one
+	// GitHub lists under its name (under load ARC may ask for a JIT
+	// config again, and the first registration is replaced).
+	st, _ := env.WaitARCRunner(l.t, l.ns, name, 30*time.Second, "registered, Secret and pod made, its id GitHub's", func(s testenv.ARCRunnerState) bool {
+		r, ok := l.sim.RunnerByName(scope, name)
+		return testenv.Provisioned(s) && ok && r.ID == s.RunnerID
+	})
 	env.WritePodState(l.t, l.ns, name, testenv.Running())
 	return st
 }
