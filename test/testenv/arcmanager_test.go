@@ -56,7 +56,13 @@ func TestARCManagerEphemeralRunner(t *testing.T) {
 	provision := func(t *testing.T, name string) ARCRunnerState {
 		t.Helper()
 		env.EphemeralRunner(t, ns, EphemeralRunner{Name: name, ConfigURL: cfg})
-		st, took := env.WaitARCRunner(t, ns, name, 30*time.Second, "registered, Secret and pod made", Provisioned)
+		// Settled: ARC's status and GitHub's list agree on the runner id.
+		// Under load (CI on a shared machine) the first id ARC wrote was
+		// seen not to be the one GitHub then listed under the name.
+		st, took := env.WaitARCRunner(t, ns, name, 30*time.Second, "registered, Secret and pod made, its id GitHub's", func(s ARCRunnerState) bool {
+			r, ok := sim.RunnerByName(scope, name)
+			return Provisioned(s) && ok && r.ID == s.RunnerID
+		})
 		t.Logf("%s: registered as runner %d, Secret and pod made in %v", name, st.RunnerID, took.Round(time.Millisecond))
 		for _, f := range ARCFinalizers() {
 			if !slices.Contains(st.Finalizers, f) {
@@ -178,7 +184,13 @@ func TestARCManagerEphemeralRunner(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		st, took := env.WaitARCRunner(t, ns, name, 30*time.Second, "registered, Secret and pod made", Provisioned)
+		// Settled: ARC's status and GitHub's list agree on the runner id.
+		// Under load (CI on a shared machine) the first id ARC wrote was
+		// seen not to be the one GitHub then listed under the name.
+		st, took := env.WaitARCRunner(t, ns, name, 30*time.Second, "registered, Secret and pod made, its id GitHub's", func(s ARCRunnerState) bool {
+			r, ok := sim.RunnerByName(scope, name)
+			return Provisioned(s) && ok && r.ID == s.RunnerID
+		})
 		t.Logf("set: EphemeralRunner %s registered as runner %d, Secret and pod made %v after it appeared", name, st.RunnerID, took.Round(time.Millisecond))
 		env.WritePodState(t, ns, name, Running())
 		env.WaitARCRunner(t, ns, name, 30*time.Second, "phase Running", func(s ARCRunnerState) bool {
