@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"strconv"
 	"strings"
 	"time"
 	"unique"
@@ -92,8 +93,43 @@ func (m Mapping) View(p *corev1.Pod) fleet.Pod {
 			Name:       name,
 			UID:        string(ref.UID),
 		}
+		if v.Owner.APIVersion == fleet.LegacyRunnerAPIVersion && v.Owner.Kind == fleet.LegacyRunnerKind {
+			v.RunnerID = legacyRunnerID(p.Annotations[AnnotationLegacyRunnerID])
+		}
 	}
 	return v
+}
+
+// AnnotationLegacyRunnerID is where ARC's legacy runner pod controller
+// records the registration's id once GitHub lists the runner under the
+// pod's name (v0.27.6 runner_graceful_stop.go, ensureRunnerPodRegistered).
+// It is what tells a registration GitHub dropped while the pod ran (an
+// outage, a runner removed by hand) from one that never came: without it,
+// such a pod waits out the whole registration deadline.
+//
+// It is read only on pods a legacy Runner controls. A RunnerSet's pods
+// carry it too, but restart in place (restartPolicy Always) and register
+// again under the same name with a new id (config.sh --replace), so their
+// annotation goes stale. The classifier never trusts the id alone: a pod
+// whose id is gone while its name is still registered is left alone.
+const AnnotationLegacyRunnerID = "actions-runner/id"
+
+// legacyRunnerID is the annotation's id, or 0 when it is not a plain
+// positive decimal: a signed, padded or overflowing value is not ARC's.
+func legacyRunnerID(s string) int64 {
+	if s == "" || len(s) > 19 || s[0] == '0' {
+		return 0
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0
+		}
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return id
 }
 
 // runnerName is "" when the configured label or annotation is missing: a

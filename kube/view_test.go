@@ -25,6 +25,36 @@ func mustScopes(t *testing.T, specs ...string) []fleet.Scope {
 	return out
 }
 
+// ownedBy makes a pod controlled by the kind, with ARC's legacy id
+// annotation set to id.
+func ownedBy(apiVersion, kind, id string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: p.Name, UID: "uid-owner", Controller: controller()}}
+		p.Annotations = map[string]string{AnnotationLegacyRunnerID: id}
+	}
+}
+
+func legacyOwner() *fleet.Owner {
+	return &fleet.Owner{APIVersion: fleet.LegacyRunnerAPIVersion, Kind: fleet.LegacyRunnerKind, Name: "runner-abc", UID: "uid-owner"}
+}
+
+// TestLegacyRunnerIDIsARCsOrNothing: an annotation that is not the plain
+// positive decimal ARC writes gives no id, so a hand-written or hostile
+// value cannot name another runner's registration by a trick of parsing.
+func TestLegacyRunnerIDIsARCsOrNothing(t *testing.T) {
+	for value, want := range map[string]int64{
+		"42": 42, "1": 1, "9223372036854775807": 9223372036854775807,
+		"": 0, "0": 0, "-42": 0, "+42": 0, "042": 0, " 42": 0, "42 ": 0, "4_2": 0, "0x2a": 0, "1e3": 0, "42.0": 0,
+		"9223372036854775808": 0, "99999999999999999999": 0, "４２": 0,
+	} {
+		t.Run(value, func(t *testing.T) {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "r", Annotations: map[string]string{AnnotationLegacyRunnerID: value},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: fleet.LegacyRunnerAPIVersion, Kind: fleet.LegacyRunnerKind, Name: "r", UID: "u", Controller: controller()}}}}
+			assert.Equal(t, want, Mapping{}.View(pod).RunnerID)
+		})
+	}
+}
+
 func TestMappingView(t *testing.T) {
 	created := time.Date(2026, 3, 14, 8, 0, 0, 0, time.UTC)
 	twoScopes := mustScopes(t, "org:Acme", "repo:acme/API")
@@ -228,6 +258,29 @@ func TestMappingView(t *testing.T) {
 			func(p *corev1.Pod) {
 				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "uid-cm"}}
 			}, nil},
+		{"legacy Runner's pod: the registration id ARC recorded", Mapping{},
+			ownedBy(fleet.LegacyRunnerAPIVersion, fleet.LegacyRunnerKind, "9173"),
+			func(v *fleet.Pod) { v.Owner = legacyOwner(); v.RunnerID = 9173 }},
+		{"legacy Runner's pod: the largest id", Mapping{},
+			ownedBy(fleet.LegacyRunnerAPIVersion, fleet.LegacyRunnerKind, "9223372036854775807"),
+			func(v *fleet.Pod) { v.Owner = legacyOwner(); v.RunnerID = 9223372036854775807 }},
+		{"a RunnerSet's pod (StatefulSet): its id goes stale as it registers again in place, not read", Mapping{},
+			ownedBy("apps/v1", "StatefulSet", "9173"),
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "runner-abc", UID: "uid-owner"}
+			}},
+		{"an EphemeralRunner's pod: the annotation is not ARC's there, not read", Mapping{},
+			ownedBy(fleet.EphemeralRunnerAPIVersion, fleet.EphemeralRunnerKind, "9173"),
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "runner-abc", UID: "uid-owner"}
+			}},
+		{"a pod of no controller: not read", Mapping{},
+			func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationLegacyRunnerID: "9173"} }, nil},
+		{"a Runner of another group: not read", Mapping{},
+			ownedBy("actions.example.com/v1", fleet.LegacyRunnerKind, "9173"),
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: "actions.example.com/v1", Kind: fleet.LegacyRunnerKind, Name: "runner-abc", UID: "uid-owner"}
+			}},
 		{"deleting", Mapping{},
 			func(p *corev1.Pod) { ts := metav1.NewTime(created.Add(time.Hour)); p.DeletionTimestamp = &ts },
 			func(v *fleet.Pod) { v.Deleting = true }},

@@ -364,12 +364,25 @@ type match struct {
 // match ties a pod to its registration: by the runner id where Kubernetes
 // knows it, else by name, and only when nothing else claims that name and
 // the list holds it once.
+//
+// An id and a name that disagree tie the pod to nothing: the id names a
+// registration of another name (GitHub does not rename runners), or is gone
+// while a namesake is busy or online. The id may be stale (a runner that
+// registered again under its name, with a new id) or written by someone
+// other than ARC; trusted alone, it would make a pod whose runner is
+// connected, maybe running a job, a zombie, or delete another runner's
+// registration. A gone id whose namesakes are all offline and idle still
+// decides: the pod's runner is connected under neither.
 func (ix identities) match(p *fleet.Pod, id int64) match {
 	if id != 0 {
 		if len(ix.ids[p.ScopeKey][id])+len(ix.ids[""][id]) > 1 {
 			return match{ambiguous: true}
 		}
-		return match{reg: ix.byID[p.ScopeKey][id]}
+		reg := ix.byID[p.ScopeKey][id]
+		if conflict, protected := ix.disagree(p, reg); conflict {
+			return match{ambiguous: true, protected: protected}
+		}
+		return match{reg: reg}
 	}
 	if p.RunnerName == "" {
 		return match{}
@@ -391,6 +404,25 @@ func (ix identities) match(p *fleet.Pod, id int64) match {
 		}
 	}
 	return m
+}
+
+// disagree reports whether the registration the pod's id found (nil: the
+// id is gone) contradicts the pod's runner name in its scope's complete
+// list, and whether any registration involved is busy or online.
+func (ix identities) disagree(p *fleet.Pod, byID *fleet.Registration) (conflict, protected bool) {
+	if p.RunnerName == "" {
+		return false, false
+	}
+	for _, r := range ix.byName[p.ScopeKey][p.RunnerName] {
+		protected = protected || r.Busy || r.Online
+	}
+	if byID != nil {
+		if byID.Name == p.RunnerName {
+			return false, false
+		}
+		return true, protected || byID.Busy || byID.Online
+	}
+	return protected, protected
 }
 
 // ambiguities lists, for the observed scopes (sorted keys), every name or

@@ -116,28 +116,50 @@ func TestClassifyIdentity(t *testing.T) {
 		regs: []fleet.Registration{reg(1, "acme-x", false, false)},
 		want: map[string]finding{"team-a/acme-x": {fleet.Terminal, 1}},
 	}, {
-		name: "id beats name: the namesake registration is not the pod's",
-		pods: []fleet.Pod{running("acme-x", withRunnerID(42))},
-		regs: []fleet.Registration{reg(7, "acme-x", false, false), reg(42, "acme-x-renamed", true, false)},
-		want: map[string]finding{},
+		name:      "an id naming a registration of another name ties the pod to nothing; the live one protects it",
+		pods:      []fleet.Pod{running("acme-x", withRunnerID(42))},
+		regs:      []fleet.Registration{reg(7, "acme-x", false, false), reg(42, "acme-x-renamed", true, false)},
+		want:      map[string]finding{},
+		protected: 1,
 	}, {
-		name: "id beats name: the pod's own registration is gone even though the name is listed",
+		name:      "a gone id with an online namesake: the runner registered again (a stale id); protected, no zombie",
+		pods:      []fleet.Pod{running("acme-x", withRunnerID(42))},
+		regs:      []fleet.Registration{reg(7, "acme-x", true, false)},
+		want:      map[string]finding{},
+		protected: 1,
+	}, {
+		name:      "a gone id with a busy namesake: protected",
+		pods:      []fleet.Pod{running("acme-x", withRunnerID(42))},
+		regs:      []fleet.Registration{reg(7, "acme-x", false, true)},
+		want:      map[string]finding{},
+		protected: 1,
+	}, {
+		name: "a gone id whose namesake is offline and idle still decides: zombie, its registration gone",
 		pods: []fleet.Pod{running("acme-x", withRunnerID(42))},
-		regs: []fleet.Registration{reg(7, "acme-x", true, false)},
+		regs: []fleet.Registration{reg(7, "acme-x", false, false)},
 		want: map[string]finding{"runners/acme-x": {fleet.Zombie, 0}},
 	}, {
-		name: "id beats name: a terminal pod deletes the registration with its id",
+		name: "a terminal pod whose id names a registration of another name deletes no registration",
 		pods: []fleet.Pod{failed("acme-x", withRunnerID(42))},
 		regs: []fleet.Registration{reg(7, "acme-x", false, false), reg(42, "acme-x-renamed", false, false)},
+		want: map[string]finding{"runners/acme-x": {fleet.Terminal, 0}},
+	}, {
+		name: "id beats name: among namesakes a terminal pod deletes the registration with its id",
+		pods: []fleet.Pod{failed("acme-x", withRunnerID(42))},
+		regs: []fleet.Registration{reg(7, "acme-x", false, false), reg(42, "acme-x", false, false)},
 		want: map[string]finding{"runners/acme-x": {fleet.Terminal, 42}},
+		ambiguous: []Ambiguity{{ScopeKey: org, RunnerName: "acme-x", Registrations: []int64{7, 42}, Pods: []string{"runners/acme-x"},
+			Reason: "2 registrations share the name; nothing is deleted by it"}},
 	}, {
 		name: "id from the owning EphemeralRunner beats name",
 		pods: []fleet.Pod{failed("set-a-runner-1", func(p *fleet.Pod) {
 			p.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "set-a-runner-1", UID: "er-set-a-runner-1"}
 		})},
 		ers:  []fleet.EphemeralRunner{er("set-a-runner-1", func(e *fleet.EphemeralRunner) { e.RunnerID = 42 })},
-		regs: []fleet.Registration{reg(7, "set-a-runner-1", true, true), reg(42, "set-a-runner-1-x", false, false)},
+		regs: []fleet.Registration{reg(7, "set-a-runner-1", true, true), reg(42, "set-a-runner-1", false, false)},
 		want: map[string]finding{"runners/set-a-runner-1": {fleet.Terminal, 42}},
+		ambiguous: []Ambiguity{{ScopeKey: org, RunnerName: "set-a-runner-1", Registrations: []int64{7, 42}, Pods: []string{"runners/set-a-runner-1"},
+			Reason: "2 registrations share the name; nothing is deleted by it, and a pod claiming it is protected because one of them is busy or online"}},
 	}, {
 		name: "ids decide between namesakes in two namespaces",
 		pods: []fleet.Pod{failed("acme-x", inNamespace("team-a"), withRunnerID(41)), running("acme-x", inNamespace("team-b"), withRunnerID(42))},
@@ -202,10 +224,11 @@ func TestClassifyIdentity(t *testing.T) {
 		ambiguous: []Ambiguity{{ScopeKey: org, RunnerName: "acme-g", Registrations: []int64{5, 6}, Pods: []string{},
 			Reason: "2 registrations share the name; nothing is deleted by it"}},
 	}, {
-		name: "a registration a pod names by id is no ghost",
-		pods: []fleet.Pod{running("acme-x", withRunnerID(42))},
-		regs: []fleet.Registration{reg(42, "acme-renamed", true, false)},
-		want: map[string]finding{},
+		name:      "a registration a pod names by id is no ghost",
+		pods:      []fleet.Pod{running("acme-x", withRunnerID(42))},
+		regs:      []fleet.Registration{reg(42, "acme-renamed", true, false)},
+		want:      map[string]finding{},
+		protected: 1,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
