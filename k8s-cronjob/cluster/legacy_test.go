@@ -29,6 +29,8 @@ package cluster_test
 //
 //   - zombie: the registration goes offline while the pod runs, and the
 //     runner hangs (it ignores SIGTERM);
+//   - outage: GitHub drops the registration while the pod runs (ARC has
+//     recorded its id on the pod);
 //   - terminal: the runner crashes (exit 1) while ARC's manager is down.
 //     With ARC up there is no terminal leak to make: the RunnerReplicaSet
 //     controller counts a stopped runner pod as completed
@@ -42,16 +44,8 @@ package cluster_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -102,6 +96,14 @@ func newLegacyWorld(t *testing.T, namespace string) *legacyWorld {
 	w := &legacyWorld{
 		arcWorld:   &arcWorld{t: t, ns: namespace, seen: map[int64]bool{}, offline: map[string]bool{}, sweeps: map[string][]map[string]any{}},
 		registered: map[string]int64{},
+	}
+	w.mode = arcMode{
+		label:     "ARC-LEGACY",
+		runner:    testenv.LegacyRunners,
+		what:      "Runner, pod and registration",
+		gone:      w.legacyGone,
+		state:     func(t *testing.T, name string) string { return cluster.LegacyRunnerOf(t, w.ns, name).String() },
+		runnersOf: func(_ *testing.T, set string) []string { return w.runnersOf(set) },
 	}
 	w.sim = ghsim.New(ghsim.Options{Token: token})
 	w.url, err = w.sim.Start()
@@ -281,98 +283,6 @@ func (w *legacyWorld) legacyGone(name string) bool {
 	return !registered
 }
 
-func (w *legacyWorld) watchLegacyGone(name string) *goneWatch {
-	g := &goneWatch{name: name, done: make(chan struct{})}
-	go func() {
-		defer close(g.done)
-		deadline := time.Now().Add(6 * time.Minute)
-		for time.Now().Before(deadline) {
-			if w.legacyGone(name) {
-				g.at = time.Now()
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	return g
-}
-
-// await waits for the CronJob's act on each case (set is the
-// RunnerDeployment) and for all to be gone, checks the act, the
-// replacement and that nothing is left deleting, and logs one line per
-// case. An empty c.action is not checked.
-func (w *legacyWorld) await(t *testing.T, cases []*arcCase, afterAct func()) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Minute)
-	acted := map[string]map[string]any{}
-	for len(acted) < len(cases) {
-		for _, c := range cases {
-			if a := w.actionOn(c.name); a != nil && acted[c.name] == nil {
-				acted[c.name] = a
-				t.Logf("%s: acted: %v", c.label, a)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the CronJob did not act on every case within 5 minutes; acted %v; all actions %v (cluster logs in %s)",
-				w.ns, acted, w.actions(), cluster.Dir)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	if afterAct != nil {
-		afterAct()
-	}
-	for _, c := range cases {
-		a := acted[c.name]
-		t.Run(c.label, func(t *testing.T) {
-			assert.Equal(t, c.verdict, a["verdict"], "%v", a)
-			if c.action != "" {
-				assert.Equal(t, c.action, a["action"], "%v", a)
-			}
-			assert.Equal(t, "deleted", a["result"], "%v", a)
-			<-c.gone.done
-			require.False(t, c.gone.at.IsZero(), "%s: Runner, pod and registration not all gone: %s, registered %v",
-				c.name, cluster.LegacyRunnerOf(t, w.ns, c.name), !w.legacyGone(c.name))
-			at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(a["time"]))
-			require.NoError(t, err, "the action line's time: %v", a)
-			// ARC's replacement: the deployment's one Runner is a new one,
-			// and its pod runs.
-			var repl string
-			require.Eventually(t, func() bool {
-				rs := w.runnersOf(c.set)
-				if len(rs) != 1 || rs[0] == c.name {
-					return false
-				}
-				repl = rs[0]
-				p, err := cluster.Client.CoreV1().Pods(w.ns).Get(context.Background(), repl, metav1.GetOptions{})
-				return err == nil && p.Status.Phase == corev1.PodRunning
-			}, 2*time.Minute, 200*time.Millisecond, "ARC's replacement for %s never ran", c.name)
-			t.Logf("ARC-LEGACY case=%s act_to_all_gone=%v verdict=%v action=%v runner=%s replacement=%s Running, exit %v",
-				c.label, c.gone.at.Sub(at).Round(10*time.Millisecond), a["verdict"], a["action"], c.name, repl, a["exit_class"])
-		})
-	}
-	require.Eventually(t, func() bool {
-		rs, err := cluster.Dynamic.Resource(testenv.LegacyRunners).Namespace(w.ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			return false
-		}
-		for _, r := range rs.Items {
-			if r.GetDeletionTimestamp() != nil {
-				return false
-			}
-		}
-		pods, err := cluster.Client.CoreV1().Pods(w.ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			return false
-		}
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil {
-				return false
-			}
-		}
-		return true
-	}, time.Minute, 250*time.Millisecond, "%s: something is left deleting", w.ns)
-}
-
 // TestShippedCronJobCleansUpAfterARCLegacy: the shipped CronJob, firing on
 // its schedule, cleans up each kind of legacy leak while ARC's legacy
 // controllers run, and ARC and the cluster finish and replace the runner;
@@ -384,12 +294,11 @@ func TestShippedCronJobCleansUpAfterARCLegacy(t *testing.T) {
 		t.Parallel()
 		w := newLegacyWorld(t, "arc-legacy")
 		zombie := &arcCase{label: "zombie", set: "zombie", verdict: "zombie", action: "delete-registration-then-runner"}
-		// No outage case: the reaper reads no registration id from a
-		// legacy runner pod (ARC's actions-runner/id annotation), so a
-		// registration GitHub drops while the pod runs is judged only
-		// after the registration deadline, as unregistered (see the
-		// report of issue 19).
-		cases := []*arcCase{zombie}
+		// The id ARC recorded on the pod (actions-runner/id) is what
+		// makes a dropped registration a zombie rather than a runner
+		// that never registered.
+		outage := &arcCase{label: "outage", set: "outage", verdict: "zombie", action: "delete-runner"}
+		cases := []*arcCase{zombie, outage}
 		var wg sync.WaitGroup
 		for _, c := range cases {
 			wg.Add(1)
@@ -403,9 +312,10 @@ func TestShippedCronJobCleansUpAfterARCLegacy(t *testing.T) {
 		w.offline[zombie.name] = true
 		w.mu.Unlock()
 		require.True(t, w.sim.SetRunner(scope, zombie.id, func(r *ghsim.Runner) { r.Status = "offline" }))
+		require.True(t, w.sim.RemoveRunner(scope, outage.id), "GitHub drops the registration")
 		require.True(t, w.sim.SetRunner(scope, busyID, func(r *ghsim.Runner) { r.Busy = true }))
 		for _, c := range cases {
-			c.gone = w.watchLegacyGone(c.name)
+			c.gone = w.watchGone(c.name)
 		}
 
 		applyOverlayIn(t, w.ns, w.url, legacyConfig)
@@ -432,7 +342,7 @@ func TestShippedCronJobCleansUpAfterARCLegacy(t *testing.T) {
 	t.Run("ARC down when the runner died", func(t *testing.T) {
 		t.Parallel()
 		w := newLegacyWorld(t, "arc-legacy-down")
-		terminal := &arcCase{label: "terminal", set: "terminal", verdict: "terminal"}
+		terminal := &arcCase{label: "terminal", set: "terminal", verdict: "terminal", action: "delete-registration-then-runner"}
 		terminal.name, terminal.id = w.runnerDeployment(terminal.set)
 		w.legacy.Stop()
 		w.cue(terminal.name, "exit 1")
@@ -440,7 +350,7 @@ func TestShippedCronJobCleansUpAfterARCLegacy(t *testing.T) {
 			p, err := cluster.Client.CoreV1().Pods(w.ns).Get(context.Background(), terminal.name, metav1.GetOptions{})
 			return err == nil && p.Status.Phase == corev1.PodFailed
 		}, time.Minute, 100*time.Millisecond, "the runner's pod never Failed")
-		terminal.gone = w.watchLegacyGone(terminal.name)
+		terminal.gone = w.watchGone(terminal.name)
 		applyOverlayIn(t, w.ns, w.url, legacyConfig)
 		w.await(t, []*arcCase{terminal}, w.startLegacy)
 	})
@@ -501,24 +411,9 @@ func hostNetworkWebhook(t *testing.T, namespace string) {
 // selfSigned is a key pair for 127.0.0.1 and its certificate in PEM.
 func selfSigned(t *testing.T) (tls.Certificate, []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := testenv.SelfSignedCert()
 	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:         true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	kb, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	pair, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}))
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	require.NoError(t, err)
 	return pair, certPEM
 }

@@ -88,9 +88,15 @@ func TestARCLegacyManagerLoop(t *testing.T) {
 		l := newLegacyLoop(t)
 		name, st := testenv.ProvisionLegacy(t, env, l.register, l.ns, "")
 		require.True(t, l.sim.RemoveRunner(scope, st.RunnerID))
-		time.Sleep(pastDeadline)
+		// The id ARC recorded on the pod (actions-runner/id) tells a
+		// registration that went from one that never came: a zombie
+		// after the confirm hold, not an unregistered runner after the
+		// registration deadline.
 		a := l.act(t, name, true)
-		assert.Equal(t, "delete-runner", a["action"])
+		assert.Equal(t, "zombie", a["verdict"], "%v", a)
+		assert.Equal(t, "delete-runner", a["action"], "%v", a)
+		assert.EqualValues(t, st.RunnerID, a["runner_id"], "%v", a)
+		assert.Contains(t, a["evidence"], "runner id known from Kubernetes", "%v", a)
 	})
 	t.Run("terminal, while ARC was down", func(t *testing.T) {
 		t.Parallel()

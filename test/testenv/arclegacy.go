@@ -35,11 +35,9 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -48,7 +46,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 )
@@ -93,90 +90,27 @@ type ARCLegacyOptions struct {
 // a failed test gets its log.
 func (e *Env) StartARCLegacy(t testing.TB, opts ARCLegacyOptions) *ARC {
 	t.Helper()
-	bin := ARCManagerPath(e.Root)
-	if _, err := os.Stat(bin); err != nil {
-		if testing.Short() {
-			t.Skipf("ARC's manager is not built (%s); `make arc-manager` builds it", bin)
-		}
-		t.Fatalf("ARC's manager is not built: run `make arc-manager` (builds %s from tools/arc): %v", bin, err)
-	}
-	e.arcCRDs.Lock()
-	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{
-		Paths: []string{ARCLegacyCRDDir(e.Root)}, ErrorIfPathMissing: true,
+	return e.startManager(t, managerRun{
+		crds:      ARCLegacyCRDDir(e.Root),
+		namespace: opts.WatchNamespace,
+		level:     opts.LogLevel,
+		command: func(dir string) ([]string, []string, error) {
+			tmp := filepath.Join(dir, "tmp")
+			if err := writeWebhookCert(filepath.Join(tmp, "k8s-webhook-server", "serving-certs")); err != nil {
+				return nil, nil, err
+			}
+			port, err := freePort()
+			if err != nil {
+				return nil, nil, err
+			}
+			args := []string{"--port=" + strconv.Itoa(port), "--github-url=" + opts.GitHubURL}
+			if opts.WatchNamespace != "" {
+				args = append(args, "--watch-namespace="+opts.WatchNamespace)
+			}
+			return args, []string{"TMPDIR=" + tmp, "GITHUB_TOKEN=" + opts.Token}, nil
+		},
+		controllers: []string{"runner-controller", "runnerpod-controller", "runnerreplicaset-controller", "runnerdeployment-controller"},
 	})
-	e.arcCRDs.Unlock()
-	if err != nil {
-		t.Fatalf("install ARC's legacy CRDs: %v", err)
-	}
-	dir := t.TempDir()
-	kubeconfig, err := e.Kubeconfig(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(dir, "tmp")
-	if err := writeWebhookCert(filepath.Join(tmp, "k8s-webhook-server", "serving-certs")); err != nil {
-		t.Fatal(err)
-	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	level := opts.LogLevel
-	if level == "" {
-		level = "debug"
-	}
-	args := []string{
-		"--metrics-addr=0",
-		"--enable-leader-election=false",
-		"--log-level=" + level,
-		"--log-format=text",
-		"--port=" + strconv.Itoa(port),
-		"--github-url=" + opts.GitHubURL,
-	}
-	if opts.WatchNamespace != "" {
-		args = append(args, "--watch-namespace="+opts.WatchNamespace)
-	}
-	logPath := filepath.Join(dir, "arc-manager.log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &ARC{logPath: logPath, log: &lockedBuffer{f: f}, exited: make(chan struct{}), Namespace: opts.WatchNamespace}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "TMPDIR="+tmp, "GITHUB_TOKEN="+opts.Token)
-	cmd.Stdout, cmd.Stderr = a.log, a.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	a.cmd = cmd
-	a.Started = time.Now()
-	if err := cmd.Start(); err != nil {
-		_ = f.Close()
-		t.Fatalf("start ARC's manager: %v", err)
-	}
-	go func() {
-		a.exitErr = cmd.Wait()
-		close(a.exited)
-	}()
-	t.Cleanup(func() {
-		a.Stop()
-		_ = f.Close()
-		if t.Failed() {
-			t.Logf("ARC manager log (%s):\n%s", logPath, tail(a.log.String(), 200))
-		}
-	})
-	deadline := time.Now().Add(time.Minute)
-	for !workersStarted(a.log.String(), "runner-controller") || !workersStarted(a.log.String(), "runnerpod-controller") ||
-		!workersStarted(a.log.String(), "runnerreplicaset-controller") || !workersStarted(a.log.String(), "runnerdeployment-controller") {
-		select {
-		case <-a.exited:
-			t.Fatalf("ARC's manager exited while starting: %v\n%s", a.exitErr, tail(a.log.String(), 100))
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ARC's manager did not start its legacy controllers within a minute:\n%s", tail(a.log.String(), 100))
-		}
-	}
-	a.Ready = time.Now()
-	return a
 }
 
 // writeWebhookCert writes a self-signed tls.crt and tls.key for localhost
@@ -185,32 +119,45 @@ func writeWebhookCert(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, key, err := SelfSignedCert()
 	if err != nil {
 		return err
 	}
+	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), cert, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "tls.key"), key, 0o600)
+}
+
+// SelfSignedCert is a serving certificate for localhost and 127.0.0.1,
+// valid for a day, that is its own CA (so it can be a webhook's caBundle),
+// and its key, both PEM.
+func SelfSignedCert() (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "localhost"},
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	kb, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "tls.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), nil
 }
 
 func freePort() (int, error) {

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -104,6 +105,50 @@ func ARCManagerCRDDir(root string) string {
 // under -short.
 func (e *Env) StartARC(t testing.TB, opts ARCOptions) *ARC {
 	t.Helper()
+	ns := opts.Namespace
+	if ns == "" {
+		ns = e.Namespace(t, "arc-system")
+	}
+	return e.startManager(t, managerRun{
+		crds:      ARCManagerCRDDir(e.Root),
+		namespace: ns,
+		level:     opts.LogLevel,
+		command: func(string) ([]string, []string, error) {
+			args := []string{"--auto-scaling-runner-set-only", "--update-strategy=immediate"}
+			if opts.WatchNamespace != "" {
+				args = append(args, "--watch-single-namespace="+opts.WatchNamespace)
+			}
+			return args, []string{
+				"CONTROLLER_MANAGER_POD_NAMESPACE=" + ns,
+				// The listener image, which scale-set mode requires; no
+				// listener is ever started here.
+				"CONTROLLER_MANAGER_CONTAINER_IMAGE=ghcr.io/actions/gha-runner-scale-set-controller:" + strings.TrimPrefix(ARCManagerVersion, "v"),
+			}, nil
+		},
+		controllers: []string{"ephemeral-runner-controller"},
+	})
+}
+
+// managerRun is what differs between the manager's two modes.
+type managerRun struct {
+	// crds is the directory of the CRDs the mode's controllers watch.
+	crds      string
+	namespace string
+	// level is --log-level; empty is debug.
+	level string
+	// command gives the mode's own arguments and environment, given the
+	// run's own directory.
+	command func(dir string) (args, env []string, err error)
+	// controllers are the controllers whose workers must have started.
+	controllers []string
+}
+
+// startManager runs ARC's manager with the flags both modes share (no
+// metrics server, no leader election, text logs) and returns once the
+// run's controllers' workers have started. The manager is stopped when the
+// test ends; a failed test gets the end of its log.
+func (e *Env) startManager(t testing.TB, run managerRun) *ARC {
+	t.Helper()
 	bin := ARCManagerPath(e.Root)
 	if _, err := os.Stat(bin); err != nil {
 		if testing.Short() {
@@ -112,51 +157,34 @@ func (e *Env) StartARC(t testing.TB, opts ARCOptions) *ARC {
 		t.Fatalf("ARC's manager is not built: run `make arc-manager` (builds %s from tools/arc): %v", bin, err)
 	}
 	e.arcCRDs.Lock()
-	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{
-		Paths: []string{ARCManagerCRDDir(e.Root)}, ErrorIfPathMissing: true,
-	})
+	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: []string{run.crds}, ErrorIfPathMissing: true})
 	e.arcCRDs.Unlock()
 	if err != nil {
-		t.Fatalf("install the CRDs ARC's manager watches: %v", err)
-	}
-	ns := opts.Namespace
-	if ns == "" {
-		ns = e.Namespace(t, "arc-system")
+		t.Fatalf("install the CRDs ARC's manager watches (%s): %v", run.crds, err)
 	}
 	dir := t.TempDir()
 	kubeconfig, err := e.Kubeconfig(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	level := opts.LogLevel
-	if level == "" {
-		level = "debug"
+	own, env, err := run.command(dir)
+	if err != nil {
+		t.Fatalf("prepare ARC's manager: %v", err)
 	}
-	args := []string{
-		"--auto-scaling-runner-set-only",
+	args := append([]string{
 		"--metrics-addr=0",
 		"--enable-leader-election=false",
-		"--log-level=" + level,
+		"--log-level=" + cmp.Or(run.level, "debug"),
 		"--log-format=text",
-		"--update-strategy=immediate",
-	}
-	if opts.WatchNamespace != "" {
-		args = append(args, "--watch-single-namespace="+opts.WatchNamespace)
-	}
+	}, own...)
 	logPath := filepath.Join(dir, "arc-manager.log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &ARC{logPath: logPath, log: &lockedBuffer{f: f}, exited: make(chan struct{}), Namespace: ns}
+	a := &ARC{logPath: logPath, log: &lockedBuffer{f: f}, exited: make(chan struct{}), Namespace: run.namespace}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(),
-		"KUBECONFIG="+kubeconfig,
-		"CONTROLLER_MANAGER_POD_NAMESPACE="+ns,
-		// The listener image, which scale-set mode requires; no listener
-		// is ever started here.
-		"CONTROLLER_MANAGER_CONTAINER_IMAGE=ghcr.io/actions/gha-runner-scale-set-controller:"+strings.TrimPrefix(ARCManagerVersion, "v"),
-	)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
 	cmd.Stdout, cmd.Stderr = a.log, a.log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	a.cmd = cmd
@@ -173,18 +201,20 @@ func (e *Env) StartARC(t testing.TB, opts ARCOptions) *ARC {
 		a.Stop()
 		_ = f.Close()
 		if t.Failed() {
-			t.Logf("ARC manager log (%s):\n%s", logPath, tail(a.log.String(), 200))
+			// Short, and without stack traces: CI keeps only the end of
+			// a failed test's output, which must still show the failure.
+			t.Logf("ARC manager log (%s), its last lines without stack traces:\n%s", logPath, tail(withoutStacks(a.log.String()), 40))
 		}
 	})
 	deadline := time.Now().Add(time.Minute)
-	for !workersStarted(a.log.String(), "ephemeral-runner-controller") {
+	for !allWorkersStarted(a.log.String(), run.controllers) {
 		select {
 		case <-a.exited:
 			t.Fatalf("ARC's manager exited while starting: %v\n%s", a.exitErr, tail(a.log.String(), 100))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("ARC's manager did not start its controllers within a minute:\n%s", tail(a.log.String(), 100))
+			t.Fatalf("ARC's manager did not start %v within a minute:\n%s", run.controllers, tail(a.log.String(), 100))
 		}
 	}
 	a.Ready = time.Now()
@@ -225,15 +255,30 @@ func (a *ARC) Exited() (bool, error) {
 	}
 }
 
-// workersStarted finds controller-runtime's "Starting workers" line for
-// the named controller in the manager's log.
-func workersStarted(log, controller string) bool {
-	for _, l := range strings.Split(log, "\n") {
-		if strings.Contains(l, "Starting workers") && strings.Contains(l, `"controller": "`+controller+`"`) {
-			return true
+// allWorkersStarted finds controller-runtime's "Starting workers" line for
+// each named controller in the manager's log.
+func allWorkersStarted(log string, controllers []string) bool {
+	lines := strings.Split(log, "\n")
+	for _, c := range controllers {
+		if !slices.ContainsFunc(lines, func(l string) bool {
+			return strings.Contains(l, "Starting workers") && strings.Contains(l, `"controller": "`+c+`"`)
+		}) {
+			return false
 		}
 	}
-	return false
+	return true
+}
+
+// withoutStacks drops the stack traces controller-runtime prints after an
+// error line (the lines that start with a tab).
+func withoutStacks(log string) string {
+	var kept []string
+	for _, l := range strings.Split(log, "\n") {
+		if !strings.HasPrefix(l, "\t") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n")
 }
 
 func tail(s string, lines int) string {
