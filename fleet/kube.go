@@ -44,6 +44,9 @@ type Pod struct {
 	// RunnerID is a registration id known from Kubernetes (for example an
 	// ARC EphemeralRunner's status.runnerId); zero when unknown.
 	RunnerID int64
+	// Job is the job the pool's own label or annotation says the runner
+	// took (REAPER_JOB_FROM); nil when it says none.
+	Job *Job
 }
 
 // Owner kinds the reaper deletes instead of the pod, because their
@@ -118,6 +121,9 @@ type EphemeralRunner struct {
 	// DeletingSince is the deletion timestamp; zero when not deleting.
 	DeletingSince time.Time
 	Finalizers    []string
+	// Job is the job ARC's listener recorded on the status when it started
+	// on this runner; nil when none is recorded.
+	Job *Job
 }
 
 // UnobservedNamespace is a configured namespace that listed no pod and could
