@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -76,7 +77,38 @@ func ephemeralRunnerView(u *unstructured.Unstructured, githubHost string) fleet.
 	if ts := u.GetDeletionTimestamp(); ts != nil {
 		v.DeletingSince = ts.Time
 	}
+	v.Job = arcJob(obj)
 	return v
+}
+
+// arcJob is the job ARC's listener recorded on the status when the job
+// started on the runner (v0.27.6 autoScalerKubernetesManager.go:
+// jobRequestId, jobRepositoryName as OWNER/REPO, workflowRunId,
+// jobDisplayName; newer ARC adds jobId). Nil when none is recorded. A
+// recorded job that does not say enough to ask GitHub about it (a
+// repository not of the form OWNER/REPO, no run) is kept, not known
+// (fleet.Job.Known): ARC says a job ran, and the reaper may not act as if
+// none had.
+func arcJob(obj map[string]any) *fleet.Job {
+	request := nestedInt64(obj, "status", "jobRequestId")
+	repo, _, _ := unstructured.NestedString(obj, "status", "jobRepositoryName")
+	run := nestedInt64(obj, "status", "workflowRunId")
+	if request <= 0 && repo == "" && run <= 0 {
+		return nil
+	}
+	name, _, _ := unstructured.NestedString(obj, "status", "jobDisplayName")
+	j := &fleet.Job{Name: name, RequestID: max(request, 0)}
+	if ref, err := fleet.ParseJobRef(repo + "/" + strconv.FormatInt(run, 10)); err == nil {
+		j.Owner, j.Repo, j.RunID = ref.Owner, ref.Repo, ref.RunID
+	}
+	// jobId is a string in the CRD; only a plain positive decimal can be
+	// the REST job id the check asks for.
+	if id, _, _ := unstructured.NestedString(obj, "status", "jobId"); id != "" {
+		if ref, err := fleet.ParseJobRef("o/r/1/" + id); err == nil {
+			j.JobID = ref.JobID
+		}
+	}
+	return j
 }
 
 // nestedInt64 reads an integer field, 0 when it is missing or not a whole

@@ -61,6 +61,11 @@ type Mapping struct {
 	// StampLabel is the pool's owner-stamp label key; "" turns the
 	// orphan-stamped check off.
 	StampLabel string
+	// JobAnnotation, when set, is the annotation in which the pool's
+	// dispatcher writes the job it gave the runner, as
+	// OWNER/REPO/RUN_ID[/JOB_ID] (REAPER_JOB_FROM). Not a label: a label's
+	// value cannot hold a '/'.
+	JobAnnotation string
 }
 
 // View reduces a pod to what the classifier needs. It keeps nothing of p, so
@@ -81,6 +86,7 @@ func (m Mapping) View(p *corev1.Pod) fleet.Pod {
 		Runner:          m.runnerContainer(p),
 		HasRunner:       m.hasRunner(p),
 		StartedAt:       m.startedAt(p),
+		Job:             m.job(p),
 	}
 	if ref := metav1.GetControllerOf(p); ref != nil {
 		name := ref.Name
@@ -143,6 +149,25 @@ func (m Mapping) runnerName(p *corev1.Pod) string {
 	default:
 		return p.Name
 	}
+}
+
+// job is the job the pool's label or annotation names, or nil when it
+// names none. A value that is not a job reference is kept as a job that
+// cannot be asked about (fleet.Job.Known): the dispatcher said the runner
+// took a job, and the reaper may not act as if it had not.
+func (m Mapping) job(p *corev1.Pod) *fleet.Job {
+	if m.JobAnnotation == "" {
+		return nil
+	}
+	v := p.Annotations[m.JobAnnotation]
+	if v == "" {
+		return nil
+	}
+	j, err := fleet.ParseJobRef(v)
+	if err != nil {
+		return &fleet.Job{}
+	}
+	return &j
 }
 
 // scopeKey is the Scope.Key of the pod's scope, or "" when the pod does not

@@ -85,6 +85,11 @@ type Finding struct {
 	// is gone, which lets the choke point release ARC's registration
 	// finalizer (fleet.ARCRegistrationFinalizer).
 	RegistrationAbsent bool
+	// Job is the job the runner is known to have held: its
+	// EphemeralRunner's, else its pod's (REAPER_JOB_FROM); nil when none
+	// is known. The choke point asks GitHub about it before deleting a
+	// running runner, and the report names it.
+	Job *fleet.Job
 	// Exit is set for terminal pods.
 	Exit *Exit
 	// Since is when the leaking object appeared, for oldest-first order.
@@ -635,7 +640,7 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 		m = j.ix.match(p, j.runnerID(p))
 	}
 	if f, ok := terminal(p, m.reg); ok {
-		f.OwnerRunner = owner
+		f.OwnerRunner, f.Job = owner, jobOf(p, owner)
 		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
 		if m.ambiguous {
 			f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
@@ -672,10 +677,20 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 		out.Protected++
 	}
 	if f != nil {
-		f.OwnerRunner = owner
+		f.OwnerRunner, f.Job = owner, jobOf(p, owner)
 		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
 		out.Findings = append(out.Findings, *f)
 	}
+}
+
+// jobOf is the job a pod's runner is known to have held: what ARC's
+// listener recorded on its EphemeralRunner, else what the pool's
+// dispatcher wrote on the pod.
+func jobOf(p *fleet.Pod, owner *fleet.EphemeralRunner) *fleet.Job {
+	if owner != nil && owner.Job != nil {
+		return owner.Job
+	}
+	return p.Job
 }
 
 // ownerRunner is the observed EphemeralRunner that controls the pod, or
@@ -747,7 +762,7 @@ func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.R
 		if _, listed := regs[er.ScopeKey]; !listed {
 			continue
 		}
-		f := Finding{Key: fleet.EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt}
+		f := Finding{Key: fleet.EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt, Job: er.Job}
 		if er.RunnerID != 0 {
 			f.Registration = regs[er.ScopeKey][er.RunnerID]
 			f.RunnerID, f.RegistrationAbsent = er.RunnerID, f.Registration == nil

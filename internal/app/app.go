@@ -334,6 +334,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 			ScopeLabel:      cfg.ScopeLabel,
 			Scopes:          cfg.Scopes,
 			StampLabel:      cfg.StampLabel,
+			JobAnnotation:   cfg.JobAnnotation,
 		},
 	}
 	return &sweep.Sweeper{

@@ -69,6 +69,9 @@ type Config struct {
 	RunnerName      NameSource
 	ScopeLabel      string
 	StampLabel      string
+	// JobAnnotation is the annotation a pool's dispatcher writes the
+	// runner's job into (REAPER_JOB_FROM); "" when not configured.
+	JobAnnotation string
 
 	Policy reconcile.Policy
 	Hold   reconcile.Hold
@@ -244,6 +247,7 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	c.Namespaces = validateNamespaces(s.Namespaces, bad)
 	validateSelection(s, bad)
 	c.RunnerName = parseNameSource(s.RunnerNameFrom, bad)
+	c.JobAnnotation = parseJobFrom(s.JobFrom, bad)
 	validateDurations(s, bad)
 	validateBounds(s, bad)
 	c.LogLevel = validateLogLevel(s.LogLevel, bad)
@@ -492,6 +496,33 @@ func parseNameSource(v string, bad func(field, what string)) NameSource {
 		}
 	}
 	return src
+}
+
+// parseJobFrom reads REAPER_JOB_FROM, "annotation:KEY". A label cannot
+// hold a job reference (its value allows no '/'), so "label:" is refused
+// rather than read as a source that never says anything.
+func parseJobFrom(v string, bad func(field, what string)) string {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return ""
+	}
+	kind, key, ok := strings.Cut(v, ":")
+	key = strings.TrimSpace(key)
+	switch {
+	case !ok || key == "":
+		bad("JobFrom", fmt.Sprintf("%q is not annotation:KEY", v))
+	case kind == "label":
+		bad("JobFrom", fmt.Sprintf("%q: a label's value cannot hold OWNER/REPO/RUN_ID (no '/' is allowed in it); use an annotation", v))
+	case kind != "annotation":
+		bad("JobFrom", fmt.Sprintf("%q has unknown kind %q (want annotation)", v, kind))
+	default:
+		if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+			bad("JobFrom", fmt.Sprintf("%q is not an annotation key: %s", key, strings.Join(errs, "; ")))
+			return ""
+		}
+		return key
+	}
+	return ""
 }
 
 func parseLedger(v string, inCluster bool, podNamespace string, bad func(field, what string)) Ledger {

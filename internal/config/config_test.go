@@ -95,6 +95,7 @@ func TestLoadEverything(t *testing.T) {
 	setenv(t, with(minimal(),
 		"REAPER_NAMESPACES", "*",
 		"REAPER_RUNNER_NAME_FROM", "annotation:runners.example.com/name",
+		"REAPER_JOB_FROM", "annotation:pool.example.com/job",
 		"REAPER_OWNER_STAMP_LABEL", "pool.example.com/claimed-by",
 		"REAPER_STAMP_MAX_AGE", "90s",
 		"REAPER_GHOST_NAME_PREFIX", "acme-",
@@ -107,6 +108,7 @@ func TestLoadEverything(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, c.Namespaces, "* means all namespaces")
 	assert.Equal(t, NameSource{From: NameFromAnnotation, Key: "runners.example.com/name"}, c.RunnerName)
+	assert.Equal(t, "pool.example.com/job", c.JobAnnotation)
 	assert.True(t, c.Policy.StampEnabled)
 	assert.Equal(t, 90*time.Second, c.Hold.StampMaxAge)
 	assert.Equal(t, 2*time.Second, c.Hold.ConfirmAfter)
@@ -137,6 +139,7 @@ func TestLoadRejects(t *testing.T) {
 		{"fraction above one", with(minimal(), "REAPER_MAX_FRACTION", "1.5"), "REAPER_MAX_FRACTION", "at most 1"},
 		{"bad bool", with(minimal(), "REAPER_DRY_RUN", "yes please"), "REAPER_DRY_RUN", "true or false"},
 		{"bad name source", with(minimal(), "REAPER_RUNNER_NAME_FROM", "env:X"), "REAPER_RUNNER_NAME_FROM", "want pod-name, label or annotation"},
+		{"job from a label", with(minimal(), "REAPER_JOB_FROM", "label:pool/job"), "REAPER_JOB_FROM", "use an annotation"},
 		{"bad stamp label", with(minimal(), "REAPER_OWNER_STAMP_LABEL", "not a key!"), "REAPER_OWNER_STAMP_LABEL", "not a label key"},
 		{"bad ledger", with(minimal(), "REAPER_LEDGER", "redis:x"), "REAPER_LEDGER", "configmap:NAMESPACE/NAME"},
 		{"typo'd variable", with(minimal(), "REAPER_CONFRIM_AFTER", "5m"), "REAPER_CONFRIM_AFTER", "did you mean REAPER_CONFIRM_AFTER? (example: REAPER_CONFIRM_AFTER=5m)"},

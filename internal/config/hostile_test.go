@@ -30,6 +30,7 @@ func hostile(t *testing.T) map[string][]string {
 		"REAPER_RUNNER_CONTAINER":         {"Runner", "run ner", "", strings.Repeat("r", 64), "../runner"},
 		"REAPER_RUNNER_NAME_FROM":         {"env:X", "label:", "label:bad key!", "annotation:a/b/c", "podname"},
 		"REAPER_SCOPE_LABEL":              {"bad key!", "a/b/c", "-x"},
+		"REAPER_JOB_FROM":                 {"label:pool/job", "annotation:", "annotation:bad key!", "annotation:a/b/c", "env:JOB", "pool/job"},
 		"REAPER_OWNER_STAMP_LABEL":        {"bad key!", "/x"},
 		"REAPER_STAMP_MAX_AGE":            {"0", "-5m", "5", "NaN", "10 minutes", "99999999999h"},
 		"REAPER_GHOST_NAME_PREFIX":        {"arc-\n", "arc-\x7f", "ärc-", "a", "ar"},

@@ -22,6 +22,7 @@ type spec struct {
 	RunnerContainer string   `split_words:"true" default:"runner" example:"runner"`
 	RunnerNameFrom  string   `split_words:"true" default:"pod-name" example:"annotation:runners.example.com/github-name"`
 	ScopeLabel      string   `split_words:"true" example:"runners.example.com/github-scope"`
+	JobFrom         string   `split_words:"true" example:"annotation:pool.example.com/job"`
 
 	OwnerStampLabel string        `split_words:"true" example:"pool.example.com/claimed-by"`
 	StampMaxAge     time.Duration `split_words:"true" default:"10m" example:"10m"`
