@@ -22,8 +22,9 @@ import (
 //
 // What stays of a v1 Pod (field numbers from k8s.io/api's generated.proto):
 //   - metadata (1), whole but for managedFields (17);
-//   - spec (2): each container's name (containers 2, name 1) and the
-//     serviceAccountName (8);
+//   - spec (2): each container's name (containers 2, name 1), its
+//     environment variables that say a legacy runner's scope (env 7, by
+//     name 1), and the serviceAccountName (8);
 //   - status (3): phase (1), startTime (7), and each container status
 //     (containerStatuses 8) with its name (1), state (2) and lastState (3).
 //
@@ -38,6 +39,8 @@ const (
 	fieldSpecContainers     = 2
 	fieldSpecServiceAccount = 8
 	fieldContainerName      = 1
+	fieldContainerEnv       = 7
+	fieldEnvVarName         = 1
 	fieldStatusPhase        = 1
 	fieldStatusStartTime    = 7
 	fieldStatusContainers   = 8
@@ -195,22 +198,40 @@ func trimSpec(dst, spec []byte) ([]byte, error) {
 		case fieldSpecServiceAccount:
 			dst = append(dst, field...)
 		case fieldSpecContainers:
-			// The name is one field, so the container is that field.
-			var name []byte
-			err := eachField(value, func(n protowire.Number, t protowire.Type, f, _ []byte) error {
-				if n == fieldContainerName && t == protowire.BytesType {
-					name = f
+			// The name, and of the environment only the variables
+			// that say a legacy runner's scope (legacyScopeEnv): the
+			// rest of it holds, in scale-set mode, the JIT config.
+			var kept []byte
+			err := eachField(value, func(n protowire.Number, t protowire.Type, f, v []byte) error {
+				switch {
+				case n == fieldContainerName && t == protowire.BytesType:
+					kept = append(kept, f...)
+				case n == fieldContainerEnv && t == protowire.BytesType && legacyScopeVar(v):
+					kept = append(kept, f...)
 				}
 				return nil
 			})
 			if err != nil {
 				return err
 			}
-			dst = appendMessage(dst, fieldSpecContainers, name)
+			dst = appendMessage(dst, fieldSpecContainers, kept)
 		}
 		return nil
 	})
 	return dst, err
+}
+
+// legacyScopeVar reports whether an EnvVar message names one of the
+// variables View reads a legacy runner's scope from.
+func legacyScopeVar(envVar []byte) bool {
+	found := false
+	_ = eachField(envVar, func(n protowire.Number, t protowire.Type, _, v []byte) error {
+		if n == fieldEnvVarName && t == protowire.BytesType {
+			found = legacyScopeEnv(string(v))
+		}
+		return nil
+	})
+	return found
 }
 
 // trimStatus appends to dst the phase, the start time and each container

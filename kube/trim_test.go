@@ -47,6 +47,22 @@ func randomPods(t *testing.T, n int) []corev1.Pod {
 		if i%3 == 0 && len(pods[i].OwnerReferences) > 0 {
 			yes := true
 			pods[i].OwnerReferences[0].Controller = &yes
+			// Some are legacy Runners' pods, whose scope View reads
+			// from the runner container's environment.
+			if i%2 == 0 {
+				pods[i].OwnerReferences[0].APIVersion, pods[i].OwnerReferences[0].Kind = fleet.LegacyRunnerAPIVersion, fleet.LegacyRunnerKind
+			}
+		}
+		for j := range pods[i].Spec.Containers {
+			env := pods[i].Spec.Containers[j].Env
+			for k := range env {
+				switch (i + j + k) % 4 {
+				case 0:
+					env[k].Name, env[k].Value = "RUNNER_ORG", "acme"
+				case 1:
+					env[k].Name, env[k].Value = "RUNNER_REPO", "acme/api"
+				}
+			}
 		}
 	}
 	return pods
@@ -61,7 +77,13 @@ func trimmedWant(p corev1.Pod) corev1.Pod {
 	w.ManagedFields = nil
 	spec := corev1.PodSpec{ServiceAccountName: w.Spec.ServiceAccountName}
 	for _, c := range w.Spec.Containers {
-		spec.Containers = append(spec.Containers, corev1.Container{Name: c.Name})
+		kept := corev1.Container{Name: c.Name}
+		for _, e := range c.Env {
+			if legacyScopeEnv(e.Name) {
+				kept.Env = append(kept.Env, e)
+			}
+		}
+		spec.Containers = append(spec.Containers, kept)
 	}
 	w.Spec = spec
 	status := corev1.PodStatus{Phase: w.Status.Phase, StartTime: w.Status.StartTime}
@@ -80,6 +102,7 @@ func mappings(t *testing.T) []Mapping {
 		{RunnerContainer: "runner", StampLabel: "pool/claimed-by", Scopes: mustScopes(t, "org:acme")},
 		{RunnerName: Source{Kind: Label, Key: "runner-name"}, ScopeLabel: "scope", Scopes: mustScopes(t, "org:acme", "repo:acme/api")},
 		{RunnerName: Source{Kind: Annotation, Key: "runner-name"}},
+		{Scopes: mustScopes(t, "org:acme", "repo:acme/api")},
 	}
 }
 

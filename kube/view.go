@@ -99,7 +99,10 @@ func (m Mapping) View(p *corev1.Pod) fleet.Pod {
 			Name:       name,
 			UID:        string(ref.UID),
 		}
-		if v.Owner.APIVersion == fleet.LegacyRunnerAPIVersion && v.Owner.Kind == fleet.LegacyRunnerKind {
+		// ARC looked the id up under the pod's name (the Runner's, its
+		// runner's RUNNER_NAME): an id read beside another name could
+		// not be checked against it.
+		if legacyRunner(p) && v.RunnerName == p.Name {
 			v.RunnerID = legacyRunnerID(p.Annotations[AnnotationLegacyRunnerID])
 		}
 	}
@@ -113,11 +116,14 @@ func (m Mapping) View(p *corev1.Pod) fleet.Pod {
 // outage, a runner removed by hand) from one that never came: without it,
 // such a pod waits out the whole registration deadline.
 //
-// It is read only on pods a legacy Runner controls. A RunnerSet's pods
-// carry it too, but restart in place (restartPolicy Always) and register
-// again under the same name with a new id (config.sh --replace), so their
-// annotation goes stale. The classifier never trusts the id alone: a pod
-// whose id is gone while its name is still registered is left alone.
+// It is read only on pods a legacy Runner controls, and only when the
+// pod's runner name is the pod's own, under which ARC looked it up. A
+// RunnerSet's pods (a StatefulSet's) carry it too, but come back under the
+// same name and register again (config.sh --replace) with a new id. An id
+// may also be stale on a Runner's pod (a template copied from a live pod
+// copies its annotations), so the classifier never trusts it alone: an id
+// that contradicts the pod's name ties the pod to nothing, and a gone id
+// whose name is still listed falls back to the name.
 const AnnotationLegacyRunnerID = "actions-runner/id"
 
 // legacyRunnerID is the annotation's id, or 0 when it is not a plain
@@ -189,12 +195,72 @@ func (m Mapping) scopeKey(p *corev1.Pod) string {
 		return fleet.Scope{Kind: fleet.RepoScope, Owner: org, Name: repo}.Key()
 	case org != "":
 		return fleet.Scope{Kind: fleet.OrgScope, Name: org}.Key()
+	case legacyRunner(p):
+		// A legacy Runner's pod has no scope label: ARC gives its runner
+		// container the Runner's scope in its environment, and looks its
+		// registration up there. The one configured scope is no guess
+		// for it: a repository's runner in an organization's list looks
+		// unregistered.
+		return m.legacyScopeKey(p)
 	case len(m.Scopes) == 1:
 		// A pod that names no scope can only belong to the one there is.
 		return m.Scopes[0].Key()
 	default:
 		return ""
 	}
+}
+
+// legacyScopeEnv reports whether the variable is one of those ARC v0.27.6
+// sets on a legacy runner container to say its scope
+// (runner_controller.go EnvVarEnterprise, EnvVarOrg, EnvVarRepo; the
+// repository as OWNER/NAME).
+func legacyScopeEnv(name string) bool {
+	switch name {
+	case "RUNNER_ENTERPRISE", "RUNNER_ORG", "RUNNER_REPO":
+		return true
+	}
+	return false
+}
+
+// legacyRunner reports whether a legacy (actions.summerwind.dev) Runner
+// controls the pod.
+func legacyRunner(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.APIVersion == fleet.LegacyRunnerAPIVersion && ref.Kind == fleet.LegacyRunnerKind
+}
+
+// legacyScopeKey is the scope a legacy runner container's environment
+// names, or "" when it names none or more than one.
+func (m Mapping) legacyScopeKey(p *corev1.Pod) string {
+	name := m.runnerContainerName()
+	var env map[string]string
+	for i := range p.Spec.Containers {
+		if c := &p.Spec.Containers[i]; c.Name == name {
+			env = map[string]string{}
+			for _, e := range c.Env {
+				env[e.Name] = e.Value
+			}
+		}
+	}
+	var scopes []fleet.Scope
+	if v := env["RUNNER_ENTERPRISE"]; v != "" {
+		scopes = append(scopes, fleet.Scope{Kind: fleet.EnterpriseScope, Name: v})
+	}
+	if v := env["RUNNER_ORG"]; v != "" {
+		scopes = append(scopes, fleet.Scope{Kind: fleet.OrgScope, Name: v})
+	}
+	if owner, repo, ok := strings.Cut(env["RUNNER_REPO"], "/"); ok {
+		scopes = append(scopes, fleet.Scope{Kind: fleet.RepoScope, Owner: owner, Name: repo})
+	} else if env["RUNNER_REPO"] != "" {
+		return ""
+	}
+	if len(scopes) != 1 {
+		return ""
+	}
+	if parsed, err := fleet.ParseScope(scopes[0].String()); err != nil || parsed != scopes[0] {
+		return ""
+	}
+	return scopes[0].Key()
 }
 
 // scopeFromLabel matches a label value against the configured scopes' names.

@@ -34,6 +34,17 @@ func ownedBy(apiVersion, kind, id string) func(*corev1.Pod) {
 	}
 }
 
+// legacyEnv makes a legacy Runner's pod (id 9173) whose runner container
+// has the environment given as name, value pairs.
+func legacyEnv(kv ...string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		ownedBy(fleet.LegacyRunnerAPIVersion, fleet.LegacyRunnerKind, "9173")(p)
+		for i := 0; i+1 < len(kv); i += 2 {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: kv[i], Value: kv[i+1]})
+		}
+	}
+}
+
 func legacyOwner() *fleet.Owner {
 	return &fleet.Owner{APIVersion: fleet.LegacyRunnerAPIVersion, Kind: fleet.LegacyRunnerKind, Name: "runner-abc", UID: "uid-owner"}
 }
@@ -274,6 +285,36 @@ func TestMappingView(t *testing.T) {
 			func(v *fleet.Pod) {
 				v.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "runner-abc", UID: "uid-owner"}
 			}},
+		{"legacy Runner's pod named by a label: the id, looked up under the pod's name, is not read", Mapping{RunnerName: Source{Kind: Label, Key: "pool/runner"}},
+			func(p *corev1.Pod) {
+				ownedBy(fleet.LegacyRunnerAPIVersion, fleet.LegacyRunnerKind, "9173")(p)
+				p.Labels = map[string]string{"pool/runner": "other"}
+			},
+			func(v *fleet.Pod) { v.Owner = legacyOwner(); v.RunnerName = "other" }},
+		{"legacy Runner's pod: its scope from ARC's RUNNER_ORG, not the one configured", Mapping{Scopes: oneScope},
+			legacyEnv("RUNNER_ORG", "Acme", "RUNNER_REPO", "", "RUNNER_ENTERPRISE", ""),
+			func(v *fleet.Pod) { v.Owner = legacyOwner(); v.ScopeKey = "org:acme"; v.RunnerID = 9173 }},
+		{"legacy Runner's pod: a repository's runner is not the organization's", Mapping{Scopes: oneScope},
+			legacyEnv("RUNNER_ORG", "", "RUNNER_REPO", "acme/API"),
+			func(v *fleet.Pod) { v.Owner = legacyOwner(); v.ScopeKey = "repo:acme/api"; v.RunnerID = 9173 }},
+		{"legacy Runner's pod: an enterprise's runner", Mapping{Scopes: oneScope},
+			legacyEnv("RUNNER_ENTERPRISE", "big-corp"),
+			func(v *fleet.Pod) { v.Owner = legacyOwner(); v.ScopeKey = "enterprise:big-corp"; v.RunnerID = 9173 }},
+		{"legacy Runner's pod saying no scope: none, not the one configured", Mapping{Scopes: oneScope},
+			legacyEnv(),
+			func(v *fleet.Pod) { v.Owner = legacyOwner(); v.RunnerID = 9173 }},
+		{"legacy Runner's pod saying two scopes: none", Mapping{Scopes: oneScope},
+			legacyEnv("RUNNER_ORG", "acme", "RUNNER_REPO", "acme/api"),
+			func(v *fleet.Pod) { v.Owner = legacyOwner(); v.RunnerID = 9173 }},
+		{"legacy Runner's pod with a repository not OWNER/NAME: none", Mapping{Scopes: oneScope},
+			legacyEnv("RUNNER_REPO", "api"),
+			func(v *fleet.Pod) { v.Owner = legacyOwner(); v.RunnerID = 9173 }},
+		{"legacy Runner's pod: another container's environment is not the runner's", Mapping{Scopes: oneScope},
+			func(p *corev1.Pod) {
+				legacyEnv()(p)
+				p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "sidecar", Env: []corev1.EnvVar{{Name: "RUNNER_ORG", Value: "acme"}}})
+			},
+			func(v *fleet.Pod) { v.Owner = legacyOwner(); v.RunnerID = 9173 }},
 		{"a pod of no controller: not read", Mapping{},
 			func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationLegacyRunnerID: "9173"} }, nil},
 		{"a Runner of another group: not read", Mapping{},

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -350,8 +351,16 @@ func (ix identities) claimants(scope, name string) []*fleet.Pod {
 
 // backed reports whether an observed pod stands for the registration, by
 // name or by id.
+//
+// A pod's id backs a registration only under the pod's own name: an id
+// that names a registration of another name ties the pod to nothing (see
+// match), so it may not shield that registration either. A pod that says
+// no name still backs its id's registration: it may be its own.
 func (ix identities) backed(scope string, r *fleet.Registration) bool {
-	return len(ix.claimants(scope, r.Name)) > 0 || len(ix.ids[scope][r.ID]) > 0 || len(ix.ids[""][r.ID]) > 0 ||
+	byID := func(ps []*fleet.Pod) bool {
+		return slices.ContainsFunc(ps, func(p *fleet.Pod) bool { return p.RunnerName == r.Name || p.RunnerName == "" })
+	}
+	return len(ix.claimants(scope, r.Name)) > 0 || byID(ix.ids[scope][r.ID]) || byID(ix.ids[""][r.ID]) ||
 		ix.runners[scope][r.ID] || ix.runnerNames[scope][r.Name]
 }
 
@@ -371,24 +380,37 @@ type match struct {
 // the list holds it once.
 //
 // An id and a name that disagree tie the pod to nothing: the id names a
-// registration of another name (GitHub does not rename runners), or is gone
-// while a namesake is busy or online. The id may be stale (a runner that
-// registered again under its name, with a new id) or written by someone
-// other than ARC; trusted alone, it would make a pod whose runner is
-// connected, maybe running a job, a zombie, or delete another runner's
-// registration. A gone id whose namesakes are all offline and idle still
-// decides: the pod's runner is connected under neither.
+// registration of another name (GitHub does not rename runners), or the
+// pod says no name to check it against. The id may be stale (a template
+// copied from a live pod carries ARC's annotation; a runner registered
+// again under its name with a new id) or written by someone other than
+// ARC; trusted alone, it would make a pod whose runner is connected, maybe
+// running a job, a zombie, or delete another runner's registration. A gone
+// id whose name is listed falls back to the name: the registration the
+// pod's runner holds now, whose delete GitHub refuses while it runs a job.
 func (ix identities) match(p *fleet.Pod, id int64) match {
 	if id != 0 {
 		if len(ix.ids[p.ScopeKey][id])+len(ix.ids[""][id]) > 1 {
 			return match{ambiguous: true}
 		}
 		reg := ix.byID[p.ScopeKey][id]
-		if conflict, protected := ix.disagree(p, reg); conflict {
-			return match{ambiguous: true, protected: protected}
+		switch {
+		case p.RunnerName == "" || reg != nil && reg.Name != p.RunnerName:
+			m := match{ambiguous: true, protected: reg != nil && (reg.Busy || reg.Online)}
+			for _, r := range ix.byName[p.ScopeKey][p.RunnerName] {
+				m.protected = m.protected || r.Busy || r.Online
+			}
+			return m
+		case reg == nil && len(ix.byName[p.ScopeKey][p.RunnerName]) > 0:
+			return ix.matchName(p)
 		}
 		return match{reg: reg}
 	}
+	return ix.matchName(p)
+}
+
+// matchName ties a pod to the one registration its runner name has.
+func (ix identities) matchName(p *fleet.Pod) match {
 	if p.RunnerName == "" {
 		return match{}
 	}
@@ -409,25 +431,6 @@ func (ix identities) match(p *fleet.Pod, id int64) match {
 		}
 	}
 	return m
-}
-
-// disagree reports whether the registration the pod's id found (nil: the
-// id is gone) contradicts the pod's runner name in its scope's complete
-// list, and whether any registration involved is busy or online.
-func (ix identities) disagree(p *fleet.Pod, byID *fleet.Registration) (conflict, protected bool) {
-	if p.RunnerName == "" {
-		return false, false
-	}
-	for _, r := range ix.byName[p.ScopeKey][p.RunnerName] {
-		protected = protected || r.Busy || r.Online
-	}
-	if byID != nil {
-		if byID.Name == p.RunnerName {
-			return false, false
-		}
-		return true, protected || byID.Busy || byID.Online
-	}
-	return protected, protected
 }
 
 // ambiguities lists, for the observed scopes (sorted keys), every name or

@@ -122,11 +122,10 @@ func TestClassifyIdentity(t *testing.T) {
 		want:      map[string]finding{},
 		protected: 1,
 	}, {
-		name:      "a gone id with an online namesake: the runner registered again (a stale id); protected, no zombie",
-		pods:      []fleet.Pod{running("acme-x", withRunnerID(42))},
-		regs:      []fleet.Registration{reg(7, "acme-x", true, false)},
-		want:      map[string]finding{},
-		protected: 1,
+		name: "a gone id with an online namesake falls back to the name: the runner registered again (a stale id); healthy, no zombie",
+		pods: []fleet.Pod{running("acme-x", withRunnerID(42))},
+		regs: []fleet.Registration{reg(7, "acme-x", true, false)},
+		want: map[string]finding{},
 	}, {
 		name:      "a gone id with a busy namesake: protected",
 		pods:      []fleet.Pod{running("acme-x", withRunnerID(42))},
@@ -134,15 +133,32 @@ func TestClassifyIdentity(t *testing.T) {
 		want:      map[string]finding{},
 		protected: 1,
 	}, {
-		name: "a gone id whose namesake is offline and idle still decides: zombie, its registration gone",
+		name: "a gone id whose namesake is offline and idle falls back to the name: a zombie whose registration goes first (GitHub's 422 still protects it)",
 		pods: []fleet.Pod{running("acme-x", withRunnerID(42))},
 		regs: []fleet.Registration{reg(7, "acme-x", false, false)},
-		want: map[string]finding{"runners/acme-x": {fleet.Zombie, 0}},
+		want: map[string]finding{"runners/acme-x": {fleet.Zombie, 7}},
 	}, {
-		name: "a terminal pod whose id names a registration of another name deletes no registration",
+		name: "a gone id whose name has two registrations: ambiguous, no verdict",
+		pods: []fleet.Pod{running("acme-x", withRunnerID(42))},
+		regs: []fleet.Registration{reg(7, "acme-x", false, false), reg(8, "acme-x", false, false)},
+		want: map[string]finding{},
+		ambiguous: []Ambiguity{{ScopeKey: org, RunnerName: "acme-x", Registrations: []int64{7, 8}, Pods: []string{"runners/acme-x"},
+			Reason: "2 registrations share the name; nothing is deleted by it"}},
+	}, {
+		name: "a terminal pod whose id cannot be checked against a name deletes no registration",
+		pods: []fleet.Pod{failed("acme-x", withRunnerID(42), func(p *fleet.Pod) { p.RunnerName = "" })},
+		regs: []fleet.Registration{reg(42, "other", true, false)},
+		want: map[string]finding{"runners/acme-x": {fleet.Terminal, 0}},
+	}, {
+		name: "a running pod whose id cannot be checked against a name gets no verdict",
+		pods: []fleet.Pod{running("acme-x", withRunnerID(42), func(p *fleet.Pod) { p.RunnerName = "" })},
+		regs: []fleet.Registration{reg(42, "other", false, false)},
+		want: map[string]finding{},
+	}, {
+		name: "a terminal pod whose id names a registration of another name deletes no registration, and the id shields none from being a ghost",
 		pods: []fleet.Pod{failed("acme-x", withRunnerID(42))},
 		regs: []fleet.Registration{reg(7, "acme-x", false, false), reg(42, "acme-x-renamed", false, false)},
-		want: map[string]finding{"runners/acme-x": {fleet.Terminal, 0}},
+		want: map[string]finding{"runners/acme-x": {fleet.Terminal, 0}, "reg:42": {fleet.Ghost, 42}},
 	}, {
 		name: "id beats name: among namesakes a terminal pod deletes the registration with its id",
 		pods: []fleet.Pod{failed("acme-x", withRunnerID(42))},
