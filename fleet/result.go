@@ -73,6 +73,16 @@ const (
 	// rate-limited in this sweep; nothing was written for it, its mark
 	// stays, and a later sweep takes it up. Not a failure.
 	RateLimited Result = "rate-limited"
+	// ProtectedJob: GitHub said the job the runner is known to have held
+	// is queued or in progress on it. Whatever busy and status said, the
+	// runner is left alone, its mark cleared, and it takes no place in
+	// the bound.
+	ProtectedJob Result = "protected-job"
+	// JobUnchecked: a job is known for the runner and GitHub could not be
+	// asked about it (the check failed, or the record names no job that
+	// can be asked about). Not evidence either way: nothing is written,
+	// the mark stays, and the sweep says so (exit 3).
+	JobUnchecked Result = "job-unchecked"
 	// Failed: an action could not be carried out; reap.Outcome.Err says why.
 	Failed Result = "error"
 )

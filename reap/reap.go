@@ -73,6 +73,10 @@ type Options struct {
 	// EphemeralRunner stuck deleting; without it such objects are only
 	// reported.
 	RemoveFinalizers bool
+	// Jobs asks GitHub about a job a running runner is known to have held,
+	// before anything is deleted for it. Without it such a runner is never
+	// acted on (job-unchecked): the guard fails closed.
+	Jobs Jobs
 }
 
 // DefaultSpare is the spare time of every entry point: enough for an action
@@ -205,6 +209,9 @@ type Outcome struct {
 	EventErr error
 	Err      error
 	DryRun   bool
+	// Job is what GitHub said of the candidate's job when the guard asked
+	// (see checkJob); nil when it did not ask.
+	Job *fleet.JobStatus
 }
 
 // Reap orders the ready candidates, admits them through the sweep's budget,
@@ -244,7 +251,18 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// A delete of an object being deleted changes nothing: it
 			// is not written, not reported done, and takes no place.
 			out[i].Result = fleet.AlreadyDeleting
-		case budget.Admit(c):
+		case !budget.Fits(c):
+		case needsJobCheck(c) && (r.tooLate(ctx) || !r.checkJob(ctx, &out[i])):
+			// The job guard asks before admission, so that a protected
+			// runner takes no place in the bound, and only for a
+			// candidate the bound would admit, so that the checks cost
+			// no more than the sweep may act on. Too late to ask is too
+			// late to act.
+			if out[i].Result == fleet.Deferred {
+				out[i].Result = fleet.NotReached
+			}
+		default:
+			budget.Admit(c)
 			out[i].Result = ""
 		}
 	}

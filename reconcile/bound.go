@@ -59,6 +59,13 @@ func NewBudget(l Limits, managedPods int) *Budget {
 	return &Budget{limits: l, podCap: podCap}
 }
 
+// Fits reports whether Admit would admit the candidate, without taking
+// its place: the job guard asks GitHub only for candidates the bound
+// would let act.
+func (b *Budget) Fits(c Candidate) bool {
+	return b.actions < b.limits.MaxActions && (c.Pod == nil || b.pods < b.podCap)
+}
+
 // Admit reports whether one more action fits, and counts it if so.
 func (b *Budget) Admit(c Candidate) bool {
 	if b.actions >= b.limits.MaxActions {

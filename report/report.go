@@ -60,7 +60,7 @@ func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 		if o.Result == fleet.Failed || o.EventErr != nil {
 			level = slog.LevelError
 		}
-		log.LogAttrs(records, level, "action", actionAttrs(res.Started, o)...)
+		log.LogAttrs(records, level, "action", append(actionAttrs(res.Started, o), jobAttrs(res.WebHost, o)...)...)
 	}
 	log.LogAttrs(records, summaryLevel(res), "sweep", summaryAttrs(res)...)
 }
@@ -163,6 +163,42 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	return a
 }
 
+// jobAttrs name the job the runner is known to have held, so that a
+// post-mortem goes from the runner to its job: repository, run, job name
+// and the run's page; and, where the guard asked GitHub, the job's state
+// and conclusion then. A runner known to have held no job gets none.
+func jobAttrs(webHost string, o reap.Outcome) []slog.Attr {
+	j := o.Candidate.Job
+	if j == nil {
+		return nil
+	}
+	var a []slog.Attr
+	if j.Known() {
+		a = append(a, slog.String("job_repository", j.Repository()), slog.Int64("job_run_id", j.RunID),
+			slog.String("job_run_url", j.RunURL(webHost)))
+	}
+	if j.JobID != 0 {
+		a = append(a, slog.Int64("job_id", j.JobID))
+	}
+	name := j.Name
+	if st := o.Job; st != nil {
+		a = append(a, slog.String("job_status", st.Status), slog.String("job_conclusion", st.Conclusion))
+		if st.HTMLURL != "" {
+			a = append(a, slog.String("job_url", st.HTMLURL))
+		}
+		if name == "" {
+			name = st.Name
+		}
+	}
+	if name != "" {
+		a = append(a, slog.String("job_name", name))
+	}
+	if j.RequestID != 0 {
+		a = append(a, slog.Int64("job_request_id", j.RequestID))
+	}
+	return a
+}
+
 func summaryLevel(res sweep.Result) slog.Level {
 	switch res.Status {
 	case sweep.StatusComplete:
@@ -196,6 +232,14 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 	for _, u := range res.Class.Unobserved {
 		unobserved = append(unobserved, u.Namespace)
 	}
+	// Runners reaped that are known to have held a job: the deaths a
+	// post-mortem may have to trace to a job.
+	holdingJob := 0
+	for _, o := range res.Outcomes {
+		if o.Candidate.Job != nil && (o.Result == fleet.Deleted || o.Result == fleet.WouldDelete) {
+			holdingJob++
+		}
+	}
 	registrations := 0
 	for _, l := range res.Observation.Lists {
 		registrations += len(l.Runners)
@@ -214,6 +258,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		countsGroup("verdicts", verdicts),
 		countsGroup("results", results),
 		slog.Int("protected_busy", res.Class.Protected),
+		slog.Int("reaped_holding_job", holdingJob),
 		slog.Int("unscoped_pods", res.Class.Unscoped),
 		slog.Int("not_runner_pods", res.Class.NotRunner),
 		slog.Int("owner_deleting_pods", res.Class.OwnerDeleting),

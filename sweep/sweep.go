@@ -97,6 +97,9 @@ const (
 // Sweeper holds what a sweep needs; it keeps nothing between sweeps.
 type Sweeper struct {
 	Pods PodLister
+	// WebHost is the GitHub web host (github.com, or a GHES host) whose
+	// run pages the report links a runner's job to.
+	WebHost string
 	// Namespaces checks the configured namespaces the pod list found
 	// empty; nil checks none (all namespaces are listed at once).
 	Namespaces NamespaceChecker
@@ -182,6 +185,8 @@ type Result struct {
 	// left out to fit the backend's size limit; zero when nothing was left
 	// out, or the backend has no limit.
 	LedgerTrim state.Trim
+	// WebHost is Sweeper.WebHost, for the report's links to runs.
+	WebHost string
 }
 
 // Run performs one sweep. It never returns an error without a Result: the
@@ -192,7 +197,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	// It is read again once the API server has answered (below).
 	now := s.Now().UTC().Round(0)
 	began := time.Now()
-	res = Result{Mode: mode, Started: now}
+	res = Result{Mode: mode, Started: now, WebHost: s.WebHost}
 	gh0, kube0 := counts(s.GitHub), counts(s.Kube)
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -407,6 +412,11 @@ func settle(res Result) (Status, error) {
 			// GitHub's limit is not an action failure: the candidate
 			// waits for a later sweep, as a skipped scope's marks do.
 			status = StatusDegraded
+		case fleet.JobUnchecked:
+			// A runner held because its job could not be asked about
+			// is a leak that may never be cleaned (a token without
+			// actions:read fails every check): never a quiet success.
+			status = StatusDegraded
 		}
 	}
 	if len(failed) > 0 {
@@ -428,13 +438,14 @@ func notListed(scope fleet.Scope, limit *fleet.RateLimitError) reconcile.ScopeLi
 }
 
 // clearActed drops the marks of candidates that are finished with: deleted,
-// gone already, or spared because GitHub said busy (the protocol clears
-// that mark).
+// gone already, or spared because GitHub said busy or said the job it is
+// known to hold is still queued or running (the protocol clears that
+// mark: its verdict must be earned again, from the start).
 func clearActed(marks map[string]fleet.Mark, outs []reap.Outcome) int {
 	n := 0
 	for _, o := range outs {
 		switch o.Result {
-		case fleet.Deleted, fleet.AlreadyGone, fleet.SparedBusy, fleet.SkippedRegistered:
+		case fleet.Deleted, fleet.AlreadyGone, fleet.SparedBusy, fleet.SkippedRegistered, fleet.ProtectedJob:
 			if _, ok := marks[o.Candidate.Key]; ok {
 				delete(marks, o.Candidate.Key)
 				n++

@@ -1,0 +1,166 @@
+package reap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// jobDesk answers the job guard's questions, by run id, and records them.
+type jobDesk struct {
+	mu     sync.Mutex
+	asked  []string
+	status map[int64]fleet.JobStatus
+	err    map[int64]error
+}
+
+func (d *jobDesk) JobStatus(_ context.Context, j fleet.Job, runner string) (fleet.JobStatus, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.asked = append(d.asked, fmt.Sprintf("%s/%d@%s", j.Repository(), j.RunID, runner))
+	if err := d.err[j.RunID]; err != nil {
+		return fleet.JobStatus{}, err
+	}
+	return d.status[j.RunID], nil
+}
+
+func withJob(c reconcile.Candidate, run int64) reconcile.Candidate {
+	c.Job = &fleet.Job{Owner: "acme", Repo: "api", RunID: run}
+	c.Pod.RunnerName = c.Pod.Name
+	return c
+}
+
+// TestJobGuard: before anything is deleted for a running runner known to
+// have held a job, GitHub is asked about that job, whatever the
+// registration's busy and status flags say. A job queued or in progress
+// on the runner protects it (no write, no place in the bound); a finished
+// one lets the protocol go on; a check that fails, or a job that cannot
+// be asked about, holds the runner.
+func TestJobGuard(t *testing.T) {
+	rec := &recorder{}
+	desk := &jobDesk{
+		status: map[int64]fleet.JobStatus{
+			1: {Status: "in_progress", RunnerName: "lying-idle"},
+			2: {Status: "queued", RunnerName: "queued"},
+			3: {Status: "completed", Conclusion: "failure", RunnerName: "job-over"},
+			4: {Status: "in_progress", RunnerName: "stamped"},
+		},
+		err: map[int64]error{
+			5: fmt.Errorf("403 Resource not accessible by integration"),
+			6: fmt.Errorf("wrapped: %w", fleet.ErrJobUnknown),
+		},
+	}
+	o := opts()
+	o.Jobs = desk
+	o.Limits.MaxActions = 4
+	unknown := cand(fleet.Zombie, "unaskable", 9)
+	unknown.Job = &fleet.Job{RequestID: 77}
+	outs := New(rec, rec, o).Reap(context.Background(), 100, []reconcile.Candidate{
+		withJob(cand(fleet.Zombie, "lying-idle", 11), 1),
+		withJob(cand(fleet.Zombie, "queued", 0), 2),
+		withJob(cand(fleet.Zombie, "job-over", 13), 3),
+		withJob(cand(fleet.OrphanStamped, "stamped", 14), 4),
+		withJob(cand(fleet.Zombie, "no-rights", 15), 5),
+		withJob(cand(fleet.Zombie, "not-found", 16), 6),
+		unknown,
+		withJob(cand(fleet.Terminal, "dead", 18), 1),
+		cand(fleet.Zombie, "no-job", 19),
+		cand(fleet.Zombie, "z-plain-1", 20),
+		cand(fleet.Zombie, "z-plain-2", 21),
+	})
+	assert.Equal(t, map[string]fleet.Result{
+		"lying-idle": fleet.ProtectedJob,
+		"queued":     fleet.ProtectedJob,
+		"job-over":   fleet.Deleted,
+		"stamped":    fleet.ProtectedJob,
+		"no-rights":  fleet.JobUnchecked,
+		"not-found":  fleet.JobUnchecked,
+		"unaskable":  fleet.JobUnchecked,
+		// A terminal pod's runner is over: its job is not asked about.
+		"dead":   fleet.Deleted,
+		"no-job": fleet.Deleted,
+		// The protected and unchecked took no place in the bound of 4.
+		"z-plain-1": fleet.Deleted,
+		"z-plain-2": fleet.Deferred,
+	}, results(outs))
+	for _, name := range []string{"lying-idle", "queued", "stamped", "no-rights", "not-found", "unaskable"} {
+		assert.NotContains(t, rec.calls, fmt.Sprintf("pod:%s", name))
+		for _, c := range rec.calls {
+			assert.NotContains(t, c, ":"+name, "nothing is sent for %s, not even a pre-flight: %v", name, rec.calls)
+		}
+	}
+	assert.NotContains(t, fmt.Sprint(rec.calls), "gh:org:acme:11", "the protected runner's registration is not deleted")
+	// One question per runner with a job the bound would admit (all of
+	// them here: the zombies sort before the plain ones), none for the
+	// terminal pod or the runner with no job.
+	assert.ElementsMatch(t, []string{"acme/api/1@lying-idle", "acme/api/2@queued", "acme/api/3@job-over", "acme/api/4@stamped",
+		"acme/api/5@no-rights", "acme/api/6@not-found"}, desk.asked)
+	for _, out := range outs {
+		switch out.Candidate.Key {
+		case "lying-idle", "job-over":
+			require.NotNil(t, out.Job, "the job's status is kept for the report")
+		case "no-rights", "unaskable":
+			assert.Error(t, out.Err)
+		}
+	}
+}
+
+// TestJobGuardFailsClosed: a reaper given no way to ask about jobs acts on
+// no running runner with a known job; a rate limit holds the check as it
+// holds every GitHub call; and dry-run asks as a sweep would.
+func TestJobGuardFailsClosed(t *testing.T) {
+	t.Run("no job check configured", func(t *testing.T) {
+		rec := &recorder{}
+		outs := New(rec, rec, opts()).Reap(context.Background(), 100, []reconcile.Candidate{withJob(cand(fleet.Zombie, "z", 1), 1)})
+		assert.Equal(t, fleet.JobUnchecked, outs[0].Result)
+		assert.Empty(t, rec.calls)
+	})
+	t.Run("rate limited", func(t *testing.T) {
+		rec := &recorder{}
+		desk := &jobDesk{err: map[int64]error{1: &fleet.RateLimitError{Until: time.Now().Add(time.Hour), Err: errors.New("API rate limit exceeded")}}}
+		o := opts()
+		o.Jobs = desk
+		outs := New(rec, rec, o).Reap(context.Background(), 100, []reconcile.Candidate{
+			withJob(cand(fleet.Zombie, "first", 1), 1),
+			withJob(cand(fleet.Zombie, "second", 2), 2),
+			cand(fleet.Zombie, "needs-github", 3),
+		})
+		assert.Equal(t, map[string]fleet.Result{"first": fleet.RateLimited, "second": fleet.RateLimited, "needs-github": fleet.RateLimited}, results(outs))
+		assert.Len(t, desk.asked, 1, "no GitHub call after the limit")
+		assert.Empty(t, rec.writes())
+	})
+	t.Run("only what the bound would admit is asked about", func(t *testing.T) {
+		rec := &recorder{}
+		desk := &jobDesk{status: map[int64]fleet.JobStatus{1: {Status: "in_progress"}, 2: {Status: "completed"}, 3: {Status: "completed"}}}
+		o := opts()
+		o.Jobs, o.Limits.MaxActions = desk, 1
+		outs := New(rec, rec, o).Reap(context.Background(), 100, []reconcile.Candidate{
+			withJob(cand(fleet.Zombie, "a-protected", 1), 1),
+			withJob(cand(fleet.Zombie, "b-over", 2), 2),
+			withJob(cand(fleet.Zombie, "c-over", 3), 3),
+		})
+		assert.Equal(t, map[string]fleet.Result{"a-protected": fleet.ProtectedJob, "b-over": fleet.Deleted, "c-over": fleet.Deferred}, results(outs))
+		assert.Equal(t, []string{"acme/api/1@a-protected", "acme/api/2@b-over"}, desk.asked)
+	})
+	t.Run("dry run asks too", func(t *testing.T) {
+		rec := &recorder{}
+		desk := &jobDesk{status: map[int64]fleet.JobStatus{1: {Status: "in_progress"}, 2: {Status: "completed"}}}
+		o := opts()
+		o.Jobs, o.DryRun = desk, true
+		outs := New(rec, rec, o).Reap(context.Background(), 100, []reconcile.Candidate{
+			withJob(cand(fleet.Zombie, "running", 1), 1),
+			withJob(cand(fleet.Zombie, "over", 2), 2),
+		})
+		assert.Equal(t, map[string]fleet.Result{"running": fleet.ProtectedJob, "over": fleet.WouldDelete}, results(outs))
+		assert.Empty(t, rec.writes())
+	})
+}
