@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -120,3 +121,12 @@ type JobStatus struct {
 // Finished reports whether the job is over: nothing more can run on a
 // runner for it.
 func (s JobStatus) Finished() bool { return s.Status == "completed" }
+
+// ErrJobUnknown marks a job check that found no job to judge: the run or
+// the job answered 404, no job of the run names the runner, or the job
+// named by id belongs to another runner or run. It is not "finished": a
+// 404 is also GitHub's answer to a credential that cannot read the
+// repository, and a reference may be stale or wrong, so the caller holds
+// the runner, as it holds one whose list could not be read, rather than
+// read the silence as permission.
+var ErrJobUnknown = errors.New("GitHub knows no such job on this runner")
