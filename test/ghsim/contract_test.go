@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,4 +159,104 @@ func TestLinkFollowedByGoGitHub(t *testing.T) {
 	assert.Equal(t, 3, resp.NextPage)
 	assert.Equal(t, 3, resp.LastPage)
 	assert.Equal(t, 1, resp.FirstPage)
+}
+
+// TestOpenAPIContractJobs checks the jobs endpoints against GitHub's
+// published description, both sides of each exchange: a job queued, in
+// progress and completed, by id and in a run's list (latest and all
+// attempts, in pages), the 404s, and the rate-limit answers; and that
+// go-github decodes them.
+func TestOpenAPIContractJobs(t *testing.T) {
+	api := testenv.LoadGitHubAPI(t)
+	s := New(Options{Token: testToken})
+	rec := api.Recorder(s.Handler())
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	base := srv.URL + "/"
+
+	s.AddRunner("org:acme", Runner{Name: "rr-a", RunnerGroupID: 3, Labels: []Label{{Name: "self-hosted", Type: "read-only"}}})
+	queued := s.QueueJob("acme/web", 42, "lint")
+	done := s.StartJob("acme/web", 42, "build", "elsewhere")
+	s.FinishJob(done.ID, "failure")
+	_, ok := s.NewAttempt("acme/web", 42)
+	require.True(t, ok)
+	running := s.StartJob("acme/web", 42, "build", "rr-a")
+	require.NotZero(t, running.ID)
+
+	for _, path := range []string{
+		fmt.Sprintf("/repos/acme/web/actions/jobs/%d", queued.ID),
+		fmt.Sprintf("/repos/acme/web/actions/jobs/%d", done.ID),
+		fmt.Sprintf("/repos/acme/web/actions/jobs/%d", running.ID),
+		"/repos/acme/web/actions/jobs/999999",
+		"/repos/acme/web/actions/runs/42/jobs",
+		"/repos/acme/web/actions/runs/42/jobs?filter=latest",
+		"/repos/acme/web/actions/runs/42/jobs?filter=all&per_page=2",
+		"/repos/acme/web/actions/runs/42/jobs?filter=all&per_page=2&page=2",
+		"/repos/acme/web/actions/runs/43/jobs",
+	} {
+		resp, body := do(t, http.MethodGet, base, path, testToken, nil)
+		require.Contains(t, []int{http.StatusOK, http.StatusNotFound}, resp.StatusCode, "%s: %s", path, body)
+	}
+	s.Fault("repo:acme/web", EndpointRunJobs, Fault{Secondary: 429, Times: 1})
+	s.Fault("repo:acme/web", EndpointJob, Fault{PrimaryLimit: true, Times: 1})
+	resp, _ := do(t, http.MethodGet, base, "/repos/acme/web/actions/runs/42/jobs", testToken, nil)
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	resp, _ = do(t, http.MethodGet, base, fmt.Sprintf("/repos/acme/web/actions/jobs/%d", running.ID), testToken, nil)
+	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+
+	ctx := context.Background()
+	c := ghClient(t, base, testToken)
+	j, _, err := c.Actions.GetWorkflowJobByID(ctx, "acme", "web", running.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "in_progress", j.GetStatus())
+	assert.Equal(t, "rr-a", j.GetRunnerName())
+	assert.Equal(t, int64(3), j.GetRunnerGroupID())
+	assert.Equal(t, int64(2), j.GetRunAttempt())
+	jobs, gresp, err := c.Actions.ListWorkflowJobs(ctx, "acme", "web", 42, &github.ListWorkflowJobsOptions{Filter: "all", ListOptions: github.ListOptions{PerPage: 2}})
+	require.NoError(t, err)
+	assert.Equal(t, 3, jobs.GetTotalCount())
+	assert.Len(t, jobs.Jobs, 2)
+	assert.Equal(t, 2, gresp.NextPage)
+
+	var problems []string
+	for _, e := range rec.Exchanges() {
+		problems = append(problems, e.Problems...)
+	}
+	require.Empty(t, problems, "departures from GitHub's API description:\n%s", strings.Join(problems, "\n"))
+	assert.Equal(t, []string{"actions/get-job-for-workflow-run", "actions/list-jobs-for-workflow-run"}, rec.Operations())
+}
+
+// TestContractJobKeys keeps the sim's job in the shape GitHub's
+// description gives a job: every property it defines, none invented. (Its
+// own example lacks created_at, which its schema requires, and
+// run_attempt, so the schema is the reference.)
+func TestContractJobKeys(t *testing.T) {
+	api := testenv.LoadGitHubAPI(t)
+	schema, ok := api.Doc.Components.Schemas["job"]
+	require.True(t, ok, "the description has the job schema")
+	var want []string
+	for k := range schema.Value.Properties {
+		want = append(want, k)
+	}
+	sort.Strings(want)
+	for _, k := range schema.Value.Required {
+		assert.Contains(t, want, k)
+	}
+
+	s, base := startSim(t, Options{Token: testToken})
+	s.QueueJob("acme/web", 42, "lint")
+	j := s.StartJob("acme/web", 42, "build", "rr-a")
+	s.FinishJob(j.ID, "success")
+	s.StartJob("acme/web", 42, "test", "rr-b")
+	_, body := do(t, http.MethodGet, base, "/repos/acme/web/actions/runs/42/jobs", testToken, nil)
+	jobs := decodeMap(t, body)["jobs"].([]any)
+	require.Len(t, jobs, 3, "queued, completed and in progress")
+	for _, item := range jobs {
+		var got []string
+		for k := range item.(map[string]any) {
+			got = append(got, k)
+		}
+		sort.Strings(got)
+		assert.Equal(t, want, got)
+	}
 }

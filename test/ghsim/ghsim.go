@@ -16,11 +16,15 @@
 //	GET    /{repos/O/R | orgs/O | enterprises/E}/actions/runners?per_page=&page=&name=
 //	GET    /{...}/actions/runners/{id}
 //	DELETE /{...}/actions/runners/{id}
+//	GET    /repos/O/R/actions/jobs/{job_id}
+//	GET    /repos/O/R/actions/runs/{run_id}/jobs?filter=&per_page=&page=
 //	POST   /app/installations/{id}/access_tokens   (GitHub App JWT exchange)
 //
 // and what actions-runner-controller's scale-set mode speaks: the
 // registration token, runner-registration and the Actions service's agents,
-// over the same runners (see actions.go).
+// over the same runners (see actions.go). Workflow jobs run on the runners
+// and make them busy, and a runner's Lie makes GitHub's word on it wrong
+// while its job runs (see jobs.go).
 //
 // Where GitHub's documentation is silent the sim chooses, and tests may rely
 // on it: an authenticated request GitHub served (200, 204, 404, 422, 403 on
@@ -119,6 +123,9 @@ type Runner struct {
 	// tens of seconds after a job has started. While set, lists and gets
 	// show busy false, but a delete still meets the job and answers 422.
 	ListedIdle bool
+	// Lie is how GitHub misreports the runner while a job started with
+	// StartJob runs on it, a DELETE included; the zero Lie tells the truth.
+	Lie Lie
 }
 
 // Label is a runner label. Labels with the same name share an ID across the
@@ -221,6 +228,7 @@ type Sim struct {
 	jwts       []string             // every App JWT presented to the exchange
 	requestSeq int64
 	act        *actionsState // the scale-set side (actions.go)
+	jobs       *jobsState    // workflow runs and jobs (jobs.go)
 
 	closeOnce sync.Once
 	closed    chan struct{}

@@ -50,6 +50,9 @@ func parseRoute(method, path string) route {
 		return route{}
 	}
 	key, ok := normScope(scope)
+	if jr, isJobs := jobsRoute(method, key, rest); ok && isJobs {
+		return jr
+	}
 	if !ok || len(rest) < 2 || rest[0] != "actions" || rest[1] != "runners" {
 		return route{}
 	}
@@ -335,6 +338,9 @@ func (s *Sim) answerLocked(r *http.Request, rt route, installation bool, perPage
 		rep := s.errorReplyLocked(http.StatusForbidden, "API rate limit exceeded for user ID 1. If you reach out to GitHub Support for help, please include the request ID.", docsRateFirst)
 		return rep
 	}
+	if isJobsEndpoint(rt.endpoint) {
+		return s.answerJobsLocked(r, rt, perPage, page, f)
+	}
 	if installation && strings.HasPrefix(rt.scope, "enterprise:") {
 		// GitHub's enterprise runner endpoints take a classic PAT only.
 		s.spendLocked()
@@ -353,11 +359,12 @@ func (s *Sim) answerLocked(r *http.Request, rt route, installation bool, perPage
 		switch {
 		case !ok:
 			return s.errorReplyLocked(http.StatusNotFound, "Not Found", docsRunners)
-		case run.Busy:
+		case s.refusesDeleteLocked(run):
 			return s.errorReplyLocked(http.StatusUnprocessableEntity,
 				fmt.Sprintf("Runner %q is still running a job", run.Name), docsRunners)
 		}
 		delete(st.runners, rt.id)
+		s.deletedLocked(rt.id)
 		rep := reply{status: http.StatusNoContent, header: http.Header{}}
 		s.rateHeadersLocked(rep.header)
 		return rep
@@ -367,7 +374,7 @@ func (s *Sim) answerLocked(r *http.Request, rt route, installation bool, perPage
 			s.spendLocked()
 			return s.errorReplyLocked(http.StatusNotFound, "Not Found", docsRunners)
 		}
-		body, _ := json.Marshal(toJSON(run))
+		body, _ := json.Marshal(toJSON(s.listedLocked(run)))
 		return s.conditionalLocked(r, body, http.Header{})
 	}
 
@@ -397,7 +404,7 @@ func (s *Sim) answerLocked(r *http.Request, rt route, installation bool, perPage
 	}
 	out := listJSON{TotalCount: total, Runners: make([]runnerJSON, 0, len(items))}
 	for _, run := range items {
-		out.Runners = append(out.Runners, toJSON(run))
+		out.Runners = append(out.Runners, toJSON(s.listedLocked(run)))
 	}
 	body, _ := json.Marshal(out)
 	h := http.Header{}
