@@ -339,6 +339,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 	}
 	return &sweep.Sweeper{
 		Pods:             pods,
+		WebHost:          ghclient.WebHost(cfg.GitHub.APIURL),
 		Namespaces:       pods,
 		Runners:          gh,
 		EphemeralRunners: ephemeralRunners{client: kc, namespaces: cfg.Namespaces},
@@ -351,6 +352,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 				Concurrency:          cfg.KubeConcurrency,
 				Scopes:               scopes,
 				RemoveFinalizers:     cfg.RemoveFinalizers,
+				Jobs:                 gh,
 				Spare:                reap.DefaultSpare,
 				// An action begun with the spare time left ends
 				// within it, so the report is still written.
