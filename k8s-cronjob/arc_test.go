@@ -166,7 +166,8 @@ func newARCWorld(t *testing.T, bin string, m manifest, o arcWorldOpts) *arcWorld
 		r := env.LegacyRunner(t, ns, testenv.LegacyRunner{Name: w.legacy, Organization: "acme",
 			Finalizers: []string{testenv.LegacyRunnerFinalizer}})
 		env.RunnerPod(t, ns, testenv.RunnerPod{Owner: testenv.ControllerRef(r),
-			Labels: map[string]string{"actions-runner": "", "runner-template-hash": "6d5f8c7b9"}, PodState: testenv.Running()})
+			Labels: map[string]string{"actions-runner": "", "runner-template-hash": "6d5f8c7b9"}, PodState: testenv.Running(),
+			Env: testenv.LegacyScopeEnv("acme", "", "")})
 		// The legacy controller's pods carry none of ARC's scale-set
 		// labels; a deployment selects them with a selector of its own.
 		selector = "actions-runner"

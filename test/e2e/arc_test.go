@@ -76,7 +76,8 @@ func (w *world) legacyRunner(name string, st testenv.PodState) *unstructured.Uns
 	w.t.Helper()
 	r := env.LegacyRunner(w.t, w.ns, testenv.LegacyRunner{Name: name, Organization: "acme",
 		Finalizers: []string{testenv.LegacyRunnerFinalizer}})
-	env.RunnerPod(w.t, w.ns, testenv.RunnerPod{Owner: testenv.ControllerRef(r), Labels: legacyPodLabels, PodState: st})
+	env.RunnerPod(w.t, w.ns, testenv.RunnerPod{Owner: testenv.ControllerRef(r), Labels: legacyPodLabels, PodState: st,
+		Env: testenv.LegacyScopeEnv("acme", "", "")})
 	return r
 }
 

@@ -43,6 +43,8 @@ type RunnerPod struct {
 	// ServiceAccount is the pod's spec.serviceAccountName; empty leaves
 	// it unset.
 	ServiceAccount string
+	// Env is the runner container's environment (see LegacyScopeEnv).
+	Env []corev1.EnvVar
 	// Containers, when set, replace the runner container (and the
 	// sidecar): a pod that the selector matches but that is no runner,
 	// say. PodState then describes the first of them.
@@ -91,6 +93,14 @@ func Running() PodState { return PodState{Running: true} }
 func Terminated(code, signal int32, reason string) *corev1.ContainerStateTerminated {
 	now := metav1.Now()
 	return &corev1.ContainerStateTerminated{ExitCode: code, Signal: signal, Reason: reason, StartedAt: now, FinishedAt: now}
+}
+
+// LegacyScopeEnv is the environment through which ARC v0.27.6's legacy
+// runner controller tells a runner container its scope
+// (runner_controller.go: RUNNER_ORG, RUNNER_REPO as OWNER/NAME and
+// RUNNER_ENTERPRISE, all three set, the unused ones empty).
+func LegacyScopeEnv(org, repo, enterprise string) []corev1.EnvVar {
+	return []corev1.EnvVar{{Name: "RUNNER_ORG", Value: org}, {Name: "RUNNER_REPO", Value: repo}, {Name: "RUNNER_ENTERPRISE", Value: enterprise}}
 }
 
 // Owner is an object that can own a pod, such as the
@@ -148,7 +158,7 @@ func (p RunnerPod) pod(ns string) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			ServiceAccountName: p.ServiceAccount,
 			RestartPolicy:      restart,
-			Containers:         []corev1.Container{{Name: "runner", Image: RunnerImage, Command: []string{"/home/runner/run.sh"}}},
+			Containers:         []corev1.Container{{Name: "runner", Image: RunnerImage, Command: []string{"/home/runner/run.sh"}, Env: p.Env}},
 		},
 	}
 	if p.Sidecar {
