@@ -66,6 +66,20 @@ type EphemeralRunnerStatus struct {
 	RunnerID int64
 	Reason   string
 	Message  string
+	// Job is what ARC's listener records when a job starts on the runner;
+	// nil records none.
+	Job *ARCJob
+}
+
+// ARCJob is the job record ARC's listener writes on an EphemeralRunner's
+// status (v0.27.6: jobRequestId, jobRepositoryName as OWNER/REPO,
+// workflowRunId, jobDisplayName; newer ARC adds jobId, a string).
+type ARCJob struct {
+	RequestID  int64
+	Repository string
+	RunID      int64
+	Name       string
+	JobID      string
 }
 
 // object is the status as the API has it, for the EphemeralRunner name.
@@ -83,6 +97,12 @@ func (s EphemeralRunnerStatus) object(name string) map[string]any {
 	}
 	if s.Message != "" {
 		o["message"] = s.Message
+	}
+	if j := s.Job; j != nil {
+		o["jobRequestId"], o["jobRepositoryName"], o["workflowRunId"], o["jobDisplayName"] = j.RequestID, j.Repository, j.RunID, j.Name
+		if j.JobID != "" {
+			o["jobId"] = j.JobID
+		}
 	}
 	return o
 }
