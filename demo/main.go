@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ const (
 	scope        = "org:acme"
 	token        = "ghp_demo_token_never_printed"
 	stampLabel   = "pool.example.com/claimed-by"
+	jobKey       = "pool.example.com/job"
 	confirmAfter = 5 * time.Second
 )
 
@@ -83,6 +85,7 @@ func run(bin string) error {
 		"REAPER_GITHUB_TOKEN":          token,
 		"REAPER_LEDGER":                "configmap:" + namespace + "/runner-reaper-ledger",
 		"REAPER_OWNER_STAMP_LABEL":     stampLabel,
+		"REAPER_JOB_FROM":              "annotation:" + jobKey,
 		"REAPER_GHOST_NAME_PREFIX":     "acme-",
 		"REAPER_CONFIRM_AFTER":         confirmAfter.String(),
 		"REAPER_STAMP_MAX_AGE":         confirmAfter.String(),
@@ -174,6 +177,12 @@ func printSweep(r testenv.Run) {
 			case ok:
 				extra = fmt.Sprintf("  exit %v (%v, code %v)", c, m["reason"], m["exit_code"])
 			}
+			if repo, ok := m["job_repository"]; ok {
+				extra += fmt.Sprintf("  job %v run %v", repo, m["job_run_id"])
+				if st, ok := m["job_status"]; ok {
+					extra += fmt.Sprintf(" (%v)", st)
+				}
+			}
 			fmt.Printf("    %-15v %-36s %-30v -> %v%s\n", m["verdict"], target, m["action"], m["result"], extra)
 		case "sweep", "mass suspicion", "scope skipped":
 			fmt.Println("    " + line)
@@ -218,6 +227,13 @@ type member struct {
 	stamped bool
 	reg     string // "", "online", "offline"
 	busy    bool
+	// job is the run the pool's dispatcher gave the runner
+	// (OWNER/REPO/RUN_ID, on the annotation REAPER_JOB_FROM names);
+	// running starts it on GitHub, and lying makes GitHub list the runner
+	// offline and idle while it runs, its DELETE answered 204.
+	job     string
+	running bool
+	lying   bool
 }
 
 func createFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim) error {
@@ -233,7 +249,8 @@ func createFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim) e
 		{name: "acme-unregistered", pod: true},
 		{name: "acme-stamped", pod: true, stamped: true, reg: "online"},
 		{name: "acme-done", pod: true, phase: corev1.PodSucceeded, term: exit(0, "Completed"), reg: "offline"},
-		{name: "acme-oom", pod: true, phase: corev1.PodFailed, term: exit(137, "OOMKilled")},
+		{name: "acme-lying", pod: true, reg: "online", job: "acme/api/4711", running: true, lying: true},
+		{name: "acme-oom", pod: true, phase: corev1.PodFailed, term: exit(137, "OOMKilled"), job: "acme/api/4712"},
 		{name: "acme-sigkill", pod: true, phase: corev1.PodFailed, term: exit(137, "Error")},
 		{name: "acme-drained", pod: true, phase: corev1.PodFailed, term: exit(143, "Error")},
 		{name: "acme-outdated", pod: true, phase: corev1.PodFailed, term: exit(7, "Error")},
@@ -248,8 +265,22 @@ func createFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim) e
 	sim.AddScope(scope)
 	for _, m := range fleet {
 		if m.reg != "" {
-			sim.AddRunner(scope, ghsim.Runner{Name: m.name, Status: m.reg, Busy: m.busy, Ephemeral: true,
-				Labels: []ghsim.Label{{Name: "self-hosted", Type: "read-only"}, {Name: "linux", Type: "read-only"}}})
+			r := ghsim.Runner{Name: m.name, Status: m.reg, Busy: m.busy, Ephemeral: true,
+				Labels: []ghsim.Label{{Name: "self-hosted", Type: "read-only"}, {Name: "linux", Type: "read-only"}}}
+			if m.lying {
+				r.Lie = ghsim.Lie{BusyLag: time.Hour, Offline: true}
+			}
+			sim.AddRunner(scope, r)
+		}
+		if m.running {
+			i := strings.LastIndex(m.job, "/")
+			runID, err := strconv.ParseInt(m.job[i+1:], 10, 64)
+			if err != nil {
+				return fmt.Errorf("job %s of %s: %w", m.job, m.name, err)
+			}
+			if j := sim.StartJob(m.job[:i], runID, "build (linux)", m.name); j.ID == 0 {
+				return fmt.Errorf("start job %s on %s", m.job, m.name)
+			}
 		}
 		if !m.pod {
 			continue
@@ -277,6 +308,9 @@ func createPod(ctx context.Context, cs kubernetes.Interface, m member) error {
 	}
 	if m.stamped {
 		p.Labels = map[string]string{stampLabel: "job-4711"}
+	}
+	if m.job != "" {
+		p.Annotations = map[string]string{jobKey: m.job}
 	}
 	_, err := testenv.CreateRunnerPod(ctx, cs, namespace, p)
 	return err

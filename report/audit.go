@@ -26,6 +26,9 @@ type Row struct {
 	AgeSeconds float64   `json:"age_seconds"`
 	Evidence   string    `json:"evidence"`
 	ExitClass  string    `json:"exit_class,omitempty"`
+	// Job names the job the runner is known to have held, and what GitHub
+	// said of it when the guard asked.
+	Job string `json:"job,omitempty"`
 	Would      string    `json:"would"`
 	MaturesAt  time.Time `json:"matures_at,omitzero"`
 }
@@ -37,6 +40,13 @@ func Rows(res sweep.Result) []Row {
 	rows := make([]Row, 0, len(res.Outcomes)+len(res.Pending))
 	for _, o := range res.Outcomes {
 		r := row(res.Started, o.Candidate)
+		if st := o.Job; st != nil && r.Job != "" {
+			r.Job += " (" + st.Status
+			if st.Conclusion != "" {
+				r.Job += ", " + st.Conclusion
+			}
+			r.Job += ")"
+		}
 		switch o.Result {
 		case fleet.WouldDelete:
 			r.Would = "now: " + strings.ReplaceAll(string(o.Action), "-", " ")
@@ -76,7 +86,7 @@ func Rows(res sweep.Result) []Row {
 // break the columns or act on the operator's terminal. It runs on the
 // fields, before the table or the JSON adds any structure.
 func (r *Row) escape() {
-	for _, f := range []*string{&r.Verdict, &r.Namespace, &r.Pod, &r.RunnerName, &r.Scope, &r.Evidence, &r.ExitClass, &r.Would} {
+	for _, f := range []*string{&r.Verdict, &r.Namespace, &r.Pod, &r.RunnerName, &r.Scope, &r.Evidence, &r.ExitClass, &r.Job, &r.Would} {
 		*f = safetext.String(*f)
 	}
 }
@@ -95,6 +105,16 @@ func row(now time.Time, c reconcile.Candidate) Row {
 	if c.Exit != nil {
 		r.ExitClass = string(c.Exit.Class)
 	}
+	switch j := c.Job; {
+	case j == nil:
+	case j.Known():
+		r.Job = fmt.Sprintf("%s run %d", j.Repository(), j.RunID)
+		if j.Name != "" {
+			r.Job += " " + j.Name
+		}
+	default:
+		r.Job = "recorded, not askable"
+	}
 	return r
 }
 
@@ -105,9 +125,12 @@ func row(now time.Time, c reconcile.Candidate) Row {
 func WriteTable(w io.Writer, res sweep.Result) error {
 	rows := Rows(res)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERDICT\tPOD\tRUNNER\tSCOPE\tAGE\tWOULD\tMATURES\tEVIDENCE")
+	fmt.Fprintln(tw, "VERDICT\tPOD\tRUNNER\tSCOPE\tAGE\tJOB\tWOULD\tMATURES\tEVIDENCE")
 	for _, r := range rows {
-		pod, runner, matures := "-", "-", "-"
+		pod, runner, matures, job := "-", "-", "-", "-"
+		if r.Job != "" {
+			job = r.Job
+		}
 		if r.Pod != "" {
 			pod = r.Namespace + "/" + r.Pod
 		}
@@ -124,8 +147,8 @@ func WriteTable(w io.Writer, res sweep.Result) error {
 		if r.ExitClass != "" {
 			evidence = "[" + r.ExitClass + "] " + evidence
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Verdict, pod, runner, r.Scope,
-			(time.Duration(r.AgeSeconds) * time.Second).String(), r.Would, matures, evidence)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Verdict, pod, runner, r.Scope,
+			(time.Duration(r.AgeSeconds) * time.Second).String(), job, r.Would, matures, evidence)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write audit table: %w", err)

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,4 +60,35 @@ func TestActionLineNamesTheJob(t *testing.T) {
 	}
 	require.NotNil(t, summary)
 	assert.EqualValues(t, 1, summary["reaped_holding_job"])
+}
+
+// TestAuditShowsTheJob: the audit's table and rows name the job, what
+// GitHub said of it when the guard asked, and escape its name.
+func TestAuditShowsTheJob(t *testing.T) {
+	job := &fleet.Job{Owner: "acme", Repo: "api", RunID: 4711, Name: "build\x1b[31m"}
+	pod := func(name string) *fleet.Pod { return &fleet.Pod{Namespace: "arc", Name: name, RunnerName: name} }
+	res := sweep.Result{Outcomes: []reap.Outcome{
+		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Zombie, Pod: pod("guarded"), Job: job}},
+			Result: fleet.ProtectedJob, Job: &fleet.JobStatus{Status: "in_progress"}},
+		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Zombie, Pod: pod("over"), Job: job}},
+			Result: fleet.WouldDelete, Job: &fleet.JobStatus{Status: "completed", Conclusion: "failure"}},
+		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Zombie, Pod: pod("unaskable"), Job: &fleet.Job{RequestID: 3}}},
+			Result: fleet.JobUnchecked},
+		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: pod("no-job")}}, Result: fleet.WouldDelete},
+	}}
+	jobs := map[string]string{}
+	for _, r := range Rows(res) {
+		jobs[r.Pod] = r.Job
+	}
+	assert.Equal(t, map[string]string{
+		"guarded":   `acme/api run 4711 build\x1b[31m (in_progress)`,
+		"over":      `acme/api run 4711 build\x1b[31m (completed, failure)`,
+		"unaskable": "recorded, not askable",
+		"no-job":    "",
+	}, jobs)
+	var table strings.Builder
+	require.NoError(t, WriteTable(&table, res))
+	assert.Contains(t, table.String(), "JOB")
+	assert.Contains(t, table.String(), "protected-job")
+	assert.NotContains(t, table.String(), "\x1b", "the job's name is shown, never obeyed")
 }

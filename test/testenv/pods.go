@@ -34,6 +34,8 @@ type RunnerPod struct {
 	// Labels are added last, over the ones above: a stamp label, say, or
 	// the whole label set of a pod labelled some other way.
 	Labels map[string]string
+	// Annotations are the pod's: a pool's job reference, say.
+	Annotations map[string]string
 	// Owner, when set, is the pod's owner reference (see ControllerRef).
 	Owner *metav1.OwnerReference
 	// RestartPolicy is the pod's; empty is Never, as ARC's runner pods have.
@@ -154,7 +156,7 @@ func (p RunnerPod) pod(ns string) *corev1.Pod {
 		restart = corev1.RestartPolicyNever
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: p.Annotations},
 		Spec: corev1.PodSpec{
 			ServiceAccountName: p.ServiceAccount,
 			RestartPolicy:      restart,
