@@ -56,18 +56,14 @@ func (l *arcLoop) startARC() {
 
 // provision creates an EphemeralRunner and waits for ARC to register it
 // and make its Secret and pod; then plays the kubelet: the runner runs.
-func (l *arcLoop) provision(name string) testenv.ARCRunnerState {
+func (l *arcLoop) provision(base string) (string, testenv.ARCRunnerState) {
 	l.t.Helper()
-	env.EphemeralRunner(l.t, l.ns, testenv.EphemeralRunner{Name: name, ConfigURL: l.cfg})
-	// Settled: the runner id ARC wrote on the EphemeralRunner is the one
-	// GitHub lists under its name (under load ARC may ask for a JIT
-	// config again, and the first registration is replaced).
-	st, _ := env.WaitARCRunner(l.t, l.ns, name, 30*time.Second, "registered, Secret and pod made, its id GitHub's", func(s testenv.ARCRunnerState) bool {
+	name, st := env.ProvisionARCRunner(l.t, l.ns, base, l.cfg, func(name string) (int64, bool) {
 		r, ok := l.sim.RunnerByName(scope, name)
-		return testenv.Provisioned(s) && ok && r.ID == s.RunnerID
+		return r.ID, ok
 	})
 	env.WritePodState(l.t, l.ns, name, testenv.Running())
-	return st
+	return name, st
 }
 
 // registered reports whether GitHub still lists the runner.
@@ -115,24 +111,21 @@ func TestARCManagerLoop(t *testing.T) {
 			t.Parallel()
 			t.Run("offline zombie", func(t *testing.T) {
 				l := newARCLoop(t, done404)
-				const name = "arc-set-zombie"
-				st := l.provision(name)
+				name, st := l.provision("arc-set-zombie")
 				require.True(t, l.sim.SetRunner(scope, st.RunnerID, func(r *ghsim.Runner) { r.Status = "offline" }))
 				r, acted := l.actOn(name, true)
 				l.report(t, name, r, acted, "zombie", "delete-registration-then-ephemeralrunner", st.RunnerID)
 			})
 			t.Run("registration gone (invalidated by GitHub)", func(t *testing.T) {
 				l := newARCLoop(t, done404)
-				const name = "arc-set-gone"
-				st := l.provision(name)
+				name, st := l.provision("arc-set-gone")
 				require.True(t, l.sim.RemoveRunner(scope, st.RunnerID), "GitHub invalidates the registration")
 				r, acted := l.actOn(name, true)
 				l.report(t, name, r, acted, "zombie", "delete-ephemeralrunner", st.RunnerID)
 			})
 			t.Run("terminal, while ARC was down", func(t *testing.T) {
 				l := newARCLoop(t, done404)
-				const name = "arc-set-dead"
-				st := l.provision(name)
+				name, st := l.provision("arc-set-dead")
 				l.arc.Stop()
 				env.WritePodState(t, l.ns, name, testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
 				r, acted := l.actOn(name, false)
@@ -141,8 +134,7 @@ func TestARCManagerLoop(t *testing.T) {
 			})
 			t.Run("failed EphemeralRunner", func(t *testing.T) {
 				l := newARCLoop(t, done404)
-				const name = "arc-set-failed"
-				st := l.provision(name)
+				name, st := l.provision("arc-set-failed")
 				// ARC marks a runner Failed after its sixth pod failure and
 				// deletes the pod; then it waits for a set to clean it up.
 				l.arc.Stop()
@@ -201,8 +193,7 @@ func TestARCManagerLoop(t *testing.T) {
 			})
 			t.Run("busy runner: spared until its job ends", func(t *testing.T) {
 				l := newARCLoop(t, done404)
-				const name = "arc-set-busy"
-				st := l.provision(name)
+				name, st := l.provision("arc-set-busy")
 				// A job landed while GitHub still lists the runner offline
 				// and idle: the reaper's verdict is zombie, and its
 				// registration delete meets the job (422).

@@ -289,6 +289,47 @@ func tail(s string, lines int) string {
 	return strings.Join(l, "\n")
 }
 
+// ProvisionARCRunner creates an EphemeralRunner of configURL in ns and
+// waits until ARC's manager has registered it, made its Secret and pod,
+// and the runner id on its status is the one GitHub lists under its name
+// (listed answers GitHub's id for a name). It returns the runner's name.
+//
+// Under load ARC v0.27.6 may reconcile on a cache that has not seen its
+// own status write: it asks for a JIT config again, is told the runner
+// exists, and removes it (ephemeralrunner_controller.go,
+// AgentExistsException), leaving the EphemeralRunner with the id of a
+// registration that went before its runner ran. That is ARC's own leak,
+// not the case a test sets up: another runner (base-2, base-3) is made.
+func (e *Env) ProvisionARCRunner(t testing.TB, ns, base, configURL string, listed func(name string) (int64, bool)) (string, ARCRunnerState) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		name := base
+		if attempt > 1 {
+			name = fmt.Sprintf("%s-%d", base, attempt)
+		}
+		e.EphemeralRunner(t, ns, EphemeralRunner{Name: name, ConfigURL: configURL})
+		var st ARCRunnerState
+		var id int64
+		var ok bool
+		settled := func() bool {
+			st = e.ARCRunner(t, ns, name)
+			id, ok = listed(name)
+			return Provisioned(st) && ok && id == st.RunnerID
+		}
+		for deadline := time.Now().Add(30 * time.Second); !settled() && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if settled() {
+			return name, st
+		}
+		if attempt == 3 {
+			t.Fatalf("%s/%s: not provisioned with GitHub's id in 3 attempts; last: runner id %d, GitHub's %d (listed %v), pod %v, secret %v",
+				ns, name, st.RunnerID, id, ok, st.Pod != nil, st.Secret != nil)
+		}
+		t.Logf("%s: ARC's runner id %d is not GitHub's (%d, listed %v); provisioning another", name, st.RunnerID, id, ok)
+	}
+}
+
 // ARCGitHubTokenSecret creates the Secret ARC reads its GitHub credential
 // from (key github_token), named ARCGitHubSecret, in ns.
 func (e *Env) ARCGitHubTokenSecret(t testing.TB, ns, token string) {

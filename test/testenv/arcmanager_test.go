@@ -53,17 +53,14 @@ func TestARCManagerEphemeralRunner(t *testing.T) {
 	// provision creates an EphemeralRunner, waits for ARC to register it
 	// and make its Secret and pod, then plays the kubelet: the runner
 	// container runs, and ARC records the phase.
-	provision := func(t *testing.T, name string) ARCRunnerState {
+	provision := func(t *testing.T, base string) (string, ARCRunnerState) {
 		t.Helper()
-		env.EphemeralRunner(t, ns, EphemeralRunner{Name: name, ConfigURL: cfg})
-		// Settled: ARC's status and GitHub's list agree on the runner id.
-		// Under load (CI on a shared machine) the first id ARC wrote was
-		// seen not to be the one GitHub then listed under the name.
-		st, took := env.WaitARCRunner(t, ns, name, 30*time.Second, "registered, Secret and pod made, its id GitHub's", func(s ARCRunnerState) bool {
+		began := time.Now()
+		name, st := env.ProvisionARCRunner(t, ns, base, cfg, func(name string) (int64, bool) {
 			r, ok := sim.RunnerByName(scope, name)
-			return Provisioned(s) && ok && r.ID == s.RunnerID
+			return r.ID, ok
 		})
-		t.Logf("%s: registered as runner %d, Secret and pod made in %v", name, st.RunnerID, took.Round(time.Millisecond))
+		t.Logf("%s: registered as runner %d, Secret and pod made in %v", name, st.RunnerID, time.Since(began).Round(time.Millisecond))
 		for _, f := range ARCFinalizers() {
 			if !slices.Contains(st.Finalizers, f) {
 				t.Errorf("%s: finalizer %s missing: %v", name, f, st.Finalizers)
@@ -90,7 +87,7 @@ func TestARCManagerEphemeralRunner(t *testing.T) {
 		st, _ = env.WaitARCRunner(t, ns, name, 30*time.Second, "phase Running", func(s ARCRunnerState) bool {
 			return ARCRunnerPhase(s) == string(corev1.PodRunning)
 		})
-		return st
+		return name, st
 	}
 	// held says the EphemeralRunner is deleting, both finalizers on, pod
 	// and Secret still there.
@@ -104,29 +101,29 @@ func TestARCManagerEphemeralRunner(t *testing.T) {
 	}
 
 	t.Run("registered runner: deleted everywhere", func(t *testing.T) {
-		st := provision(t, "r-live")
+		name, st := provision(t, "r-live")
 		before := sim.RequestCount(ghsim.EndpointAgentDelete, 204)
-		env.DeleteARC(t, EphemeralRunners, ns, "r-live")
-		_, took := env.WaitARCRunner(t, ns, "r-live", 30*time.Second, "gone, with pod and Secret", ARCRunnerState.Gone)
-		t.Logf("r-live: registration removed, pod, Secret and both finalizers gone in %v", took.Round(time.Millisecond))
+		env.DeleteARC(t, EphemeralRunners, ns, name)
+		_, took := env.WaitARCRunner(t, ns, name, 30*time.Second, "gone, with pod and Secret", ARCRunnerState.Gone)
+		t.Logf("%s: registration removed, pod, Secret and both finalizers gone in %v", name, took.Round(time.Millisecond))
 		if got := sim.RequestCount(ghsim.EndpointAgentDelete, 204) - before; got != 1 {
 			t.Errorf("agent DELETE answered 204 %d times, want 1", got)
 		}
-		if _, ok := sim.RunnerByName(scope, "r-live"); ok {
+		if _, ok := sim.RunnerByName(scope, name); ok {
 			t.Errorf("runner %d still registered", st.RunnerID)
 		}
 	})
 
 	t.Run("registration already gone: v0.27.6 retries the 404, held until 204", func(t *testing.T) {
-		st := provision(t, "r-gone")
+		name, st := provision(t, "r-gone")
 		if !sim.RemoveRunner(scope, st.RunnerID) { // GitHub's own clean-up
 			t.Fatalf("runner %d was not registered", st.RunnerID)
 		}
 		before := sim.RequestCount(ghsim.EndpointAgentDelete, 404)
-		env.DeleteARC(t, EphemeralRunners, ns, "r-gone")
+		env.DeleteARC(t, EphemeralRunners, ns, name)
 		const watch = 6 * time.Second
 		time.Sleep(watch)
-		held(t, "r-gone")
+		held(t, name)
 		n404 := sim.RequestCount(ghsim.EndpointAgentDelete, 404) - before
 		if n404 < 2 {
 			t.Errorf("ARC tried the DELETE %d times in %v, want retries", n404, watch)
@@ -135,16 +132,16 @@ func TestARCManagerEphemeralRunner(t *testing.T) {
 
 		sim.SetRemoveMissingAgentAsDone(true)
 		defer sim.SetRemoveMissingAgentAsDone(false)
-		_, took := env.WaitARCRunner(t, ns, "r-gone", 60*time.Second, "gone once the service answers 204", ARCRunnerState.Gone)
+		_, took := env.WaitARCRunner(t, ns, name, 60*time.Second, "gone once the service answers 204", ARCRunnerState.Gone)
 		t.Logf("r-gone: with RemoveMissingAgentAsDone, gone %v after the switch (ARC's next retry, by its backoff); %d DELETEs answered 404 in all",
 			took.Round(time.Millisecond), sim.RequestCount(ghsim.EndpointAgentDelete, 404)-before)
 	})
 
 	t.Run("busy runner: waited for", func(t *testing.T) {
-		st := provision(t, "r-busy")
+		name, st := provision(t, "r-busy")
 		sim.SetRunner(scope, st.RunnerID, func(r *ghsim.Runner) { r.Busy, r.Status = true, "online" })
 		before := sim.RequestCount(ghsim.EndpointAgentDelete, 400)
-		env.DeleteARC(t, EphemeralRunners, ns, "r-busy")
+		env.DeleteARC(t, EphemeralRunners, ns, name)
 		deadline := time.Now().Add(10 * time.Second)
 		for sim.RequestCount(ghsim.EndpointAgentDelete, 400) == before {
 			if time.Now().After(deadline) {
@@ -154,18 +151,18 @@ func TestARCManagerEphemeralRunner(t *testing.T) {
 		}
 		refused := time.Now()
 		time.Sleep(3 * time.Second)
-		held(t, "r-busy")
-		if _, ok := sim.RunnerByName(scope, "r-busy"); !ok {
+		held(t, name)
+		if _, ok := sim.RunnerByName(scope, name); !ok {
 			t.Fatal("the busy runner's registration was removed")
 		}
 		n400 := sim.RequestCount(ghsim.EndpointAgentDelete, 400) - before
 		t.Logf("r-busy: DELETE answered 400 JobStillRunning %d time(s); still deleting after 3s", n400)
 
 		sim.SetRunner(scope, st.RunnerID, func(r *ghsim.Runner) { r.Busy = false })
-		_, took := env.WaitARCRunner(t, ns, "r-busy", 60*time.Second, "gone once the job ended", ARCRunnerState.Gone)
+		_, took := env.WaitARCRunner(t, ns, name, 60*time.Second, "gone once the job ended", ARCRunnerState.Gone)
 		t.Logf("r-busy: job ended %v after the refusal; gone %v after that (ARC requeues a busy runner after 30s)",
 			time.Since(refused).Round(time.Millisecond)-took.Round(time.Millisecond), took.Round(time.Millisecond))
-		if _, ok := sim.RunnerByName(scope, "r-busy"); ok {
+		if _, ok := sim.RunnerByName(scope, name); ok {
 			t.Error("registration still there")
 		}
 	})
