@@ -14,6 +14,9 @@ import (
 // pages while they are read (one registered, another removed) can leave the
 // count right but one runner unseen; the duplicate check catches that.
 // A runner that moves back a page is caught by ListRunners' revalidation.
+// A page that disagrees with page 1 on total_count is a list whose
+// membership moved under the read, which ListRunners reads again once; the
+// other checks fail a list that no reading again would cure.
 // The checks also bound the loop: a page that links to a next one must
 // bring a runner, the runners may not exceed total_count, and the pages may
 // not exceed what total_count implies at the page size, plus one, nor the
@@ -25,6 +28,13 @@ type listCheck struct {
 	// ceiling is the most pages any list may have.
 	ceiling int
 }
+
+// movedError is an inconsistency that runners joining or leaving while the
+// list is read explains, as against one of a malformed list: the one kind
+// a second read may not meet.
+type movedError struct{ error }
+
+func (e movedError) Unwrap() error { return e.error }
 
 // maxPagesFor is the most pages a list may take: what total_count implies
 // at the page size page 1 was served with (per_page, or fewer if the server
@@ -46,7 +56,7 @@ func (l *listCheck) add(n int, p state.CachedPage) error {
 		return fmt.Errorf("page %d reports a negative total_count %d", n, p.TotalCount)
 	}
 	if len(l.pages) > 0 && p.TotalCount != l.pages[0].TotalCount {
-		return fmt.Errorf("page %d reports total_count %d, page 1 reported %d", n, p.TotalCount, l.pages[0].TotalCount)
+		return movedError{fmt.Errorf("page %d reports total_count %d, page 1 reported %d", n, p.TotalCount, l.pages[0].TotalCount)}
 	}
 	for _, r := range p.Runners {
 		if first, dup := l.firstPageOn[r.ID]; dup {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
+	"slices"
 
 	"github.com/google/go-github/v60/github"
 
@@ -31,60 +31,177 @@ const maxPages = 1000
 // page. After the last page, every earlier page is asked for once more
 // with the ETag this read got for it: a runner that slid back a page while
 // later pages were read would otherwise go unseen with every count still
-// agreeing, and an unchanged page answers 304 at no rate-limit cost. A
-// one-page list needs no second look. The registrations and the new cache
-// are returned only when every page was read, none changed, and the list
-// adds up; otherwise the error says why (it wraps fleet.ErrInconsistent when the
-// pages do not add up, and is a *fleet.RateLimitError when GitHub said
-// rate-limited) and the cache is nil, so that a caller keeps its old cache
-// and draws no conclusion.
+// agreeing, and an unchanged page answers 304 at no rate-limit cost.
+//
+// What the list proves is membership: which runners exist. So a page read
+// again is consistent when it holds the same runners (the same ids, the same
+// total_count, the same next link), whatever their busy, status, name or
+// labels now say; in an org of thousands of runners some runner flips busy
+// during any read of its dozens of pages, and a check on bytes would skip
+// that scope on nearly every sweep and never clean its leaks. The page
+// read again replaces the first reading, in the registrations and in the
+// cache, with its own ETag: it is the fresher, and a cache must hold exactly
+// what its ETag stands for, or a later 304 would replay a state GitHub
+// never sent. One field is not simply taken from the fresher read: a
+// runner any read of this call saw busy comes back busy. The list's busy
+// is what spares a runner with a job, and of two readings seconds apart the
+// busy one costs at most one sweep's delay (a job that ended between them),
+// while the idle one could be GitHub's lag or a replica behind; the
+// registration's 422 (safety rule 2) still stands behind it either way.
+//
+// A list whose membership moved under the read (a page read again holds
+// other runners, or a page reports another total_count than page 1) is
+// read once more from the start, with the same checks and its own second
+// look: runners join and leave all the time in a busy org, and one settled
+// read is as good as any. If that read moves too, the list is
+// inconsistent. A list of P pages thus costs P requests and P-1
+// revalidations (304 when nothing changed); at worst two full reads and two
+// revalidation passes, 2P+2(P-1) requests (P the longer of the two reads).
+// A one-page list needs no second look and cannot move under its own read:
+// it costs one request.
+//
+// The registrations and the new cache are returned only when every page
+// was read and the list adds up; otherwise the error says why (it wraps
+// fleet.ErrInconsistent when the pages do not add up, and is a
+// *fleet.RateLimitError when GitHub said rate-limited) and the cache is nil,
+// so that a caller keeps its old cache and draws no conclusion.
 func (c *Client) ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	path, err := runnersPath(scope)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list runners: %w", err)
 	}
+	busy := map[int64]bool{}
+	where := fmt.Sprintf("list runners for %s", scope)
+	pages, moved, err := c.readList(ctx, path, where, cache, busy)
+	if err != nil {
+		return nil, nil, err
+	}
+	if moved != nil {
+		// The second read asks with the newest ETag known for each page,
+		// this call's own where it read the page: a page unchanged since
+		// answers 304 and costs no rate limit.
+		again := fmt.Sprintf("list runners for %s (read again: %v)", scope, moved)
+		var movedAgain error
+		pages, movedAgain, err = c.readList(ctx, path, again, newest(pages, cache), busy)
+		if err != nil {
+			return nil, nil, err
+		}
+		if movedAgain != nil {
+			return nil, nil, fmt.Errorf("list runners for %s: %w: %w, and again on a fresh read: %w", scope, fleet.ErrInconsistent, moved, movedAgain)
+		}
+	}
+	var regs []fleet.Registration
+	for _, p := range pages {
+		for _, r := range p.Runners {
+			r.Busy = r.Busy || busy[r.ID]
+			regs = append(regs, r)
+		}
+	}
+	return regs, &state.ListCache{Pages: pages}, nil
+}
+
+// readList is one read of the whole list and its revalidation pass. It
+// returns the pages, a page read again in place of its first reading; or
+// why the list moved under the read, and then the pages read so far, whose
+// ETags the next read may use. Every runner a page shows busy is noted in
+// busy. Its error is a failed request, or an inconsistency that no moving
+// list explains (a gap, a runner listed twice, runners beyond
+// total_count, too many pages), which reading again would not cure.
+func (c *Client) readList(ctx context.Context, path, where string, cache *state.ListCache, busy map[int64]bool) ([]state.CachedPage, error, error) {
 	list := listCheck{firstPageOn: make(map[int64]int), ceiling: maxPages}
 	for page := 1; ; page++ {
 		p, err := c.fetchPage(ctx, path, page, cachedPage(cache, page))
 		if err != nil {
-			return nil, nil, fmt.Errorf("list runners for %s page %d: %w", scope, page, err)
+			return nil, nil, fmt.Errorf("%s page %d: %w", where, page, err)
 		}
+		noteBusy(busy, p)
 		if err := list.add(page, p); err != nil {
-			return nil, nil, fmt.Errorf("list runners for %s: %w: %w", scope, fleet.ErrInconsistent, err)
+			if errors.As(err, new(movedError)) {
+				return append(list.pages, p), err, nil
+			}
+			return nil, nil, fmt.Errorf("%s: %w: %w", where, fleet.ErrInconsistent, err)
 		}
 		if p.NextPage == 0 {
 			break
 		}
 	}
 	if err := list.complete(); err != nil {
-		return nil, nil, fmt.Errorf("list runners for %s: %w: %w", scope, fleet.ErrInconsistent, err)
+		return nil, nil, fmt.Errorf("%s: %w: %w", where, fleet.ErrInconsistent, err)
 	}
 	for n := 1; n < len(list.pages); n++ {
-		read := &list.pages[n-1]
-		again, err := c.fetchPage(ctx, path, n, read)
+		again, err := c.fetchPage(ctx, path, n, &list.pages[n-1])
 		if err != nil {
-			return nil, nil, fmt.Errorf("list runners for %s: revalidate page %d: %w", scope, n, err)
+			return nil, nil, fmt.Errorf("%s: revalidate page %d: %w", where, n, err)
 		}
-		if !samePage(*read, again) {
-			return nil, nil, fmt.Errorf("list runners for %s: %w: page %d changed while later pages were read", scope, fleet.ErrInconsistent, n)
+		noteBusy(busy, again)
+		why := sameMembers(list.pages[n-1], again)
+		list.pages[n-1] = again
+		if why != "" {
+			return list.pages, fmt.Errorf("page %d changed while later pages were read: %s", n, why), nil
 		}
 	}
-	return list.runners, &state.ListCache{Pages: list.pages}, nil
+	return list.pages, nil, nil
 }
 
-// samePage reports whether two reads of a page show the same list: the
-// same total, runners and next link. Only what the reaper reads counts, so
-// a 200 that shows the same list under a new ETag is no change.
-func samePage(a, b state.CachedPage) bool {
-	if a.TotalCount != b.TotalCount || a.NextPage != b.NextPage || len(a.Runners) != len(b.Runners) {
-		return false
+// sameMembers says how two readings of a page differ in what the list
+// proves: its total, its next link and the ids of its runners, in any
+// order; "" when they do not. Busy, status, name and labels are a runner's
+// state, not the list's membership.
+func sameMembers(a, b state.CachedPage) string {
+	switch {
+	case a.TotalCount != b.TotalCount:
+		return fmt.Sprintf("total_count %d, was %d", b.TotalCount, a.TotalCount)
+	case a.NextPage != b.NextPage:
+		return fmt.Sprintf("next page %d, was %d", b.NextPage, a.NextPage)
 	}
-	for i := range a.Runners {
-		if !reflect.DeepEqual(a.Runners[i], b.Runners[i]) {
-			return false
+	was, is := sortedIDs(a), sortedIDs(b)
+	if slices.Equal(was, is) {
+		return ""
+	}
+	left, came := missing(was, is), missing(is, was)
+	if len(left) == 0 && len(came) == 0 {
+		return fmt.Sprintf("runners %v, were %v", is, was)
+	}
+	return fmt.Sprintf("runners %v left it, %v came", left, came)
+}
+
+func sortedIDs(p state.CachedPage) []int64 {
+	ids := make([]int64, len(p.Runners))
+	for i, r := range p.Runners {
+		ids[i] = r.ID
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// missing is the ids of a, sorted, that sorted b lacks.
+func missing(a, b []int64) []int64 {
+	var out []int64
+	for _, id := range a {
+		if _, found := slices.BinarySearch(b, id); !found {
+			out = append(out, id)
 		}
 	}
-	return true
+	return out
+}
+
+// noteBusy records every runner p shows busy.
+func noteBusy(busy map[int64]bool, p state.CachedPage) {
+	for _, r := range p.Runners {
+		if r.Busy {
+			busy[r.ID] = true
+		}
+	}
+}
+
+// newest is the cache a second read asks with: each page this call read,
+// else the caller's.
+func newest(read []state.CachedPage, cache *state.ListCache) *state.ListCache {
+	out := &state.ListCache{Pages: append([]state.CachedPage(nil), read...)}
+	if cache != nil && len(cache.Pages) > len(read) {
+		out.Pages = append(out.Pages, cache.Pages[len(read):]...)
+	}
+	return out
 }
 
 // fetchPage reads one page, conditionally when cached has an ETag.
