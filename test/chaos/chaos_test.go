@@ -42,6 +42,9 @@ func TestBrokenProductIsCaught(t *testing.T) {
 		{"a release that releases nothing, against the deleting bound", ReleaseNothing, ARC | InvalidateOne | Crash, StaysDeleting, 0},
 		{"EphemeralRunner deletes held to the UID alone", DeleteByUIDOnly, ARC | KubeRace | Crash | InvalidateOne, NoopReported, 0},
 		{"a reaper that takes an ARC runner's 422 for proof and releases", ReleaseOn422, ARC | JobLag | OrphanStamp, JobKilled, 6},
+		// Issue 20: a list that takes a flipped busy for a moved list
+		// skips a busy org sweep after sweep, and its leaks wait.
+		{"a list that compares bytes, not membership, in a busy org", ByteStrictRevalidation, BusyOrg | InvalidateOne | NeverRegister, Liveness, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,12 +133,43 @@ func TestRecheckRace(t *testing.T) {
 }
 
 // Issue 12's second defect: a list that shifts left while it is read. The
-// hazard must happen; whether the client notices is counted, not asserted,
-// until revalidation of earlier pages lands (Stats.Undetected).
+// hazard must happen, and no list that lost the runner that slid is taken
+// as complete: the revalidation of the earlier pages sees the move, and
+// the list read again holds it (the exit status checks that the sweep
+// completes).
 func TestShiftHazard(t *testing.T) {
 	st, err := Run(Config{Seed: 11, Sweeps: 300, Hazards: Shift | OtherTeams | JobLag})
 	require.NoError(t, err)
 	require.Positive(t, st.Shifts, "runners slid from page 2 to page 1 during a list")
-	require.Zero(t, st.Wrongful)
+	require.Empty(t, st.Violations)
+	require.Zero(t, st.Undetected, "lists taken as complete without the runner that slid")
 	t.Logf("%d shifts, %d lists taken as complete, %d wrong marks", st.Shifts, st.Undetected, st.WrongMarks)
+}
+
+// Issue 20: in a busy org, runners flip busy or status while the list's
+// pages are read. The list reads through flags (membership is what it
+// proves), so the scope is skipped only when runners joined or left under
+// two reads in a row, never for flags alone, and its leaks are cleaned in
+// the usual bound; the list of before, which compared bytes, skips it on
+// most sweeps. The figures of both are logged.
+func TestBusyOrg(t *testing.T) {
+	cfg := Config{Seed: 7, Sweeps: 200, Hazards: BusyOrg | InvalidateOne | NeverRegister}
+	st, err := Run(cfg)
+	require.NoError(t, err)
+	t.Log(st.BusyOrgSummary())
+	require.Empty(t, st.Violations)
+	b := st.BusyOrg
+	require.Equal(t, b.Sweeps, b.Listed, "the busy scope is listed every sweep")
+	require.Zero(t, b.FlagSkips, "skipped with only flags flipped")
+	require.LessOrEqual(t, b.Skipped, b.Moved, "skipped only when runners joined or left mid-read")
+	require.NotEmpty(t, b.TimeToClean, "the busy org has leaks that rest on its list")
+
+	cfg.Break = ByteStrictRevalidation
+	old, err := Run(cfg)
+	require.NoError(t, err)
+	t.Log(old.BusyOrgSummary())
+	require.Positive(t, old.BusyOrg.FlagSkips, "flags flip between page reads")
+	require.Greater(t, old.BusyOrg.Skipped, 10*max(b.Skipped, 1), "the byte-strict list skips the busy org far more often")
+	require.NotNil(t, firstOf(old, Liveness), "violations: %v", old.Violations)
+	require.Zero(t, old.Wrongful)
 }

@@ -45,6 +45,15 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		page = 1
 	}
 	sc := w.top()
+	pageList := kind == ghsim.EndpointList && name == ""
+	strict := sc.org.strict
+	if strict != nil && (!pageList || scope != strict.scope) {
+		strict = nil
+	}
+	if strict != nil && !strict.before(page) {
+		return notSent(req), nil
+	}
+	w.busyRequest(sc, pageList && scope == busyScope)
 
 	// The re-check race: the runner whose absence was just confirmed
 	// registers and takes a job before the next GitHub call.
@@ -69,6 +78,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.handler.ServeHTTP(rec, req)
 	resp := rec.Result()
 	resp.Request = req
+	if strict != nil {
+		strict.after(resp)
+	}
 
 	switch {
 	case kind == ghsim.EndpointDelete:
@@ -108,6 +120,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case kind == ghsim.EndpointList:
 		if f, ok := sc.listFault[scope]; ok && page == 1 {
 			delete(sc.listFault, scope)
+			sc.noteFault(scope)
 			switch f {
 			case faultRate:
 				sc.rateLimited = true
@@ -118,6 +131,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				}
 			default:
 				sc.skipFault = true
+				sc.org.faultElsewhere = sc.org.faultElsewhere || scope != busyScope
 			}
 		}
 	}
@@ -133,7 +147,9 @@ func (w *world) shift(scope string) bool {
 		return false
 	}
 	for _, r := range regs[:100] {
-		if strings.HasPrefix(r.Name, "theirs-") {
+		// Another team's runner, a busy org's too (which sit on page 1
+		// once its first runners have come and gone).
+		if strings.HasPrefix(r.Name, "theirs-") || strings.HasPrefix(r.Name, busyPrefix) {
 			w.sim.RemoveRunner(scope, r.ID)
 			w.addTheirs(scope)
 			w.top().slid = append(w.top().slid, slid{scope: scope, id: regs[100].ID})

@@ -34,6 +34,7 @@ const (
 	OthersDelete                       // someone else cleans up terminal pods
 	Skew                               // for one sweep a clock lies: the API server's Date, or this machine's
 	ARC                                // EphemeralRunnerSets and ARC's controller; ERs evicted, deleted by someone, Failed
+	BusyOrg                            // the first scope is a busy org: other teams' runners (thousands with -busy-org-runners) flip busy or status every second, join and leave, while each GitHub request takes 150 ms
 	hazardEnd
 )
 
@@ -44,7 +45,7 @@ var hazardNames = []string{
 	"job-lag", "invalidate-one", "invalidate-scope", "list-error", "rate-limit", "short-page", "shift",
 	"kube-race", "late-start", "late-register", "never-register", "orphan-stamp", "other-teams", "overlap",
 	"wipe", "recheck-race", "delete-fault", "refuse", "pod-list-fault", "node-loss", "crash", "others-delete",
-	"skew", "arc",
+	"skew", "arc", "busy-org",
 }
 
 // Has reports whether x is enabled.
@@ -129,6 +130,12 @@ const (
 	// registration for a 404, proof that it is gone, and so deletes the
 	// EphemeralRunner and releases its registration finalizer.
 	ReleaseOn422
+	// ByteStrictRevalidation: a runner list that calls a scope
+	// inconsistent when a page read again differs in any byte the reaper
+	// reads, busy and status included, as before issue 20: in a busy org
+	// some runner flips during nearly every read, and the scope is skipped
+	// sweep after sweep.
+	ByteStrictRevalidation
 )
 
 // Invariant names one promise of the README.

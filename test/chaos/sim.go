@@ -34,6 +34,9 @@ type Config struct {
 	// StopOn, when set, ends the run at the first violation of this
 	// invariant: a broken product shown to be caught needs no more sweeps.
 	StopOn Invariant
+	// BusyOrgRunners is the busy org's size under hazard BusyOrg;
+	// DefaultBusyOrgRunners when zero.
+	BusyOrgRunners int
 }
 
 // Violation is one broken promise, with the sweep it broke in.
@@ -82,7 +85,9 @@ type Stats struct {
 	ARCMaxDeleting     int
 	ARCJobStillRunning int
 	ARC404Loops        int
-	Duration           time.Duration
+	// BusyOrg is what the busy org's scope met (hazard BusyOrg).
+	BusyOrg  BusyOrgStats
+	Duration time.Duration
 }
 
 // Summary is the one line `make chaos` prints.
@@ -176,6 +181,8 @@ type sweepCtx struct {
 	// "release Kind ns/name" for a finalizer's release), whether a write
 	// changed it.
 	writes map[string]bool
+	// org is what the sweep's GitHub requests met (busyorg.go).
+	org orgSweep
 }
 
 func (w *world) top() *sweepCtx { return w.stack[len(w.stack)-1] }
@@ -200,12 +207,13 @@ func (sc *sweepCtx) allowed() []sweep.Status {
 		// A rate limit holds the rest of the sweep's GitHub work: the
 		// sweep is degraded, never failed.
 		return []sweep.Status{sweep.StatusDegraded}
-	case sc.skipFault:
+	case sc.skipFault && !sc.org.curable():
 		return []sweep.Status{sweep.StatusDegraded}
-	case sc.shifted:
-		// The revalidation of the earlier pages sees the shift and
-		// skips the scope.
-		return []sweep.Status{sweep.StatusDegraded}
+	case sc.org.moved:
+		// A busy org's runner joined or left while its list was read:
+		// the list is read again, and skipped if it moves again. A
+		// shift alone is read again and completes.
+		return []sweep.Status{sweep.StatusComplete, sweep.StatusDegraded}
 	}
 	return []sweep.Status{sweep.StatusComplete}
 }
@@ -366,6 +374,8 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		lister, regs = dropping{inner: lister}, brokenRegs{inner: gh, brk: NoRecheck}
 	case ReleaseOn422:
 		regs = brokenRegs{inner: gh, brk: ReleaseOn422, w: w}
+	case ByteStrictRevalidation:
+		lister = byteStrict{inner: lister, w: w}
 	}
 	if w.arcOn() {
 		pol.ARC, pol.ARCStuckDeletingAfter = true, arcStuckAfter
@@ -468,6 +478,7 @@ func fullHold(v fleet.Verdict) time.Duration {
 
 // after checks one finished sweep.
 func (w *world) after(c *checker, sc *sweepCtx) {
+	w.busyAfter(sc)
 	res := sc.res
 	// The bounds, counted from the writes that happened.
 	podCap := int(math.Ceil(maxFraction * float64(sc.managed)))
@@ -564,7 +575,9 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 		w.excusedAt[""] = sc.at
 	}
 	for _, sk := range res.Class.Skipped {
-		w.excusedAt[sk.ScopeKey] = sc.at
+		if sc.excusedSkip(sk) {
+			w.excusedAt[sk.ScopeKey] = sc.at
+		}
 	}
 	for _, s := range sc.slid {
 		w.excusedAt[s.scope] = sc.at
@@ -581,7 +594,7 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 			delete(w.leaks, l.key)
 			continue
 		}
-		if excuseAll || res.Class.SkippedScope(l.scope) {
+		if excuseAll || sc.skipExcuses(l.scope) {
 			w.excuse(l, sc.at)
 		}
 	}

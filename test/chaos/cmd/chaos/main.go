@@ -17,6 +17,7 @@ func main() {
 	sweeps := flag.Int("sweeps", 10000, "sweeps to run")
 	seed := flag.Uint64("seed", 0, "the world's seed; 0 draws a fresh one")
 	hazards := flag.String("hazards", "all", "comma-separated hazards, or all")
+	busyOrg := flag.Int("busy-org-runners", 0, fmt.Sprintf("the busy org's size under hazard busy-org; %d when 0", chaos.DefaultBusyOrgRunners))
 	flag.Parse()
 	if *seed == 0 {
 		*seed = rand.Uint64()
@@ -27,7 +28,7 @@ func main() {
 		os.Exit(2)
 	}
 	fmt.Printf("chaos: seed %d, hazards %s\n", *seed, hz)
-	cfg := chaos.Config{Seed: *seed, Sweeps: *sweeps, Hazards: hz}
+	cfg := chaos.Config{Seed: *seed, Sweeps: *sweeps, Hazards: hz, BusyOrgRunners: *busyOrg}
 	st, err := chaos.Run(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -37,6 +38,9 @@ func main() {
 	fmt.Print(st.Distribution())
 	if hz.Has(chaos.ARC) {
 		fmt.Println(st.ARCSummary())
+	}
+	if hz.Has(chaos.BusyOrg) {
+		fmt.Println(st.BusyOrgSummary())
 	}
 	fmt.Printf("chaos: %d of the cleaned leaks waited on a documented cause (bound, skipped scope, refused delete, ledger wipe or overlap)\n", st.Delayed)
 	fmt.Printf("chaos: %d shifts, %d lists taken as complete after one, %d wrong marks, %d rate-limited sweeps exited 1, run time %s\n",
