@@ -17,20 +17,20 @@ import (
 // Row is one line of the audit: a verdict, and what a sweep would do about
 // it and when.
 type Row struct {
-	Verdict    string    `json:"verdict"`
-	Namespace  string    `json:"namespace,omitempty"`
-	Pod        string    `json:"pod,omitempty"`
-	RunnerName string    `json:"runner_name,omitempty"`
-	RunnerID   int64     `json:"runner_id,omitempty"`
-	Scope      string    `json:"scope"`
-	AgeSeconds float64   `json:"age_seconds"`
-	Evidence   string    `json:"evidence"`
-	ExitClass  string    `json:"exit_class,omitempty"`
+	Verdict    string  `json:"verdict"`
+	Namespace  string  `json:"namespace,omitempty"`
+	Pod        string  `json:"pod,omitempty"`
+	RunnerName string  `json:"runner_name,omitempty"`
+	RunnerID   int64   `json:"runner_id,omitempty"`
+	Scope      string  `json:"scope"`
+	AgeSeconds float64 `json:"age_seconds"`
+	Evidence   string  `json:"evidence"`
+	ExitClass  string  `json:"exit_class,omitempty"`
 	// Job names the job the runner is known to have held, and what GitHub
 	// said of it when the guard asked.
-	Job string `json:"job,omitempty"`
-	Would      string    `json:"would"`
-	MaturesAt  time.Time `json:"matures_at,omitzero"`
+	Job       string    `json:"job,omitempty"`
+	Would     string    `json:"would"`
+	MaturesAt time.Time `json:"matures_at,omitzero"`
 }
 
 // Rows lists what the sweep found: actionable candidates in act order, then
