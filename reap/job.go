@@ -23,10 +23,12 @@ var errNoJobCheck = errors.New("no job check is configured")
 
 // needsJobCheck reports whether the candidate's action could stop a runner
 // that may be running a job, and a job is known for it: a pod whose runner
-// has not ended. A terminal pod's runner is over, and an EphemeralRunner
-// judged on its own has no pod to run a job in.
+// has not ended, whatever the action. That includes an EphemeralRunner
+// stuck deleting with its pod still running: releasing its finalizer lets
+// ARC delete the pod. A terminal pod's runner is over, and an
+// EphemeralRunner judged with no pod has nothing to run a job in.
 func needsJobCheck(c reconcile.Candidate) bool {
-	return c.Job != nil && c.Pod != nil && c.EphemeralRunner == nil && c.Verdict != fleet.Terminal
+	return c.Job != nil && c.Pod != nil && c.Verdict != fleet.Terminal && !reconcile.RunnerEnded(c.Pod)
 }
 
 // checkJob asks GitHub about the candidate's job before anything is

@@ -164,3 +164,44 @@ func TestJobGuardFailsClosed(t *testing.T) {
 		assert.Empty(t, rec.writes())
 	})
 }
+
+// TestJobGuardBeforeReleasingAStuckEphemeralRunner: releasing ARC's
+// registration finalizer from an EphemeralRunner stuck deleting lets ARC
+// delete its pod, so a pod whose runner still runs is asked about first,
+// as any running runner is: a job in progress protects it, whatever the
+// list said of its registration. A pod whose runner has ended holds no job
+// and is not asked about.
+func TestJobGuardBeforeReleasingAStuckEphemeralRunner(t *testing.T) {
+	stuck := func(name string, run int64, running bool) reconcile.Candidate {
+		c := withJob(cand(fleet.Zombie, name, 0), run)
+		c.Verdict, c.RegistrationAbsent, c.RunnerID = fleet.ARCStuckDeleting, true, 9
+		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-er-" + name, ResourceVersion: "3", RunnerID: 9, ScopeKey: scope.Key(),
+			DeletingSince: time.Now().Add(-time.Hour), Finalizers: []string{fleet.ARCRegistrationFinalizer}, Job: c.Job}
+		c.Pod.Phase = "Running"
+		c.Pod.Runner = fleet.Container{Found: true, Running: running}
+		if !running {
+			c.Pod.Runner.Terminated = &fleet.Termination{ExitCode: 1, Reason: "Error"}
+		}
+		return c
+	}
+	desk := &jobDesk{status: map[int64]fleet.JobStatus{
+		1: {Status: "in_progress", RunnerName: "running"},
+		2: {Status: "completed", Conclusion: "success", RunnerName: "job-over"},
+	}}
+	rec := &recorder{}
+	o := opts()
+	o.Jobs = desk
+	outs := New(rec, rec, o).Reap(context.Background(), 10, []reconcile.Candidate{
+		stuck("running", 1, true),
+		stuck("job-over", 2, true),
+		stuck("ended", 1, false),
+	})
+	assert.Equal(t, map[string]fleet.Result{
+		"running":  fleet.ProtectedJob,
+		"job-over": fleet.Deleted,
+		"ended":    fleet.Deleted,
+	}, results(outs))
+	assert.ElementsMatch(t, []string{"release:job-over", "er-event:job-over", "release:ended", "er-event:ended"}, rec.writes())
+	assert.ElementsMatch(t, []string{"acme/api/1@running", "acme/api/2@job-over"}, desk.asked,
+		"the pod whose runner ended is not asked about")
+}
