@@ -55,6 +55,14 @@ func TestClassifyARCLeaks(t *testing.T) {
 		{name: "its registration is busy (rule 2)", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
 			regs: []fleet.Registration{reg(42, "x", true, true)}},
 		{name: "ARC leaks off", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase = "Failed" }), arcOff: true},
+		// An id that names a registration of another name ties the
+		// EphemeralRunner to nothing: deleting by it would remove
+		// another runner's registration.
+		{name: "its runner id names another runner's registration", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
+			regs: []fleet.Registration{reg(42, "someone-else", true, false)}},
+		{name: "stuck deleting, its runner id naming another runner", er: er("x", func(e *fleet.EphemeralRunner) {
+			e.RunnerID, e.DeletingSince, e.Finalizers = 42, t0.Add(-time.Hour), []string{fleet.ARCRegistrationFinalizer}
+		}), regs: []fleet.Registration{reg(42, "someone-else", true, false)}},
 		// Another team's EphemeralRunner in a shared namespace, or one
 		// whose URL names no scope, is none of the reaper's.
 		{name: "a scope that is not configured", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.ScopeKey = "Failed", "org:other-team" })},

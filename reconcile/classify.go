@@ -491,6 +491,14 @@ func (ix identities) ambiguities(keys []string) []Ambiguity {
 	return out
 }
 
+// RunnerEnded reports whether the kubelet says the pod's runner has ended,
+// as the terminal verdict reads it: such a runner holds no job, whatever
+// else is judged of its pod.
+func RunnerEnded(p *fleet.Pod) bool {
+	_, ended := terminal(p, nil)
+	return ended
+}
+
 // terminal judges on the kubelet's word alone: the pod has ended, or its
 // runner container has (and is not running again).
 func terminal(p *fleet.Pod, reg *fleet.Registration) (Finding, bool) {
@@ -768,6 +776,14 @@ func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.R
 		f := Finding{Key: fleet.EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt, Job: er.Job}
 		if er.RunnerID != 0 {
 			f.Registration = regs[er.ScopeKey][er.RunnerID]
+			if f.Registration != nil && f.Registration.Name != er.Name {
+				// An id and a name that disagree tie the EphemeralRunner
+				// to nothing (see identities.match): deleting by the id
+				// would remove another runner's registration, and ARC,
+				// once the EphemeralRunner is deleted, would ask the
+				// service to remove that runner too.
+				continue
+			}
 			f.RunnerID, f.RegistrationAbsent = er.RunnerID, f.Registration == nil
 		}
 		name := fmt.Sprintf("EphemeralRunner %s/%s", er.Namespace, er.Name)
