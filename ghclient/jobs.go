@@ -51,10 +51,17 @@ func (c *Client) JobStatus(ctx context.Context, job fleet.Job, runnerName string
 	repo := "repos/" + url.PathEscape(job.Owner) + "/" + url.PathEscape(job.Repo)
 	if job.JobID > 0 {
 		st, err := c.jobByID(ctx, repo, job, runnerName)
-		if err != nil {
+		switch {
+		case err == nil:
+			return st, nil
+		case !errors.Is(err, fleet.ErrJobUnknown):
 			return fleet.JobStatus{}, fmt.Errorf("job status of job %d of run %d in %s for runner %q: %w", job.JobID, job.RunID, job.Repository(), runnerName, err)
 		}
-		return st, nil
+		// An id GitHub does not know for this run and runner may be no
+		// REST job id at all (ARC's status.jobId comes from the Actions
+		// service's message): the run's list, matched on the runner's
+		// name, is asked instead, so that a wrong id neither hides a
+		// running job nor holds the runner for ever.
 	}
 	st, err := c.runnerJobOfRun(ctx, repo, job, runnerName)
 	if err != nil {

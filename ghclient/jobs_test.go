@@ -140,6 +140,9 @@ func TestJobStatus(t *testing.T) {
 		err         error
 		rateLimited bool
 		requests    int32
+		// fallback is set where an unknown job id sends the check on to
+		// the run's list (answered 404 here, since only path is served).
+		fallback bool
 	}{
 		{
 			name: "job id: in progress", job: withID, path: jobPath, requests: 1,
@@ -163,19 +166,19 @@ func TestJobStatus(t *testing.T) {
 			want: fleet.JobStatus{Status: "completed", Conclusion: "cancelled", RunnerName: "rr-a", JobID: 7001, Name: "build", HTMLURL: "https://github.com/octo/hello/actions/runs/42/job/7001"},
 		},
 		{
-			name: "job id: another runner's job is unknown", job: withID, path: jobPath, requests: 1, err: fleet.ErrJobUnknown,
+			name: "job id: another runner's job is unknown", job: withID, path: jobPath, requests: 1, fallback: true, err: fleet.ErrJobUnknown,
 			handler: func(*testing.T) http.HandlerFunc {
 				return answer(ghJob(7001, 42, 1, "build", "completed", "success", "rr-b"))
 			},
 		},
 		{
-			name: "job id: another run's job is unknown", job: withID, path: jobPath, requests: 1, err: fleet.ErrJobUnknown,
+			name: "job id: another run's job is unknown", job: withID, path: jobPath, requests: 1, fallback: true, err: fleet.ErrJobUnknown,
 			handler: func(*testing.T) http.HandlerFunc {
 				return answer(ghJob(7001, 43, 1, "build", "completed", "success", "rr-a"))
 			},
 		},
 		{
-			name: "job id: 404 is unknown, not finished", job: withID, path: jobPath, requests: 1, err: fleet.ErrJobUnknown,
+			name: "job id: 404 is unknown, not finished", job: withID, path: jobPath, requests: 1, fallback: true, err: fleet.ErrJobUnknown,
 			handler: func(*testing.T) http.HandlerFunc { return status(http.StatusNotFound, nil) },
 		},
 		{
@@ -344,7 +347,11 @@ func TestJobStatus(t *testing.T) {
 
 			got, err := c.JobStatus(context.Background(), tc.job, "rr-a")
 			assert.Equal(t, tc.requests, calls.Load(), "requests")
-			assert.Equal(t, int64(tc.requests), c.Counts().Requests, "requests on the wire")
+			wire := int64(tc.requests)
+			if tc.fallback {
+				wire++
+			}
+			assert.Equal(t, wire, c.Counts().Requests, "requests on the wire")
 			wantOK := tc.err == nil && !tc.rateLimited && tc.want != (fleet.JobStatus{})
 			if wantOK {
 				require.NoError(t, err)
@@ -366,6 +373,37 @@ func TestJobStatus(t *testing.T) {
 					assert.NotErrorIs(t, err, other)
 				}
 			}
+		})
+	}
+}
+
+// TestJobStatusUnknownIDFallsBackToTheRun: a job id GitHub does not know
+// for this runner (ARC's status.jobId may be the Actions service's, not a
+// REST id) is not the end of the question: the run's job list, matched on
+// the runner's name, answers it, one way or the other.
+func TestJobStatusUnknownIDFallsBackToTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		byID   http.HandlerFunc
+		status string
+	}{
+		{"404 by id, running in the run", status(http.StatusNotFound, nil), "in_progress"},
+		{"another runner's job by id, running in the run", answer(ghJob(7001, 42, 1, "build", "completed", "success", "rr-b")), "in_progress"},
+		{"404 by id, finished in the run", status(http.StatusNotFound, nil), "completed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, mux, _ := setup(t, 0)
+			mux.HandleFunc("GET "+jobPath, tc.byID)
+			concl := ""
+			if tc.status == "completed" {
+				concl = "success"
+			}
+			mux.HandleFunc("GET "+runJobsPath, runJobs(t, append(matrix(3), ghJob(9, 42, 1, "build", tc.status, concl, "rr-a")), nil))
+			got, err := c.JobStatus(context.Background(), withID, "rr-a")
+			require.NoError(t, err)
+			assert.Equal(t, tc.status, got.Status)
+			assert.Equal(t, int64(9), got.JobID, "the run's job on this runner")
+			assert.Equal(t, int64(2), c.Counts().Requests)
 		})
 	}
 }
