@@ -116,6 +116,15 @@ func New(gh Registrations, kube Kubernetes, opts Options) *Reaper {
 	return &Reaper{gh: gh, kube: kube, check: kube.DryRun(), opts: opts}
 }
 
+// errOwnerUnobserved is why the pod of an EphemeralRunner that the sweep
+// did not list (REAPER_ARC_LEAKS off) is only reported: without its
+// EphemeralRunner there is no proof to release ARC's registration
+// finalizer with, nor a resourceVersion to hold the delete to, and a
+// delete of one already deleting would change nothing; acting would leave
+// ARC asking for a removed registration for ever, the EphemeralRunner, its
+// pod and its JIT secret with it.
+var errOwnerUnobserved = errors.New("its EphemeralRunner was not listed: set REAPER_ARC_LEAKS=true (k8s-cronjob/components/arc) for the reaper to act on ARC's scale-set runners")
+
 // Action is what the protocol does for a candidate; its words are part of
 // the log contract.
 type Action string
@@ -165,6 +174,9 @@ func (r *Reaper) Action(c reconcile.Candidate) Action {
 		return DeleteRegistration
 	case c.Pod.Owner.ARCOwned() && c.Pod.Owner.Kind == fleet.LegacyRunnerKind:
 		return pick(DeleteRunner, DeleteRegistrationThenRunner)
+	case c.Pod.Owner.ARCOwned() && c.OwnerRunner == nil:
+		// See errOwnerUnobserved.
+		return Report
 	case c.Pod.Owner.ARCOwned():
 		return pick(DeleteEphemeralRunner, DeleteRegistrationThenEphemeralRunner)
 	default:
@@ -247,6 +259,9 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		switch {
 		case out[i].Action == Report:
 			out[i].Result = fleet.Reported
+			if c.Pod != nil && c.EphemeralRunner == nil {
+				out[i].Err = errOwnerUnobserved
+			}
 		case alreadyDeleting(c):
 			// A delete of an object being deleted changes nothing: it
 			// is not written, not reported done, and takes no place.

@@ -368,8 +368,11 @@ func TestReapARCOwnerAware(t *testing.T) {
 			o.RemoveFinalizers, o.DeleteServiceAccount = removeFinalizers, true
 			o.Limits.MaxActions = 4
 			r := New(rec, rec, o)
+			observed := owned(fleet.EphemeralRunnerKind, fleet.EphemeralRunnerAPIVersion, "set-runner-a", 1)
+			observed.OwnerRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: "set-runner-a", UID: "owner-set-runner-a", ResourceVersion: "4", ScopeKey: scope.Key(), RunnerID: 1}
 			cs := []reconcile.Candidate{
-				owned(fleet.EphemeralRunnerKind, fleet.EphemeralRunnerAPIVersion, "set-runner-a", 1),
+				observed,
+				owned(fleet.EphemeralRunnerKind, fleet.EphemeralRunnerAPIVersion, "set-runner-unlisted", 2),
 				owned(fleet.LegacyRunnerKind, fleet.LegacyRunnerAPIVersion, "legacy-b", 0),
 				arcLeak(fleet.ARCFailed, "set-runner-failed", 3),
 				arcLeak(fleet.ARCPodless, "set-runner-podless", 0),
@@ -390,7 +393,14 @@ func TestReapARCOwnerAware(t *testing.T) {
 				assert.Equal(t, fleet.Deleted, byKey[k].Result, k)
 			}
 			// Owners deleted, never the pods; no ServiceAccount for ARC's pods.
-			assert.Contains(t, rec.calls, "owner:EphemeralRunner:set-runner-a")
+			assert.Contains(t, rec.calls, "er:set-runner-a")
+			// One whose EphemeralRunner was not listed is only reported:
+			// nothing could release ARC's registration finalizer.
+			unlisted := byKey["set-runner-unlisted"]
+			assert.Equal(t, Report, unlisted.Action)
+			assert.Equal(t, fleet.Reported, unlisted.Result)
+			assert.ErrorIs(t, unlisted.Err, errOwnerUnobserved)
+			assert.NotContains(t, fmt.Sprint(rec.calls), "set-runner-unlisted")
 			assert.Contains(t, rec.calls, "owner:Runner:legacy-b")
 			assert.Contains(t, rec.calls, "er:set-runner-failed")
 			assert.Contains(t, rec.calls, "er:set-runner-podless")
@@ -399,11 +409,11 @@ func TestReapARCOwnerAware(t *testing.T) {
 			}
 			assert.Less(t, indexOf(rec.calls, "check-pod:set-runner-a"), indexOf(rec.calls, "gh:org:acme:1"),
 				"the pod judged is checked before anything is written")
-			assert.Less(t, lastIndexOf(rec.calls, "check-pod:set-runner-a"), indexOf(rec.calls, "owner:EphemeralRunner:set-runner-a"),
+			assert.Less(t, lastIndexOf(rec.calls, "check-pod:set-runner-a"), indexOf(rec.calls, "er:set-runner-a"),
 				"and again right before its owner goes")
 			assert.NotContains(t, fmt.Sprint(rec.calls), "sa:")
 			assert.Less(t, indexOf(rec.calls, "gh:org:acme:3"), indexOf(rec.calls, "er:set-runner-failed"), "registration first")
-			assert.Less(t, indexOf(rec.calls, "owner:EphemeralRunner:set-runner-a"), indexOf(rec.calls, "event:set-runner-a"), "the Event follows the owner's delete")
+			assert.Less(t, indexOf(rec.calls, "er:set-runner-a"), indexOf(rec.calls, "event:set-runner-a"), "the Event follows the owner's delete")
 			assert.Less(t, indexOf(rec.calls, "er:set-runner-podless"), indexOf(rec.calls, "er-event:set-runner-podless"), "an Event on the EphemeralRunner after its delete")
 
 			stuck := byKey["set-runner-stuck"]
@@ -518,7 +528,7 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 	forbidden := errors.New(`pods "x" is forbidden: User "reaper" cannot delete resource "pods"`)
 	owned := func(name string, regID int64) reconcile.Candidate {
 		c := cand(fleet.Zombie, name, regID)
-		c.Pod.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: name, UID: "o-" + name}
+		c.Pod.Owner = &fleet.Owner{APIVersion: fleet.LegacyRunnerAPIVersion, Kind: fleet.LegacyRunnerKind, Name: name, UID: "o-" + name}
 		return c
 	}
 	arcLeak := func(v fleet.Verdict, name string, regID int64) reconcile.Candidate {
@@ -705,8 +715,8 @@ func lastIndexOf(calls []string, want string) int {
 func TestReapARCOwnedTerminalPodIsNotTakenOnFaith(t *testing.T) {
 	owned := func(name string, id int64) reconcile.Candidate {
 		c := cand(fleet.Terminal, name, id)
-		c.Pod.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind,
-			Name: "er-" + name, UID: "owner-" + name}
+		c.Pod.Owner = &fleet.Owner{APIVersion: fleet.LegacyRunnerAPIVersion, Kind: fleet.LegacyRunnerKind,
+			Name: "runner-" + name, UID: "owner-" + name}
 		return c
 	}
 	rec := &recorder{
@@ -1051,7 +1061,7 @@ func TestReapOwnerLeftAloneIsNotReportedDeleted(t *testing.T) {
 		t.Run(string(then), func(t *testing.T) {
 			f := &flipCheck{recorder: &recorder{}, then: then}
 			c := cand(fleet.Zombie, "set-runner-a", 7)
-			c.Pod.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "set-runner-a", UID: "owner-a"}
+			c.Pod.Owner = &fleet.Owner{APIVersion: fleet.LegacyRunnerAPIVersion, Kind: fleet.LegacyRunnerKind, Name: "set-runner-a", UID: "owner-a"}
 			outs := New(f, f, opts()).Reap(context.Background(), 10, []reconcile.Candidate{c})
 			require.Len(t, outs, 1)
 			assert.Equal(t, fleet.SkippedChanged, outs[0].Result)
