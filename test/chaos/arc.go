@@ -42,7 +42,9 @@ import (
 //   - the set replaces every ER being deleted or gone (deleting ERs do not
 //     count), never a Failed one;
 //   - the listener writes the job on the ER's status when one lands
-//     (status.jobId here), which changes its resourceVersion;
+//     (jobRepositoryName, workflowRunId, jobRequestId, jobDisplayName;
+//     status.jobId too for the set that stands for a newer ARC), which
+//     changes its resourceVersion;
 //   - someone (a person, a scale-down) deletes an ER now and then, even one
 //     whose runner is running a job: ARC then waits for the job.
 //
@@ -76,12 +78,17 @@ var arcSets = []*arcSet{
 
 // ker is an EphemeralRunner as it really is.
 type ker struct {
-	set                 *arcSet
-	ns, name, uid       string
-	rv                  int
-	phase               string
-	runnerID            int64
-	jobID               int64
+	set           *arcSet
+	ns, name, uid string
+	rv            int
+	phase         string
+	runnerID      int64
+	// job is what ARC's listener wrote on the status when a job started
+	// on the runner (jobs.go); nil before.
+	job *fleet.Job
+	// jobNext is the job the listener will write at jobAt.
+	jobNext             *fleet.Job
+	jobAt               time.Time
 	created             time.Time
 	deletingSince       time.Time
 	failedAt, podGoneAt time.Time
@@ -113,7 +120,7 @@ func (e *ker) view() fleet.EphemeralRunner {
 	return fleet.EphemeralRunner{
 		Namespace: e.ns, Name: e.name, UID: e.uid, ResourceVersion: strconv.Itoa(e.rv),
 		ScopeKey: e.set.scope, Phase: e.phase, RunnerID: e.runnerID, CreatedAt: e.created,
-		DeletingSince: e.deletingSince, Finalizers: slices.Clone(e.finalizers),
+		DeletingSince: e.deletingSince, Finalizers: slices.Clone(e.finalizers), Job: cloneJob(e.job),
 	}
 }
 

@@ -28,7 +28,10 @@ func TestBrokenProductIsCaught(t *testing.T) {
 		{"a reaper without bounds", NoBounds, AllHazards, Bounds, 0},
 		{"a reaper that trusts busy:false", TrustBusyFalse, JobLag | OrphanStamp, JobKilled, 0},
 		{"confirm-after of zero", ConfirmZero, InvalidateOne | NeverRegister, Unconfirmed, 0},
-		{"pod deletes after all re-checks", DeferDeletes, RecheckRace | NeverRegister, JobKilled, 0},
+		// Seed 11: a racing runner whose pool writes the job annotation
+		// changes its pod's resourceVersion, and the deferred delete's
+		// precondition spares it; seed 7's racers all were such.
+		{"pod deletes after all re-checks", DeferDeletes, RecheckRace | NeverRegister, JobKilled, 11},
 		{"a lister that ignores namespace and selector", ListAllNamespaces, 0, WrongTarget, 0},
 		{"an ownership rule every registration matches", GhostAll, OtherTeams, WrongTarget, 0},
 		{"a failed list read as empty", SwallowListErrors, ListError, ExitStatus, 0},
@@ -45,6 +48,10 @@ func TestBrokenProductIsCaught(t *testing.T) {
 		// Issue 20: a list that takes a flipped busy for a moved list
 		// skips a busy org sweep after sweep, and its leaks wait.
 		{"a list that compares bytes, not membership, in a busy org", ByteStrictRevalidation, BusyOrg | InvalidateOne | NeverRegister, Liveness, 0},
+		// Issue 20 §1: GitHub lists a runner idle, or offline, while it runs
+		// a job, and answers its DELETE 204. The product before the job
+		// guard kills jobs the pool's annotation or ARC's status told of.
+		{"the product before the job guard, under GitHub's lies", NoJobGuard, BusyLies | OrphanStamp | ARC, JobKilled, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,4 +179,48 @@ func TestBusyOrg(t *testing.T) {
 	require.Greater(t, old.BusyOrg.Skipped, 10*max(b.Skipped, 1), "the byte-strict list skips the busy org far more often")
 	require.NotNil(t, firstOf(old, Liveness), "violations: %v", old.Violations)
 	require.Zero(t, old.Wrongful)
+}
+
+// Issue 20 §1: GitHub lies about runners running jobs (hazard BusyLies).
+// The job guard asks GitHub about the job a runner's evidence names, so no
+// job with evidence is killed, and the guard protects some; a job killed
+// where nothing told of it (a bare pod without the pool's annotation) is
+// measured, not a violation. The product before the guard, in the same
+// world, kills jobs that had evidence.
+func TestBusyLies(t *testing.T) {
+	cfg := Config{Seed: 7, Sweeps: 300, Hazards: BusyLies | JobLag | OrphanStamp | ARC | InvalidateOne}
+	st, err := Run(cfg)
+	require.NoError(t, err)
+	t.Log(st.JobSummary())
+	require.Empty(t, st.Violations)
+	js := st.JobKills
+	require.Positive(t, js.Lied, "GitHub lied about some jobs")
+	require.Positive(t, js.WithEvidence, "some jobs had evidence")
+	require.Less(t, js.WithEvidence, js.Jobs, "some had none")
+	require.Zero(t, Sum(js.Evidence)+Sum(js.SaidBusy), "jobs killed that the reaper could know of")
+	require.Positive(t, js.Protected, "the guard protected a runner GitHub lied about")
+	require.Zero(t, js.Unchecked, "a job check failed in a world without GitHub faults")
+	require.Positive(t, Sum(js.NoEvidence), "GitHub's lies kill jobs nothing told of: measured, not a violation")
+
+	cfg.Break = NoJobGuard
+	old, err := Run(cfg)
+	require.NoError(t, err)
+	t.Log(old.JobSummary())
+	require.Positive(t, Sum(old.JobKills.Evidence), "the product before the guard kills jobs with evidence")
+	require.Zero(t, old.JobKills.Protected)
+	v := firstOf(old, JobKilled)
+	require.NotNil(t, v, "violations: %v", old.Violations)
+	require.Equal(t, Sum(old.JobKills.Evidence)+Sum(old.JobKills.SaidBusy), old.Wrongful, "every wrongful kill is one with evidence or after GitHub said busy")
+}
+
+// The chaos command's -break names every Break, and reads each back.
+func TestBreakNames(t *testing.T) {
+	require.Len(t, breakNames, int(breakEnd))
+	for b := None; b < breakEnd; b++ {
+		got, err := ParseBreak(b.String())
+		require.NoError(t, err)
+		require.Equal(t, b, got)
+	}
+	_, err := ParseBreak("no-such-break")
+	require.Error(t, err)
 }

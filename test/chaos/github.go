@@ -59,14 +59,23 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// registers and takes a job before the next GitHub call.
 	if n := w.raceArmed; n != "" {
 		w.raceArmed = ""
-		if p := w.byKey[nsRunners+"/"+n]; p != nil && p.regID == 0 && p.running && !p.terminal() && (p.er == nil || p.er.deletingSince.IsZero()) {
+		// Only a bare pod's runner: an ARC runner's JIT config names
+		// one registration, which it cannot make again under a new id.
+		if p := w.byKey[nsRunners+"/"+n]; p != nil && p.regID == 0 && p.running && !p.terminal() && p.er == nil {
 			w.register(p)
 			w.landJob(p)
 			sc.raced = append(sc.raced, p.uid)
 		}
 	}
 
-	if scope != "" && !isConfigured(scope) {
+	switch {
+	case kind == ghsim.EndpointJob || kind == ghsim.EndpointRunJobs:
+		// The job guard reads the job a runner's evidence names, in
+		// whatever repository that is: a read, never a write.
+		if req.Method != http.MethodGet {
+			w.violate(WrongTarget, "%s %s: a write to a job", req.Method, req.URL.Path)
+		}
+	case scope != "" && !isConfigured(scope):
 		w.violate(WrongTarget, "%s %s: a scope that is not configured", req.Method, req.URL.Path)
 	}
 	var before *ghsim.Runner
@@ -96,7 +105,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		if resp.StatusCode == http.StatusNoContent && before != nil {
 			if before.Busy {
-				w.violate(JobKilled, "registration %d %q deleted while it runs a job", id, before.Name)
+				// The simulator answers a busy runner's DELETE 204
+				// only under its Lie (jobs.go).
+				w.killedByDelete(sc, scope, id, before.Name)
 			}
 			key := fleet.RegistrationMarkKey(scope, id)
 			if p := w.owner[id]; p != nil && !p.gone {
@@ -113,7 +124,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case kind == ghsim.EndpointList && name != "":
 		// A by-name re-check that found nothing arms the race.
 		if resp.StatusCode == http.StatusOK && w.cfg.Hazards.Has(RecheckRace) && w.rng.Float64() < 0.5 {
-			if p := w.byKey[nsRunners+"/"+name]; p != nil && p.regID == 0 {
+			if p := w.byKey[nsRunners+"/"+name]; p != nil && p.regID == 0 && p.er == nil {
 				w.raceArmed = name
 			}
 		}
@@ -200,6 +211,10 @@ func parsePath(method, path string) (scope string, id int64, endpoint string) {
 	}
 	scope = strings.ToLower(scope)
 	switch {
+	case strings.HasPrefix(scope, "repo:") && len(rest) == 3 && rest[0] == "actions" && rest[1] == "jobs":
+		return scope, 0, ghsim.EndpointJob
+	case strings.HasPrefix(scope, "repo:") && len(rest) == 4 && rest[0] == "actions" && rest[1] == "runs" && rest[3] == "jobs":
+		return scope, 0, ghsim.EndpointRunJobs
 	case len(rest) == 2:
 		return scope, 0, ghsim.EndpointList
 	case len(rest) == 3:

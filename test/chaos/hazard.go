@@ -35,6 +35,7 @@ const (
 	Skew                               // for one sweep a clock lies: the API server's Date, or this machine's
 	ARC                                // EphemeralRunnerSets and ARC's controller; ERs evicted, deleted by someone, Failed
 	BusyOrg                            // the first scope is a busy org: other teams' runners (thousands with -busy-org-runners) flip busy or status every second, join and leave, while each GitHub request takes 150 ms
+	BusyLies                           // GitHub lies about a runner running a job (issue 20): busy:false for up to 60 s after it starts, or for minutes in its middle, its DELETE answered 204 meanwhile; or offline while it runs
 	hazardEnd
 )
 
@@ -45,7 +46,7 @@ var hazardNames = []string{
 	"job-lag", "invalidate-one", "invalidate-scope", "list-error", "rate-limit", "short-page", "shift",
 	"kube-race", "late-start", "late-register", "never-register", "orphan-stamp", "other-teams", "overlap",
 	"wipe", "recheck-race", "delete-fault", "refuse", "pod-list-fault", "node-loss", "crash", "others-delete",
-	"skew", "arc", "busy-org",
+	"skew", "arc", "busy-org", "busy-lies",
 }
 
 // Has reports whether x is enabled.
@@ -136,13 +137,52 @@ const (
 	// some runner flips during nearly every read, and the scope is skipped
 	// sweep after sweep.
 	ByteStrictRevalidation
+	// NoJobGuard: the product before the job guard. Not reap.Options.Jobs
+	// nil, which holds a runner with a known job (job-unchecked), but a
+	// Jobs port that answers every job finished, so that a runner with
+	// job evidence rests on busy, status and the 422 alone, as every
+	// runner did before.
+	NoJobGuard
+	breakEnd
 )
+
+var breakNames = []string{
+	"none", "no-bounds", "trust-busy-false", "confirm-zero", "defer-deletes", "list-all-namespaces", "ghost-all",
+	"swallow-list-errors", "lying-deletes", "no-recheck", "one-clock", "release-nothing", "delete-by-uid-only",
+	"release-on-422", "byte-strict-revalidation", "no-job-guard",
+}
+
+// String is the Break's name, as the chaos command's -break takes it.
+func (b Break) String() string {
+	if b >= 0 && int(b) < len(breakNames) {
+		return breakNames[b]
+	}
+	return fmt.Sprintf("Break(%d)", int(b))
+}
+
+// ParseBreak reads a Break's name.
+func ParseBreak(s string) (Break, error) {
+	for i, n := range breakNames {
+		if s == n {
+			return Break(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown break %q (want one of %s)", s, strings.Join(breakNames, ", "))
+}
 
 // Invariant names one promise of the README.
 type Invariant string
 
 const (
-	JobKilled     Invariant = "no runner or registration with a job is deleted"
+	// JobKilled: no job is killed where the reaper could know of it. That
+	// is every kill but one: a registration GitHub listed idle (or
+	// offline) and whose DELETE it answered 204 while a job ran on it
+	// (hazard BusyLies), on a runner with no job evidence (no job
+	// annotation, no job on its EphemeralRunner). That kill is measured
+	// (Stats.JobKills), not a violation: GitHub's flags and its 422 are
+	// all the reaper has there (design.md, rule 2). A kill after GitHub
+	// said busy, by list or by 422, is wrongful with or without evidence.
+	JobKilled     Invariant = "no runner or registration with a job is deleted, unless GitHub lied about it and nothing else told of the job"
 	HealthyKilled Invariant = "no healthy runner is deleted"
 	WrongTarget   Invariant = "nothing of another team, namespace, selector or unconfigured scope is touched"
 	Bounds        Invariant = "the per-sweep bounds hold"

@@ -143,7 +143,7 @@ func (w *world) judgePodDelete(q *kpod) {
 		return
 	}
 	if r := w.reg(q); r != nil && r.Busy {
-		w.violate(JobKilled, "pod %s deleted while its runner %d runs a job", q.key(), r.ID)
+		w.killedSaidBusy(fleet.PodMarkKey(q.uid), q, "pod %s deleted while its runner %d runs a job (%s)", q.key(), r.ID, describeJob(q))
 		return
 	}
 	if _, since, ok := w.podLeak(q); !ok {

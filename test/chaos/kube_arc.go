@@ -96,11 +96,11 @@ func (w *world) judgeERWrite(e *ker, what string) {
 			return
 		}
 		if r := w.reg(q); r != nil && r.Busy {
-			w.violate(JobKilled, "EphemeralRunner %s %s while its runner %d runs a job", e.key(), what, r.ID)
+			w.killedSaidBusy(e.actKey(), q, "EphemeralRunner %s %s while its runner %d runs a job (%s)", e.key(), what, r.ID, describeJob(q))
 			return
 		}
 		if r := w.erReg(e); r != nil && r.Busy {
-			w.violate(JobKilled, "EphemeralRunner %s %s while its registration %d runs a job", e.key(), what, r.ID)
+			w.killedSaidBusy(e.actKey(), q, "EphemeralRunner %s %s while its registration %d runs a job (%s)", e.key(), what, r.ID, describeJob(q))
 			return
 		}
 		if q.terminal() {
@@ -116,7 +116,7 @@ func (w *world) judgeERWrite(e *ker, what string) {
 		return
 	}
 	if r := w.erReg(e); r != nil && r.Busy {
-		w.violate(JobKilled, "EphemeralRunner %s %s while its registration %d runs a job", e.key(), what, r.ID)
+		w.killedSaidBusy(e.actKey(), e.pod, "EphemeralRunner %s %s while its registration %d runs a job", e.key(), what, r.ID)
 	}
 }
 

@@ -86,7 +86,10 @@ type Stats struct {
 	ARCJobStillRunning int
 	ARC404Loops        int
 	// BusyOrg is what the busy org's scope met (hazard BusyOrg).
-	BusyOrg  BusyOrgStats
+	BusyOrg BusyOrgStats
+	// JobKills is what the jobs met: the job guard's answers, and the
+	// jobs killed per verdict, with evidence and without (jobs.go).
+	JobKills JobKillStats
 	Duration time.Duration
 }
 
@@ -183,6 +186,8 @@ type sweepCtx struct {
 	writes map[string]bool
 	// org is what the sweep's GitHub requests met (busyorg.go).
 	org orgSweep
+	// jobKills are the jobs the sweep's writes killed (jobs.go).
+	jobKills []jobKill
 }
 
 func (w *world) top() *sweepCtx { return w.stack[len(w.stack)-1] }
@@ -356,6 +361,8 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 	w.mu.Unlock()
 	var lister runnerLister = observedLister{inner: gh, w: w}
 	var regs reap.Registrations = gh
+	// The job guard, as internal/app wires it: the client asks GitHub.
+	var jobs reap.Jobs = gh
 	limits := reconcile.Limits{MaxActions: maxActions, MaxFraction: maxFraction}
 	pol := reconcile.Policy{RegistrationDeadline: regDeadline, StampEnabled: true, GhostNamePrefix: ourPrefix}
 	hold := reconcile.Hold{ConfirmAfter: confirmAfter, StampMaxAge: stampMaxAge, MassSuspicionFraction: 0.5, MassSuspicionMin: 5}
@@ -376,6 +383,8 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		regs = brokenRegs{inner: gh, brk: ReleaseOn422, w: w}
 	case ByteStrictRevalidation:
 		lister = byteStrict{inner: lister, w: w}
+	case NoJobGuard:
+		jobs = finishedJobs{}
 	}
 	if w.arcOn() {
 		pol.ARC, pol.ARCStuckDeletingAfter = true, arcStuckAfter
@@ -392,7 +401,7 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		Runners:          lister,
 		Ledger:           store,
 		Reaper: func(mode sweep.Mode) *reap.Reaper {
-			return reap.New(regs, k, reap.Options{DryRun: mode != sweep.Act, Limits: limits, Concurrency: 1, Scopes: scopes})
+			return reap.New(regs, k, reap.Options{DryRun: mode != sweep.Act, Limits: limits, Concurrency: 1, Scopes: scopes, Jobs: jobs})
 		},
 		Scopes: configuredScopes,
 		Policy: pol,
@@ -480,6 +489,7 @@ func fullHold(v fleet.Verdict) time.Duration {
 func (w *world) after(c *checker, sc *sweepCtx) {
 	w.busyAfter(sc)
 	res := sc.res
+	w.afterJobs(sc, res)
 	// The bounds, counted from the writes that happened.
 	podCap := int(math.Ceil(maxFraction * float64(sc.managed)))
 	if sc.podDeletes > podCap {
@@ -541,7 +551,7 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 			continue
 		}
 		if p := w.byKey[cand.Pod.Namespace+"/"+cand.Pod.Name]; p != nil && p.uid == cand.Pod.UID && !slices.Contains(sc.raced, p.uid) {
-			if r := w.reg(p); r != nil && r.Status == "online" {
+			if r := w.reg(p); r != nil && r.Status == "online" && !w.lying(p, r) {
 				w.stats.WrongMarks++
 			}
 		}

@@ -84,6 +84,13 @@ type kpod struct {
 	goneAt    time.Time
 	// er is the EphemeralRunner that owns the pod, for ARC's pods.
 	er *ker
+	// annotated: the pod belongs to the pool whose dispatcher writes the
+	// job it gives the runner on the pod (REAPER_JOB_FROM); job is that
+	// annotation once written. simJob is the simulator's job running on
+	// the pod's runner, 0 when none.
+	annotated bool
+	job       *fleet.Job
+	simJob    int64
 }
 
 func (p *kpod) key() string { return p.ns + "/" + p.name }
@@ -106,6 +113,11 @@ func (p *kpod) view() fleet.Pod {
 	if p.er != nil {
 		v.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: p.er.name, UID: p.er.uid}
 	}
+	if p.job != nil {
+		// What kube.Mapping.job reads from the pool's annotation.
+		j := *p.job
+		v.Job = &j
+	}
 	return v
 }
 
@@ -125,9 +137,13 @@ type leak struct {
 
 // world is the ground truth: the simulator's registrations and the pods.
 type world struct {
-	mu   sync.Mutex
-	cfg  Config
-	rng  *rand.Rand
+	mu  sync.Mutex
+	cfg Config
+	rng *rand.Rand
+	// jobs is the job side's own random source (jobs.go): which pods
+	// carry job evidence, and GitHub's lies. Apart from rng, so that its
+	// draws do not move the world's other events.
+	jobs *jobWorld
 	now  time.Time
 	sim  *ghsim.Sim
 	pods []*kpod // alive pods, in creation order
@@ -176,6 +192,7 @@ func newWorld(cfg Config, stats *Stats) *world {
 	w := &world{
 		cfg:       cfg,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		jobs:      newJobWorld(cfg.Seed),
 		now:       time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
 		byKey:     map[string]*kpod{},
 		owner:     map[int64]*kpod{},
@@ -253,6 +270,7 @@ func (w *world) newPod(ns, name, scope string, selected bool) *kpod {
 func (w *world) spawn(scope string) *kpod {
 	w.seq++
 	p := w.newPod(nsRunners, fmt.Sprintf("%s%s-%d", ourPrefix, strings.NewReplacer(":", "-", "/", "-").Replace(scope), w.seq), scope, true)
+	p.annotated = w.jobs.annotates()
 	p.startAt = w.now.Add(w.within(20 * time.Second))
 	if w.chance(LateStart, 0.2) {
 		p.startAt = w.now.Add(w.within(4 * time.Minute))
@@ -287,6 +305,7 @@ func (w *world) finish(p *kpod, t fleet.Termination) {
 	t.FinishedAt = w.now
 	p.running, p.termAt = false, w.now
 	p.rv++
+	w.endJob(p, t)
 	if p.regID != 0 {
 		w.runnerDied(p)
 	}
@@ -367,8 +386,11 @@ func (w *world) register(p *kpod) {
 	}
 }
 
-// landJob starts a job on the pod's runner. GitHub's list keeps saying
-// busy:false for a while (the lag), though a delete meets the job.
+// landJob starts a job on the pod's runner, a job of a workflow run the
+// simulator keeps (jobs.go), so that the jobs endpoints tell the truth
+// about it. GitHub's list keeps saying busy:false for a while (the lag),
+// though a delete meets the job; under hazard BusyLies GitHub may lie
+// worse (the job's Lie).
 func (w *world) landJob(p *kpod) {
 	lag := time.Duration(0)
 	if w.cfg.Hazards.Has(JobLag) {
@@ -376,17 +398,13 @@ func (w *world) landJob(p *kpod) {
 	}
 	p.lagUntil = w.now.Add(lag)
 	p.jobUntil = w.now.Add(time.Minute + w.within(8*time.Minute))
-	w.sim.SetRunner(p.scope, p.regID, func(r *ghsim.Runner) { r.Busy, r.ListedIdle = true, lag > 0 })
-	if e := p.er; e != nil {
-		// ARC's listener writes the job on the EphemeralRunner.
-		e.jobID++
-		e.rv++
-	}
+	w.startJob(p, lag > 0)
 }
 
 // kill removes a pod the way someone else does (a node lost, a controller);
 // its runner dies with it.
 func (w *world) kill(p *kpod) {
+	w.endJob(p, fleet.Termination{ExitCode: 143, Reason: "Error"})
 	if p.regID != 0 {
 		w.sim.SetRunner(p.scope, p.regID, func(r *ghsim.Runner) { r.Status, r.Busy, r.ListedIdle = "offline", false, false })
 	}
@@ -407,12 +425,14 @@ func (w *world) remove(p *kpod) {
 // replace puts a new pod under the same name, as a controller recreating
 // it does; the old runner's registration is removed with it.
 func (w *world) replace(p *kpod) *kpod {
+	w.endJob(p, fleet.Termination{ExitCode: 143, Reason: "Error"})
 	if p.regID != 0 {
 		w.sim.RemoveRunner(p.scope, p.regID)
 		delete(w.owner, p.regID)
 	}
 	w.remove(p)
 	q := w.newPod(p.ns, p.name, p.scope, p.selected)
+	q.annotated = p.annotated
 	q.startAt, q.registerAt = w.now.Add(10*time.Second), w.now.Add(30*time.Second)
 	return q
 }
@@ -533,6 +553,7 @@ func (w *world) advanceTo(t time.Time) {
 			w.now = maxTime(p.registerAt, p.started)
 			w.register(p)
 		}
+		w.listenerWrites(p, t)
 		if !p.lagUntil.IsZero() && !t.Before(p.lagUntil) && p.regID != 0 {
 			w.sim.SetRunner(p.scope, p.regID, func(r *ghsim.Runner) { r.ListedIdle = false })
 			p.lagUntil = time.Time{}
