@@ -17,6 +17,7 @@ func main() {
 	sweeps := flag.Int("sweeps", 10000, "sweeps to run")
 	seed := flag.Uint64("seed", 0, "the world's seed; 0 draws a fresh one")
 	hazards := flag.String("hazards", "all", "comma-separated hazards, or all")
+	brk := flag.String("break", "none", "run a product broken on purpose, by name (no-job-guard: the product before the job guard); none is the product as it is")
 	busyOrg := flag.Int("busy-org-runners", 0, fmt.Sprintf("the busy org's size under hazard busy-org; %d when 0", chaos.DefaultBusyOrgRunners))
 	flag.Parse()
 	if *seed == 0 {
@@ -27,8 +28,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
 	}
+	b, err := chaos.ParseBreak(*brk)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
 	fmt.Printf("chaos: seed %d, hazards %s\n", *seed, hz)
-	cfg := chaos.Config{Seed: *seed, Sweeps: *sweeps, Hazards: hz, BusyOrgRunners: *busyOrg}
+	if b != chaos.None {
+		fmt.Printf("chaos: the product broken on purpose: %s\n", b)
+	}
+	cfg := chaos.Config{Seed: *seed, Sweeps: *sweeps, Hazards: hz, Break: b, BusyOrgRunners: *busyOrg}
 	st, err := chaos.Run(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -42,6 +51,7 @@ func main() {
 	if hz.Has(chaos.BusyOrg) {
 		fmt.Println(st.BusyOrgSummary())
 	}
+	fmt.Print(st.JobSummary())
 	fmt.Printf("chaos: %d of the cleaned leaks waited on a documented cause (bound, skipped scope, refused delete, ledger wipe or overlap)\n", st.Delayed)
 	fmt.Printf("chaos: %d shifts, %d lists taken as complete after one, %d wrong marks, %d rate-limited sweeps exited 1, run time %s\n",
 		st.Shifts, st.Undetected, st.WrongMarks, st.RateLimitFailed, st.Duration.Round(1e6))
@@ -60,6 +70,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "chaos: shrink:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("reproduction: %s\n", repro)
+	if b != chaos.None {
+		fmt.Printf("reproduction (with -break %s): %s\n", b, repro)
+	} else {
+		fmt.Printf("reproduction: %s\n", repro)
+	}
 	os.Exit(1)
 }
