@@ -126,3 +126,20 @@ func (s Scope) String() string {
 // repository names without regard to case, and so must the reaper, or a
 // label written in another case would look like a scope nobody observed.
 func (s Scope) Key() string { return strings.ToLower(s.String()) }
+
+// WebHost is the one spelling of a GitHub web host by which an ARC
+// githubConfigUrl is held to the GitHub the reaper lists: lower case,
+// without "www." and without the scheme's default port, so that
+// https://github.com:443/acme and https://www.GitHub.com/acme name the
+// same organization as https://github.com/acme, while another port is
+// another server.
+func WebHost(scheme, host string) string {
+	host = strings.TrimPrefix(strings.ToLower(host), "www.")
+	switch scheme = strings.ToLower(scheme); {
+	case scheme == "https" && strings.HasSuffix(host, ":443"):
+		host = strings.TrimSuffix(host, ":443")
+	case scheme == "http" && strings.HasSuffix(host, ":80"):
+		host = strings.TrimSuffix(host, ":80")
+	}
+	return host
+}

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 )
 
@@ -125,7 +126,7 @@ func WebHost(apiURL string) string {
 	if err != nil || u.Host == "" {
 		return ""
 	}
-	host := strings.ToLower(u.Host)
+	host := fleet.WebHost(u.Scheme, u.Host)
 	if host == "api.github.com" || (strings.HasPrefix(host, "api.") && strings.HasSuffix(host, ".ghe.com")) {
 		return strings.TrimPrefix(host, "api.")
 	}

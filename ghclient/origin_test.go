@@ -292,13 +292,17 @@ func TestClientRecordsSentCredentials(t *testing.T) {
 // The web host an ARC githubConfigUrl names, for each kind of GitHub.
 func TestWebHost(t *testing.T) {
 	for api, want := range map[string]string{
-		"https://api.github.com/":            "github.com",
-		"https://API.GitHub.com":             "github.com",
-		"https://api.acme.ghe.com/":          "acme.ghe.com",
-		"https://ghes.example.com/api/v3/":   "ghes.example.com",
-		"https://ghes.example.com:8443/api/": "ghes.example.com:8443",
-		"http://127.0.0.1:39999/":            "127.0.0.1:39999",
-		"not a url":                          "",
+		"https://api.github.com/":             "github.com",
+		"https://API.GitHub.com":              "github.com",
+		"https://api.github.com:443/":         "github.com",
+		"https://api.acme.ghe.com:443":        "acme.ghe.com",
+		"https://ghes.example.com:443/api/v3": "ghes.example.com",
+		"http://ghes.example.com:80/api/v3":   "ghes.example.com",
+		"https://api.acme.ghe.com/":           "acme.ghe.com",
+		"https://ghes.example.com/api/v3/":    "ghes.example.com",
+		"https://ghes.example.com:8443/api/":  "ghes.example.com:8443",
+		"http://127.0.0.1:39999/":             "127.0.0.1:39999",
+		"not a url":                           "",
 	} {
 		assert.Equal(t, want, WebHost(api), api)
 	}

@@ -137,7 +137,7 @@ func scopeKeyOfConfigURL(raw, githubHost string) string {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return ""
 	}
-	if githubHost != "" && !strings.EqualFold(strings.TrimPrefix(strings.ToLower(u.Host), "www."), strings.TrimPrefix(githubHost, "www.")) {
+	if githubHost != "" && fleet.WebHost(u.Scheme, u.Host) != fleet.WebHost(u.Scheme, githubHost) {
 		return "" // another GitHub: see Options.GitHubHost
 	}
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")

@@ -207,6 +207,11 @@ func TestScopeKeyOfConfigURL(t *testing.T) {
 		{"https://github.com/acme", "ghes.example.com", ""},
 		{"https://ghes.example.com:8443/acme", "ghes.example.com:8443", "org:acme"},
 		{"https://ghes.example.com/acme", "ghes.example.com:8443", ""},
+		// The scheme's default port is no other server.
+		{"https://github.com:443/acme", "github.com", "org:acme"},
+		{"https://ghes.example.com/acme", "ghes.example.com:443", "org:acme"},
+		{"http://ghes.example.com:80/acme", "ghes.example.com", "org:acme"},
+		{"https://ghes.example.com:80/acme", "ghes.example.com", ""},
 	} {
 		t.Run(tc.url+" on "+tc.host, func(t *testing.T) {
 			assert.Equal(t, tc.want, scopeKeyOfConfigURL(tc.url, tc.host))
