@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -247,15 +248,34 @@ func TestClassifyARCDeletion(t *testing.T) {
 		assert.EqualValues(t, 42, f.RunnerID)
 		assert.True(t, f.RegistrationAbsent, "runner 42 is absent from the complete list")
 	})
-	t.Run("an EphemeralRunner registered in another scope: no proof from this one's list", func(t *testing.T) {
-		obs := observe([]fleet.Pod{owned})
-		obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) {
-			e.RunnerID, e.ScopeKey = 42, "org:other"
-		})}
-		c := Classify(obs, arcPolicy(), nil)
-		require.Len(t, c.Findings, 1)
-		assert.False(t, c.Findings[0].RegistrationAbsent, "runner 42 is org:other's, absent from org:acme's list proves nothing")
-	})
+	// An EphemeralRunner that names another scope than its pod's labels
+	// (another organization, another GitHub host, a URL the configuration
+	// cannot read): this scope's list says nothing of its runner, so the
+	// running pod gets no verdict from it, and a terminal one is judged on
+	// the kubelet's word with no registration and no runner id.
+	for _, other := range []string{"org:other", ""} {
+		t.Run(fmt.Sprintf("an EphemeralRunner of scope %q: this scope's list says nothing of it", other), func(t *testing.T) {
+			obs := observe([]fleet.Pod{owned}, reg(42, "set-runner-a", false, false))
+			obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) {
+				e.RunnerID, e.ScopeKey = 42, other
+			})}
+			c := Classify(obs, arcPolicy(), nil)
+			assert.Empty(t, c.Findings, "runner 42 of org:acme's list is not this pod's runner")
+			assert.Equal(t, 1, c.Unscoped)
+			assert.Equal(t, []string{owned.Namespace + "/" + owned.Name}, c.ForeignOwners, "and the sweep says so")
+
+			dead := owned
+			dead.Runner = fleet.Container{Found: true, Terminated: &fleet.Termination{ExitCode: 1, Reason: "Error"}}
+			obs.Pods = []fleet.Pod{dead}
+			c = Classify(obs, arcPolicy(), nil)
+			require.Len(t, c.Findings, 1)
+			f := c.Findings[0]
+			assert.Equal(t, fleet.Terminal, f.Verdict)
+			assert.Nil(t, f.Registration, "no registration of this scope's list is deleted for it")
+			assert.Zero(t, f.RunnerID)
+			assert.False(t, f.RegistrationAbsent)
+		})
+	}
 	t.Run("an offline zombie's registration is there: no proof yet, its delete gives it", func(t *testing.T) {
 		obs := observe([]fleet.Pod{owned}, reg(42, "set-runner-a", false, false))
 		obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) { e.RunnerID = 42 })}

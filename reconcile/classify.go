@@ -168,6 +168,12 @@ type Classification struct {
 	// While there is one, no ghost verdict is made and ghost marks are
 	// held: the sweep is degraded.
 	Unobserved []fleet.UnobservedNamespace
+	// ForeignOwners lists the runner pods (namespace/name) whose
+	// EphemeralRunner names another scope than their labels: another
+	// organization, or a githubConfigUrl on a host other than the one
+	// the reaper lists (a proxy in REAPER_GITHUB_API_URL says nothing of
+	// the web host ARC was given). They get no verdict from GitHub's lists.
+	ForeignOwners []string
 	// FutureStarts lists the running pods whose runner, by its node's
 	// clock, started after now: that node's clock runs ahead. Such a
 	// runner's registration deadline counts from its pod's creation
@@ -645,14 +651,25 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 		out.OwnerDeleting++
 		return
 	}
+	// A pod whose EphemeralRunner names another GitHub scope than its
+	// labels (another host's, one the configuration cannot read, another
+	// organization's) has no registration this sweep can judge: its
+	// runner id and name belong to a list that is not this one.
+	foreign := owner != nil && owner.ScopeKey != p.ScopeKey
+	if foreign {
+		out.ForeignOwners = append(out.ForeignOwners, p.Namespace+"/"+p.Name)
+	}
 	var m match
 	_, complete := j.ix.byName[p.ScopeKey]
+	complete = complete && !foreign
 	if complete {
 		m = j.ix.match(p, j.runnerID(p))
 	}
 	if f, ok := terminal(p, m.reg); ok {
 		f.OwnerRunner, f.Job = owner, jobOf(p, owner)
-		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
+		if !foreign {
+			f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
+		}
 		if m.ambiguous {
 			f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
 		}
@@ -669,7 +686,7 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 	}
 	// A pod that does not say its runner's name cannot be matched
 	// to a registration, so GitHub's list says nothing about it.
-	if _, observed := j.obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed || p.RunnerName == "" {
+	if _, observed := j.obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed || p.RunnerName == "" || foreign {
 		out.Unscoped++
 		return
 	}

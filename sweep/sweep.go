@@ -268,6 +268,12 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 
 	res.Class = reconcile.Classify(obs, s.Policy, ledger.Marks)
 	s.warnFutureStarts(ctx, res.Class.FutureStarts)
+	if f := res.Class.ForeignOwners; len(f) > 0 {
+		s.Log.LogAttrs(ctx, slog.LevelWarn, "runner pods of another scope",
+			slog.Int("pods", len(f)), slog.Any("first", f[:min(len(f), 10)]),
+			slog.String("web_host", s.WebHost),
+			slog.String("effect", "their EphemeralRunner's githubConfigUrl names another scope than their labels, or a GitHub host other than web_host; GitHub's lists say nothing of them, and only a terminal one is acted on"))
+	}
 	res.Confirmation = reconcile.Confirm(reconcile.Clocks{Ref: now, Local: local}, res.Class, ledger.Marks, s.Hold)
 	s.warnFuture(ctx, res.Confirmation.FromFuture)
 	if d := res.Confirmation.Disagreed; len(d) > 0 {
