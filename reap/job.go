@@ -37,8 +37,13 @@ func needsJobCheck(c reconcile.Candidate) bool {
 // finished one lets it go on; a check that fails, or a job that cannot be
 // asked about, holds it (JobUnchecked), because no answer is not evidence
 // that the job ended. A rate limit holds it as every GitHub call does.
-func (r *Reaper) checkJob(ctx context.Context, o *Outcome) bool {
+func (r *Reaper) checkJob(ctx context.Context, o *Outcome, jobs *jobChecks) bool {
 	c := o.Candidate
+	if r.tooLate(ctx) {
+		// Too late to ask is too late to act.
+		o.Result = fleet.NotReached
+		return false
+	}
 	if !c.Job.Known() {
 		o.Result, o.Err = fleet.JobUnchecked, fmt.Errorf("check the job of runner %q: the recorded job names no repository and run to ask about", c.Pod.RunnerName)
 		return false
@@ -50,9 +55,16 @@ func (r *Reaper) checkJob(ctx context.Context, o *Outcome) bool {
 	if r.held(o) {
 		return false
 	}
+	if jobs.held >= jobs.max {
+		// Deferred: its mark stays for a later sweep's check.
+		return false
+	}
 	actx, cancel := r.actionContext(ctx, ObjectRoom)
 	defer cancel()
 	st, err := r.opts.Jobs.JobStatus(actx, *c.Job, c.Pod.RunnerName)
+	if err != nil || !st.Finished() {
+		jobs.held++
+	}
 	if err != nil {
 		err = fmt.Errorf("check job %s of runner %q: %w", describeJob(*c.Job), c.Pod.RunnerName, err)
 		if r.limited(o, err) {
@@ -68,6 +80,10 @@ func (r *Reaper) checkJob(ctx context.Context, o *Outcome) bool {
 	}
 	return true
 }
+
+// jobChecks counts one sweep's job checks that held their runner
+// (protected, or no answer), against their bound.
+type jobChecks struct{ held, max int }
 
 func describeJob(j fleet.Job) string {
 	if j.JobID != 0 {

@@ -205,3 +205,41 @@ func TestJobGuardBeforeReleasingAStuckEphemeralRunner(t *testing.T) {
 	assert.ElementsMatch(t, []string{"acme/api/1@running", "acme/api/2@job-over"}, desk.asked,
 		"the pod whose runner ended is not asked about")
 }
+
+// TestJobChecksAreBounded: a protected runner takes no place in the bound,
+// so the checks that hold their runner have a bound of their own, twice
+// the actions a sweep may take. In an incident that lists every runner
+// offline while their jobs run, the guard costs a few requests a sweep,
+// not one per runner; the rest wait, their marks kept, and a candidate
+// that needs no check still acts.
+func TestJobChecksAreBounded(t *testing.T) {
+	desk := &jobDesk{status: map[int64]fleet.JobStatus{}}
+	var cs []reconcile.Candidate
+	for i := range 10 {
+		name := fmt.Sprintf("busy-%02d", i)
+		desk.status[int64(100+i)] = fleet.JobStatus{Status: "in_progress", RunnerName: name}
+		c := withJob(cand(fleet.Zombie, name, int64(100+i)), int64(100+i))
+		c.Since = time.Unix(int64(i), 0) // oldest first, in name order
+		cs = append(cs, c)
+	}
+	plain := cand(fleet.Unregistered, "no-job", 0)
+	cs = append(cs, plain)
+	rec := &recorder{}
+	o := opts()
+	o.Jobs, o.Limits.MaxActions = desk, 2
+	outs := New(rec, rec, o).Reap(context.Background(), 100, cs)
+	got := results(outs)
+	assert.Len(t, desk.asked, 4, "2 x REAPER_MAX_ACTIONS checks that protect")
+	for i := range 10 {
+		name := fmt.Sprintf("busy-%02d", i)
+		want := fleet.Deferred
+		if i < 4 {
+			want = fleet.ProtectedJob
+		}
+		assert.Equal(t, want, got[name], name)
+	}
+	assert.Equal(t, fleet.Deleted, got["no-job"], "a candidate that needs no check still acts")
+	for _, w := range rec.writes() {
+		assert.NotContains(t, w, "busy-", "no protected runner is written to")
+	}
+}
