@@ -385,7 +385,11 @@ func ProvisionLegacy(t testing.TB, env *Env, register func(name string), ns, not
 	register(name)
 	env.WaitLegacyRunner(t, ns, name, 30*time.Second, "finalizer and pod", LegacyProvisioned)
 	env.WriteLegacyPodState(t, ns, name, Running())
-	st, _ := env.WaitLegacyRunner(t, ns, name, 30*time.Second, "runner id on the pod", func(s LegacyRunnerState) bool { return s.RunnerID != 0 })
+	// Longer than the list's max-age: when ARC's runner pod controller
+	// listed the runners between the Runner's creation and register (a
+	// race the test cannot close from outside), it sees the registration
+	// only once its cached list has expired, 60 s later.
+	st, _ := env.WaitLegacyRunner(t, ns, name, 90*time.Second, "runner id on the pod", func(s LegacyRunnerState) bool { return s.RunnerID != 0 })
 	return name, st
 }
 
