@@ -23,13 +23,19 @@ const maxJobPages = 131
 // on it as on any error: the job the list dropped may be the one running.
 var errJobsInconsistent = errors.New("the run's job list does not add up")
 
+// errJobNotFound is GitHub's 404 for a run or job: one kind of
+// fleet.ErrJobUnknown, the only one after which a job id is given up for
+// the run's list.
+var errJobNotFound = fmt.Errorf("%w: 404 Not Found", fleet.ErrJobUnknown)
+
 // JobStatus asks GitHub about the job a runner is known to have held,
 // because busy and status on the runner's registration have been seen to
 // read idle or offline while the job ran, and a delete in that window
 // answered 204.
 //
-// It costs exactly one request when job.JobID is set (GET
-// /repos/{owner}/{repo}/actions/jobs/{job_id}). Otherwise it reads the
+// It costs one request when job.JobID is set (GET
+// /repos/{owner}/{repo}/actions/jobs/{job_id}), and the run's list after
+// it only when GitHub answers 404 for that id. Otherwise it reads the
 // run's job list (GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs,
 // filter=all so that every attempt shows, 100 a page) one page at a time,
 // and stops at the first page that shows the runner's unfinished job: at
@@ -54,14 +60,15 @@ func (c *Client) JobStatus(ctx context.Context, job fleet.Job, runnerName string
 		switch {
 		case err == nil:
 			return st, nil
-		case !errors.Is(err, fleet.ErrJobUnknown):
+		case !errors.Is(err, errJobNotFound):
 			return fleet.JobStatus{}, fmt.Errorf("job status of job %d of run %d in %s for runner %q: %w", job.JobID, job.RunID, job.Repository(), runnerName, err)
 		}
-		// An id GitHub does not know for this run and runner may be no
-		// REST job id at all (ARC's status.jobId comes from the Actions
-		// service's message): the run's list, matched on the runner's
-		// name, is asked instead, so that a wrong id neither hides a
-		// running job nor holds the runner for ever.
+		// An id GitHub does not have may be no REST job id at all
+		// (ARC's status.jobId comes from the Actions service's message):
+		// the run's list, matched on the runner's name, is asked instead,
+		// so that a wrong id neither hides a running job nor holds the
+		// runner for ever. An id GitHub has, of another run or runner,
+		// is not sent there: that job may be the one running.
 	}
 	st, err := c.runnerJobOfRun(ctx, repo, job, runnerName)
 	if err != nil {
@@ -109,6 +116,16 @@ func (c *Client) jobByID(ctx context.Context, repo string, job fleet.Job, runner
 	}
 	if got.ID != job.JobID {
 		return fleet.JobStatus{}, fmt.Errorf("answer is job %d", got.ID)
+	}
+	if !got.Status.Finished() && got.Status.RunnerName == runnerName {
+		// Running on this runner, whatever run the record names: the
+		// record is stale or wrong, and the job is what protects.
+		return got.Status, nil
+	}
+	if got.Status.Finished() && got.Status.RunnerName == "" {
+		// Finished before any runner took it (cancelled while queued):
+		// it says nothing of what this runner is doing.
+		return fleet.JobStatus{}, fmt.Errorf("%w: job %d finished on no runner", fleet.ErrJobUnknown, got.ID)
 	}
 	if got.RunID != job.RunID {
 		return fleet.JobStatus{}, fmt.Errorf("%w: job %d belongs to run %d", fleet.ErrJobUnknown, got.ID, got.RunID)
@@ -222,7 +239,7 @@ func (c *Client) getPage(ctx context.Context, req *http.Request, into any) (int,
 		// GitHub answers 404 for a run or job it does not have, and as
 		// well for a repository this credential cannot read: either way
 		// there is no job to judge, which is not a finished one.
-		return 0, fmt.Errorf("%w: 404 Not Found", fleet.ErrJobUnknown)
+		return 0, errJobNotFound
 	}
 	if err != nil {
 		closeExchangeBody(err)

@@ -166,13 +166,13 @@ func TestJobStatus(t *testing.T) {
 			want: fleet.JobStatus{Status: "completed", Conclusion: "cancelled", RunnerName: "rr-a", JobID: 7001, Name: "build", HTMLURL: "https://github.com/octo/hello/actions/runs/42/job/7001"},
 		},
 		{
-			name: "job id: another runner's job is unknown", job: withID, path: jobPath, requests: 1, fallback: true, err: fleet.ErrJobUnknown,
+			name: "job id: another runner's job is unknown", job: withID, path: jobPath, requests: 1, err: fleet.ErrJobUnknown,
 			handler: func(*testing.T) http.HandlerFunc {
 				return answer(ghJob(7001, 42, 1, "build", "completed", "success", "rr-b"))
 			},
 		},
 		{
-			name: "job id: another run's job is unknown", job: withID, path: jobPath, requests: 1, fallback: true, err: fleet.ErrJobUnknown,
+			name: "job id: another run's job is unknown", job: withID, path: jobPath, requests: 1, err: fleet.ErrJobUnknown,
 			handler: func(*testing.T) http.HandlerFunc {
 				return answer(ghJob(7001, 43, 1, "build", "completed", "success", "rr-a"))
 			},
@@ -388,7 +388,6 @@ func TestJobStatusUnknownIDFallsBackToTheRun(t *testing.T) {
 		status string
 	}{
 		{"404 by id, running in the run", status(http.StatusNotFound, nil), "in_progress"},
-		{"another runner's job by id, running in the run", answer(ghJob(7001, 42, 1, "build", "completed", "success", "rr-b")), "in_progress"},
 		{"404 by id, finished in the run", status(http.StatusNotFound, nil), "completed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -404,6 +403,42 @@ func TestJobStatusUnknownIDFallsBackToTheRun(t *testing.T) {
 			assert.Equal(t, tc.status, got.Status)
 			assert.Equal(t, int64(9), got.JobID, "the run's job on this runner")
 			assert.Equal(t, int64(2), c.Counts().Requests)
+		})
+	}
+}
+
+// TestJobStatusByIDNeverTradesARunningJobForTheRun: a job GitHub has, by
+// the recorded id, that runs on this runner protects it whatever run the
+// record names; one of another run or runner holds the runner (it may be
+// the one running) and is not traded for the recorded run's list, where an
+// older, finished job of the runner would read as "finished"; and a job
+// that finished on no runner says nothing of this one.
+func TestJobStatusByIDNeverTradesARunningJobForTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		byID    map[string]any
+		status  string
+		unknown bool
+	}{
+		{"running on this runner in another run: protects", ghJob(7001, 43, 1, "build", "in_progress", "", "rr-a"), "in_progress", false},
+		{"running on another runner: held", ghJob(7001, 42, 1, "build", "in_progress", "", "rr-b"), "", true},
+		{"finished in another run: held", ghJob(7001, 43, 1, "build", "completed", "success", "rr-a"), "", true},
+		{"cancelled before any runner took it: held", ghJob(7001, 42, 1, "build", "completed", "cancelled", ""), "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, mux, _ := setup(t, 0)
+			mux.HandleFunc("GET "+jobPath, answer(tc.byID))
+			mux.HandleFunc("GET "+runJobsPath, runJobs(t, []map[string]any{ghJob(9, 42, 1, "old", "completed", "success", "rr-a")}, nil))
+			got, err := c.JobStatus(context.Background(), withID, "rr-a")
+			assert.Equal(t, int64(1), c.Counts().Requests, "the run's list is not read")
+			if tc.unknown {
+				require.ErrorIs(t, err, fleet.ErrJobUnknown)
+				assert.Zero(t, got)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.status, got.Status)
+			assert.False(t, got.Finished())
 		})
 	}
 }
