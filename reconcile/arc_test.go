@@ -61,9 +61,9 @@ func TestClassifyARCLeaks(t *testing.T) {
 		// another runner's registration.
 		{name: "its runner id names another runner's registration", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
 			regs: []fleet.Registration{reg(42, "someone-else", true, false)}},
-		{name: "stuck deleting, its runner id naming another runner", er: er("x", func(e *fleet.EphemeralRunner) {
+		{name: "stuck deleting, its runner id naming another runner: judged without proof", er: er("x", func(e *fleet.EphemeralRunner) {
 			e.RunnerID, e.DeletingSince, e.Finalizers = 42, t0.Add(-time.Hour), []string{fleet.ARCRegistrationFinalizer}
-		}), regs: []fleet.Registration{reg(42, "someone-else", true, false)}},
+		}), regs: []fleet.Registration{reg(42, "someone-else", true, false)}, want: fleet.ARCStuckDeleting},
 		// Another team's EphemeralRunner in a shared namespace, or one
 		// whose URL names no scope, is none of the reaper's.
 		{name: "a scope that is not configured", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.ScopeKey = "Failed", "org:other-team" })},
@@ -93,6 +93,12 @@ func TestClassifyARCLeaks(t *testing.T) {
 			assert.Nil(t, f.Pod)
 			assert.Equal(t, tc.withR, f.Registration != nil)
 			assert.Contains(t, f.Evidence, "EphemeralRunner runners/"+tc.er.Name)
+			for _, r := range tc.regs {
+				if r.ID == tc.er.RunnerID && r.Name != tc.er.Name {
+					assert.False(t, f.RegistrationAbsent, "an id that names another runner proves nothing")
+					assert.Zero(t, f.RunnerID)
+				}
+			}
 		})
 	}
 }

@@ -798,10 +798,17 @@ func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.R
 				// to nothing (see identities.match): deleting by the id
 				// would remove another runner's registration, and ARC,
 				// once the EphemeralRunner is deleted, would ask the
-				// service to remove that runner too.
-				continue
+				// service to remove that runner too. One already stuck
+				// deleting is still judged, with no registration and no
+				// proof: it is reported, or its finalizers removed where
+				// that is allowed.
+				if er.DeletingSince.IsZero() {
+					continue
+				}
+				f.Registration = nil
+			} else {
+				f.RunnerID, f.RegistrationAbsent = er.RunnerID, f.Registration == nil
 			}
-			f.RunnerID, f.RegistrationAbsent = er.RunnerID, f.Registration == nil
 		}
 		name := fmt.Sprintf("EphemeralRunner %s/%s", er.Namespace, er.Name)
 		switch {
