@@ -423,6 +423,13 @@ func settle(res Result) (Status, error) {
 			// is a leak that may never be cleaned (a token without
 			// actions:read fails every check): never a quiet success.
 			status = StatusDegraded
+		case fleet.Reported:
+			// A leak reported with a reason (a scale-set pod whose
+			// EphemeralRunner was not listed) is one the configuration
+			// keeps the reaper from cleaning: never a quiet success.
+			if o.Err != nil {
+				status = StatusDegraded
+			}
 		}
 	}
 	if len(failed) > 0 {
