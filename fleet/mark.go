@@ -26,6 +26,12 @@ type Mark struct {
 	Pod        string `json:"pod,omitempty"`
 	RunnerID   int64  `json:"runner_id,omitempty"`
 	RunnerName string `json:"runner_name,omitempty"`
+	// JobCheckedAt is when the job guard last asked about the runner's
+	// job and got no answer it could act on (job-unchecked), by the
+	// reference clock. The sweep's job checks are bounded, and go to the
+	// candidates asked longest ago first, so that checks that fail for
+	// good take their turn behind the others rather than ahead of them.
+	JobCheckedAt time.Time `json:"job_checked_at,omitzero"`
 }
 
 // PodMarkKey is the ledger key of a pod's mark. UIDs, not names, because a

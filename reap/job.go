@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -37,7 +38,7 @@ func needsJobCheck(c reconcile.Candidate) bool {
 // finished one lets it go on; a check that fails, or a job that cannot be
 // asked about, holds it (JobUnchecked), because no answer is not evidence
 // that the job ended. A rate limit holds it as every GitHub call does.
-func (r *Reaper) checkJob(ctx context.Context, o *Outcome, jobs *jobChecks) bool {
+func (r *Reaper) checkJob(ctx context.Context, o *Outcome) bool {
 	c := o.Candidate
 	if r.tooLate(ctx) {
 		// Too late to ask is too late to act.
@@ -55,16 +56,9 @@ func (r *Reaper) checkJob(ctx context.Context, o *Outcome, jobs *jobChecks) bool
 	if r.held(o) {
 		return false
 	}
-	if jobs.held >= jobs.max {
-		// Deferred: its mark stays for a later sweep's check.
-		return false
-	}
 	actx, cancel := r.actionContext(ctx, ObjectRoom)
 	defer cancel()
 	st, err := r.opts.Jobs.JobStatus(actx, *c.Job, c.Pod.RunnerName)
-	if err != nil || !st.Finished() {
-		jobs.held++
-	}
 	if err != nil {
 		err = fmt.Errorf("check job %s of runner %q: %w", describeJob(*c.Job), c.Pod.RunnerName, err)
 		if r.limited(o, err) {
@@ -81,9 +75,38 @@ func (r *Reaper) checkJob(ctx context.Context, o *Outcome, jobs *jobChecks) bool
 	return true
 }
 
-// jobChecks counts one sweep's job checks that held their runner
-// (protected, or no answer), against their bound.
-type jobChecks struct{ held, max int }
+// asks reports whether the job guard would ask GitHub about the
+// candidate's job: one that cannot be asked about is held without a
+// request.
+func (r *Reaper) asks(c reconcile.Candidate) bool {
+	return r.opts.Jobs != nil && c.Job != nil && c.Job.Known()
+}
+
+// jobCheckTurns picks, among the ordered candidates, those whose job may be
+// asked about this sweep: at most twice the actions the sweep may take,
+// the ones asked longest ago first (never asked, first of all), in the
+// bound's order otherwise. A protected runner takes no place in the
+// bound, so without a bound of their own the checks would cost a run's
+// job pages per runner on every sweep of an incident that lists every
+// runner offline, or with a token that cannot read Actions, and spend the
+// rate limit the lists need. The rotation keeps checks that fail for good
+// from holding the others back for ever: each takes its turn behind them.
+func (r *Reaper) jobCheckTurns(cs []reconcile.Candidate) map[int]bool {
+	var idx []int
+	for i, c := range cs {
+		if needsJobCheck(c) && r.asks(c) {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		return cs[a].Mark.JobCheckedAt.Compare(cs[b].Mark.JobCheckedAt)
+	})
+	turns := make(map[int]bool, len(idx))
+	for _, i := range idx[:min(len(idx), 2*r.opts.Limits.MaxActions)] {
+		turns[i] = true
+	}
+	return turns
+}
 
 func describeJob(j fleet.Job) string {
 	if j.JobID != 0 {

@@ -243,3 +243,41 @@ func TestJobChecksAreBounded(t *testing.T) {
 		assert.NotContains(t, w, "busy-", "no protected runner is written to")
 	}
 }
+
+// TestJobChecksTakeTurns: checks that fail for good (a repository the
+// token cannot read, a run GitHub no longer has) do not hold the others
+// back for ever: the bounded checks go to the candidates asked longest ago
+// first, and never asked first of all, so a younger candidate whose job
+// finished is asked, and acted on, in the very next sweep.
+func TestJobChecksTakeTurns(t *testing.T) {
+	desk := &jobDesk{
+		status: map[int64]fleet.JobStatus{9: {Status: "completed", Conclusion: "success", RunnerName: "young"}},
+		err:    map[int64]error{},
+	}
+	var cs []reconcile.Candidate
+	for i := range 4 {
+		name := fmt.Sprintf("unreadable-%d", i)
+		desk.err[int64(100+i)] = fmt.Errorf("403 Resource not accessible by integration")
+		c := withJob(cand(fleet.Zombie, name, int64(100+i)), int64(100+i))
+		c.Since = time.Unix(int64(i), 0) // older than young: first in the bound's order
+		c.Mark.JobCheckedAt = time.Unix(1000, 0)
+		cs = append(cs, c)
+	}
+	young := withJob(cand(fleet.Zombie, "young", 9), 9)
+	young.Since = time.Unix(500, 0)
+	cs = append(cs, young)
+	rec := &recorder{}
+	o := opts()
+	o.Jobs, o.Limits.MaxActions = desk, 2
+	got := results(New(rec, rec, o).Reap(context.Background(), 100, cs))
+	assert.Equal(t, fleet.Deleted, got["young"], "never asked, so asked first")
+	assert.Len(t, desk.asked, 4, "2 x REAPER_MAX_ACTIONS checks")
+	assert.Contains(t, desk.asked, "acme/api/9@young")
+	n := 0
+	for i := range 4 {
+		if got[fmt.Sprintf("unreadable-%d", i)] == fleet.JobUnchecked {
+			n++
+		}
+	}
+	assert.Equal(t, 3, n, "three of the four failing checks had their turn; the fourth waits")
+}

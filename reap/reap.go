@@ -253,13 +253,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	cs := append([]reconcile.Candidate(nil), ready...)
 	reconcile.Order(cs)
 	budget := reconcile.NewBudget(r.opts.Limits, managedPods)
-	// A protected runner takes no place in the bound, so the checks that
-	// hold their runner need a bound of their own: twice the actions the
-	// sweep may take (those that let theirs go on are bounded by the
-	// budget). In an incident that lists every runner offline, or with a
-	// token that cannot read Actions, every check would otherwise cost its
-	// requests on every sweep, and spend the rate limit the lists need.
-	jobs := jobChecks{max: 2 * r.opts.Limits.MaxActions}
+	turns := r.jobCheckTurns(cs)
 	out := make([]Outcome, len(cs))
 	for i, c := range cs {
 		out[i] = Outcome{Candidate: c, Action: r.Action(c), Object: Object(c), DryRun: r.opts.DryRun, Result: fleet.Deferred}
@@ -274,7 +268,9 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// is not written, not reported done, and takes no place.
 			out[i].Result = fleet.AlreadyDeleting
 		case !budget.Fits(c):
-		case needsJobCheck(c) && !r.checkJob(ctx, &out[i], &jobs):
+		case needsJobCheck(c) && r.asks(c) && !turns[i]:
+			// Deferred: its mark stays for a later sweep's check.
+		case needsJobCheck(c) && !r.checkJob(ctx, &out[i]):
 			// The job guard asks before admission, so that a protected
 			// runner takes no place in the bound, and only for a
 			// candidate the bound would admit. checkJob said why not.

@@ -3,11 +3,13 @@ package sweep
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reap"
+	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
 // TestSettleNeverCallsAHeldLeakASuccess: how the sweep ends when what it
@@ -32,4 +34,27 @@ func TestSettleNeverCallsAHeldLeakASuccess(t *testing.T) {
 			assert.Equal(t, tc.want, status)
 		})
 	}
+}
+
+// TestSettleMarksRecordsAnUnansweredJobCheck: a mark whose job could not
+// be asked about keeps its place and records when it was asked, so the
+// next sweep's bounded checks go to the others first; marks of finished
+// candidates go; others are left as they were.
+func TestSettleMarksRecordsAnUnansweredJobCheck(t *testing.T) {
+	now := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	first := now.Add(-time.Hour)
+	marks := map[string]fleet.Mark{
+		"unchecked": {Verdict: fleet.Zombie, FirstSeen: first},
+		"deleted":   {Verdict: fleet.Zombie, FirstSeen: first},
+		"deferred":  {Verdict: fleet.Zombie, FirstSeen: first},
+	}
+	out := func(key string, r fleet.Result) reap.Outcome {
+		return reap.Outcome{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Key: key}}, Result: r}
+	}
+	n := settleMarks(marks, []reap.Outcome{out("unchecked", fleet.JobUnchecked), out("deleted", fleet.Deleted), out("deferred", fleet.Deferred)}, now)
+	assert.Equal(t, 2, n)
+	assert.Equal(t, map[string]fleet.Mark{
+		"unchecked": {Verdict: fleet.Zombie, FirstSeen: first, JobCheckedAt: now},
+		"deferred":  {Verdict: fleet.Zombie, FirstSeen: first},
+	}, marks)
 }

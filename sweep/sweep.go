@@ -370,13 +370,14 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 }
 
 // saveActed saves the ledger again without the marks of the candidates that
-// are finished with. It runs detached, like the actions it records (a
+// are finished with, and with when an unanswered job check was made
+// (settleMarks). It runs detached, like the actions it records (a
 // signal that came during them must not lose what they did), and bounded
 // like their writes: never into the time the report needs before the
 // deadline. A failed save is a warning: the marks only point at objects
 // that are gone or busy now, and the next sweep clears them anyway.
 func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result) {
-	if cleared := clearActed(ledger.Marks, res.Outcomes); cleared > 0 {
+	if changed := settleMarks(ledger.Marks, res.Outcomes, res.Started); changed > 0 {
 		end := time.Now().Add(reap.DefaultSpare)
 		if d, ok := ctx.Deadline(); ok && d.Add(-reap.ReportReserve).Before(end) {
 			end = d.Add(-reap.ReportReserve)
@@ -448,6 +449,23 @@ func notListed(scope fleet.Scope, limit *fleet.RateLimitError) reconcile.ScopeLi
 	err := &fleet.RateLimitError{Until: limit.Until, Secondary: limit.Secondary,
 		Err: errors.New("not listed: GitHub rate-limited an earlier request of this sweep")}
 	return reconcile.ScopeList{Scope: scope, Problem: err.Error(), Skip: fleet.SkipRateLimited, Until: limit.Until}
+}
+
+// settleMarks records what acting taught the ledger and reports how many
+// marks it changed: the marks of candidates that are finished with are
+// dropped (see clearActed), and a mark whose job could not be asked about
+// records when, so that the next sweep's bounded checks go to the others
+// first (reap's jobCheckTurns).
+func settleMarks(marks map[string]fleet.Mark, outs []reap.Outcome, now time.Time) int {
+	n := clearActed(marks, outs)
+	for _, o := range outs {
+		if m, ok := marks[o.Candidate.Key]; ok && o.Result == fleet.JobUnchecked {
+			m.JobCheckedAt = now
+			marks[o.Candidate.Key] = m
+			n++
+		}
+	}
+	return n
 }
 
 // clearActed drops the marks of candidates that are finished with: deleted,
