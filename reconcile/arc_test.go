@@ -254,21 +254,27 @@ func TestClassifyARCDeletion(t *testing.T) {
 		assert.EqualValues(t, 42, f.RunnerID)
 		assert.True(t, f.RegistrationAbsent, "runner 42 is absent from the complete list")
 	})
-	// An EphemeralRunner that names another scope than its pod's labels
-	// (another organization, another GitHub host, a URL the configuration
-	// cannot read): this scope's list says nothing of its runner, so the
-	// running pod gets no verdict from it, and a terminal one is judged on
-	// the kubelet's word with no registration and no runner id.
-	for _, other := range []string{"org:other", ""} {
-		t.Run(fmt.Sprintf("an EphemeralRunner of scope %q: this scope's list says nothing of it", other), func(t *testing.T) {
+	// An EphemeralRunner that names another scope than its pod's labels:
+	// its githubConfigUrl is where ARC registered the runner, so the pod
+	// is judged in that scope; one whose URL names no scope the reaper can
+	// read (another GitHub host) leaves the pod with none, and the sweep
+	// warns. Either way the labels' list (org:acme's, which holds a runner
+	// 42 of the same name) says nothing of it.
+	for _, tc := range []struct{ scope, want string }{{"org:other", ""}, {"", "runners/set-runner-a"}} {
+		t.Run(fmt.Sprintf("an EphemeralRunner of scope %q: the labels' list says nothing of it", tc.scope), func(t *testing.T) {
 			obs := observe([]fleet.Pod{owned}, reg(42, "set-runner-a", false, false))
 			obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) {
-				e.RunnerID, e.ScopeKey = 42, other
+				e.RunnerID, e.ScopeKey = 42, tc.scope
 			})}
 			c := Classify(obs, arcPolicy(), nil)
 			assert.Empty(t, c.Findings, "runner 42 of org:acme's list is not this pod's runner")
 			assert.Equal(t, 1, c.Unscoped)
-			assert.Equal(t, []string{owned.Namespace + "/" + owned.Name}, c.ForeignOwners, "and the sweep says so")
+			if tc.want == "" {
+				assert.Empty(t, c.ForeignOwners)
+			} else {
+				assert.Equal(t, []string{tc.want}, c.ForeignOwners, "and the sweep says so")
+			}
+			assert.Equal(t, org, obs.Pods[0].ScopeKey, "the caller's pods are not changed")
 
 			dead := owned
 			dead.Runner = fleet.Container{Found: true, Terminated: &fleet.Termination{ExitCode: 1, Reason: "Error"}}
@@ -277,11 +283,25 @@ func TestClassifyARCDeletion(t *testing.T) {
 			require.Len(t, c.Findings, 1)
 			f := c.Findings[0]
 			assert.Equal(t, fleet.Terminal, f.Verdict)
-			assert.Nil(t, f.Registration, "no registration of this scope's list is deleted for it")
-			assert.Zero(t, f.RunnerID)
-			assert.False(t, f.RegistrationAbsent)
+			assert.Equal(t, tc.scope, f.ScopeKey)
+			assert.Nil(t, f.Registration, "no registration of org:acme's list is deleted for it")
+			assert.False(t, f.RegistrationAbsent, "and nothing proves its own gone")
 		})
 	}
+	t.Run("an EphemeralRunner of another listed scope: judged in that scope", func(t *testing.T) {
+		obs := observe([]fleet.Pod{owned}, reg(42, "set-runner-a", true, false))
+		obs.Lists["org:other"] = ScopeList{Complete: true, Runners: []fleet.Registration{reg(77, "set-runner-a", false, false)}}
+		obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) {
+			e.RunnerID, e.ScopeKey = 77, "org:other"
+		})}
+		c := Classify(obs, arcPolicy(), nil)
+		require.Len(t, c.Findings, 1)
+		f := c.Findings[0]
+		assert.Equal(t, fleet.Zombie, f.Verdict, "its own registration, 77 of org:other, is offline")
+		assert.Equal(t, "org:other", f.ScopeKey)
+		require.NotNil(t, f.Registration)
+		assert.EqualValues(t, 77, f.Registration.ID)
+	})
 	t.Run("an offline zombie's registration is there: no proof yet, its delete gives it", func(t *testing.T) {
 		obs := observe([]fleet.Pod{owned}, reg(42, "set-runner-a", false, false))
 		obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) { e.RunnerID = 42 })}

@@ -168,11 +168,11 @@ type Classification struct {
 	// While there is one, no ghost verdict is made and ghost marks are
 	// held: the sweep is degraded.
 	Unobserved []fleet.UnobservedNamespace
-	// ForeignOwners lists the runner pods (namespace/name) whose
-	// EphemeralRunner names another scope than their labels: another
-	// organization, or a githubConfigUrl on a host other than the one
-	// the reaper lists (a proxy in REAPER_GITHUB_API_URL says nothing of
-	// the web host ARC was given). They get no verdict from GitHub's lists.
+	// ForeignOwners lists the runner pods (namespace/name) that their
+	// labels place in a scope but whose EphemeralRunner's githubConfigUrl
+	// names none the reaper can read: a host other than the one it lists
+	// (a proxy in REAPER_GITHUB_API_URL says nothing of the web host ARC
+	// was given). They get no verdict from GitHub's lists (scopeFromOwners).
 	ForeignOwners []string
 	// FutureStarts lists the running pods whose runner, by its node's
 	// clock, started after now: that node's clock runs ahead. Such a
@@ -228,6 +228,7 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 		}
 		ers[er.UID] = &obs.EphemeralRunners[i]
 	}
+	obs.Pods, out.ForeignOwners = scopeFromOwners(obs.Pods, ers)
 	runnerID := func(p *fleet.Pod) int64 {
 		if p.RunnerID == 0 && p.Owner != nil {
 			return arcIDs[p.Owner.UID]
@@ -651,25 +652,14 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 		out.OwnerDeleting++
 		return
 	}
-	// A pod whose EphemeralRunner names another GitHub scope than its
-	// labels (another host's, one the configuration cannot read, another
-	// organization's) has no registration this sweep can judge: its
-	// runner id and name belong to a list that is not this one.
-	foreign := owner != nil && owner.ScopeKey != p.ScopeKey
-	if foreign {
-		out.ForeignOwners = append(out.ForeignOwners, p.Namespace+"/"+p.Name)
-	}
 	var m match
 	_, complete := j.ix.byName[p.ScopeKey]
-	complete = complete && !foreign
 	if complete {
 		m = j.ix.match(p, j.runnerID(p))
 	}
 	if f, ok := terminal(p, m.reg); ok {
 		f.OwnerRunner, f.Job = owner, jobOf(p, owner)
-		if !foreign {
-			f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
-		}
+		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
 		if m.ambiguous {
 			f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
 		}
@@ -686,7 +676,7 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 	}
 	// A pod that does not say its runner's name cannot be matched
 	// to a registration, so GitHub's list says nothing about it.
-	if _, observed := j.obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed || p.RunnerName == "" || foreign {
+	if _, observed := j.obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed || p.RunnerName == "" {
 		out.Unscoped++
 		return
 	}
@@ -709,6 +699,35 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
 		out.Findings = append(out.Findings, *f)
 	}
+}
+
+// scopeFromOwners gives each pod whose EphemeralRunner was observed that
+// EphemeralRunner's scope: its githubConfigUrl is where ARC registered the
+// runner, whatever the pod's labels say, so that the runner's id and name
+// are judged against the list that holds them. An EphemeralRunner whose
+// URL names no scope the reaper can read (another GitHub host, a proxy in
+// REAPER_GITHUB_API_URL) leaves its pod with none: judged against the
+// labels' list, a healthy runner of another GitHub could be taken for a
+// zombie. Those pods, which their labels placed in a scope, are returned
+// for the sweep to warn about. pods is not changed.
+func scopeFromOwners(pods []fleet.Pod, ers map[string]*fleet.EphemeralRunner) ([]fleet.Pod, []string) {
+	if len(ers) == 0 {
+		return pods, nil
+	}
+	out := slices.Clone(pods)
+	var lost []string
+	for i := range out {
+		p := &out[i]
+		owner := ownerRunner(ers, p)
+		if owner == nil || owner.ScopeKey == p.ScopeKey {
+			continue
+		}
+		if owner.ScopeKey == "" {
+			lost = append(lost, p.Namespace+"/"+p.Name)
+		}
+		p.ScopeKey = owner.ScopeKey
+	}
+	return out, lost
 }
 
 // jobOf is the job a pod's runner is known to have held: what ARC's

@@ -269,10 +269,10 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	res.Class = reconcile.Classify(obs, s.Policy, ledger.Marks)
 	s.warnFutureStarts(ctx, res.Class.FutureStarts)
 	if f := res.Class.ForeignOwners; len(f) > 0 {
-		s.Log.LogAttrs(ctx, slog.LevelWarn, "runner pods of another scope",
+		s.Log.LogAttrs(ctx, slog.LevelWarn, "runner pods of another GitHub",
 			slog.Int("pods", len(f)), slog.Any("first", f[:min(len(f), 10)]),
 			slog.String("web_host", s.WebHost),
-			slog.String("effect", "their EphemeralRunner's githubConfigUrl names another scope than their labels, or a GitHub host other than web_host; GitHub's lists say nothing of them, and only a terminal one is acted on"))
+			slog.String("effect", "their EphemeralRunner's githubConfigUrl names a GitHub host other than web_host (derived from REAPER_GITHUB_API_URL), or no scope at all; GitHub's lists say nothing of them, and only a terminal one is acted on"))
 	}
 	res.Confirmation = reconcile.Confirm(reconcile.Clocks{Ref: now, Local: local}, res.Class, ledger.Marks, s.Hold)
 	s.warnFuture(ctx, res.Confirmation.FromFuture)
