@@ -1,3 +1,8 @@
+// Package eks reaches an EKS cluster's API server from outside the
+// cluster, as the Lambda does: the endpoint and CA from DescribeCluster,
+// and a bearer token presigned from the function's own IAM role, renewed
+// before it expires, because a Lambda has no kubeconfig and no in-cluster
+// ServiceAccount to lean on.
 package eks
 
 import (
