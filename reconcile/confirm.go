@@ -131,6 +131,14 @@ type Clocks struct {
 // with no first sighting starts again too. old is not changed.
 func fromNow(now Clocks, old map[string]fleet.Mark, out *Confirmation) map[string]fleet.Mark {
 	var fixed map[string]fleet.Mark
+	copyOnce := func() {
+		if fixed == nil {
+			fixed = make(map[string]fleet.Mark, len(old))
+			for k, v := range old {
+				fixed[k] = v
+			}
+		}
+	}
 	for key, m := range old {
 		ahead := max(m.FirstSeen.Sub(now.Ref), m.LastSeen.Sub(now.Ref), m.FirstSeenLocal.Sub(now.Local))
 		// A time ahead by less than FutureTolerance is within what two
@@ -138,14 +146,18 @@ func fromNow(now Clocks, old map[string]fleet.Mark, out *Confirmation) map[strin
 		// operator's laptop): it delays the mark by that much at most and
 		// hurries nothing, so it is left as it is.
 		if ahead <= FutureTolerance && !m.FirstSeen.IsZero() && (m.LastSeen.IsZero() || !m.LastSeen.Before(m.FirstSeen)) {
+			if m.JobCheckedAt.Sub(now.Ref) > FutureTolerance {
+				// Only when its job was last asked about is ahead: it
+				// orders the job checks alone, and from the future it
+				// would put the runner behind every other for the
+				// length of the lie. Brought back to now, quietly.
+				copyOnce()
+				m.JobCheckedAt = now.Ref
+				fixed[key] = m
+			}
 			continue
 		}
-		if fixed == nil {
-			fixed = make(map[string]fleet.Mark, len(old))
-			for k, v := range old {
-				fixed[k] = v
-			}
-		}
+		copyOnce()
 		out.FromFuture = append(out.FromFuture, FutureMark{Key: key, FirstSeen: m.FirstSeen, LastSeen: m.LastSeen, Ahead: max(ahead, 0)})
 		// Both first sightings start again, not only the one that is
 		// ahead: a mark looks as if it came from the future also when
@@ -155,6 +167,7 @@ func fromNow(now Clocks, old map[string]fleet.Mark, out *Confirmation) map[strin
 		// hold on the other clock, whichever of the two lies.
 		m.FirstSeen, m.FirstSeenLocal = now.Ref, now.Local
 		m.LastSeen = now.Ref
+		m.JobCheckedAt = minTime(m.JobCheckedAt, now.Ref)
 		fixed[key] = m
 	}
 	if fixed == nil {

@@ -74,6 +74,26 @@ func TestConfirmHeldMarkFromTheFutureIsBroughtToNow(t *testing.T) {
 	require.Len(t, out.FromFuture, 1)
 }
 
+// When a mark's job was last asked about orders the bounded job checks
+// alone: a time from the future (one sweep under a lying Date) would put
+// the runner behind every other for the length of the lie. It is brought
+// back to now, without restarting the mark; a mark restarted for its own
+// times keeps a past one.
+func TestConfirmJobCheckedFromTheFutureIsBroughtToNow(t *testing.T) {
+	obs := observe([]fleet.Pod{running("acme-a")})
+	obs.Lists[org] = ScopeList{Scope: fleet.Scope{Kind: fleet.OrgScope, Name: "acme"}, Problem: "502"}
+	c := Classify(obs, policy(), nil)
+	key := fleet.PodMarkKey("uid-acme-a")
+	first, ahead, past := t0.Add(-time.Hour), t0.AddDate(10, 0, 0), t0.Add(-time.Minute)
+	out := Confirm(at(t0), c, map[string]fleet.Mark{key: {Verdict: fleet.Zombie, FirstSeen: first, FirstSeenLocal: first, LastSeen: first, Scope: org, JobCheckedAt: ahead}}, hold())
+	assert.Equal(t, t0, out.Marks[key].JobCheckedAt)
+	assert.Equal(t, first, out.Marks[key].FirstSeen, "the mark is not restarted")
+	assert.Empty(t, out.FromFuture)
+
+	out = Confirm(at(t0), c, map[string]fleet.Mark{key: {Verdict: fleet.Zombie, FirstSeen: ahead, LastSeen: ahead, Scope: org, JobCheckedAt: past}}, hold())
+	assert.Equal(t, past, out.Marks[key].JobCheckedAt)
+}
+
 // The registration deadline counts from the runner's start on its node's
 // clock, bounded by the pod's creation on the API server's (the reference)
 // and by now: a node clock behind never makes a runner look older than its
