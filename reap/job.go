@@ -94,7 +94,10 @@ func (r *Reaper) asks(c reconcile.Candidate) bool {
 func (r *Reaper) jobCheckTurns(cs []reconcile.Candidate) map[int]bool {
 	var idx []int
 	for i, c := range cs {
-		if needsJobCheck(c) && r.asks(c) {
+		// Only a candidate that would reach the check takes a turn: one
+		// only reported, or already deleting, is never asked, never
+		// stamped, and would hold its turn on every sweep.
+		if needsJobCheck(c) && r.asks(c) && r.Action(c) != Report && !alreadyDeleting(c) {
 			idx = append(idx, i)
 		}
 	}

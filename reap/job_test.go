@@ -281,3 +281,30 @@ func TestJobChecksTakeTurns(t *testing.T) {
 	}
 	assert.Equal(t, 3, n, "three of the four failing checks had their turn; the fourth waits")
 }
+
+// TestJobCheckTurnsGoOnlyToCandidatesThatWouldBeAsked: a candidate that is
+// only reported (a scale-set pod whose EphemeralRunner was not listed) or
+// already deleting is never asked about its job, so it takes no turn: it
+// would never be stamped, and would hold its turn on every sweep.
+func TestJobCheckTurnsGoOnlyToCandidatesThatWouldBeAsked(t *testing.T) {
+	desk := &jobDesk{status: map[int64]fleet.JobStatus{9: {Status: "completed", Conclusion: "success", RunnerName: "asked"}}}
+	var cs []reconcile.Candidate
+	for i := range 3 {
+		c := withJob(cand(fleet.Zombie, fmt.Sprintf("reported-%d", i), int64(100+i)), 100)
+		c.Pod.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: c.Pod.Name, UID: "o-" + c.Pod.Name}
+		c.Since = time.Unix(int64(i), 0)
+		cs = append(cs, c)
+	}
+	deleting := withJob(cand(fleet.Zombie, "deleting", 200), 100)
+	deleting.Pod.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "deleting", UID: "o-deleting"}
+	deleting.OwnerRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: "deleting", UID: "o-deleting", DeletingSince: time.Unix(1, 0)}
+	deleting.Since = time.Unix(5, 0)
+	asked := withJob(cand(fleet.Zombie, "asked", 9), 9)
+	asked.Since = time.Unix(10, 0)
+	rec := &recorder{}
+	o := opts()
+	o.Jobs, o.Limits.MaxActions = desk, 1
+	got := results(New(rec, rec, o).Reap(context.Background(), 100, append(cs, deleting, asked)))
+	assert.Equal(t, fleet.Deleted, got["asked"])
+	assert.Equal(t, []string{"acme/api/9@asked"}, desk.asked)
+}
