@@ -260,7 +260,7 @@ func TestClassifyARCDeletion(t *testing.T) {
 	// read (another GitHub host) leaves the pod with none, and the sweep
 	// warns. Either way the labels' list (org:acme's, which holds a runner
 	// 42 of the same name) says nothing of it.
-	for _, tc := range []struct{ scope, want string }{{"org:other", ""}, {"", "runners/set-runner-a"}} {
+	for _, tc := range []struct{ scope, want string }{{"org:other", "runners/set-runner-a"}, {"", "runners/set-runner-a"}} {
 		t.Run(fmt.Sprintf("an EphemeralRunner of scope %q: the labels' list says nothing of it", tc.scope), func(t *testing.T) {
 			obs := observe([]fleet.Pod{owned}, reg(42, "set-runner-a", false, false))
 			obs.EphemeralRunners = []fleet.EphemeralRunner{er("set-runner-a", func(e *fleet.EphemeralRunner) {
@@ -311,4 +311,28 @@ func TestClassifyARCDeletion(t *testing.T) {
 		assert.EqualValues(t, 42, c.Findings[0].RunnerID)
 		assert.NotNil(t, c.Findings[0].Registration)
 	})
+}
+
+// TestPodWhoseListedEphemeralRunnerIsGoneWaitsForTheCollector: with the
+// EphemeralRunners listed, a scale-set pod whose EphemeralRunner is not
+// among them lost it between the two lists (ARC removes a finished
+// runner's EphemeralRunner right after its pod ends): the garbage
+// collector takes the pod next, so it gets no verdict, as a deleting
+// owner's pod does. With ARC's objects not listed, the pod is judged.
+func TestPodWhoseListedEphemeralRunnerIsGoneWaitsForTheCollector(t *testing.T) {
+	dead := running("set-runner-a", func(p *fleet.Pod) {
+		p.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "set-runner-a", UID: "er-set-runner-a"}
+		p.Runner = fleet.Container{Found: true, Terminated: &fleet.Termination{ExitCode: 0, Reason: "Completed"}}
+	})
+	obs := observe([]fleet.Pod{dead})
+	c := Classify(obs, arcPolicy(), nil)
+	assert.Empty(t, c.Findings)
+	assert.Equal(t, 1, c.OwnerDeleting)
+	assert.Equal(t, 1, c.ManagedPods, "it stays in the fraction's base")
+
+	pol := arcPolicy()
+	pol.ARC = false
+	c = Classify(obs, pol, nil)
+	require.Len(t, c.Findings, 1)
+	assert.Equal(t, fleet.Terminal, c.Findings[0].Verdict)
 }

@@ -168,11 +168,12 @@ type Classification struct {
 	// While there is one, no ghost verdict is made and ghost marks are
 	// held: the sweep is degraded.
 	Unobserved []fleet.UnobservedNamespace
-	// ForeignOwners lists the runner pods (namespace/name) that their
-	// labels place in a scope but whose EphemeralRunner's githubConfigUrl
-	// names none the reaper can read: a host other than the one it lists
-	// (a proxy in REAPER_GITHUB_API_URL says nothing of the web host ARC
-	// was given). They get no verdict from GitHub's lists (scopeFromOwners).
+	// ForeignOwners lists the runner pods (namespace/name) whose labels
+	// and EphemeralRunner disagree and whose EphemeralRunner's
+	// githubConfigUrl names no configured scope: another organization, or
+	// a host other than the one the reaper lists (a proxy in
+	// REAPER_GITHUB_API_URL says nothing of the web host ARC was given).
+	// They get no verdict from GitHub's lists (scopeFromOwners).
 	ForeignOwners []string
 	// FutureStarts lists the running pods whose runner, by its node's
 	// clock, started after now: that node's clock runs ahead. Such a
@@ -228,7 +229,7 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 		}
 		ers[er.UID] = &obs.EphemeralRunners[i]
 	}
-	obs.Pods, out.ForeignOwners = scopeFromOwners(obs.Pods, ers)
+	obs.Pods, out.ForeignOwners = scopeFromOwners(obs.Pods, ers, obs.Lists)
 	runnerID := func(p *fleet.Pod) int64 {
 		if p.RunnerID == 0 && p.Owner != nil {
 			return arcIDs[p.Owner.UID]
@@ -652,6 +653,15 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 		out.OwnerDeleting++
 		return
 	}
+	// With the EphemeralRunners listed, one that owns a pod and is not
+	// among them was deleted between the two lists (ARC removes a
+	// finished runner's EphemeralRunner right after its pod's end): the
+	// garbage collector takes the pod next, as it does a deleting
+	// owner's.
+	if owner == nil && j.pol.ARC && p.Owner != nil && p.Owner.APIVersion == fleet.EphemeralRunnerAPIVersion && p.Owner.Kind == fleet.EphemeralRunnerKind {
+		out.OwnerDeleting++
+		return
+	}
 	var m match
 	_, complete := j.ix.byName[p.ScopeKey]
 	if complete {
@@ -659,7 +669,7 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 	}
 	if f, ok := terminal(p, m.reg); ok {
 		f.OwnerRunner, f.Job = owner, jobOf(p, owner)
-		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
+		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete)
 		if m.ambiguous {
 			f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
 		}
@@ -696,7 +706,7 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 	}
 	if f != nil {
 		f.OwnerRunner, f.Job = owner, jobOf(p, owner)
-		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete, owner, p)
+		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete)
 		out.Findings = append(out.Findings, *f)
 	}
 }
@@ -708,9 +718,10 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 // URL names no scope the reaper can read (another GitHub host, a proxy in
 // REAPER_GITHUB_API_URL) leaves its pod with none: judged against the
 // labels' list, a healthy runner of another GitHub could be taken for a
-// zombie. Those pods, which their labels placed in a scope, are returned
-// for the sweep to warn about. pods is not changed.
-func scopeFromOwners(pods []fleet.Pod, ers map[string]*fleet.EphemeralRunner) ([]fleet.Pod, []string) {
+// zombie. The pods whose labels and EphemeralRunner disagree and whose
+// EphemeralRunner names no configured scope are returned for the sweep
+// to warn about. pods is not changed.
+func scopeFromOwners(pods []fleet.Pod, ers map[string]*fleet.EphemeralRunner, lists map[string]ScopeList) ([]fleet.Pod, []string) {
 	if len(ers) == 0 {
 		return pods, nil
 	}
@@ -722,7 +733,7 @@ func scopeFromOwners(pods []fleet.Pod, ers map[string]*fleet.EphemeralRunner) ([
 		if owner == nil || owner.ScopeKey == p.ScopeKey {
 			continue
 		}
-		if owner.ScopeKey == "" {
+		if _, configured := lists[owner.ScopeKey]; !configured {
 			lost = append(lost, p.Namespace+"/"+p.Name)
 		}
 		p.ScopeKey = owner.ScopeKey
@@ -755,15 +766,13 @@ func ownerRunner(ers map[string]*fleet.EphemeralRunner, p *fleet.Pod) *fleet.Eph
 // known is the runner id a pod's finding carries, and whether its scope's
 // complete list proves that registration gone: the id is known, the list
 // complete, and neither it nor the runner's name matched a registration.
-func known(id int64, m match, complete bool, owner *fleet.EphemeralRunner, p *fleet.Pod) (int64, bool) {
+func known(id int64, m match, complete bool) (int64, bool) {
 	if m.reg != nil {
 		return m.reg.ID, false
 	}
-	// The list that proves it is the pod's scope's; an EphemeralRunner
-	// registered in another scope (its githubConfigUrl) has its id there,
-	// where the runner may be busy: no proof.
-	sameScope := owner == nil || owner.ScopeKey == p.ScopeKey
-	return id, id != 0 && complete && !m.ambiguous && sameScope
+	// The list that proves it is the pod's scope's, which is its
+	// EphemeralRunner's where one was observed (scopeFromOwners).
+	return id, id != 0 && complete && !m.ambiguous
 }
 
 // byID indexes the complete lists' registrations by scope and id, for
