@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -51,10 +52,19 @@ func TestSettleMarksRecordsAnUnansweredJobCheck(t *testing.T) {
 	out := func(key string, r fleet.Result) reap.Outcome {
 		return reap.Outcome{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Key: key}}, Result: r}
 	}
-	n := settleMarks(marks, []reap.Outcome{out("unchecked", fleet.JobUnchecked), out("deleted", fleet.Deleted), out("deferred", fleet.Deferred)}, now)
+	outs := []reap.Outcome{out("unchecked", fleet.JobUnchecked), out("deleted", fleet.Deleted), out("deferred", fleet.Deferred)}
+	dry := maps.Clone(marks)
+	n := settleMarks(marks, outs, now, true)
 	assert.Equal(t, 2, n)
 	assert.Equal(t, map[string]fleet.Mark{
 		"unchecked": {Verdict: fleet.Zombie, FirstSeen: first, JobCheckedAt: now},
 		"deferred":  {Verdict: fleet.Zombie, FirstSeen: first},
 	}, marks)
+
+	// A dry run finished nothing ("deleted" there is would-delete, but
+	// the rule must not lean on that): it only records the check.
+	n = settleMarks(dry, outs, now, false)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, now, dry["unchecked"].JobCheckedAt)
+	assert.Contains(t, dry, "deleted")
 }

@@ -308,8 +308,8 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	}
 	res.Outcomes = reaper.Reap(ctx, res.Class.ManagedPods, ready)
 
-	if mode == Act {
-		s.saveActed(ctx, ledger, version, &res)
+	if mode != Audit {
+		s.saveActed(ctx, ledger, version, &res, mode == Act)
 	}
 
 	res.Status, res.Err = settle(res)
@@ -371,13 +371,14 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 
 // saveActed saves the ledger again without the marks of the candidates that
 // are finished with, and with when an unanswered job check was made
-// (settleMarks). It runs detached, like the actions it records (a
+// (settleMarks); a dry run, which finished nothing, saves only the latter,
+// so that its job checks take turns as a real sweep's do. It runs detached, like the actions it records (a
 // signal that came during them must not lose what they did), and bounded
 // like their writes: never into the time the report needs before the
 // deadline. A failed save is a warning: the marks only point at objects
 // that are gone or busy now, and the next sweep clears them anyway.
-func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result) {
-	if changed := settleMarks(ledger.Marks, res.Outcomes, res.Started); changed > 0 {
+func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result, acted bool) {
+	if changed := settleMarks(ledger.Marks, res.Outcomes, res.Started, acted); changed > 0 {
 		end := time.Now().Add(reap.DefaultSpare)
 		if d, ok := ctx.Deadline(); ok && d.Add(-reap.ReportReserve).Before(end) {
 			end = d.Add(-reap.ReportReserve)
@@ -456,8 +457,11 @@ func notListed(scope fleet.Scope, limit *fleet.RateLimitError) reconcile.ScopeLi
 // dropped (see clearActed), and a mark whose job could not be asked about
 // records when, so that the next sweep's bounded checks go to the others
 // first (reap's jobCheckTurns).
-func settleMarks(marks map[string]fleet.Mark, outs []reap.Outcome, now time.Time) int {
-	n := clearActed(marks, outs)
+func settleMarks(marks map[string]fleet.Mark, outs []reap.Outcome, now time.Time, acted bool) int {
+	n := 0
+	if acted {
+		n = clearActed(marks, outs)
+	}
 	for _, o := range outs {
 		if m, ok := marks[o.Candidate.Key]; ok && o.Result == fleet.JobUnchecked {
 			m.JobCheckedAt = now
