@@ -39,11 +39,12 @@ type fileDoc struct {
 }
 
 // fileFormat is the layout this code writes. Format 2 added each mark's
-// first_seen_local; this code reads format 1 too (such a mark starts its
-// local hold at the next sweep). A runner-reaper older than format 2
-// cannot read a format 2 file: to go back to one, remove the file, and its
-// marks start again.
-const fileFormat = 2
+// first_seen_local, format 3 its job_checked_at; this code reads formats 1
+// and 2 too (such a mark starts its local hold at the next sweep, and has
+// never had its job asked about). A runner-reaper older than a file's
+// format cannot read it and says so: to go back to one, remove the file,
+// and its marks start again.
+const fileFormat = 3
 
 // oldestFormat is the oldest layout this code reads.
 const oldestFormat = 1
