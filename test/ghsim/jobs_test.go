@@ -367,8 +367,8 @@ func TestLieMutableBySetRunner(t *testing.T) {
 // registered still runs the job, on no registration.
 func TestStartJobFindsTheRegistration(t *testing.T) {
 	s := New(Options{})
-	ent := s.AddRunner("enterprise:big", Runner{Name: "shared"})
-	org := s.AddRunner("org:acme", Runner{Name: "shared"})
+	ent := s.AddRunner("enterprise:big", Runner{Name: "in-both"})
+	org := s.AddRunner("org:acme", Runner{Name: "in-both"})
 	repo := s.AddRunner("repo:acme/web", Runner{Name: "mine"})
 	entOnly := s.AddRunner("enterprise:big", Runner{Name: "ent-only"})
 
@@ -377,7 +377,7 @@ func TestStartJobFindsTheRegistration(t *testing.T) {
 		want   int64
 	}{
 		{"mine", repo.ID},
-		{"shared", org.ID},
+		{"in-both", org.ID},
 		{"ent-only", entOnly.ID},
 		{"ghost", 0},
 	} {
@@ -386,7 +386,7 @@ func TestStartJobFindsTheRegistration(t *testing.T) {
 		assert.Equal(t, tc.want, j.RunnerID, tc.runner)
 		assert.Equal(t, tc.runner, j.RunnerName)
 	}
-	r, _ := s.RunnerByName("enterprise:big", "shared")
+	r, _ := s.RunnerByName("enterprise:big", "in-both")
 	assert.Equal(t, ent.ID, r.ID)
 	assert.False(t, r.Busy, "the organization's runner of that name took the job")
 
