@@ -272,7 +272,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		s.Log.LogAttrs(ctx, slog.LevelWarn, "runner pods of another GitHub",
 			slog.Int("pods", len(f)), slog.Any("first", f[:min(len(f), 10)]),
 			slog.String("web_host", s.WebHost),
-			slog.String("effect", "their EphemeralRunner's githubConfigUrl names a GitHub host other than web_host (derived from REAPER_GITHUB_API_URL), or no scope at all; GitHub's lists say nothing of them, and only a terminal one is acted on"))
+			slog.String("effect", "their EphemeralRunner's githubConfigUrl, which wins over their labels, names no configured scope: a GitHub host other than web_host (derived from REAPER_GITHUB_API_URL), or a scope not in REAPER_SCOPES; GitHub's lists say nothing of them, and only a terminal one is acted on"))
 	}
 	res.Confirmation = reconcile.Confirm(reconcile.Clocks{Ref: now, Local: local}, res.Class, ledger.Marks, s.Hold)
 	s.warnFuture(ctx, res.Confirmation.FromFuture)
@@ -372,11 +372,13 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 // saveActed saves the ledger again without the marks of the candidates that
 // are finished with, and with when an unanswered job check was made
 // (settleMarks); a dry run, which finished nothing, saves only the latter,
-// so that its job checks take turns as a real sweep's do. It runs detached, like the actions it records (a
-// signal that came during them must not lose what they did), and bounded
-// like their writes: never into the time the report needs before the
-// deadline. A failed save is a warning: the marks only point at objects
-// that are gone or busy now, and the next sweep clears them anyway.
+// so that its job checks take turns as a real sweep's do. It runs
+// detached, like the actions it records (a signal that came during them
+// must not lose what they did), and bounded like their writes: never into
+// the time the report needs before the deadline. A failed save is a
+// warning: the marks only point at objects that are gone or busy now, and
+// the next sweep clears them anyway; a stamp lost only reorders the next
+// sweep's checks.
 func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result, acted bool) {
 	if changed := settleMarks(ledger.Marks, res.Outcomes, res.Started, acted); changed > 0 {
 		end := time.Now().Add(reap.DefaultSpare)
