@@ -303,13 +303,10 @@ func (w *arcWorld) runnerSet(set string) (string, int64) {
 	}}
 	_, err := cluster.Dynamic.Resource(testenv.EphemeralRunnerSets).Namespace(w.ns).Create(context.Background(), u, metav1.CreateOptions{})
 	require.NoError(t, err, "create ephemeralrunnerset %s", set)
-	var name string
-	require.Eventually(t, func() bool {
-		if rs := cluster.ARCRunnersOf(t, w.ns, set); len(rs) == 1 {
-			name = rs[0]
-		}
-		return name != ""
-	}, time.Minute, 100*time.Millisecond, "ARC made no EphemeralRunner for %s", set)
+	name, _ := cluster.ProvisionARCSetRunner(t, w.ns, set, 90*time.Second, func(name string) (int64, bool) {
+		r, ok := w.sim.RunnerByName(scope, name)
+		return r.ID, ok
+	})
 	return name, w.online(name)
 }
 

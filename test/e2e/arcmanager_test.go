@@ -154,15 +154,10 @@ func TestARCManagerLoop(t *testing.T) {
 				l := newARCLoop(t, done404)
 				const set = "arc-set-scale"
 				env.ARCRunnerSet(t, l.ns, set, l.cfg, 1)
-				var name string
-				require.Eventually(t, func() bool {
-					rs := env.ARCRunnersOf(t, l.ns, set)
-					if len(rs) == 1 {
-						name = rs[0]
-					}
-					return name != ""
-				}, 30*time.Second, 50*time.Millisecond)
-				st, _ := env.WaitARCRunner(t, l.ns, name, 30*time.Second, "registered, Secret and pod made", testenv.Provisioned)
+				name, st := env.ProvisionARCSetRunner(t, l.ns, set, 30*time.Second, func(name string) (int64, bool) {
+					r, ok := l.sim.RunnerByName(scope, name)
+					return r.ID, ok
+				})
 				env.WritePodState(t, l.ns, name, testenv.Running())
 				env.ScaleARCRunnerSet(t, l.ns, set, 0)
 				if done404 {

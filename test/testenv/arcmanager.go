@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
@@ -327,6 +328,72 @@ func (e *Env) ProvisionARCRunner(t testing.TB, ns, base, configURL string, liste
 				ns, name, st.RunnerID, id, ok, st.Pod != nil, st.Secret != nil)
 		}
 		t.Logf("%s: ARC's runner id %d is not GitHub's (%d, listed %v); provisioning another", name, st.RunnerID, id, ok)
+	}
+}
+
+// ProvisionARCSetRunner waits for the one EphemeralRunner of the
+// EphemeralRunnerSet named set in ns to be provisioned with GitHub's id,
+// as ProvisionARCRunner does for one the test makes, and returns its name.
+// A runner left by ARC v0.27.6's race (see ProvisionARCRunner) with the id
+// of a registration it removed itself is not the case a test sets up: it
+// is removed outright (finalizers, pod and Secret too), and the set makes
+// another, up to three times. settle bounds each wait.
+func (e *Env) ProvisionARCSetRunner(t testing.TB, ns, set string, settle time.Duration, listed func(name string) (int64, bool)) (string, ARCRunnerState) {
+	t.Helper()
+	tried := map[string]bool{}
+	for attempt := 1; ; attempt++ {
+		var name string
+		for deadline := time.Now().Add(settle); name == ""; time.Sleep(50 * time.Millisecond) {
+			for _, n := range e.ARCRunnersOf(t, ns, set) {
+				if !tried[n] {
+					name = n
+				}
+			}
+			if name == "" && time.Now().After(deadline) {
+				t.Fatalf("ARC's EphemeralRunnerSet %s/%s made no EphemeralRunner within %v", ns, set, settle)
+			}
+		}
+		tried[name] = true
+		var st ARCRunnerState
+		var id int64
+		var ok bool
+		settled := func() bool {
+			st = e.ARCRunner(t, ns, name)
+			id, ok = listed(name)
+			return Provisioned(st) && ok && id == st.RunnerID
+		}
+		for deadline := time.Now().Add(settle); !settled() && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if settled() {
+			return name, st
+		}
+		if attempt == 3 {
+			t.Fatalf("%s/%s of set %s: not provisioned with GitHub's id in 3 attempts; last: runner id %d, GitHub's %d (listed %v), pod %v, secret %v",
+				ns, name, set, st.RunnerID, id, ok, st.Pod != nil, st.Secret != nil)
+		}
+		t.Logf("%s: ARC's runner id %d is not GitHub's (%d, listed %v); removing it for the set to make another", name, st.RunnerID, id, ok)
+		e.removeARCRunner(t, ns, name)
+	}
+}
+
+// removeARCRunner removes EphemeralRunner ns/name, its finalizers, pod and
+// Secret, whatever ARC would make of it.
+func (e *Env) removeARCRunner(t testing.TB, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	res := e.Dynamic.Resource(EphemeralRunners).Namespace(ns)
+	if _, err := res.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("remove the finalizers of ephemeralrunner %s/%s: %v", ns, name, err)
+	}
+	if err := res.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete ephemeralrunner %s/%s: %v", ns, name, err)
+	}
+	if err := e.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete pod %s/%s: %v", ns, name, err)
+	}
+	if err := e.Client.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("delete secret %s/%s: %v", ns, name, err)
 	}
 }
 

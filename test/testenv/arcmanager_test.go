@@ -169,26 +169,16 @@ func TestARCManagerEphemeralRunner(t *testing.T) {
 
 	t.Run("runner set: scaled up and down", func(t *testing.T) {
 		env.ARCRunnerSet(t, ns, "set", cfg, 1)
-		var name string
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if names := env.ARCRunnersOf(t, ns, "set"); len(names) == 1 {
-				name = names[0]
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("ARC's EphemeralRunnerSet controller made no EphemeralRunner")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
 		// Settled: ARC's status and GitHub's list agree on the runner id.
 		// Under load (CI on a shared machine) the first id ARC wrote was
 		// seen not to be the one GitHub then listed under the name.
-		st, took := env.WaitARCRunner(t, ns, name, 30*time.Second, "registered, Secret and pod made, its id GitHub's", func(s ARCRunnerState) bool {
+		began := time.Now()
+		name, st := env.ProvisionARCSetRunner(t, ns, "set", 30*time.Second, func(name string) (int64, bool) {
 			r, ok := sim.RunnerByName(scope, name)
-			return Provisioned(s) && ok && r.ID == s.RunnerID
+			return r.ID, ok
 		})
-		t.Logf("set: EphemeralRunner %s registered as runner %d, Secret and pod made %v after it appeared", name, st.RunnerID, took.Round(time.Millisecond))
+		took := time.Since(began)
+		t.Logf("set: EphemeralRunner %s registered as runner %d, Secret and pod made %v after the set was made", name, st.RunnerID, took.Round(time.Millisecond))
 		env.WritePodState(t, ns, name, Running())
 		env.WaitARCRunner(t, ns, name, 30*time.Second, "phase Running", func(s ARCRunnerState) bool {
 			return ARCRunnerPhase(s) == string(corev1.PodRunning)
