@@ -309,25 +309,32 @@ func (e *Env) ProvisionARCRunner(t testing.TB, ns, base, configURL string, liste
 			name = fmt.Sprintf("%s-%d", base, attempt)
 		}
 		e.EphemeralRunner(t, ns, EphemeralRunner{Name: name, ConfigURL: configURL})
-		var st ARCRunnerState
-		var id int64
-		var ok bool
-		settled := func() bool {
-			st = e.ARCRunner(t, ns, name)
-			id, ok = listed(name)
-			return Provisioned(st) && ok && id == st.RunnerID
-		}
-		for deadline := time.Now().Add(30 * time.Second); !settled() && time.Now().Before(deadline); {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if settled() {
+		st, last, ok := e.settleARCRunner(t, ns, name, 30*time.Second, listed)
+		if ok {
 			return name, st
 		}
 		if attempt == 3 {
-			t.Fatalf("%s/%s: not provisioned with GitHub's id in 3 attempts; last: runner id %d, GitHub's %d (listed %v), pod %v, secret %v",
-				ns, name, st.RunnerID, id, ok, st.Pod != nil, st.Secret != nil)
+			t.Fatalf("%s/%s: not provisioned with GitHub's id in 3 attempts; last: %s", ns, name, last)
 		}
-		t.Logf("%s: ARC's runner id %d is not GitHub's (%d, listed %v); provisioning another", name, st.RunnerID, id, ok)
+		t.Logf("%s: %s; provisioning another", name, last)
+	}
+}
+
+// settleARCRunner waits up to settle for EphemeralRunner ns/name to be
+// provisioned with the id GitHub lists under its name (listed), and
+// reports its state, and when it did not settle, what was last seen.
+func (e *Env) settleARCRunner(t testing.TB, ns, name string, settle time.Duration, listed func(name string) (int64, bool)) (ARCRunnerState, string, bool) {
+	t.Helper()
+	for deadline := time.Now().Add(settle); ; time.Sleep(50 * time.Millisecond) {
+		st := e.ARCRunner(t, ns, name)
+		id, ok := listed(name)
+		if Provisioned(st) && ok && id == st.RunnerID {
+			return st, "", true
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Sprintf("ARC's runner id %d, GitHub's %d (listed %v), pod %v, secret %v",
+				st.RunnerID, id, ok, st.Pod != nil, st.Secret != nil), false
+		}
 	}
 }
 
@@ -354,25 +361,14 @@ func (e *Env) ProvisionARCSetRunner(t testing.TB, ns, set string, settle time.Du
 			}
 		}
 		tried[name] = true
-		var st ARCRunnerState
-		var id int64
-		var ok bool
-		settled := func() bool {
-			st = e.ARCRunner(t, ns, name)
-			id, ok = listed(name)
-			return Provisioned(st) && ok && id == st.RunnerID
-		}
-		for deadline := time.Now().Add(settle); !settled() && time.Now().Before(deadline); {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if settled() {
+		st, last, ok := e.settleARCRunner(t, ns, name, settle, listed)
+		if ok {
 			return name, st
 		}
 		if attempt == 3 {
-			t.Fatalf("%s/%s of set %s: not provisioned with GitHub's id in 3 attempts; last: runner id %d, GitHub's %d (listed %v), pod %v, secret %v",
-				ns, name, set, st.RunnerID, id, ok, st.Pod != nil, st.Secret != nil)
+			t.Fatalf("%s/%s of set %s: not provisioned with GitHub's id in 3 attempts; last: %s", ns, name, set, last)
 		}
-		t.Logf("%s: ARC's runner id %d is not GitHub's (%d, listed %v); removing it for the set to make another", name, st.RunnerID, id, ok)
+		t.Logf("%s: %s; removing it for the set to make another", name, last)
 		e.removeARCRunner(t, ns, name)
 	}
 }
