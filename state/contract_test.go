@@ -74,6 +74,7 @@ func TestStoreContract(t *testing.T) {
 		{"concurrent updates from one version: exactly one wins", contractConcurrentUpdate},
 		{"a save that changes nothing still moves the version", contractNoOpSave},
 		{"the scope rotation's position round-trips and clears", contractNextScope},
+		{"the streaks round-trip and clear", contractStreaks},
 	}
 	for _, b := range backends() {
 		for _, c := range cases {
@@ -334,4 +335,22 @@ func contractNextScope(t *testing.T, open func() state.Store) {
 	again, _, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.Empty(t, again.NextScope)
+}
+
+func contractStreaks(t *testing.T, open func() state.Store) {
+	want := Sample()
+	want.Streaks = state.Streaks{Skips: map[string]int{"org:acme": 12, "repo:acme/web": 3}, Bound: 5}
+	v, err := open().Save(Ctx(t), want, "")
+	require.NoError(t, err)
+	got, v, err := open().Load(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, want.Streaks, got.Streaks)
+	assert.Equal(t, 12, got.Streaks.MaxSkip())
+
+	got.Streaks = state.Streaks{}
+	_, err = open().Save(Ctx(t), got, v)
+	require.NoError(t, err)
+	again, _, err := open().Load(Ctx(t))
+	require.NoError(t, err)
+	assert.True(t, again.Streaks.Zero(), "cleared streaks stay cleared: %+v", again.Streaks)
 }

@@ -22,6 +22,8 @@ const (
 	ListsKey = "lists.json.gz"
 	// NextScopeKey holds Ledger.NextScope; absent when it is empty.
 	NextScopeKey = "next-scope"
+	// StreaksKey holds Ledger.Streaks as JSON; absent when none runs.
+	StreaksKey = "streaks.json"
 )
 
 // Trim says what a save had to leave out to fit the limit. Dropping the
@@ -45,6 +47,20 @@ type Encoded struct {
 	Marks []byte // JSON of Ledger.Marks: data[MarksKey]
 	Lists []byte // gzip'd JSON of Ledger.Lists: binaryData[ListsKey]; nil when no list cache is kept
 	Next  string // Ledger.NextScope: data[NextScopeKey]; empty when there is no rotation
+	// Streaks is the JSON of Ledger.Streaks: data[StreaksKey]; empty when
+	// no streak runs.
+	Streaks string
+}
+
+// DecodeStreaks reads what Fit encoded as Streaks. Streaks only feed
+// alerts, so one that cannot be read (edited by hand) restarts from zero
+// rather than failing the sweep.
+func DecodeStreaks(s string) Streaks {
+	var st Streaks
+	if s == "" || json.Unmarshal([]byte(s), &st) != nil {
+		return Streaks{}
+	}
+	return st
 }
 
 // size counts keys and values, as the API server counts values, so that
@@ -53,6 +69,9 @@ func (e Encoded) size() int {
 	n := len(MarksKey) + len(e.Marks)
 	if e.Next != "" {
 		n += len(NextScopeKey) + len(e.Next)
+	}
+	if e.Streaks != "" {
+		n += len(StreaksKey) + len(e.Streaks)
 	}
 	if e.Lists != nil {
 		n += len(ListsKey) + len(e.Lists)
@@ -88,6 +107,13 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 		return Encoded{}, trim, fmt.Errorf("encode ledger marks: %w", err)
 	}
 	enc := Encoded{Marks: marks, Next: l.NextScope}
+	if !l.Streaks.Zero() {
+		b, err := json.Marshal(l.Streaks)
+		if err != nil {
+			return Encoded{}, trim, fmt.Errorf("encode ledger streaks: %w", err)
+		}
+		enc.Streaks = string(b)
+	}
 	if len(l.Lists) > 0 {
 		if enc.Lists, err = gzipJSON(l.Lists); err != nil {
 			return Encoded{}, trim, fmt.Errorf("encode ledger list cache: %w", err)

@@ -34,7 +34,36 @@ type Ledger struct {
 	// sweep cannot list every scope: the position of the fair rotation.
 	// Empty starts at the first configured scope.
 	NextScope string `json:"next_scope,omitempty"`
+	// Streaks count trouble that has lasted several sweeps in a row, for
+	// the alerts that must tell a blip from a lasting fault. They only feed
+	// metrics: one lost or unreadable restarts from zero and delays an
+	// alert, never changes what a sweep does.
+	Streaks Streaks `json:"streaks"`
 }
+
+// Streaks are the ledger's counts of sweeps in a row.
+type Streaks struct {
+	// Skips counts, by scope key, the sweeps in a row whose list of that
+	// scope was failed, rate-limited or inconsistent. A deferral by the
+	// scope budget neither counts nor breaks the streak: the scope was not
+	// asked. A scope listed whole is absent.
+	Skips map[string]int `json:"skips,omitempty"`
+	// Bound counts the sweeps in a row in which the action bound left a
+	// ready candidate for later.
+	Bound int `json:"bound,omitempty"`
+}
+
+// MaxSkip is the longest skip streak of any scope.
+func (s Streaks) MaxSkip() int {
+	n := 0
+	for _, v := range s.Skips {
+		n = max(n, v)
+	}
+	return n
+}
+
+// Zero is true when no streak is running: a backend stores nothing then.
+func (s Streaks) Zero() bool { return len(s.Skips) == 0 && s.Bound == 0 }
 
 // ListCache is what the ledger remembers of a scope's runner list so that
 // the next sweep can ask GitHub with If-None-Match and reuse an unchanged

@@ -115,6 +115,7 @@ func (c *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
 		}
 	}
 	l.NextScope = cm.Data[state.NextScopeKey]
+	l.Streaks = state.DecodeStreaks(cm.Data[state.StreaksKey])
 	c.remember(cm)
 	return state.Normalize(l), state.Version(cm.ResourceVersion), nil
 }
@@ -188,6 +189,11 @@ func (c *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (stat
 		cm.Data[state.NextScopeKey] = enc.Next
 	} else {
 		delete(cm.Data, state.NextScopeKey)
+	}
+	if enc.Streaks != "" {
+		cm.Data[state.StreaksKey] = enc.Streaks
+	} else {
+		delete(cm.Data, state.StreaksKey)
 	}
 	if enc.Lists != nil {
 		if cm.BinaryData == nil {

@@ -29,6 +29,7 @@ const (
 	dynamoAttrLists   = "lists"      // B: gzip'd JSON of Ledger.Lists; absent when empty
 	dynamoAttrUpdated = "updated"    // S: RFC 3339 time of the save, for a reader
 	dynamoAttrNext    = "next_scope" // S: Ledger.NextScope; absent when empty
+	dynamoAttrStreaks = "streaks"    // S: JSON of Ledger.Streaks; absent when none runs
 )
 
 // DefaultLimitBytes is the size the DynamoDB backend keeps a ledger
@@ -130,6 +131,9 @@ func (d *Store) decode(item map[string]types.AttributeValue) (state.Ledger, stat
 	if s, ok := item[dynamoAttrNext].(*types.AttributeValueMemberS); ok {
 		l.NextScope = s.Value
 	}
+	if s, ok := item[dynamoAttrStreaks].(*types.AttributeValueMemberS); ok {
+		l.Streaks = state.DecodeStreaks(s.Value)
+	}
 	return state.Normalize(l), state.Version(n.Value), nil
 }
 
@@ -174,6 +178,9 @@ func (d *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (stat
 	}
 	if enc.Next != "" {
 		in.Item[dynamoAttrNext] = &types.AttributeValueMemberS{Value: enc.Next}
+	}
+	if enc.Streaks != "" {
+		in.Item[dynamoAttrStreaks] = &types.AttributeValueMemberS{Value: enc.Streaks}
 	}
 
 	if _, err := d.client.PutItem(ctx, in); err != nil {

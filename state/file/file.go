@@ -39,12 +39,13 @@ type fileDoc struct {
 }
 
 // fileFormat is the layout this code writes. Format 2 added each mark's
-// first_seen_local, format 3 its job_checked_at; this code reads formats 1
-// and 2 too (such a mark starts its local hold at the next sweep, and has
-// never had its job asked about). A runner-reaper older than a file's
+// first_seen_local, format 3 its job_checked_at, format 4 the ledger's
+// streaks; this code reads formats 1 to 3 too (such a mark starts its
+// local hold at the next sweep and has never had its job asked about; such
+// a ledger has no streak running). A runner-reaper older than a file's
 // format cannot read it and says so: to go back to one, remove the file,
 // and its marks start again.
-const fileFormat = 3
+const fileFormat = 4
 
 // oldestFormat is the oldest layout this code reads.
 const oldestFormat = 1

@@ -210,8 +210,8 @@ func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
 		{"an unknown field beside the envelope", `{"version":2,"ledger":{"marks":{}},"owner":"team-a"}`, `unknown field "owner"`},
 		{"an unknown field in the ledger", `{"version":2,"ledger":{"marks":{},"notes":"x"}}`, `unknown field "notes"`},
 		{"an unknown field in a mark", `{"version":2,"ledger":{"marks":{"pod/u":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T09:00:00Z","color":"red"}}}}`, `unknown field "color"`},
-		{"a future format", `{"format":4,"version":7,"ledger":{"marks":{}}}`, "format is 4"},
-		{"a future format with fields this code does not know", `{"format":4,"version":7,"ledger":{"marks":{},"quotas":{}}}`, "written by a newer runner-reaper"},
+		{"a future format", `{"format":5,"version":7,"ledger":{"marks":{}}}`, "format is 5"},
+		{"a future format with fields this code does not know", `{"format":5,"version":7,"ledger":{"marks":{},"quotas":{}}}`, "written by a newer runner-reaper"},
 		{"version 0", `{"version":0,"ledger":{"marks":{}}}`, "version is 0"},
 		{"a second document after it", `{"version":1,"ledger":{"marks":{}}} {"version":9}`, "after top-level value"},
 		{"marks of another shape", `{"version":1,"ledger":{"marks":[1,2]}}`, "cannot unmarshal"},
@@ -244,7 +244,7 @@ func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
 // format field are the reaper's own, and read as they always were; the next
 // save adds the format.
 // A file of format 1 (written before marks kept their local first
-// sighting) and one without a format at all are read, and saved in format 3.
+// sighting) and one without a format at all are read, and saved in format 4.
 func TestFileWithoutFormatIsRead(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "ledger.json")
 	old := `{"version":3,"ledger":{"marks":{"pod/0000-uid-0001":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T10:00:00Z"}}}}`
@@ -260,6 +260,6 @@ func TestFileWithoutFormatIsRead(t *testing.T) {
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(b, &doc))
-	assert.EqualValues(t, 3, doc["format"], "saved in the layout this code writes")
+	assert.EqualValues(t, 4, doc["format"], "saved in the layout this code writes")
 	assert.EqualValues(t, 4, doc["version"])
 }
