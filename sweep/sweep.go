@@ -187,6 +187,9 @@ type Result struct {
 	LedgerTrim state.Trim
 	// WebHost is Sweeper.WebHost, for the report's links to runs.
 	WebHost string
+	// Streaks are the ledger's streaks as this sweep leaves them (as it
+	// found them, when it ended before classifying), for the metrics.
+	Streaks state.Streaks
 }
 
 // Run performs one sweep. It never returns an error without a Result: the
@@ -221,6 +224,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		res.Status, res.Err = StatusFailed, fmt.Errorf("load ledger: %w", err)
 		return res
 	}
+	res.Streaks = ledger.Streaks
 	// A sweep that cannot see every pod deletes nothing: a missing pod
 	// would make its registration look like a ghost.
 	pods, err := s.Pods.ListPods(ctx)
@@ -267,6 +271,8 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	res.Observation = obs
 
 	res.Class = reconcile.Classify(obs, s.Policy, ledger.Marks)
+	ledger.Streaks.Skips = skipStreaks(ledger.Streaks.Skips, s.Scopes, res.Class.Skipped)
+	res.Streaks = ledger.Streaks
 	s.warnFutureStarts(ctx, res.Class.FutureStarts)
 	if f := res.Class.ForeignOwners; len(f) > 0 {
 		s.Log.LogAttrs(ctx, slog.LevelWarn, "runner pods of another GitHub",
@@ -307,6 +313,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		reaper.HoldGitHub(limit)
 	}
 	res.Outcomes = reaper.Reap(ctx, res.Class.ManagedPods, ready)
+	res.Streaks.Bound = boundStreak(ledger.Streaks.Bound, res.Outcomes)
 
 	if mode != Audit {
 		s.saveActed(ctx, ledger, version, &res, mode == Act)
@@ -370,8 +377,8 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 }
 
 // saveActed saves the ledger again without the marks of the candidates that
-// are finished with, and with when an unanswered job check was made
-// (settleMarks); a dry run, which finished nothing, saves only the latter,
+// are finished with, with when an unanswered job check was made
+// (settleMarks), and with the action bound's streak; a dry run, which finished nothing, saves only the latter,
 // so that its job checks take turns as a real sweep's do. It runs
 // detached, like the actions it records (a signal that came during them
 // must not lose what they did), and bounded like their writes: never into
@@ -380,7 +387,12 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 // the next sweep clears them anyway; a stamp lost only reorders the next
 // sweep's checks.
 func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result, acted bool) {
-	if changed := settleMarks(ledger.Marks, res.Outcomes, res.Started, acted); changed > 0 {
+	changed := settleMarks(ledger.Marks, res.Outcomes, res.Started, acted)
+	if res.Streaks.Bound != ledger.Streaks.Bound {
+		ledger.Streaks.Bound = res.Streaks.Bound
+		changed++
+	}
+	if changed > 0 {
 		end := time.Now().Add(reap.DefaultSpare)
 		if d, ok := ctx.Deadline(); ok && d.Add(-reap.ReportReserve).Before(end) {
 			end = d.Add(-reap.ReportReserve)
@@ -627,4 +639,46 @@ func (s *Sweeper) lastTrim() state.Trim {
 		return tr.LastTrim()
 	}
 	return state.Trim{}
+}
+
+// skipStreaks counts each configured scope's skips in a row: a skipped
+// scope's count grows, a scope listed whole drops out, and a deferred one
+// keeps its count, as it was not asked. A scope no longer configured drops
+// out, so its old streak cannot fire an alert for ever.
+func skipStreaks(prev map[string]int, scopes []fleet.Scope, skipped []reconcile.Skip) map[string]int {
+	kinds := make(map[string]fleet.SkipKind, len(skipped))
+	for _, sk := range skipped {
+		kinds[sk.ScopeKey] = sk.Kind
+	}
+	var out map[string]int
+	for _, sc := range scopes {
+		key := sc.Key()
+		kind, ok := kinds[key]
+		n := 0
+		switch {
+		case !ok:
+		case kind == fleet.SkipDeferred:
+			n = prev[key]
+		default:
+			n = prev[key] + 1
+		}
+		if n > 0 {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[key] = n
+		}
+	}
+	return out
+}
+
+// boundStreak counts the sweeps in a row in which the action bound left a
+// ready candidate for later (result deferred).
+func boundStreak(prev int, outcomes []reap.Outcome) int {
+	for _, o := range outcomes {
+		if o.Result == fleet.Deferred {
+			return prev + 1
+		}
+	}
+	return 0
 }
