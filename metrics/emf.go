@@ -7,7 +7,11 @@
 //
 //   - one main line, dimension Mode (sweep, dry-run or audit), with the
 //     metrics SweepDuration (Milliseconds), GitHubRequests,
-//     GitHubNotModified, KubeRequests and ScopesSkipped (Count);
+//     GitHubNotModified, KubeRequests, ScopesSkipped, ScopesDeferred,
+//     MassSuspicionScopes, ScopeSkipStreak and ActionBoundStreak (Count),
+//     RateLimitedUntil (Seconds, Unix time, 0 when not limited), ExitCode
+//     (None) and, only when the sweep exited 0, LastSuccessTimestamp
+//     (Seconds, Unix time);
 //   - one line per (verdict, result) pair that occurred, dimensions
 //     [Verdict, Result], with the one metric Actions (Count);
 //   - one line per kind of skipped scope that occurred (failed,
@@ -55,6 +59,15 @@ const (
 	KubeRequests      = "KubeRequests"
 	ScopesSkipped     = "ScopesSkipped"
 	Actions           = "Actions"
+	// Added with the Prometheus push, so that both tell one story (see
+	// Families).
+	ScopesDeferred       = "ScopesDeferred"
+	RateLimitedUntil     = "RateLimitedUntil"
+	ExitCode             = "ExitCode"
+	LastSuccessTimestamp = "LastSuccessTimestamp"
+	MassSuspicionScopes  = "MassSuspicionScopes"
+	ScopeSkipStreak      = "ScopeSkipStreak"
+	ActionBoundStreak    = "ActionBoundStreak"
 
 	DimMode     = "Mode"
 	DimVerdict  = "Verdict"
@@ -63,6 +76,8 @@ const (
 
 	unitMilliseconds = "Milliseconds"
 	unitCount        = "Count"
+	unitSeconds      = "Seconds"
+	unitNone         = "None"
 	maxNamespace     = 255
 	maxDimValue      = 1024
 )
@@ -79,24 +94,44 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 	mode := res.Mode.String()
 	var buf bytes.Buffer
 
-	err := writeLine(&buf, ts, directive{
-		Namespace:  namespace,
-		Dimensions: [][]string{{DimMode}},
-		Metrics: []metricDef{
-			{SweepDuration, unitMilliseconds},
-			{GitHubRequests, unitCount},
-			{GitHubNotModified, unitCount},
-			{KubeRequests, unitCount},
-			{ScopesSkipped, unitCount},
-		},
-	}, []member{
+	defs := []metricDef{
+		{SweepDuration, unitMilliseconds},
+		{GitHubRequests, unitCount},
+		{GitHubNotModified, unitCount},
+		{KubeRequests, unitCount},
+		{ScopesSkipped, unitCount},
+		{ScopesDeferred, unitCount},
+		{RateLimitedUntil, unitSeconds},
+		{ExitCode, unitNone},
+		{MassSuspicionScopes, unitCount},
+		{ScopeSkipStreak, unitCount},
+		{ActionBoundStreak, unitCount},
+	}
+	members := []member{
 		{DimMode, mode},
 		{SweepDuration, res.Duration.Milliseconds()},
 		{GitHubRequests, res.GitHub.Requests},
 		{GitHubNotModified, res.GitHub.NotModified},
 		{KubeRequests, res.Kube.Requests},
 		{ScopesSkipped, len(res.Class.Skipped) - len(res.Deferred)},
-	})
+		{ScopesDeferred, len(res.Deferred)},
+		{RateLimitedUntil, value(Samples(res), PromRateLimitedUntil)},
+		{ExitCode, int(res.Status)},
+		{MassSuspicionScopes, len(res.Confirmation.MassSuspicion)},
+		{ScopeSkipStreak, res.Streaks.MaxSkip()},
+		{ActionBoundStreak, res.Streaks.Bound},
+	}
+	// Only a sweep that exited 0 writes it: an alarm on its missing data
+	// is the alarm on no successful sweep.
+	for _, s := range SuccessSamples(res) {
+		defs = append(defs, metricDef{LastSuccessTimestamp, unitSeconds})
+		members = append(members, member{LastSuccessTimestamp, int64(s.Value)})
+	}
+	err := writeLine(&buf, ts, directive{
+		Namespace:  namespace,
+		Dimensions: [][]string{{DimMode}},
+		Metrics:    defs,
+	}, members)
 	if err != nil {
 		return err
 	}
@@ -134,6 +169,16 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 		return fmt.Errorf("write emf metrics: %w", err)
 	}
 	return nil
+}
+
+// value is the first sample of name, 0 when there is none.
+func value(samples []Sample, name string) int64 {
+	for _, s := range samples {
+		if s.Name == name {
+			return int64(s.Value)
+		}
+	}
+	return 0
 }
 
 type metricDef struct {

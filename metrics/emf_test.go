@@ -15,6 +15,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -49,6 +50,7 @@ func busySweep() sweep.Result {
 			outcome(fleet.Terminal, fleet.NotReached),
 		},
 		Pending: []reconcile.Candidate{pending(fleet.Zombie), pending(fleet.Unregistered), pending(fleet.Zombie)},
+		Streaks: state.Streaks{Skips: map[string]int{"org/acme": 2, "org/beta": 1}, Bound: 4},
 	}
 }
 
@@ -56,7 +58,7 @@ func busySweep() sweep.Result {
 func TestWriteEMFGolden(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WriteEMF(&buf, busySweep(), "RunnerReaper", now))
-	want := `{"_aws":{"Timestamp":1773480413589,"CloudWatchMetrics":[{"Namespace":"RunnerReaper","Dimensions":[["Mode"]],"Metrics":[{"Name":"SweepDuration","Unit":"Milliseconds"},{"Name":"GitHubRequests","Unit":"Count"},{"Name":"GitHubNotModified","Unit":"Count"},{"Name":"KubeRequests","Unit":"Count"},{"Name":"ScopesSkipped","Unit":"Count"}]}]},"Mode":"sweep","SweepDuration":1234,"GitHubRequests":7,"GitHubNotModified":5,"KubeRequests":12,"ScopesSkipped":1}
+	want := `{"_aws":{"Timestamp":1773480413589,"CloudWatchMetrics":[{"Namespace":"RunnerReaper","Dimensions":[["Mode"]],"Metrics":[{"Name":"SweepDuration","Unit":"Milliseconds"},{"Name":"GitHubRequests","Unit":"Count"},{"Name":"GitHubNotModified","Unit":"Count"},{"Name":"KubeRequests","Unit":"Count"},{"Name":"ScopesSkipped","Unit":"Count"},{"Name":"ScopesDeferred","Unit":"Count"},{"Name":"RateLimitedUntil","Unit":"Seconds"},{"Name":"ExitCode","Unit":"None"},{"Name":"MassSuspicionScopes","Unit":"Count"},{"Name":"ScopeSkipStreak","Unit":"Count"},{"Name":"ActionBoundStreak","Unit":"Count"}]}]},"Mode":"sweep","SweepDuration":1234,"GitHubRequests":7,"GitHubNotModified":5,"KubeRequests":12,"ScopesSkipped":1,"ScopesDeferred":0,"RateLimitedUntil":0,"ExitCode":3,"MassSuspicionScopes":0,"ScopeSkipStreak":2,"ActionBoundStreak":4}
 {"_aws":{"Timestamp":1773480413589,"CloudWatchMetrics":[{"Namespace":"RunnerReaper","Dimensions":[["Verdict","Result"]],"Metrics":[{"Name":"Actions","Unit":"Count"}]}]},"Verdict":"ghost","Result":"already-gone","Actions":1,"Mode":"sweep"}
 {"_aws":{"Timestamp":1773480413589,"CloudWatchMetrics":[{"Namespace":"RunnerReaper","Dimensions":[["Verdict","Result"]],"Metrics":[{"Name":"Actions","Unit":"Count"}]}]},"Verdict":"orphan-stamped","Result":"error","Actions":1,"Mode":"sweep"}
 {"_aws":{"Timestamp":1773480413589,"CloudWatchMetrics":[{"Namespace":"RunnerReaper","Dimensions":[["Verdict","Result"]],"Metrics":[{"Name":"Actions","Unit":"Count"}]}]},"Verdict":"terminal","Result":"deleted","Actions":2,"Mode":"sweep"}
@@ -189,7 +191,9 @@ func TestWriteEMFFollowsSpec(t *testing.T) {
 
 	dims, vals := checkEMF(t, ls[0], now)
 	assert.Equal(t, map[string]string{"Mode": "sweep"}, dims)
-	assert.Equal(t, map[string]float64{"SweepDuration": 1234, "GitHubRequests": 7, "GitHubNotModified": 5, "KubeRequests": 12, "ScopesSkipped": 1}, vals)
+	assert.Equal(t, map[string]float64{"SweepDuration": 1234, "GitHubRequests": 7, "GitHubNotModified": 5, "KubeRequests": 12, "ScopesSkipped": 1,
+		"ScopesDeferred": 0, "RateLimitedUntil": 0, "ExitCode": 3, "MassSuspicionScopes": 0, "ScopeSkipStreak": 2, "ActionBoundStreak": 4}, vals,
+		"a degraded sweep writes no LastSuccessTimestamp")
 
 	// Every pair line, summed, accounts for every outcome and pending
 	// candidate once.
@@ -240,14 +244,18 @@ func TestWriteEMFModes(t *testing.T) {
 	}
 }
 
-// A quiet sweep writes the main line only, with zeros.
+// A quiet sweep writes the main line only, with zeros, and, as it exited
+// 0, when it started as the last success.
 func TestWriteEMFQuietSweep(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, WriteEMF(&buf, sweep.Result{Mode: sweep.Act}, "RunnerReaper", now))
+	started := now.Add(-2 * time.Second)
+	require.NoError(t, WriteEMF(&buf, sweep.Result{Mode: sweep.Act, Started: started}, "RunnerReaper", now))
 	ls := lines(t, buf.String())
 	require.Len(t, ls, 1)
 	_, vals := checkEMF(t, ls[0], now)
-	assert.Equal(t, map[string]float64{"SweepDuration": 0, "GitHubRequests": 0, "GitHubNotModified": 0, "KubeRequests": 0, "ScopesSkipped": 0}, vals)
+	assert.Equal(t, map[string]float64{"SweepDuration": 0, "GitHubRequests": 0, "GitHubNotModified": 0, "KubeRequests": 0, "ScopesSkipped": 0,
+		"ScopesDeferred": 0, "RateLimitedUntil": 0, "ExitCode": 0, "MassSuspicionScopes": 0, "ScopeSkipStreak": 0, "ActionBoundStreak": 0,
+		"LastSuccessTimestamp": float64(started.Unix())}, vals)
 }
 
 // An empty verdict or result still makes a valid dimension value.

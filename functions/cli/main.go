@@ -14,6 +14,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/safetext"
+	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
@@ -26,6 +27,7 @@ const usage = `usage:
   runner-reaper sweep [--dry-run]        one sweep that marks and reaps (JSON lines on stdout)
   runner-reaper audit [--output table|json]
                                          a dry run that changes nothing, printed for a person
+  runner-reaper metrics                  the metrics a sweep pushes, with their EMF names
   runner-reaper --version                the version and the git revision it was built from
 Configuration is read from REAPER_* environment variables; see the README.
 Exit status: 0 complete, 1 could not observe or act, 2 bad configuration,
@@ -116,6 +118,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		requested = sweep.Audit
 	case "help":
 		fmt.Fprint(stdout, usage)
+		return 0
+	case "metrics":
+		if len(words) > 1 {
+			fmt.Fprintf(stderr, "unexpected argument %q\n%s", words[1], usage)
+			return exitBadConfig
+		}
+		if err := metrics.WriteTable(stdout); err != nil {
+			fmt.Fprintln(stderr, safetext.String(err.Error()))
+			return int(sweep.StatusFailed)
+		}
 		return 0
 	default:
 		fmt.Fprintf(stderr, "unknown command %q\n%s", words[0], usage)

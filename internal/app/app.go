@@ -29,6 +29,8 @@ import (
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/kube/eks"
 	"github.com/runner-reaper/runner-reaper/metrics"
+	"github.com/runner-reaper/runner-reaper/metrics/otlp"
+	"github.com/runner-reaper/runner-reaper/metrics/push"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/report"
 	"github.com/runner-reaper/runner-reaper/secret"
@@ -114,6 +116,8 @@ type Runtime struct {
 	// metric lines.
 	out              io.Writer
 	metricsNamespace string
+	// push is where the sweep's metrics go at its end, besides the log.
+	push config.Push
 	// mode is decided once, by Start, for every sweep of the process.
 	mode sweep.Mode
 	// audit receives an audit's table, or its JSON when auditJSON.
@@ -231,7 +235,7 @@ func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Ru
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return &Runtime{Sweeper: s, Log: log, Secrets: o.Secrets, out: out, metricsNamespace: cfg.MetricsNamespace}, nil
+	return &Runtime{Sweeper: s, Log: log, Secrets: o.Secrets, out: out, metricsNamespace: cfg.MetricsNamespace, push: cfg.Push}, nil
 }
 
 // Logger is the process's logger, writing JSON lines to out. level filters
@@ -257,6 +261,7 @@ func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
 			r.Log.Warn("write metrics", slog.String("error", err.Error()))
 		}
 	}
+	r.publish(ctx, res)
 	if r.mode == sweep.Audit {
 		if err := r.writeAudit(res); err != nil {
 			r.Log.Error("write audit", slog.String("error", err.Error()))
@@ -264,6 +269,39 @@ func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
 		}
 	}
 	return res
+}
+
+// pushTimeout bounds each push of the metrics. The CronJob's deadline
+// leaves 5 s past the sweep's (activeDeadlineSeconds 50, REAPER_SWEEP_
+// TIMEOUT 45s), and a Pushgateway on the cluster's network answers in
+// milliseconds.
+const pushTimeout = 4 * time.Second
+
+// publish pushes the sweep's metrics where configured. It runs detached from
+// ctx, bounded by pushTimeout: a sweep a signal stopped is the one most
+// worth seeing. A push that fails is a warning and never the sweep's
+// failure: the sweep's work is done, and the alert on the last success
+// catches a push that keeps failing.
+func (r *Runtime) publish(ctx context.Context, res sweep.Result) {
+	ctx = context.WithoutCancel(ctx)
+	if r.push.PushgatewayURL != "" {
+		pctx, cancel := context.WithTimeout(ctx, pushTimeout)
+		err := push.New(r.push.PushgatewayURL, r.push.Instance, pushTimeout).Push(pctx, res)
+		cancel()
+		if err != nil {
+			r.Log.Warn("push metrics", slog.String("to", "pushgateway"), slog.String("error", err.Error()),
+				slog.String("effect", "this sweep's metrics are not in Prometheus; the sweep itself is unaffected"))
+		}
+	}
+	if r.push.OTLP {
+		pctx, cancel := context.WithTimeout(ctx, pushTimeout)
+		err := otlp.Export(pctx, res, r.push.Instance)
+		cancel()
+		if err != nil {
+			r.Log.Warn("push metrics", slog.String("to", "otlp"), slog.String("error", err.Error()),
+				slog.String("effect", "this sweep's metrics were not exported; the sweep itself is unaffected"))
+		}
+	}
 }
 
 // writeAudit prints the audit. It quotes why a scope was skipped: it is

@@ -100,7 +100,24 @@ type Config struct {
 	EKSCluster string
 	// MetricsNamespace, when set, adds CloudWatch EMF lines to the log.
 	MetricsNamespace string
+	// Push is where each sweep's metrics are pushed, when anywhere.
+	Push Push
 	GitHub           GitHub
+}
+
+// Push is where a sweep's metrics go at its end, besides the log.
+type Push struct {
+	// PushgatewayURL is the Pushgateway's base URL; "" pushes nothing
+	// there.
+	PushgatewayURL string
+	// Instance is the grouping key's instance: REAPER_METRICS_INSTANCE, or
+	// else the ledger's name, which two shards never have in common (they
+	// would fight over it), so their pushes never replace each other's.
+	Instance string
+	// OTLP is true when an OTLP endpoint is set in the OpenTelemetry SDK's
+	// own variables (OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_METRICS_ENDPOINT), which the exporter reads.
+	OTLP bool
 }
 
 // Problem is one bad variable.
@@ -255,6 +272,9 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	validateARC(s, bad)
 	c.Ledger = parseLedger(s.Ledger, inCluster, podNamespace, bad)
 	c.GitHub = validateGitHub(s, c.Scopes, bad)
+	c.Push = validatePush(s, c.Ledger, bad, func(name, what, ex string) {
+		ps = append(ps, Problem{Var: name, What: what, Example: ex})
+	})
 	return c, ps
 }
 
@@ -759,6 +779,63 @@ func apiURLProblem(raw string) string {
 	return ""
 }
 
+// instancePattern is what REAPER_METRICS_INSTANCE accepts: a name a
+// person reads in an alert, and one Kubernetes would accept as a label
+// value, so that a chart may derive it from a release name.
+var instancePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// validatePush checks where metrics are pushed. The OpenTelemetry SDK reads
+// its own variables, and would only log a bad one and export nowhere; they
+// are checked here so that a bad one stops the start as a REAPER_ one
+// does. otel reports a problem in a variable outside the REAPER_ prefix.
+func validatePush(s spec, l Ledger, bad func(field, what string), otel func(name, what, example string)) Push {
+	p := Push{PushgatewayURL: s.PushgatewayUrl, Instance: s.MetricsInstance}
+	if s.PushgatewayUrl != "" {
+		if why := pushURLProblem(s.PushgatewayUrl); why != "" {
+			bad("PushgatewayUrl", why)
+		}
+	}
+	switch {
+	case s.MetricsInstance != "" && !instancePattern.MatchString(s.MetricsInstance):
+		bad("MetricsInstance", "must be 1 to 63 of letters, digits, . _ -, starting with a letter or digit")
+	case s.MetricsInstance == "":
+		p.Instance = l.String()
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"} {
+		v, ok := os.LookupEnv(name)
+		if !ok || v == "" {
+			continue
+		}
+		p.OTLP = true
+		if why := pushURLProblem(v); why != "" {
+			otel(name, why, "http://otel-collector.monitoring:4318")
+		}
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"} {
+		if v := os.Getenv(name); v != "" && v != "http/protobuf" {
+			otel(name, fmt.Sprintf("%q is not supported: runner-reaper exports OTLP over HTTP only", v), "http/protobuf")
+		}
+	}
+	return p
+}
+
+// pushURLProblem says what is wrong with a URL metrics are pushed to, or
+// "". Plain http is allowed anywhere: a push carries no credential, and an
+// in-cluster Pushgateway rarely has TLS. A user:password@ would be logged
+// with every failed push, so it is refused; the message never quotes it.
+func pushURLProblem(raw string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Opaque != "":
+		return "is not an absolute http(s) URL"
+	case u.User != nil:
+		return "must not carry credentials (user:password@)"
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return "must not have a query or a fragment"
+	}
+	return ""
+}
+
 // loopback reports whether host is this machine's own loopback.
 func loopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
@@ -779,4 +856,18 @@ func githubDefaultLabel(label string) bool {
 		return true
 	}
 	return false
+}
+
+// String is the ledger as REAPER_LEDGER names it.
+func (l Ledger) String() string {
+	switch l.Kind {
+	case LedgerConfigMap:
+		return string(l.Kind) + ":" + l.Namespace + "/" + l.Name
+	case LedgerDynamoDB:
+		return string(l.Kind) + ":" + l.Table
+	case LedgerFile:
+		return string(l.Kind) + ":" + l.Path
+	default:
+		return string(l.Kind)
+	}
 }

@@ -45,6 +45,8 @@ type spec struct {
 	Ledger                string        `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger"`
 	EksCluster            string        `split_words:"true" example:"build-fleet"`
 	MetricsNamespace      string        `split_words:"true" example:"RunnerReaper"`
+	PushgatewayUrl        string        `split_words:"true" example:"http://pushgateway.monitoring:9091"`
+	MetricsInstance       string        `split_words:"true" example:"runner-reaper-eu"`
 	DeleteServiceAccount  bool          `split_words:"true" default:"false" example:"true"`
 	KubeConcurrency       int           `split_words:"true" default:"4" example:"4"`
 	KubeTimeout           time.Duration `split_words:"true" default:"30s" example:"30s"`

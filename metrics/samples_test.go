@@ -1,0 +1,89 @@
+package metrics
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/sweep"
+)
+
+func TestSamplesOfABusySweep(t *testing.T) {
+	res := busySweep()
+	res.Started = now
+	until := now.Add(40 * time.Minute)
+	res.Class.Skipped = []reconcile.Skip{
+		{ScopeKey: "org/acme", Kind: fleet.SkipRateLimited, Until: until},
+		{ScopeKey: "org/beta", Kind: fleet.SkipRateLimited, Until: until.Add(-time.Minute)},
+		{ScopeKey: "org/gamma", Kind: fleet.SkipFailed},
+		{ScopeKey: "org/delta", Kind: fleet.SkipDeferred},
+	}
+	res.Deferred = []string{"org/delta"}
+	res.Confirmation.MassSuspicion = []reconcile.Suspicion{{ScopeKey: "org/acme"}}
+	got := map[string]float64{}
+	for _, s := range Samples(res) {
+		key := s.Name
+		for _, l := range s.Labels {
+			key += "|" + l
+		}
+		_, dup := got[key]
+		require.False(t, dup, "one sample per series: %s", key)
+		got[key] = s.Value
+	}
+	assert.Equal(t, map[string]float64{
+		PromActions + "|ghost|already-gone":                1,
+		PromActions + "|orphan-stamped|error":              1,
+		PromActions + "|terminal|deleted":                  2,
+		PromActions + "|terminal|not-reached":              1,
+		PromActions + "|unregistered|pending-confirmation": 1,
+		PromActions + "|zombie|deleted":                    2,
+		PromActions + "|zombie|pending-confirmation":       2,
+		PromActions + "|zombie|spared-busy":                1,
+		PromScopesSkipped + "|failed":                      1,
+		PromScopesSkipped + "|rate-limited":                2,
+		PromScopesSkipped + "|inconsistent":                0,
+		PromScopesDeferred:                                 1,
+		PromRateLimitedUntil:                               float64(until.Unix()),
+		PromGitHubRequests:                                 7,
+		PromGitHubNotModified:                              5,
+		PromKubeRequests:                                   12,
+		PromDuration:                                       1.2346,
+		PromExitCode + "|sweep":                            3,
+		PromLastSweep:                                      float64(now.UnixNano()) / 1e9,
+		PromMassSuspicion:                                  1,
+		PromSkipStreak:                                     2,
+		PromBoundStreak:                                    4,
+	}, got)
+	assert.Empty(t, SuccessSamples(res), "a degraded sweep is no success")
+
+	res.Status = sweep.StatusComplete
+	assert.Equal(t, []Sample{{PromLastSuccess, nil, float64(now.UnixNano()) / 1e9}}, SuccessSamples(res))
+}
+
+// Every sample belongs to a family of the table with as many labels, and
+// every name is unique: the table is what users and the shipped alerts read.
+func TestEverySampleHasItsFamily(t *testing.T) {
+	fams := map[string]Family{}
+	for _, f := range Families() {
+		_, dup := fams[f.Name]
+		require.False(t, dup, f.Name)
+		assert.Regexp(t, `^runner_reaper_[a-z_]+$`, f.Name)
+		assert.NotEmpty(t, f.Help)
+		assert.NotEmpty(t, f.EMF)
+		fams[f.Name] = f
+	}
+	res := busySweep()
+	res.Status = sweep.StatusComplete
+	seen := map[string]bool{}
+	for _, s := range append(Samples(res), SuccessSamples(res)...) {
+		f, ok := fams[s.Name]
+		require.True(t, ok, "sample %s has no family", s.Name)
+		assert.Len(t, s.Labels, len(f.Labels), s.Name)
+		seen[s.Name] = true
+	}
+	assert.Len(t, seen, len(fams), "every family has a sample in a busy, successful sweep")
+}
