@@ -15,6 +15,11 @@ DYNALITE := tools/dynalite/node_modules/dynalite/cli.js
 
 all: build
 
+# Each test tool's build lives in a fragment of its own (mk/*.mk); a
+# fragment adds what `make test` needs to TEST_ASSETS.
+TEST_ASSETS :=
+include $(wildcard mk/*.mk)
+
 # The version and git revision every build links in: `runner-reaper
 # --version` prints them and each sweep's summary line carries them.
 # Override with `make image VERSION=v1.2.3`.
@@ -117,7 +122,7 @@ deadcode:
 
 # image first: the image and cluster tests run `make image` themselves, and
 # inside the cluster's network namespace nothing can be downloaded.
-test: envtest-assets arc-manager cluster-assets image dynalite openapi vet deadcode
+test: envtest-assets arc-manager cluster-assets image dynalite openapi $(TEST_ASSETS) vet deadcode
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./test/chaos/cmd/chaos -sweeps 1000
 

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -117,30 +116,19 @@ func TestLambdaDryRunSaysDryRunEverywhere(t *testing.T) {
 	dead := w.runner("acme-dead", "offline", false)
 	w.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
 
-	rt, err := testenv.StartRuntime()
-	require.NoError(t, err)
-	t.Cleanup(rt.Close)
 	e := lambdaEnv(t, w, d, sm, table)
 	e["REAPER_DRY_RUN"] = "true"
-	proc, err := rt.StartProcess(bin, e)
-	require.NoError(t, err)
-	t.Cleanup(proc.Stop)
+	em := testenv.StartEmulator(t, bin, testenv.EmulatorOptions{Timeout: 50 * time.Second, Env: e})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
-	defer cancel()
-	inv, err := rt.Invoke(ctx, []byte(`{"source":"aws.scheduler","detail-type":"Scheduled Event"}`), 50*time.Second)
-	require.NoError(t, err, "stderr: %s", proc.Stderr())
-	require.Nil(t, inv.Error, "the invocation failed: %s\nstdout: %s", inv.Error, proc.Stdout())
-	var summary map[string]any
-	require.NoError(t, json.Unmarshal(inv.Response, &summary))
+	inv := invokeScheduled(t, em)
+	summary := answer(t, em, inv)
 	assert.Equal(t, "dry-run", summary["mode"], "%s", inv.Response)
 	assert.Equal(t, true, summary["dry_run"], "%s", inv.Response)
 	assert.Equal(t, map[string]any{"would-delete": 1.0}, summary["results"])
 
-	// Stopping the process waits for its output to be read to the end.
-	proc.Stop()
+	// The invocation's log: every line the function wrote, all JSON.
 	var actions, emf int
-	for _, line := range strings.Split(proc.Stdout(), "\n") {
+	for _, line := range strings.Split(inv.Log, "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}

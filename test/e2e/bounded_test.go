@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -253,20 +252,10 @@ func TestLambdaShorterSweepTimeoutWins(t *testing.T) {
 	_, _, firstReg, secondReg := terminalPair(w)
 	w.sim.Fault(scope, ghsim.EndpointDelete, ghsim.Fault{Hang: 4 * time.Second, Times: 1})
 
-	rt, err := testenv.StartRuntime()
-	require.NoError(t, err)
-	t.Cleanup(rt.Close)
-	proc, err := rt.StartProcess(lbin, lambdaEnv(t, w, d, sm, table))
-	require.NoError(t, err)
-	t.Cleanup(proc.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	inv, err := rt.Invoke(ctx, []byte(`{}`), 50*time.Second)
-	require.NoError(t, err, "stderr: %s", proc.Stderr())
-	require.Nil(t, inv.Error, "a degraded sweep is not a failed invocation: %s", inv.Error)
-	var s map[string]any
-	require.NoError(t, json.Unmarshal(inv.Response, &s))
-	assert.EqualValues(t, 3, s["status"])
+	em := testenv.StartEmulator(t, lbin, testenv.EmulatorOptions{Timeout: 50 * time.Second, Env: lambdaEnv(t, w, d, sm, table)})
+	inv := invokeScheduled(t, em)
+	s := answer(t, em, inv)
+	assert.EqualValues(t, 3, s["status"], "a degraded sweep is not a failed invocation")
 	assert.Equal(t, map[string]any{"deleted": 1.0, "not-reached": 1.0}, s["results"])
 	assert.Less(t, inv.Finished.Sub(inv.Started), 20*time.Second, "the sweep's own deadline, not the invocation's, ended it")
 	assert.False(t, w.runnerExists(firstReg.ID))

@@ -110,83 +110,36 @@ func newTable(t *testing.T, d *testenv.Dynalite) string {
 	return table
 }
 
-// The compiled bootstrap under the Lambda Runtime API: a cold start reads
-// the secret once, each invocation is one sweep answered with the summary,
-// a second invocation in the same process reuses everything, the ledger
-// lives in DynamoDB, metrics are EMF lines, and the deadline is honoured.
-func TestLambdaBootstrapSweeps(t *testing.T) {
-	bin, d := lambdaParts(t)
-	w := newWorld(t, nil)
-	sm, secretCalls := secretsManager(t, w.token)
-	table := newTable(t, d)
+// answer is one invocation's answer as the sweep's summary; the invocation
+// must have been answered with one, in time.
+func answer(t *testing.T, em *testenv.Emulator, inv testenv.Invocation) map[string]any {
+	t.Helper()
+	require.False(t, inv.TimedOut, "the invocation timed out; log:\n%s", inv.Log)
+	require.False(t, inv.Exited, "the function exited: %s\nlog:\n%s\nemulator:\n%s", inv.Body, inv.Log, em.EmulatorLog())
+	require.Nil(t, inv.Error, "the invocation failed: %s\nlog:\n%s", inv.Error, inv.Log)
+	var summary map[string]any
+	require.NoError(t, json.Unmarshal(inv.Response, &summary), "answer: %s", inv.Body)
+	t.Logf("invocation took %s: %s", inv.Finished.Sub(inv.Started).Round(time.Millisecond), inv.Response)
+	return summary
+}
 
-	w.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
-	zombie := w.runner("acme-zombie", "offline", false)
-	w.pod("acme-zombie", testenv.Running())
-
-	rt, err := testenv.StartRuntime()
+// invokeScheduled invokes em's function as its schedule does, and fails
+// the test if the emulator does not answer.
+func invokeScheduled(t *testing.T, em *testenv.Emulator) testenv.Invocation {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), em.Timeout+30*time.Second)
+	defer cancel()
+	inv, err := em.InvokeScheduled(ctx)
 	require.NoError(t, err)
-	t.Cleanup(rt.Close)
-	start := time.Now()
-	proc, err := rt.StartProcess(bin, lambdaEnv(t, w, d, sm, table))
-	require.NoError(t, err)
-	t.Cleanup(proc.Stop)
+	return inv
+}
 
-	invoke := func(timeout time.Duration) (testenv.Invocation, map[string]any) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
-		defer cancel()
-		inv, err := rt.Invoke(ctx, []byte(`{"source":"aws.scheduler","detail-type":"Scheduled Event"}`), timeout)
-		require.NoError(t, err, "stderr: %s", proc.Stderr())
-		require.Nil(t, inv.Error, "the invocation failed: %s\nstdout: %s", inv.Error, proc.Stdout())
-		var summary map[string]any
-		require.NoError(t, json.Unmarshal(inv.Response, &summary))
-		t.Logf("invocation took %s: %s", inv.Finished.Sub(inv.Started).Round(time.Millisecond), inv.Response)
-		return inv, summary
-	}
-
-	first, s1 := invoke(50 * time.Second)
-	t.Logf("cold start, process start to first sweep begun: %s", first.Started.Sub(start).Round(time.Millisecond))
-	assert.EqualValues(t, 0, s1["status"])
-	assert.Equal(t, map[string]any{"deleted": 1.0, "pending-confirmation": 1.0}, s1["results"])
-	assert.False(t, w.podExists("acme-dead"), "the terminal pod went on the first invocation")
-	assert.True(t, w.podExists("acme-zombie"))
-
-	time.Sleep(pastConfirm)
-	_, s2 := invoke(50 * time.Second)
-	assert.Equal(t, map[string]any{"deleted": 1.0}, s2["results"], "the mark left in DynamoDB matured")
-	assert.False(t, w.podExists("acme-zombie"))
-	assert.False(t, w.runnerExists(zombie.ID))
-
-	// A warm start reuses what the cold start built: the same process,
-	// the secret read once.
-	assert.EqualValues(t, 1, secretCalls.Load(), "the secret is read once per cold start")
-	select {
-	case <-proc.Exited():
-		t.Fatalf("the process exited between invocations: %v", proc.ExitErr())
-	default:
-	}
-
-	// The ledger is the DynamoDB item, at version 2 or more.
-	item, err := d.Client.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "runner-reaper"}},
-		ConsistentRead: aws.Bool(true)})
-	require.NoError(t, err)
-	require.NotNil(t, item.Item, "the ledger lives in DynamoDB")
-
-	// The deadline: with less time left than the spare, no action starts
-	// and the sweep says what it did not reach.
-	w.pod("acme-dead-2", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
-	late, s3 := invoke(4 * time.Second)
-	assert.Equal(t, map[string]any{"not-reached": 1.0}, s3["results"])
-	assert.EqualValues(t, 3, s3["status"], "an action not reached is a degraded sweep, as in the CLI")
-	assert.True(t, w.podExists("acme-dead-2"), "nothing started past the spare time")
-	assert.True(t, late.Finished.Before(late.Deadline), "answered before the deadline")
-
-	// EMF: well-formed metric lines beside the JSON log lines; no secret.
-	out := proc.Stdout()
+// emfLines checks log's EMF lines (well-formed, in namespace, every metric
+// with a value) and counts them.
+func emfLines(t *testing.T, log string) int {
+	t.Helper()
 	emf := 0
-	for _, line := range strings.Split(out, "\n") {
+	for _, line := range strings.Split(log, "\n") {
 		if !strings.Contains(line, `"_aws"`) {
 			continue
 		}
@@ -205,50 +158,101 @@ func TestLambdaBootstrapSweeps(t *testing.T) {
 			}
 		}
 	}
-	assert.GreaterOrEqual(t, emf, 3, "one EMF line per sweep at least")
-	assert.NotContains(t, out+proc.Stderr(), w.token, "the token from Secrets Manager is never logged")
+	return emf
+}
+
+// The compiled bootstrap under AWS's Runtime Interface Emulator: a cold
+// start reads the secret once, each invocation is one sweep answered with
+// the summary, a second invocation in the same process reuses everything,
+// the ledger lives in DynamoDB, metrics are EMF lines, and the deadline
+// AWS_LAMBDA_FUNCTION_TIMEOUT sets is honoured.
+func TestLambdaBootstrapSweeps(t *testing.T) {
+	bin, d := lambdaParts(t)
+	w := newWorld(t, nil)
+	sm, secretCalls := secretsManager(t, w.token)
+	table := newTable(t, d)
+
+	w.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
+	zombie := w.runner("acme-zombie", "offline", false)
+	w.pod("acme-zombie", testenv.Running())
+
+	em := testenv.StartEmulator(t, bin, testenv.EmulatorOptions{Timeout: 50 * time.Second, Env: lambdaEnv(t, w, d, sm, table)})
+
+	first := invokeScheduled(t, em)
+	s1 := answer(t, em, first)
+	t.Logf("cold start and first sweep: %s", first.Finished.Sub(first.Started).Round(time.Millisecond))
+	assert.EqualValues(t, 0, s1["status"])
+	assert.Equal(t, map[string]any{"deleted": 1.0, "pending-confirmation": 1.0}, s1["results"])
+	assert.False(t, w.podExists("acme-dead"), "the terminal pod went on the first invocation")
+	assert.True(t, w.podExists("acme-zombie"))
+
+	time.Sleep(pastConfirm)
+	s2 := answer(t, em, invokeScheduled(t, em))
+	assert.Equal(t, map[string]any{"deleted": 1.0}, s2["results"], "the mark left in DynamoDB matured")
+	assert.False(t, w.podExists("acme-zombie"))
+	assert.False(t, w.runnerExists(zombie.ID))
+
+	// A warm start reuses what the cold start built: the same process,
+	// the secret read once.
+	assert.EqualValues(t, 1, secretCalls.Load(), "the secret is read once per cold start")
+	assert.Equal(t, 1, strings.Count(em.EmulatorLog(), "INIT START"), "one cold start for two invocations")
+
+	// The ledger is the DynamoDB item, at version 2 or more.
+	item, err := d.Client.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "runner-reaper"}},
+		ConsistentRead: aws.Bool(true)})
+	require.NoError(t, err)
+	require.NotNil(t, item.Item, "the ledger lives in DynamoDB")
+
+	// The deadline: a function whose timeout is shorter than the spare
+	// starts no action, and the sweep says what it did not reach. The
+	// timeout is the function's configuration: another environment.
+	w.pod("acme-dead-2", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
+	short := testenv.StartEmulator(t, bin, testenv.EmulatorOptions{Timeout: 4 * time.Second, Env: lambdaEnv(t, w, d, sm, table)})
+	late := invokeScheduled(t, short)
+	s3 := answer(t, short, late)
+	assert.Equal(t, map[string]any{"not-reached": 1.0}, s3["results"])
+	assert.EqualValues(t, 3, s3["status"], "an action not reached is a degraded sweep, as in the CLI")
+	assert.True(t, w.podExists("acme-dead-2"), "nothing started past the spare time")
+	assert.Less(t, late.Finished.Sub(late.Started), short.Timeout, "answered before the deadline")
+	assert.EqualValues(t, 2, secretCalls.Load(), "a new environment is a cold start")
+
+	// EMF: well-formed metric lines beside the JSON log lines; no secret.
+	assert.GreaterOrEqual(t, emfLines(t, em.Log()), 2, "one EMF line per sweep at least")
+	assert.GreaterOrEqual(t, emfLines(t, short.Log()), 1, "one EMF line per sweep at least")
+	for _, e := range []*testenv.Emulator{em, short} {
+		assert.NotContains(t, e.Log()+e.EmulatorLog(), w.token, "the token from Secrets Manager is never logged")
+	}
 }
 
 // A sweep that cannot observe answers with an error, so Lambda counts the
-// invocation as failed; bad configuration stops the cold start with exit
-// status 2 and a message naming the variable.
+// invocation as failed, and the process stays warm; bad configuration
+// stops the cold start with exit status 2 and a message naming the
+// variable.
 func TestLambdaBootstrapFailures(t *testing.T) {
 	bin, d := lambdaParts(t)
 	w := newWorld(t, nil)
 	sm, _ := secretsManager(t, w.token)
 
 	t.Run("missing ledger table: the invocation fails", func(t *testing.T) {
-		rt, err := testenv.StartRuntime()
-		require.NoError(t, err)
-		defer rt.Close()
-		proc, err := rt.StartProcess(bin, lambdaEnv(t, w, d, sm, "no-such-table"))
-		require.NoError(t, err)
-		defer proc.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		inv, err := rt.Invoke(ctx, []byte(`{}`), 30*time.Second)
-		require.NoError(t, err)
-		require.NotNil(t, inv.Error, "response: %s", inv.Response)
+		em := testenv.StartEmulator(t, bin, testenv.EmulatorOptions{Timeout: 30 * time.Second, Env: lambdaEnv(t, w, d, sm, "no-such-table")})
+		inv := invokeScheduled(t, em)
+		require.NotNil(t, inv.Error, "answer: %s", inv.Body)
+		assert.False(t, inv.Exited, "a failed sweep is the invocation's error, not the process's end")
 		assert.Contains(t, string(inv.Error), "could not observe or act")
 		assert.Contains(t, string(inv.Error), "no-such-table")
 	})
 
 	t.Run("bad configuration: the cold start stops with exit 2", func(t *testing.T) {
-		rt, err := testenv.StartRuntime()
-		require.NoError(t, err)
-		defer rt.Close()
 		e := lambdaEnv(t, w, d, sm, "t")
 		e["REAPER_CONFIRM_AFTER"] = "soon"
-		proc, err := rt.StartProcess(bin, e)
-		require.NoError(t, err)
-		select {
-		case <-proc.Exited():
-		case <-time.After(30 * time.Second):
-			t.Fatal("the process did not stop")
-		}
-		assert.ErrorContains(t, proc.ExitErr(), "exit status 2")
-		assert.Contains(t, proc.Stderr(), "REAPER_CONFIRM_AFTER")
-		assert.Contains(t, proc.Stderr(), "example")
+		em := testenv.StartEmulator(t, bin, testenv.EmulatorOptions{Timeout: 30 * time.Second, Env: e})
+		inv := invokeScheduled(t, em)
+		assert.True(t, inv.Exited, "answer: %s", inv.Body)
+		assert.Nil(t, inv.Response)
+		assert.Contains(t, em.EmulatorLog(), "Runtime exited with error: exit status 2")
+		assert.Contains(t, inv.Log, "REAPER_CONFIRM_AFTER")
+		assert.Contains(t, inv.Log, "example")
 	})
 }
 
@@ -264,29 +268,19 @@ func TestLambdaRedactsEchoedToken(t *testing.T) {
 	w.runner("acme-zombie", "offline", false)
 	w.pod("acme-zombie", testenv.Running())
 
-	rt, err := testenv.StartRuntime()
-	require.NoError(t, err)
-	t.Cleanup(rt.Close)
-	proc, err := rt.StartProcess(bin, lambdaEnv(t, w, d, sm, table))
-	require.NoError(t, err)
-	t.Cleanup(proc.Stop)
+	em := testenv.StartEmulator(t, bin, testenv.EmulatorOptions{Timeout: 30 * time.Second, Env: lambdaEnv(t, w, d, sm, table)})
 	invoke := func() testenv.Invocation {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		inv, err := rt.Invoke(ctx, []byte(`{}`), 30*time.Second)
-		require.NoError(t, err, "stderr: %s", proc.Stderr())
-		assert.NotContains(t, string(inv.Response)+string(inv.Error), w.token, "the token is in the invocation's answer")
+		inv := invokeScheduled(t, em)
+		require.False(t, inv.Exited || inv.TimedOut, "answer: %s\nemulator:\n%s", inv.Body, em.EmulatorLog())
+		assert.NotContains(t, string(inv.Body), w.token, "the token is in the invocation's answer")
 		return inv
 	}
 
 	// The list is echoed: the scope is skipped, and said so in the log.
 	w.sim.Fault(scope, ghsim.EndpointList, ghsim.Fault{Echo: true, Times: 1})
-	first := invoke()
-	require.Nil(t, first.Error, "a degraded sweep is not a failed invocation: %s", first.Error)
-	var summary map[string]any
-	require.NoError(t, json.Unmarshal(first.Response, &summary))
-	assert.EqualValues(t, 3, summary["status"])
+	summary := answer(t, em, invoke())
+	assert.EqualValues(t, 3, summary["status"], "a degraded sweep is not a failed invocation")
 	assert.Equal(t, []any{scope}, summary["scopes_skipped"])
 
 	// The mark is left; the registration delete is echoed: the action
@@ -295,11 +289,11 @@ func TestLambdaRedactsEchoedToken(t *testing.T) {
 	w.sim.Fault(scope, ghsim.EndpointDelete, ghsim.Fault{Echo: true, Status: http.StatusBadRequest})
 	time.Sleep(pastConfirm)
 	third := invoke()
-	require.NotNil(t, third.Error, "response: %s", third.Response)
+	require.NotNil(t, third.Error, "answer: %s", third.Body)
 	assert.Contains(t, string(third.Error), "could not observe or act")
 	assert.Contains(t, string(third.Error), "Authorization: Bearer [REDACTED]", "the echo reached the error, redacted")
 
-	out := proc.Stdout() + proc.Stderr()
+	out := em.Log() + em.EmulatorLog()
 	assert.Contains(t, out, "Authorization: Bearer [REDACTED]", "the echo reached the log, redacted")
 	assert.NotContains(t, out, w.token, "the token is in the function's log")
 }

@@ -1,16 +1,18 @@
-// Command echo is the tiny Lambda function that lambdart_test.go runs under
-// the test Runtime API: it answers with the payload, what the invocation's
+// Command echo is the tiny Lambda function that rie_test.go runs under AWS's
+// Runtime Interface Emulator: it answers with the payload, what the invocation's
 // context says (request id, function ARN, deadline, remaining time) and
 // what this process has seen (pid, invocation count), so that a test can
 // tell a warm start from a cold one. A payload field asks for the other
 // paths: "fail" returns an error, "panic" panics, "stop_before_deadline_ms"
 // works until that long before the deadline (a handler honouring it), and
-// "sleep_ms" overruns whatever the deadline.
+// "sleep_ms" overruns whatever the deadline; "say" is written to stdout and
+// "complain" to stderr, so that a test can tell whose log a line is.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"time"
 
@@ -23,6 +25,8 @@ type request struct {
 	Panic                bool   `json:"panic"`
 	StopBeforeDeadlineMS int64  `json:"stop_before_deadline_ms"`
 	SleepMS              int64  `json:"sleep_ms"`
+	Say                  string `json:"say"`
+	Complain             string `json:"complain"`
 }
 
 type response struct {
@@ -54,6 +58,12 @@ func handle(ctx context.Context, payload json.RawMessage) (*response, error) {
 	var req request
 	if err := json.Unmarshal(payload, &req); err != nil {
 		return nil, err
+	}
+	if req.Say != "" {
+		fmt.Fprintln(os.Stdout, req.Say)
+	}
+	if req.Complain != "" {
+		fmt.Fprintln(os.Stderr, req.Complain)
 	}
 	if req.Panic {
 		panic("echo: asked to panic")
