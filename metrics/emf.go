@@ -104,8 +104,6 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 		{RateLimitedUntil, unitSeconds},
 		{ExitCode, unitNone},
 		{MassSuspicionScopes, unitCount},
-		{ScopeSkipStreak, unitCount},
-		{ActionBoundStreak, unitCount},
 	}
 	members := []member{
 		{DimMode, mode},
@@ -118,8 +116,11 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 		{RateLimitedUntil, value(Samples(res), PromRateLimitedUntil)},
 		{ExitCode, int(res.Status)},
 		{MassSuspicionScopes, len(res.Confirmation.MassSuspicion)},
-		{ScopeSkipStreak, res.Streaks.MaxSkip()},
-		{ActionBoundStreak, res.Streaks.Bound},
+	}
+	// A ledger that could not be read says nothing of the streaks.
+	if res.StreaksKnown {
+		defs = append(defs, metricDef{ScopeSkipStreak, unitCount}, metricDef{ActionBoundStreak, unitCount})
+		members = append(members, member{ScopeSkipStreak, res.Streaks.MaxSkip()}, member{ActionBoundStreak, res.Streaks.Bound})
 	}
 	// Only a sweep that exited 0 writes it: an alarm on its missing data
 	// is the alarm on no successful sweep.

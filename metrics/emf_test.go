@@ -49,8 +49,9 @@ func busySweep() sweep.Result {
 			outcome(fleet.OrphanStamped, fleet.Failed),
 			outcome(fleet.Terminal, fleet.NotReached),
 		},
-		Pending: []reconcile.Candidate{pending(fleet.Zombie), pending(fleet.Unregistered), pending(fleet.Zombie)},
-		Streaks: state.Streaks{Skips: map[string]int{"org/acme": 2, "org/beta": 1}, Bound: 4},
+		Pending:      []reconcile.Candidate{pending(fleet.Zombie), pending(fleet.Unregistered), pending(fleet.Zombie)},
+		Streaks:      state.Streaks{Skips: map[string]int{"org/acme": 2, "org/beta": 1}, Bound: 4},
+		StreaksKnown: true,
 	}
 }
 
@@ -254,8 +255,8 @@ func TestWriteEMFQuietSweep(t *testing.T) {
 	require.Len(t, ls, 1)
 	_, vals := checkEMF(t, ls[0], now)
 	assert.Equal(t, map[string]float64{"SweepDuration": 0, "GitHubRequests": 0, "GitHubNotModified": 0, "KubeRequests": 0, "ScopesSkipped": 0,
-		"ScopesDeferred": 0, "RateLimitedUntil": 0, "ExitCode": 0, "MassSuspicionScopes": 0, "ScopeSkipStreak": 0, "ActionBoundStreak": 0,
-		"LastSuccessTimestamp": float64(started.Unix())}, vals)
+		"ScopesDeferred": 0, "RateLimitedUntil": 0, "ExitCode": 0, "MassSuspicionScopes": 0,
+		"LastSuccessTimestamp": float64(started.Unix())}, vals, "no streaks from a sweep that did not read the ledger")
 }
 
 // An empty verdict or result still makes a valid dimension value.

@@ -71,8 +71,21 @@ func Samples(res sweep.Result) []Sample {
 			until = max(until, float64(s.Until.Unix()))
 		}
 	}
+	// GitHub may also limit the sweep while it acts.
+	for _, o := range res.Outcomes {
+		if rl := fleet.AsRateLimit(o.Err); rl != nil && !rl.Until.IsZero() {
+			until = max(until, float64(rl.Until.Unix()))
+		}
+	}
 	for _, k := range skipKindsReported() {
 		out = append(out, Sample{PromScopesSkipped, []string{string(k)}, float64(kinds[k])})
+	}
+	if res.StreaksKnown {
+		// A ledger that could not be read says nothing of the streaks:
+		// a zero would clear an alert that is still due.
+		out = append(out,
+			Sample{PromSkipStreak, nil, float64(res.Streaks.MaxSkip())},
+			Sample{PromBoundStreak, nil, float64(res.Streaks.Bound)})
 	}
 	return append(out,
 		Sample{PromScopesDeferred, nil, float64(len(res.Deferred))},
@@ -84,8 +97,6 @@ func Samples(res sweep.Result) []Sample {
 		Sample{PromExitCode, []string{res.Mode.String()}, float64(res.Status)},
 		Sample{PromLastSweep, nil, unixSeconds(res)},
 		Sample{PromMassSuspicion, nil, float64(len(res.Confirmation.MassSuspicion))},
-		Sample{PromSkipStreak, nil, float64(res.Streaks.MaxSkip())},
-		Sample{PromBoundStreak, nil, float64(res.Streaks.Bound)},
 	)
 }
 

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
@@ -60,6 +63,11 @@ func TestSamplesOfABusySweep(t *testing.T) {
 	}, got)
 	assert.Empty(t, SuccessSamples(res), "a degraded sweep is no success")
 
+	res.StreaksKnown = false
+	for _, s := range Samples(res) {
+		assert.NotContains(t, []string{PromSkipStreak, PromBoundStreak}, s.Name, "a ledger not read says nothing of the streaks")
+	}
+
 	res.Status = sweep.StatusComplete
 	assert.Equal(t, []Sample{{PromLastSuccess, nil, float64(now.UnixNano()) / 1e9}}, SuccessSamples(res))
 }
@@ -86,4 +94,19 @@ func TestEverySampleHasItsFamily(t *testing.T) {
 		seen[s.Name] = true
 	}
 	assert.Len(t, seen, len(fams), "every family has a sample in a busy, successful sweep")
+}
+
+// GitHub may limit the sweep while it acts, not only while it lists: the
+// until it gave then is the metric's too.
+func TestRateLimitedUntilCountsActions(t *testing.T) {
+	until := now.Add(17 * time.Minute)
+	res := sweep.Result{Outcomes: []reap.Outcome{{Result: fleet.RateLimited,
+		Err: fmt.Errorf("delete runner: %w", &fleet.RateLimitError{Until: until, Err: errors.New("API rate limit exceeded")})}}}
+	for _, s := range Samples(res) {
+		if s.Name == PromRateLimitedUntil {
+			assert.Equal(t, float64(until.Unix()), s.Value)
+			return
+		}
+	}
+	t.Fatal("no rate-limit sample")
 }

@@ -224,6 +224,11 @@ type Outcome struct {
 	// Job is what GitHub said of the candidate's job when the guard asked
 	// (see checkJob); nil when it did not ask.
 	Job *fleet.JobStatus
+	// Bounded is true when the action bound (REAPER_MAX_ACTIONS,
+	// REAPER_MAX_FRACTION) deferred the candidate, as opposed to a job
+	// check that did not get its turn: only the former is the bound
+	// biting, which its alert counts.
+	Bounded bool
 }
 
 // Reap orders the ready candidates, admits them through the sweep's budget,
@@ -268,6 +273,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// is not written, not reported done, and takes no place.
 			out[i].Result = fleet.AlreadyDeleting
 		case !budget.Fits(c):
+			out[i].Bounded = true
 		case needsJobCheck(c) && r.asks(c) && !turns[i]:
 			// Deferred: its mark stays for a later sweep's check.
 		case needsJobCheck(c) && !r.checkJob(ctx, &out[i]):

@@ -188,8 +188,10 @@ type Result struct {
 	// WebHost is Sweeper.WebHost, for the report's links to runs.
 	WebHost string
 	// Streaks are the ledger's streaks as this sweep leaves them (as it
-	// found them, when it ended before classifying), for the metrics.
-	Streaks state.Streaks
+	// found them, when it ended before classifying), for the metrics;
+	// StreaksKnown is false when the ledger could not be read.
+	Streaks      state.Streaks
+	StreaksKnown bool
 }
 
 // Run performs one sweep. It never returns an error without a Result: the
@@ -224,7 +226,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		res.Status, res.Err = StatusFailed, fmt.Errorf("load ledger: %w", err)
 		return res
 	}
-	res.Streaks = ledger.Streaks
+	res.Streaks, res.StreaksKnown = ledger.Streaks, true
 	// A sweep that cannot see every pod deletes nothing: a missing pod
 	// would make its registration look like a ghost.
 	pods, err := s.Pods.ListPods(ctx)
@@ -673,10 +675,11 @@ func skipStreaks(prev map[string]int, scopes []fleet.Scope, skipped []reconcile.
 }
 
 // boundStreak counts the sweeps in a row in which the action bound left a
-// ready candidate for later (result deferred).
+// ready candidate for later; a job check that waits for its turn is not
+// the bound.
 func boundStreak(prev int, outcomes []reap.Outcome) int {
 	for _, o := range outcomes {
-		if o.Result == fleet.Deferred {
+		if o.Result == fleet.Deferred && o.Bounded {
 			return prev + 1
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -182,6 +183,10 @@ func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Ru
 		o.Secrets = redact.New()
 	}
 	LearnSecrets(o.Secrets, cfg.GitHub)
+	for _, v := range cfg.Push.HeaderValues {
+		o.Secrets.AddAuthorization(v)
+		o.Secrets.Add(v)
+	}
 	log := Logger(out, cfg.LogLevel, o.Secrets)
 	awsConfig := func() (aws.Config, error) {
 		if o.AWS != nil {
@@ -271,37 +276,55 @@ func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
 	return res
 }
 
-// pushTimeout bounds each push of the metrics. The CronJob's deadline
-// leaves 5 s past the sweep's (activeDeadlineSeconds 50, REAPER_SWEEP_
-// TIMEOUT 45s), and a Pushgateway on the cluster's network answers in
-// milliseconds.
-const pushTimeout = 4 * time.Second
+// pushBudget bounds the pushes of the metrics, together: the CronJob's
+// deadline leaves 5 s past the sweep's (activeDeadlineSeconds 50,
+// REAPER_SWEEP_TIMEOUT 45s), counted from before the process started, and
+// a Pushgateway on the cluster's network answers in milliseconds.
+const pushBudget = 3 * time.Second
 
-// publish pushes the sweep's metrics where configured. It runs detached from
-// ctx, bounded by pushTimeout: a sweep a signal stopped is the one most
-// worth seeing. A push that fails is a warning and never the sweep's
-// failure: the sweep's work is done, and the alert on the last success
-// catches a push that keeps failing.
+// pushReserve is kept back from an invocation's own deadline (the Lambda's),
+// so that its answer still goes out.
+const pushReserve = 500 * time.Millisecond
+
+// publish pushes the sweep's metrics where configured, both sinks at once
+// within one budget. It runs detached from ctx's cancellation (a sweep a
+// signal stopped is the one most worth seeing) but not from its deadline.
+// A push that fails is a warning and never the sweep's failure: the
+// sweep's work is done, and the alert on the last success catches a push
+// that keeps failing. An audit pushes nothing: a person running one with
+// the CronJob's settings must not replace the CronJob's figures.
 func (r *Runtime) publish(ctx context.Context, res sweep.Result) {
-	ctx = context.WithoutCancel(ctx)
+	if r.mode == sweep.Audit || (r.push.PushgatewayURL == "" && !r.push.OTLP) {
+		return
+	}
+	end := time.Now().Add(pushBudget)
+	if d, ok := ctx.Deadline(); ok && d.Add(-pushReserve).Before(end) {
+		end = d.Add(-pushReserve)
+	}
+	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+	defer cancel()
+	var wg sync.WaitGroup
 	if r.push.PushgatewayURL != "" {
-		pctx, cancel := context.WithTimeout(ctx, pushTimeout)
-		err := push.New(r.push.PushgatewayURL, r.push.Instance, pushTimeout).Push(pctx, res)
-		cancel()
-		if err != nil {
-			r.Log.Warn("push metrics", slog.String("to", "pushgateway"), slog.String("error", err.Error()),
-				slog.String("effect", "this sweep's metrics are not in Prometheus; the sweep itself is unaffected"))
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := push.New(r.push.PushgatewayURL, r.push.Instance, pushBudget).Push(pctx, res); err != nil {
+				r.Log.Warn("push metrics", slog.String("to", "pushgateway"), slog.String("error", err.Error()),
+					slog.String("effect", "this sweep's metrics are not in Prometheus; the sweep itself is unaffected"))
+			}
+		}()
 	}
 	if r.push.OTLP {
-		pctx, cancel := context.WithTimeout(ctx, pushTimeout)
-		err := otlp.Export(pctx, res, r.push.Instance)
-		cancel()
-		if err != nil {
-			r.Log.Warn("push metrics", slog.String("to", "otlp"), slog.String("error", err.Error()),
-				slog.String("effect", "this sweep's metrics were not exported; the sweep itself is unaffected"))
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := otlp.Export(pctx, res, r.push.Instance, pushBudget); err != nil {
+				r.Log.Warn("push metrics", slog.String("to", "otlp"), slog.String("error", err.Error()),
+					slog.String("effect", "this sweep's metrics were not exported; the sweep itself is unaffected"))
+			}
+		}()
 	}
+	wg.Wait()
 }
 
 // writeAudit prints the audit. It quotes why a scope was skipped: it is

@@ -101,8 +101,8 @@ type Config struct {
 	// MetricsNamespace, when set, adds CloudWatch EMF lines to the log.
 	MetricsNamespace string
 	// Push is where each sweep's metrics are pushed, when anywhere.
-	Push Push
-	GitHub           GitHub
+	Push   Push
+	GitHub GitHub
 }
 
 // Push is where a sweep's metrics go at its end, besides the log.
@@ -118,6 +118,10 @@ type Push struct {
 	// own variables (OTEL_EXPORTER_OTLP_ENDPOINT or
 	// OTEL_EXPORTER_OTLP_METRICS_ENDPOINT), which the exporter reads.
 	OTLP bool
+	// HeaderValues are the values of OTEL_EXPORTER_OTLP_HEADERS and
+	// OTEL_EXPORTER_OTLP_METRICS_HEADERS: secrets (an Authorization), so
+	// that no line ever shows them. Never formatted into a message.
+	HeaderValues []string
 }
 
 // Problem is one bad variable.
@@ -816,7 +820,47 @@ func validatePush(s spec, l Ledger, bad func(field, what string), otel func(name
 			otel(name, fmt.Sprintf("%q is not supported: runner-reaper exports OTLP over HTTP only", v), "http/protobuf")
 		}
 	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_HEADERS"} {
+		values, why := otlpHeaders(os.Getenv(name))
+		if why != "" {
+			otel(name, why, "Authorization=Bearer%20TOKEN,X-Scope-OrgID=fleet")
+		}
+		p.HeaderValues = append(p.HeaderValues, values...)
+	}
+	// The export's client follows no redirect and bounds what it reads,
+	// so it is the reaper's own, and the SDK's TLS file variables would
+	// not reach it: refused rather than ignored.
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+		"OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY"} {
+		if os.Getenv(name) != "" {
+			otel(name, "is not supported: the export trusts the system's roots (add a CA with SSL_CERT_FILE) and sends no client certificate", "SSL_CERT_FILE=/etc/ssl/certs/internal-ca.pem")
+		}
+	}
 	return p
+}
+
+// otlpHeaders reads the SDK's header list, KEY=VALUE pairs separated by
+// commas with URL-encoded values, and returns the values. The SDK would
+// log a bad pair, value and all, and drop it: here it stops the start, and
+// the message never quotes a value, which is likely a credential.
+func otlpHeaders(v string) ([]string, string) {
+	if strings.TrimSpace(v) == "" {
+		return nil, ""
+	}
+	var values []string
+	for i, pair := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(pair, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r) }) {
+			return nil, fmt.Sprintf("pair %d is not KEY=VALUE with a header name as KEY", i+1)
+		}
+		un, err := url.PathUnescape(strings.TrimSpace(val))
+		if err != nil {
+			return nil, fmt.Sprintf("the value of pair %d (%s) is not URL-encoded", i+1, k)
+		}
+		values = append(values, un, strings.TrimSpace(val))
+	}
+	return values, ""
 }
 
 // pushURLProblem says what is wrong with a URL metrics are pushed to, or

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -24,18 +25,21 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 
 	"github.com/runner-reaper/runner-reaper/metrics"
+	"github.com/runner-reaper/runner-reaper/metrics/push"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
 // Export sends res's figures once, as gauges, with the resource attributes
 // service.name=runner-reaper and service.instance.id=instance (plus any in
 // OTEL_RESOURCE_ATTRIBUTES).
-func Export(ctx context.Context, res sweep.Result, instance string) error {
+func Export(ctx context.Context, res sweep.Result, instance string, timeout time.Duration) error {
 	rm, err := collect(ctx, res, instance)
 	if err != nil {
 		return fmt.Errorf("export metrics over otlp: %w", err)
 	}
-	exp, err := otlpmetrichttp.New(ctx)
+	// The push's client: no redirect followed, the answer bounded. The
+	// SDK's own retries stop at ctx's deadline.
+	exp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithHTTPClient(push.Client(timeout)))
 	if err != nil {
 		return fmt.Errorf("export metrics over otlp: %w", err)
 	}

@@ -51,9 +51,9 @@ func TestExportSendsTheFamiliesOnce(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "")
 
-	res := sweep.Result{Mode: sweep.DryRun, Status: sweep.StatusComplete, Started: time.Unix(1_790_000_000, 0),
+	res := sweep.Result{Mode: sweep.DryRun, Status: sweep.StatusComplete, Started: time.Unix(1_790_000_000, 0), StreaksKnown: true,
 		Outcomes: []reap.Outcome{{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Ghost}}, Result: fleet.WouldDelete}}}
-	require.NoError(t, Export(context.Background(), res, "eu-west"))
+	require.NoError(t, Export(context.Background(), res, "eu-west", time.Second))
 
 	require.Len(t, reqs, 1, "one export per sweep")
 	assert.Equal(t, "/v1/metrics", paths[0])
@@ -106,7 +106,7 @@ func TestExportRefused(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	err := Export(ctx, sweep.Result{Mode: sweep.Act}, "eu")
+	err := Export(ctx, sweep.Result{Mode: sweep.Act}, "eu", time.Second)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "export metrics over otlp")
 }

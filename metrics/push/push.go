@@ -43,8 +43,7 @@ type Pusher struct {
 // New returns a Pusher to the Pushgateway at url, grouping under instance.
 // timeout bounds each push, from dialling to the last byte.
 func New(url, instance string, timeout time.Duration) *Pusher {
-	return &Pusher{url: url, instance: instance,
-		client: &http.Client{Timeout: timeout, Transport: boundedBody{http.DefaultTransport}}}
+	return &Pusher{url: url, instance: instance, client: Client(timeout)}
 }
 
 // Push sends res's figures, and its success when it exited 0.
@@ -99,6 +98,15 @@ func registry(samples []metrics.Sample) (*prometheus.Registry, error) {
 		g.Set(s.Value)
 	}
 	return reg, nil
+}
+
+// Client is the HTTP client of a push: bounded in time and in what it
+// reads, and following no redirect. A proxy that answers a PUT with a 302
+// to a login page would have it fetched with a GET, whose 200 would report
+// a push that stored nothing as done.
+func Client(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: boundedBody{http.DefaultTransport},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // boundedBody cuts every answer's body at maxAnswer.
