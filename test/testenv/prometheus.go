@@ -106,6 +106,9 @@ func StartPrometheus(t testing.TB, pushgatewayHostPort, rulesFile string) string
 			"--config.file=" + configPath,
 			"--storage.tsdb.path=" + data,
 			"--web.listen-address=" + addr,
+			// OTLP/HTTP at /api/v1/otlp/v1/metrics: the reaper's other
+			// sink lands in the same Prometheus.
+			"--web.enable-otlp-receiver",
 			"--log.level=debug",
 		}, nil
 	})
