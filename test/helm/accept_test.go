@@ -1,0 +1,101 @@
+package helm
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// accepted are values the binary accepts, in the forms a user writes them,
+// for the values whose schema is a pattern: each must pass the schema too,
+// so that the schema, while refusing what the binary refuses, never
+// refuses what it accepts. The REAPER_ variable each renders into, and the
+// value it must render as, follow.
+func accepted() []struct {
+	at, env string
+	value   any
+	want    string
+} {
+	type row = struct {
+		at, env string
+		value   any
+		want    string
+	}
+	var out []row
+	add := func(at, env string, values ...any) {
+		for _, v := range values {
+			want := fmt.Sprint(v)
+			if l, ok := v.([]any); ok {
+				var s []string
+				for _, x := range l {
+					s = append(s, x.(string))
+				}
+				want = strings.Join(s, ",")
+			}
+			out = append(out, row{at, env, v, want})
+		}
+	}
+	add("scopes", "REAPER_SCOPES", []any{"org:a"}, []any{"repo:acme/.github", "org:acme"}, []any{"repo:acme/web_site.v2"},
+		[]any{"enterprise:acme-corp"}, []any{"org:Acme_Managed-1"}, []any{"repo:a/" + strings.Repeat("r", 100)},
+		[]any{"org:" + strings.Repeat("o", 100)}, []any{"repo:acme/..."})
+	add("namespaces", "REAPER_NAMESPACES", []any{"a"}, []any{"arc-runners", "arc-runners-gpu"}, []any{strings.Repeat("n", 63)}, []any{"0ns"})
+	add("podSelector", "REAPER_POD_SELECTOR", "app", "a=b", "a==b", "a = b", " a=b ", "a=", "a in (x)", "a in (x, y,z)", "a in(x)",
+		"k8s.io/app=x,!other", "!other,app", "a!=b,c", "a notin (x),b", "a>5,b", "b,a<3", "example.com/name-v1.2=Value_1",
+		"actions-ephemeral-runner=True,app.kubernetes.io/component=runner")
+	add("runnerContainer", "REAPER_RUNNER_CONTAINER", "runner", "r", "actions-runner-2", strings.Repeat("r", 63))
+	add("runnerNameFrom", "REAPER_RUNNER_NAME_FROM", "pod-name", "label:runner-name", "annotation:runners.example.com/github-name", "label:A_b.c")
+	add("scopeLabel", "REAPER_SCOPE_LABEL", "scope", "runners.example.com/github-scope", "a.b-c/D_e.f")
+	add("jobFrom", "REAPER_JOB_FROM", "annotation:job", "annotation:pool.example.com/job")
+	add("ownerStamp.label", "REAPER_OWNER_STAMP_LABEL", "claimed", "pool.example.com/claimed-by")
+	add("ownerStamp.maxAge", "REAPER_STAMP_MAX_AGE", "1h30m", "1.5h", ".5h", "90s", "300ms", "1µs", "2μs", "1h0m0s", "+10m", "5m0.5s", "1000000h")
+	add("ghost.namePrefix", "REAPER_GHOST_NAME_PREFIX", "abc", "arc-runners-", "acme runners: ")
+	add("ghost.label", "REAPER_GHOST_LABEL", "reaper-owned", "gpu", "self-hosted-x", "linux-large", "x64 pool")
+	add("confirmAfter", "REAPER_CONFIRM_AFTER", "1s", "10m", "48h")
+	add("sweepTimeout", "REAPER_SWEEP_TIMEOUT", "5001ms", "1h", "59m59s")
+	add("kube.timeout", "REAPER_KUBE_TIMEOUT", "1ns", "5m", "299s")
+	add("github.apiURL", "REAPER_GITHUB_API_URL", "https://api.github.com/", "https://ghes.example.com/api/v3", "https://ghes.example.com:8443/api/v3/",
+		"https://10.0.0.1/", "http://127.0.0.1:8080/", "http://localhost:3000/api/v3/", "http://[::1]:9/", "http://127.8.9.10/")
+	add("github.timeout", "REAPER_GITHUB_TIMEOUT", "1s", "4m59s")
+	add("limits.maxFraction", "REAPER_MAX_FRACTION", "0.5", ".5", "1", "1.0", "0.001", 0.1, 1)
+	add("massSuspicion.fraction", "REAPER_MASS_SUSPICION_FRACTION", "0.75", 0.3)
+	add("metrics.pushgatewayURL", "REAPER_PUSHGATEWAY_URL", "http://pushgateway.monitoring:9091", "https://pgw.example.com/", "http://10.0.0.9:9091/push")
+	add("metrics.instance", "REAPER_METRICS_INSTANCE", "eu-west.1", "a", "Shard_2", strings.Repeat("i", 63))
+	add("metrics.otlpEndpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel-collector.monitoring:4318", "https://otlp.example.com/v1")
+	return out
+}
+
+// Every value of accepted passes the schema, renders into its variable
+// as written, and the binary accepts what was rendered.
+func TestSchemaAcceptsWhatTheBinaryAccepts(t *testing.T) {
+	var mu sync.Mutex
+	rendered := map[string]map[string]string{}
+	all := accepted()
+	name := func(at string, v any) string { return fmt.Sprintf("%s=%#v", at, v) }
+	t.Run("chart", func(t *testing.T) {
+		for _, r := range all {
+			t.Run(name(r.at, r.value), func(t *testing.T) {
+				t.Parallel()
+				objs, err := render(t, namespace, with(map[string]any{}, r.at, r.value))
+				require.NoError(t, err, "the schema refused %s=%#v, which the binary accepts", r.at, r.value)
+				env := podEnv(t, objs, tokenSecret())
+				require.Equal(t, r.want, env[r.env])
+				mu.Lock()
+				rendered[name(r.at, r.value)] = env
+				mu.Unlock()
+			})
+		}
+	})
+	t.Run("binary", func(t *testing.T) {
+		for _, r := range all {
+			t.Run(name(r.at, r.value), func(t *testing.T) {
+				env, ok := rendered[name(r.at, r.value)]
+				require.True(t, ok, "the chart rendered it")
+				_, err := load(t, namespace, env)
+				require.NoError(t, err, "the binary accepts %s=%q", r.env, env[r.env])
+			})
+		}
+	})
+}

@@ -1,0 +1,107 @@
+package helm
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/test/configtest"
+)
+
+// secretData is what the test's Secret holds, by key: what the rendered
+// pod would read through secretKeyRef.
+type secretData map[string]string
+
+// tokenSecret holds a token under the chart's default key.
+func tokenSecret() secretData { return secretData{"token": "ghp_chart_test_token"} }
+
+// appSecret holds a fresh App private key under the chart's default key.
+func appSecret(t testing.TB) secretData {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+	return secretData{"private-key": string(pemKey)}
+}
+
+// podEnv is the environment the rendered CronJob's reaper container would
+// start with: its ConfigMap's keys (envFrom), then its env, each
+// secretKeyRef read from secret. It fails the test on a reference it
+// cannot follow, so nothing the pod would see is left out.
+func podEnv(t testing.TB, objs []*unstructured.Unstructured, secret secretData) map[string]string {
+	t.Helper()
+	var cronJob *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "CronJob" {
+			require.Nil(t, cronJob, "one CronJob")
+			cronJob = o
+		}
+	}
+	require.NotNil(t, cronJob, "the chart renders a CronJob")
+	containers, _, err := unstructured.NestedSlice(cronJob.Object, "spec", "jobTemplate", "spec", "template", "spec", "containers")
+	require.NoError(t, err)
+	require.Len(t, containers, 1, "one container")
+	c := containers[0].(map[string]any)
+	env := map[string]string{}
+	from, _, _ := unstructured.NestedSlice(c, "envFrom")
+	for _, f := range from {
+		name, ok, _ := unstructured.NestedString(f.(map[string]any), "configMapRef", "name")
+		require.True(t, ok, "envFrom holds only ConfigMaps: %v", f)
+		cm := find(objs, "ConfigMap", cronJob.GetNamespace(), name)
+		require.NotNil(t, cm, "the ConfigMap %s the pod reads is rendered", name)
+		data, _, err := unstructured.NestedStringMap(cm.Object, "data")
+		require.NoError(t, err)
+		for k, v := range data {
+			env[k] = v
+		}
+	}
+	vars, _, _ := unstructured.NestedSlice(c, "env")
+	for _, raw := range vars {
+		v := raw.(map[string]any)
+		name := v["name"].(string)
+		if value, ok := v["value"].(string); ok {
+			env[name] = value
+			continue
+		}
+		key, ok, _ := unstructured.NestedString(v, "valueFrom", "secretKeyRef", "key")
+		require.True(t, ok, "env %s is a value or a secretKeyRef: %v", name, v)
+		val, ok := secret[key]
+		require.True(t, ok, "env %s reads the Secret's key %q, which the test's Secret does not hold", name, key)
+		env[name] = val
+	}
+	return env
+}
+
+// load runs the binary's own start-up check, config.Load as in a pod in
+// namespace ns, over exactly the variables of env it reads: the REAPER_
+// ones, and the OpenTelemetry SDK's OTEL_ ones, which it checks too.
+func load(t *testing.T, ns string, env map[string]string) (config.Config, error) {
+	t.Helper()
+	reaper := map[string]string{}
+	for k, v := range env {
+		if strings.HasPrefix(k, config.Prefix+"_") {
+			reaper[k] = v
+		}
+	}
+	configtest.Setenv(t, reaper)
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			t.Setenv(k, "") // restored when the test ends
+			require.NoError(t, os.Unsetenv(k))
+		}
+	}
+	for k, v := range env {
+		if strings.HasPrefix(k, "OTEL_") {
+			t.Setenv(k, v)
+		}
+	}
+	return config.Load(true, ns)
+}

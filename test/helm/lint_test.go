@@ -1,0 +1,42 @@
+package helm
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// `helm lint --strict` passes the chart with its defaults, with each
+// option on, and with the full values: no error and no warning.
+func TestLintPassesWithEachOption(t *testing.T) {
+	cases := map[string][]string{}
+	for _, o := range options() {
+		cases[o.name] = []string{"--values", valuesFile(t, o.values)}
+	}
+	cases["the full values"] = []string{"--values", filepath.Join("testdata", "full-values.yaml")}
+	cases["monitoring"] = []string{"--set", "monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true"}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			stdout, stderr, err := helm(t, helmEnv(t), append([]string{"lint", "--strict", chartDir(t)}, args...)...)
+			require.NoError(t, err, "%s%s", stdout, stderr)
+			assert.Contains(t, stdout, "1 chart(s) linted, 0 chart(s) failed")
+			assert.NotContains(t, stdout, "[WARNING]")
+			assert.NotContains(t, stdout, "[ERROR]")
+		})
+	}
+}
+
+// `helm lint` refuses what the schema refuses at `helm template`
+// (TestSchemaAndBinaryRefuseTheSameHostileValues): the same validation runs
+// before either renders. `helm install` is refused on the real cluster
+// (k8s-cronjob/cluster's TestHelmInstallOnARealKubelet).
+func TestLintRefusesWhatTheSchemaRefuses(t *testing.T) {
+	bad := valuesFile(t, map[string]any{"limits": map[string]any{"maxActions": 0}})
+	stdout, stderr, err := helm(t, helmEnv(t), "lint", chartDir(t), "--values", bad)
+	require.Error(t, err, "helm lint accepted limits.maxActions: 0")
+	assert.Contains(t, stdout+stderr, "values don't meet the specifications of the schema")
+	assert.Contains(t, stdout+stderr, "/limits/maxActions")
+}
