@@ -156,8 +156,10 @@ bench: envtest-assets
 	SCALE_FULL_LATENCY=1 $(GO) test -count=1 -v -run '^TestSweepTimeAgainstScopeCount$$' ./sweep/
 
 # A local control plane, a simulated GitHub, a fleet in every failure state,
-# and the real binary: audit, a sweep that marks, a sweep that reaps.
-demo: envtest-assets build
+# and the real binary: audit, a sweep that marks, a sweep that reaps; the
+# sweeps push to a real Pushgateway that a real Prometheus scrapes with the
+# shipped alerts (their first build takes a few minutes).
+demo: envtest-assets build prometheus-tools
 	$(GO) run ./demo --binary $(BIN)/runner-reaper
 
 # The Lambda's deployment package: dist/runner-reaper-lambda.zip holding

@@ -2,7 +2,9 @@
 // a local control plane (kube-apiserver and etcd), a simulated GitHub, a
 // fleet with a runner in every failure state, and the real binary run the
 // way a CronJob runs it: an audit, a sweep that marks, a sweep that reaps,
-// and the audit again. It stops everything it started.
+// and the audit again; each sweep pushes its metrics to a real Pushgateway,
+// which a real Prometheus scrapes and evaluates the shipped alerts over.
+// It stops everything it started.
 package main
 
 import (
@@ -10,7 +12,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +75,18 @@ func run(bin string) error {
 		return err
 	}
 
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	rules := filepath.Join(root, "charts", "runner-reaper", "files", "monitoring", "rules.yaml")
+	mon, err := testenv.LaunchMonitoring(dir, rules)
+	if err != nil {
+		return fmt.Errorf("start the Pushgateway and Prometheus: %w", err)
+	}
+	defer mon.Stop()
+	say("A Pushgateway at " + mon.Pushgateway + ", scraped by Prometheus at " + mon.Prometheus + " with the shipped alerts")
+
 	say("Creating a fleet in namespace " + namespace + ": healthy, busy, and one of every leak")
 	if err := createFleet(context.Background(), env.Client, sim); err != nil {
 		return err
@@ -92,6 +109,8 @@ func run(bin string) error {
 		"REAPER_REGISTRATION_DEADLINE": "1s",
 		"REAPER_MAX_ACTIONS":           "10",
 		"REAPER_MAX_FRACTION":          "0.5",
+		"REAPER_PUSHGATEWAY_URL":       mon.Pushgateway,
+		"REAPER_METRICS_INSTANCE":      "demo",
 	}
 	say("The reaper's configuration (short durations so the demo is quick; the defaults are 5m and 10m):")
 	keys := make([]string, 0, len(reaper))
@@ -143,6 +162,49 @@ func run(bin string) error {
 	}
 	say("What is left")
 	printFleet(ctx, env.Client, sim)
+	return printMetrics(ctx, mon)
+}
+
+// printMetrics shows the series the last sweep pushed, as the Pushgateway
+// holds them, and what the shipped alerts say of them once Prometheus has
+// scraped and evaluated them.
+func printMetrics(ctx context.Context, mon *testenv.Monitoring) error {
+	say("The series the last sweep pushed (the Pushgateway's /metrics, runner_reaper_* only)")
+	resp, err := http.Get(mon.Pushgateway + "/metrics")
+	if err != nil {
+		return fmt.Errorf("read the Pushgateway: %w", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("read the Pushgateway: %w", err)
+	}
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "runner_reaper_") {
+			fmt.Println("    " + l)
+		}
+	}
+	// Prometheus scrapes and evaluates every second: wait until it has
+	// the last sweep's time, then a moment for the rules.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := testenv.WaitPromQuery(wctx, mon.Prometheus, `runner_reaper_last_sweep_timestamp_seconds{instance="demo"}`,
+		func(s []testenv.PromSample) bool { return len(s) > 0 }); err != nil {
+		return fmt.Errorf("prometheus did not scrape the push: %w", err)
+	}
+	time.Sleep(2500 * time.Millisecond)
+	rules, err := testenv.PromAlertRules(wctx, mon.Prometheus)
+	if err != nil {
+		return err
+	}
+	say("The shipped alerts over these sweeps (pending: firing once its `for` has passed; inactive: quiet)")
+	for _, r := range rules {
+		hold := ""
+		if r.For > 0 {
+			hold = fmt.Sprintf(" (for %s)", time.Duration(r.For*float64(time.Second)))
+		}
+		fmt.Printf("    %-32s %s%s\n", r.Name, r.State, hold)
+	}
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -32,18 +33,27 @@ const (
 // built binaries do: a test that quietly does not run proves nothing.
 func RequirePrometheusTool(t testing.TB, name string) string {
 	t.Helper()
+	bin, err := prometheusTool(name)
+	if err != nil {
+		if testing.Short() {
+			t.Skipf("%v; `make test` runs this", err)
+		}
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// prometheusTool finds one of the binaries `make prometheus-tools` builds.
+func prometheusTool(name string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	bin := filepath.Join(root, ".cache", "bin", name)
 	if _, err := os.Stat(bin); err != nil {
-		if testing.Short() {
-			t.Skipf("%s is not built (%s); `make prometheus-tools` builds it, `make test` runs this", name, bin)
-		}
-		t.Fatalf("%s is not built: run `make prometheus-tools` (builds %s, see mk/prometheus.mk): %v", name, bin, err)
+		return "", fmt.Errorf("%s is not built: run `make prometheus-tools` (builds %s, see mk/prometheus.mk): %w", name, bin, err)
 	}
-	return bin
+	return bin, nil
 }
 
 // StartPushgateway runs the real Pushgateway on a free loopback port, in
@@ -67,15 +77,24 @@ func StartPushgateway(t testing.TB) string {
 func StartPrometheus(t testing.TB, pushgatewayHostPort, rulesFile string) string {
 	t.Helper()
 	bin := RequirePrometheusTool(t, "prometheus")
-	dir := t.TempDir()
+	args, err := prometheusArgs(t.TempDir(), pushgatewayHostPort, rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startDaemon(t, "prometheus", bin, args)
+}
+
+// prometheusArgs writes Prometheus's configuration into dir (see
+// StartPrometheus) and returns its command line for a listen address.
+func prometheusArgs(dir, pushgatewayHostPort, rulesFile string) (func(addr string) ([]string, error), error) {
 	var rules string
 	if rulesFile != "" {
 		abs, err := filepath.Abs(rulesFile)
 		if err != nil {
-			t.Fatalf("prometheus: rules file %s: %v", rulesFile, err)
+			return nil, fmt.Errorf("prometheus: rules file %s: %w", rulesFile, err)
 		}
 		if _, err := os.Stat(abs); err != nil {
-			t.Fatalf("prometheus: rules file: %v", err)
+			return nil, fmt.Errorf("prometheus: rules file: %w", err)
 		}
 		// JSON strings are YAML strings: the path is quoted whatever it
 		// holds.
@@ -95,9 +114,9 @@ func StartPrometheus(t testing.TB, pushgatewayHostPort, rulesFile string) string
 		"      - targets: [" + string(target) + "]\n"
 	configPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
-		t.Fatalf("prometheus: write its config: %v", err)
+		return nil, fmt.Errorf("prometheus: write its config: %w", err)
 	}
-	return startDaemon(t, "prometheus", bin, func(addr string) ([]string, error) {
+	return func(addr string) ([]string, error) {
 		data, err := os.MkdirTemp(dir, "tsdb")
 		if err != nil {
 			return nil, fmt.Errorf("prometheus: TSDB directory: %w", err)
@@ -111,7 +130,51 @@ func StartPrometheus(t testing.TB, pushgatewayHostPort, rulesFile string) string
 			"--web.enable-otlp-receiver",
 			"--log.level=debug",
 		}, nil
+	}, nil
+}
+
+// Monitoring is a real Pushgateway and a real Prometheus scraping it and
+// evaluating a rule file, for a program (the demo) rather than a test.
+type Monitoring struct {
+	Pushgateway, Prometheus string
+	daemons                 []*daemon
+}
+
+// LaunchMonitoring starts both, with Prometheus's data under dir.
+func LaunchMonitoring(dir, rulesFile string) (*Monitoring, error) {
+	m := &Monitoring{}
+	pgwBin, err := prometheusTool("pushgateway")
+	if err != nil {
+		return nil, err
+	}
+	promBin, err := prometheusTool("prometheus")
+	if err != nil {
+		return nil, err
+	}
+	d, u, err := launchDaemon("pushgateway", pgwBin, dir, func(addr string) ([]string, error) {
+		return []string{"--web.listen-address=" + addr}, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	m.Pushgateway, m.daemons = u, append(m.daemons, d)
+	args, err := prometheusArgs(dir, strings.TrimPrefix(u, "http://"), rulesFile)
+	if err == nil {
+		d, u, err = launchDaemon("prometheus", promBin, dir, args)
+	}
+	if err != nil {
+		m.Stop()
+		return nil, err
+	}
+	m.Prometheus, m.daemons = u, append(m.daemons, d)
+	return m, nil
+}
+
+// Stop ends both.
+func (m *Monitoring) Stop() {
+	for _, d := range m.daemons {
+		d.stop()
+	}
 }
 
 // daemon is one of the Prometheus tools, running.
@@ -145,24 +208,39 @@ func (d *daemon) stop() {
 // then exits at once, and another port is tried.
 func startDaemon(t testing.TB, name, bin string, args func(addr string) ([]string, error)) string {
 	t.Helper()
+	d, u, err := launchDaemon(name, bin, t.TempDir(), args)
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		d.stop()
+		if t.Failed() {
+			t.Logf("%s log, its last lines:\n%s", name, tail(d.out.String(), 40))
+		}
+	})
+	return u
+}
+
+// launchDaemon is startDaemon without a test: the caller stops the daemon.
+func launchDaemon(name, bin, home string, args func(addr string) ([]string, error)) (*daemon, string, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		port, err := freeLoopbackPort()
 		if err != nil {
-			t.Fatal(err)
+			return nil, "", err
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		a, err := args(addr)
 		if err != nil {
-			t.Fatal(err)
+			return nil, "", err
 		}
 		d := &daemon{cmd: exec.Command(bin, a...), out: &syncBuffer{}, exited: make(chan struct{})}
 		d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
-		d.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-		// Dies with the test process, however that ends.
+		d.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
+		// Dies with the process that started it, however that ends.
 		d.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		if err := d.cmd.Start(); err != nil {
-			t.Fatalf("start %s: %v", name, err)
+			return nil, "", fmt.Errorf("start %s: %w", name, err)
 		}
 		go func() {
 			d.err = d.cmd.Wait()
@@ -174,16 +252,9 @@ func startDaemon(t testing.TB, name, bin string, args func(addr string) ([]strin
 			lastErr = fmt.Errorf("%s on %s: %w\n%s", name, addr, err, tail(d.out.String(), 40))
 			continue
 		}
-		t.Cleanup(func() {
-			d.stop()
-			if t.Failed() {
-				t.Logf("%s log, its last lines:\n%s", name, tail(d.out.String(), 40))
-			}
-		})
-		return u
+		return d, u, nil
 	}
-	t.Fatalf("start %s: %v", name, lastErr)
-	return ""
+	return nil, "", lastErr
 }
 
 // waitReady polls the /-/ready endpoint both tools serve until it answers
@@ -340,6 +411,35 @@ func PromAlerts(ctx context.Context, promURL string) ([]PromAlert, error) {
 		return nil, fmt.Errorf("read prometheus's alerts: %w", err)
 	}
 	return r.Alerts, nil
+}
+
+// PromAlertRule is one alerting rule of Prometheus's /api/v1/rules, with
+// its state: inactive, pending or firing.
+type PromAlertRule struct {
+	Name  string  `json:"name"`
+	State string  `json:"state"`
+	For   float64 `json:"duration"`
+}
+
+// PromAlertRules lists every alerting rule Prometheus evaluates.
+func PromAlertRules(ctx context.Context, promURL string) ([]PromAlertRule, error) {
+	data, err := promGet(ctx, promURL, "/api/v1/rules", url.Values{"type": {"alert"}})
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Groups []struct {
+			Rules []PromAlertRule `json:"rules"`
+		} `json:"groups"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("read prometheus's rules: %w", err)
+	}
+	var out []PromAlertRule
+	for _, g := range r.Groups {
+		out = append(out, g.Rules...)
+	}
+	return out, nil
 }
 
 // WaitPromQuery evaluates expr every 200 ms until done accepts its
