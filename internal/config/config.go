@@ -769,16 +769,28 @@ func notPrintableUnicode(s string) int {
 // carries credentials of its own, a query or a fragment. The message never
 // quotes the URL, which may hold a password.
 func apiURLProblem(raw string) string {
+	if why := urlProblem(raw, "; set REAPER_GITHUB_TOKEN or the App settings instead"); why != "" {
+		return why
+	}
+	if u, _ := url.Parse(raw); u.Scheme == "http" && !loopback(u.Hostname()) {
+		return "is plain http to a host that is not loopback; the token would cross the network in clear: use https"
+	}
+	return ""
+}
+
+// urlProblem says what is wrong with an absolute http(s) URL the reaper
+// sends to, or "": one with user:password@ (the credential would be logged
+// with every failure; credsHint says where it belongs), a query or a
+// fragment is refused. The message never quotes the URL.
+func urlProblem(raw, credsHint string) string {
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Opaque != "":
 		return "is not an absolute http(s) URL"
 	case u.User != nil:
-		return "must not carry credentials (user:password@); set REAPER_GITHUB_TOKEN or the App settings instead"
+		return "must not carry credentials (user:password@)" + credsHint
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 		return "must not have a query or a fragment"
-	case u.Scheme == "http" && !loopback(u.Hostname()):
-		return "is plain http to a host that is not loopback; the token would cross the network in clear: use https"
 	}
 	return ""
 }
@@ -865,20 +877,8 @@ func otlpHeaders(v string) ([]string, string) {
 
 // pushURLProblem says what is wrong with a URL metrics are pushed to, or
 // "". Plain http is allowed anywhere: a push carries no credential, and an
-// in-cluster Pushgateway rarely has TLS. A user:password@ would be logged
-// with every failed push, so it is refused; the message never quotes it.
-func pushURLProblem(raw string) string {
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Opaque != "":
-		return "is not an absolute http(s) URL"
-	case u.User != nil:
-		return "must not carry credentials (user:password@)"
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
-		return "must not have a query or a fragment"
-	}
-	return ""
-}
+// in-cluster Pushgateway rarely has TLS.
+func pushURLProblem(raw string) string { return urlProblem(raw, "") }
 
 // loopback reports whether host is this machine's own loopback.
 func loopback(host string) bool {
