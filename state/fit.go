@@ -32,6 +32,9 @@ const (
 type Trim struct {
 	// DroppedLists is how many scopes' runner-list caches were dropped.
 	DroppedLists int
+	// DroppedStreaks is true when the streaks were dropped: the alerts on
+	// things lasting several sweeps start counting again.
+	DroppedStreaks bool
 	// DroppedMarks is how many marks were dropped, the oldest by FirstSeen.
 	DroppedMarks int
 	// LimitBytes is the limit the ledger was fitted to.
@@ -39,7 +42,7 @@ type Trim struct {
 }
 
 // Trimmed is true when anything was left out.
-func (t Trim) Trimmed() bool { return t.DroppedLists > 0 || t.DroppedMarks > 0 }
+func (t Trim) Trimmed() bool { return t.DroppedLists > 0 || t.DroppedMarks > 0 || t.DroppedStreaks }
 
 // Encoded is a ledger in the ConfigMap layout, as a backend with a size
 // limit stores it.
@@ -126,6 +129,14 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 	}
 	if enc.size() <= limit {
 		return enc, trim, nil
+	}
+	// The streaks only feed alerts: they go before any mark, whose loss
+	// would restart a verdict's confirmation.
+	if enc.Streaks != "" {
+		enc.Streaks, trim.DroppedStreaks = "", true
+		if enc.size() <= limit {
+			return enc, trim, nil
+		}
 	}
 
 	keep, err := newestMarksWithin(l.Marks, limit-len(MarksKey)-(enc.size()-len(MarksKey)-len(enc.Marks)))
@@ -250,6 +261,7 @@ func (t *TrimLog) Saved(trim Trim, where ...any) {
 	if trim.Trimmed() {
 		t.logger.Warn("ledger trimmed", append(where,
 			"dropped_lists", trim.DroppedLists,
+			"dropped_streaks", trim.DroppedStreaks,
 			"dropped_marks", trim.DroppedMarks,
 			"limit_bytes", trim.LimitBytes)...)
 	}

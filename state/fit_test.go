@@ -76,6 +76,31 @@ func TestFit(t *testing.T) {
 	}
 }
 
+// The streaks only feed alerts: a ledger over its limit loses its list
+// cache first, then its streaks, and only then a mark. Thousands of failing
+// scopes can make the streaks large; they never cost a confirmation.
+func TestFitDropsStreaksBeforeMarks(t *testing.T) {
+	skips := map[string]int{}
+	for i := range 200 {
+		skips[fmt.Sprintf("org:acme-%03d", i)] = 12
+	}
+	l := state.Ledger{Marks: Marks(20), Lists: Lists(3, 20), Streaks: state.Streaks{Skips: skips, Bound: 3}}
+	_, marksOnly := SizeOf(t, state.Ledger{Marks: Marks(20)})
+	whole, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: l.Streaks})
+
+	enc, trim, err := fit(l, whole)
+	require.NoError(t, err)
+	assert.Equal(t, state.Trim{DroppedLists: 3, LimitBytes: whole}, trim, "the list cache goes first")
+	assert.Equal(t, l.Streaks, state.DecodeStreaks(enc.Streaks))
+
+	enc, trim, err = fit(l, marksOnly)
+	require.NoError(t, err)
+	assert.Equal(t, state.Trim{DroppedLists: 3, DroppedStreaks: true, LimitBytes: marksOnly}, trim, "then the streaks, and no mark")
+	assert.Empty(t, enc.Streaks)
+	assert.True(t, trim.Trimmed())
+	assert.LessOrEqual(t, Size(enc), marksOnly)
+}
+
 // TestFitTiesBreakByKey checks that marks first seen at the same moment are
 // trimmed the same way every time.
 func TestFitTiesBreakByKey(t *testing.T) {

@@ -89,6 +89,12 @@ func Size(e state.Encoded) int {
 	if e.Lists != nil {
 		n += len(state.ListsKey) + len(e.Lists)
 	}
+	if e.Next != "" {
+		n += len(state.NextScopeKey) + len(e.Next)
+	}
+	if e.Streaks != "" {
+		n += len(state.StreaksKey) + len(e.Streaks)
+	}
 	return n
 }
 
