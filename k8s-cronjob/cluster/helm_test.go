@@ -79,7 +79,7 @@ patches:
 // loaded), and lets the real CronJob controller fire it: its Job's pod
 // sweeps with the chart's ServiceAccount and Role alone, reaps a dead
 // runner, and ends with its summary line. A release whose values the
-// schema refuses installs nothing.
+// schema or the template refuses installs nothing.
 func TestHelmInstallOnARealKubelet(t *testing.T) {
 	t.Parallel() // beside the kustomize tests, in a namespace of its own
 	ctx := context.Background()
@@ -115,13 +115,30 @@ func TestHelmInstallOnARealKubelet(t *testing.T) {
 	require.NoError(t, err)
 	chart := filepath.Join(cluster.Root, "charts", "runner-reaper")
 
-	out, err := helmRun(t, kubeconfig, "install", "refused", chart, "--namespace", helmNS, "--set", "limits.maxActions=0")
-	require.Error(t, err, "helm install accepted limits.maxActions=0: %s", out)
-	assert.Contains(t, out, "values don't meet the specifications of the schema")
-	_, err = cluster.Client.BatchV1().CronJobs(helmNS).Get(ctx, "refused-runner-reaper", metav1.GetOptions{})
-	assert.True(t, apierrors.IsNotFound(err), "the refused release installed nothing: %v", err)
+	// Refused releases install nothing: one the schema refuses, one that
+	// would bind a system group to the Role, and one that would sweep
+	// kube-system with the schema skipped, which the template refuses.
+	for _, c := range []struct {
+		release string
+		args    []string
+		want    string
+	}{
+		{"refused", []string{"--set", "limits.maxActions=0"}, "values don't meet the specifications of the schema"},
+		{"refused-group", []string{"--set", "lambdaAccess.enabled=true", "--set", "lambdaAccess.group=system:authenticated"},
+			"values don't meet the specifications of the schema"},
+		{"refused-kube-system", []string{"--set", "namespaces={kube-system}", "--set", "deleteServiceAccounts=true", "--skip-schema-validation"},
+			"namespaces: kube-system is one of the cluster's own"},
+	} {
+		out, err := helmRun(t, kubeconfig, append([]string{"install", c.release, chart, "--namespace", helmNS}, c.args...)...)
+		require.Error(t, err, "helm install accepted %v: %s", c.args, out)
+		assert.Contains(t, out, c.want)
+		_, err = cluster.Client.BatchV1().CronJobs(helmNS).Get(ctx, c.release+"-runner-reaper", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "the refused release %s installed nothing: %v", c.release, err)
+		_, err = cluster.Client.RbacV1().RoleBindings("kube-system").Get(ctx, c.release+"-runner-reaper", metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "no RoleBinding of %s in kube-system: %v", c.release, err)
+	}
 
-	out, err = helmRun(t, kubeconfig, "install", "runner-reaper", chart, "--namespace", helmNS,
+	out, err := helmRun(t, kubeconfig, "install", "runner-reaper", chart, "--namespace", helmNS,
 		"--set", "image.tag="+testenv.BinaryVersion, "--set", "image.pullPolicy=Never",
 		"--set", "dryRun=false", "--set", "github.apiURL="+url,
 		"--post-renderer", clusterPostRenderer(t))

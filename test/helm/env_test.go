@@ -38,18 +38,8 @@ func appSecret(t testing.TB) secretData {
 // cannot follow, so nothing the pod would see is left out.
 func podEnv(t testing.TB, objs []*unstructured.Unstructured, secret secretData) map[string]string {
 	t.Helper()
-	var cronJob *unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == "CronJob" {
-			require.Nil(t, cronJob, "one CronJob")
-			cronJob = o
-		}
-	}
-	require.NotNil(t, cronJob, "the chart renders a CronJob")
-	containers, _, err := unstructured.NestedSlice(cronJob.Object, "spec", "jobTemplate", "spec", "template", "spec", "containers")
-	require.NoError(t, err)
-	require.Len(t, containers, 1, "one container")
-	c := containers[0].(map[string]any)
+	cronJob := theCronJob(t, objs)
+	c := container(t, objs)
 	env := map[string]string{}
 	from, _, _ := unstructured.NestedSlice(c, "envFrom")
 	for _, f := range from {
@@ -78,6 +68,29 @@ func podEnv(t testing.TB, objs []*unstructured.Unstructured, secret secretData) 
 		env[name] = val
 	}
 	return env
+}
+
+// theCronJob is the rendered CronJob, of which there is one.
+func theCronJob(t testing.TB, objs []*unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	var cronJob *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "CronJob" {
+			require.Nil(t, cronJob, "one CronJob")
+			cronJob = o
+		}
+	}
+	require.NotNil(t, cronJob, "the chart renders a CronJob")
+	return cronJob
+}
+
+// container is the rendered CronJob's one container.
+func container(t testing.TB, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	containers, _, err := unstructured.NestedSlice(theCronJob(t, objs).Object, "spec", "jobTemplate", "spec", "template", "spec", "containers")
+	require.NoError(t, err)
+	require.Len(t, containers, 1, "one container")
+	return containers[0].(map[string]any)
 }
 
 // load runs the binary's own start-up check, config.Load as in a pod in

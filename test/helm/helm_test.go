@@ -6,6 +6,7 @@
 package helm
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
 
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
@@ -120,7 +122,18 @@ func render(t testing.TB, ns string, values map[string]any, extra ...string) ([]
 
 func renderChart(t testing.TB, chart, ns string, values map[string]any, extra ...string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	args := []string{"template", release, chart, "--namespace", ns}
+	return helmTemplate(t, chart, release, ns, values, extra...)
+}
+
+// renderRelease is render as the release rel.
+func renderRelease(t testing.TB, rel, ns string, values map[string]any, extra ...string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	return helmTemplate(t, chartDir(t), rel, ns, values, extra...)
+}
+
+func helmTemplate(t testing.TB, chart, rel, ns string, values map[string]any, extra ...string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	args := []string{"template", rel, chart, "--namespace", ns}
 	if values != nil {
 		args = append(args, "--values", valuesFile(t, values))
 	}
@@ -139,16 +152,26 @@ func mustRender(t testing.TB, ns string, values map[string]any) []*unstructured.
 	return objs
 }
 
-// decode splits a multi-document YAML stream into objects.
+// decode splits a multi-document YAML stream into objects. Each document
+// is read strictly first: a key twice in one mapping (a user's label
+// repeating one of the chart's) is a fault of the template that a lenient
+// decoder would hide, keeping the last.
 func decode(t testing.TB, stream string) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(stream), 4096)
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(stream)))
 	for {
-		var m map[string]any
-		err := dec.Decode(&m)
+		doc, err := docs.Read()
 		if errors.Is(err, io.EOF) {
 			return out
+		}
+		require.NoError(t, err, "split the rendered YAML")
+		var strict any
+		require.NoError(t, yaml.UnmarshalStrict(doc, &strict), "the rendered YAML, read strictly:\n%s", doc)
+		var m map[string]any
+		err = utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(doc), 4096).Decode(&m)
+		if errors.Is(err, io.EOF) {
+			continue // a document of comments only
 		}
 		require.NoError(t, err, "decode the rendered YAML")
 		if len(m) > 0 {

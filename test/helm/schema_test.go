@@ -43,6 +43,8 @@ type decision struct {
 	// app: the row is tried with App auth (github.auth: app), as
 	// AppHostile's rows are.
 	app bool
+	// over are other values the row is set over, and why.
+	over map[string]any
 	// schema are the rows values.schema.json refuses.
 	schema []string
 	// refusedAt is the JSON pointer of the schema's refusal when it is not
@@ -107,7 +109,10 @@ func decisions() map[string]decision {
 		"REAPER_KUBE_CONCURRENCY":        {at: "kube.concurrency", kind: scalar, schema: []string{"0", "-1", "65", "1000000"}},
 		"REAPER_KUBE_TIMEOUT": {at: "kube.timeout", schema: []string{"0", "-1s", "forever", "NaN"},
 			startup: map[string]string{"6m": atMost5m}},
-		"REAPER_SWEEP_TIMEOUT": {at: "sweepTimeout", schema: []string{"0", "-45s", "soon", "Inf"},
+		// Over a Job's deadline past 2h: with the default 50s the template
+		// would refuse 2h (sweepTimeout below activeDeadlineSeconds) before
+		// the binary could, and the bound of 1h is the binary's alone.
+		"REAPER_SWEEP_TIMEOUT": {at: "sweepTimeout", over: map[string]any{"activeDeadlineSeconds": 7201}, schema: []string{"0", "-45s", "soon", "Inf"},
 			startup: map[string]string{"5s": above5s, "1s": above5s, "2h": atMost1h}},
 		"REAPER_MAX_SCOPES_PER_SWEEP": {at: "limits.maxScopesPerSweep", kind: scalar, schema: []string{"-1", "ten", "1.5", "10001",
 			"99999999999999999999", " "}, yamlReads: map[string]string{"1e3": "1000"}},
@@ -225,10 +230,14 @@ func appValues() map[string]any {
 
 // baseValues are the values a row is set over.
 func baseValues(d decision) map[string]any {
+	out := map[string]any{}
 	if d.app {
-		return appValues()
+		out = appValues()
 	}
-	return map[string]any{}
+	for k, v := range d.over {
+		out[k] = v
+	}
+	return out
 }
 
 // baseSecret is what the pod reads from the Secret for a row.

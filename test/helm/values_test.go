@@ -14,8 +14,8 @@ import (
 // The chart's defaults pass its schema, and the environment they render
 // is the binary's own defaults but for what the chart means to change:
 // dry-run on (as the kustomize base ships it), the release's namespace,
-// and the metrics instance named after the release. A default that
-// drifted from the binary's would show here.
+// and the metrics instance named after the release and its namespace. A
+// default that drifted from the binary's would show here.
 func TestChartDefaultsAreTheBinarysDefaults(t *testing.T) {
 	env := podEnv(t, mustRender(t, namespace, nil), tokenSecret())
 	fromChart, err := load(t, namespace, env)
@@ -26,7 +26,7 @@ func TestChartDefaultsAreTheBinarysDefaults(t *testing.T) {
 		"REAPER_SCOPES":           "org:example-org",
 		"REAPER_NAMESPACES":       namespace,
 		"REAPER_DRY_RUN":          "true",
-		"REAPER_METRICS_INSTANCE": release,
+		"REAPER_METRICS_INSTANCE": namespace + "." + release,
 		"REAPER_GITHUB_TOKEN":     tokenSecret()["token"],
 	})
 	require.NoError(t, err)
@@ -47,7 +47,12 @@ func TestFullValuesPassTheSchemaAndTheBinary(t *testing.T) {
 
 	secret := appSecret(t)
 	secret["app.pem"] = secret["private-key"]
-	env := podEnv(t, mustRender(t, namespace, full), secret)
+	objs := mustRender(t, namespace, full)
+	c := container(t, objs)
+	assert.Equal(t, "registry.example.com/platform/runner-reaper@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945",
+		c["image"], "with a digest, the image is pinned by it and the tag is unused")
+	assert.Equal(t, "Always", c["imagePullPolicy"])
+	env := podEnv(t, objs, secret)
 	assert.Equal(t, map[string]string{
 		"REAPER_SCOPES":                   "org:acme,repo:acme/web.site,org:acme-labs",
 		"REAPER_NAMESPACES":               "arc-runners,arc-runners-gpu",
@@ -88,10 +93,10 @@ func TestFullValuesPassTheSchemaAndTheBinary(t *testing.T) {
 		"REAPER_METRICS_INSTANCE":         "fleet-a",
 		"OTEL_EXPORTER_OTLP_ENDPOINT":     "http://otel-collector.monitoring:4318",
 	}, env)
-	c, err := load(t, namespace, env)
+	cfg, err := load(t, namespace, env)
 	require.NoError(t, err, "the binary accepts what the full values render")
-	assert.False(t, c.DryRun)
-	assert.True(t, c.Push.OTLP, "the OTLP endpoint reached the binary")
+	assert.False(t, cfg.DryRun)
+	assert.True(t, cfg.Push.OTLP, "the OTLP endpoint reached the binary")
 }
 
 // chartDefaults is the chart's values.yaml.
