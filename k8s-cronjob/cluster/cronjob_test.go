@@ -356,19 +356,7 @@ func audit(t *testing.T) []auditEvent {
 func TestShippedCronJobOnARealKubelet(t *testing.T) {
 	t.Parallel() // beside TestShippedCronJobCleansUpAfterARC, in a namespace of its own
 	ctx := context.Background()
-	_, err := cluster.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-
-	sim := ghsim.New(ghsim.Options{Token: token})
-	url, err := sim.Start()
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	sim.AddScope(scope)
-	_, err = cluster.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "runner-reaper-github"},
-		StringData: map[string]string{"token": token},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	sim, url := githubFor(t, ns)
 
 	// The fleet: a runner that failed (the kubelet records it), a zombie
 	// whose registration is offline, a healthy busy runner, and an ARC
@@ -605,4 +593,25 @@ func TestShippedCronJobOnARealKubelet(t *testing.T) {
 func toInt(v any) int {
 	f, _ := v.(float64)
 	return int(f)
+}
+
+// githubFor creates namespace ns holding the Secret the shipped CronJob
+// reads, and a GitHub simulator of its own with the test's scope, for one
+// test of an install.
+func githubFor(t *testing.T, ns string) (*ghsim.Sim, string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := cluster.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	sim := ghsim.New(ghsim.Options{Token: token})
+	url, err := sim.Start()
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	sim.AddScope(scope)
+	_, err = cluster.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "runner-reaper-github"},
+		StringData: map[string]string{"token": token},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return sim, url
 }

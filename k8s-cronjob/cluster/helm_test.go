@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runner-reaper/runner-reaper/test/ghsim"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -83,22 +82,11 @@ patches:
 func TestHelmInstallOnARealKubelet(t *testing.T) {
 	t.Parallel() // beside the kustomize tests, in a namespace of its own
 	ctx := context.Background()
-	_, err := cluster.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: helmNS}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	sim := ghsim.New(ghsim.Options{Token: token})
-	url, err := sim.Start()
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	sim.AddScope(scope)
-	_, err = cluster.Client.CoreV1().Secrets(helmNS).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "runner-reaper-github"},
-		StringData: map[string]string{"token": token},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	_, url := githubFor(t, helmNS)
 
 	// A runner that failed: the kubelet's word alone makes it terminal.
 	grace := int64(1)
-	_, err = cluster.Client.CoreV1().Pods(helmNS).Create(ctx, &corev1.Pod{
+	_, err := cluster.Client.CoreV1().Pods(helmNS).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "helm-dead", Labels: map[string]string{
 			"actions-ephemeral-runner": "True", "actions.github.com/organization": org}},
 		Spec: corev1.PodSpec{HostNetwork: true, RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace,
