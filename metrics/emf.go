@@ -113,7 +113,7 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 		{KubeRequests, res.Kube.Requests},
 		{ScopesSkipped, len(res.Class.Skipped) - len(res.Deferred)},
 		{ScopesDeferred, len(res.Deferred)},
-		{RateLimitedUntil, value(Samples(res), PromRateLimitedUntil)},
+		{RateLimitedUntil, rateLimitedUntil(res)},
 		{ExitCode, int(res.Status)},
 		{MassSuspicionScopes, len(res.Confirmation.MassSuspicion)},
 	}
@@ -170,16 +170,6 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 		return fmt.Errorf("write emf metrics: %w", err)
 	}
 	return nil
-}
-
-// value is the first sample of name, 0 when there is none.
-func value(samples []Sample, name string) int64 {
-	for _, s := range samples {
-		if s.Name == name {
-			return int64(s.Value)
-		}
-	}
-	return 0
 }
 
 type metricDef struct {

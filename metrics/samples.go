@@ -64,18 +64,8 @@ func Samples(res sweep.Result) []Sample {
 		out = append(out, Sample{PromActions, []string{p.verdict, p.result}, float64(p.n)})
 	}
 	kinds := map[fleet.SkipKind]int{}
-	var until float64
 	for _, s := range res.Class.Skipped {
 		kinds[s.Kind]++
-		if s.Kind == fleet.SkipRateLimited && !s.Until.IsZero() {
-			until = max(until, float64(s.Until.Unix()))
-		}
-	}
-	// GitHub may also limit the sweep while it acts.
-	for _, o := range res.Outcomes {
-		if rl := fleet.AsRateLimit(o.Err); rl != nil && !rl.Until.IsZero() {
-			until = max(until, float64(rl.Until.Unix()))
-		}
 	}
 	for _, k := range skipKindsReported() {
 		out = append(out, Sample{PromScopesSkipped, []string{string(k)}, float64(kinds[k])})
@@ -89,7 +79,7 @@ func Samples(res sweep.Result) []Sample {
 	}
 	return append(out,
 		Sample{PromScopesDeferred, nil, float64(len(res.Deferred))},
-		Sample{PromRateLimitedUntil, nil, until},
+		Sample{PromRateLimitedUntil, nil, float64(rateLimitedUntil(res))},
 		Sample{PromGitHubRequests, nil, float64(res.GitHub.Requests)},
 		Sample{PromGitHubNotModified, nil, float64(res.GitHub.NotModified)},
 		Sample{PromKubeRequests, nil, float64(res.Kube.Requests)},
@@ -108,6 +98,23 @@ func SuccessSamples(res sweep.Result) []Sample {
 		return nil
 	}
 	return []Sample{{PromLastSuccess, nil, unixSeconds(res)}}
+}
+
+// rateLimitedUntil is the latest end of GitHub's rate limit the sweep met,
+// listing or acting, as Unix seconds; 0 when it met none.
+func rateLimitedUntil(res sweep.Result) int64 {
+	var until int64
+	for _, s := range res.Class.Skipped {
+		if s.Kind == fleet.SkipRateLimited && !s.Until.IsZero() {
+			until = max(until, s.Until.Unix())
+		}
+	}
+	for _, o := range res.Outcomes {
+		if rl := fleet.AsRateLimit(o.Err); rl != nil && !rl.Until.IsZero() {
+			until = max(until, rl.Until.Unix())
+		}
+	}
+	return until
 }
 
 func unixSeconds(res sweep.Result) float64 {
