@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -54,7 +53,9 @@ type Run struct {
 	Stderr string
 	// Wall is how long the process ran, from start to exit.
 	Wall time.Duration
-	// CPU is the processor time it used, user and system.
+	// CPU is the processor time it used, user and system. In a cgroup v1
+	// (see Cgroup) that includes a fraction of a millisecond of the
+	// testdata/rusage that moved itself there and exec'd the process.
 	CPU time.Duration
 	// MaxRSS is its peak resident set in bytes: the ru_maxrss that wait4
 	// gave its parent when it exited, so that nothing up to the exit is
@@ -63,14 +64,27 @@ type Run struct {
 	// so the figure is never below that program's couple of MiB. 0 when
 	// it could not be measured (see Unmeasured).
 	MaxRSS int64
-	// CgroupPeak is the memory.peak, in bytes, of a cgroup v2 that held
-	// the process and nothing else (see newCgroup): its peak charge, what
-	// a memory limit holds to. Beside its resident pages that counts the
-	// kernel's memory on its behalf (page tables, sockets) and the page
-	// cache it brought in (files it wrote, pages of itself read from disk
-	// rather than found cached). 0 where cgroups are not usable here (see
-	// Unmeasured).
+	// CgroupPeak is the peak charge, in bytes, of a memory cgroup that
+	// held the process and nothing else (see newCgroup; v2 memory.peak,
+	// v1 memory.max_usage_in_bytes): what a memory limit holds to. Beside
+	// its resident pages that counts the kernel's memory on its behalf
+	// (page tables, sockets) and the page cache it brought in (files it
+	// wrote, pages of itself read from disk rather than found cached).
+	// The kernel charges a cgroup in batches of 64 pages a CPU, so the
+	// figure can be up to 256 KiB a CPU above the pages the process
+	// actually had. 0 where cgroups are not usable here (see Unmeasured).
 	CgroupPeak int64
+	// Cgroup is the version and directory of the cgroup the process ran
+	// in, such as "v1 /sys/fs/cgroup/memory/runner-reaper-testenv-7-1"
+	// (removed after the run), or "" when none was usable (see
+	// Unmeasured).
+	Cgroup string
+	// OOMKilled is whether the kernel killed the process for being over
+	// its cgroup's memory limit (RunOptions.MemoryLimit), as its cgroup
+	// counts (v2 memory.events, v1 memory.oom_control oom_kill), or, on a
+	// kernel that does not count them (before Linux 4.13), whether a
+	// limited process died of SIGKILL.
+	OOMKilled bool
 	// Unmeasured says why MaxRSS or CgroupPeak is 0, when one is.
 	Unmeasured string
 }
@@ -178,88 +192,66 @@ func rusageProgram() (string, error) {
 	return rusage.path, rusage.err
 }
 
-// cgroupRoot is where cgroup v2 is mounted on a unified host (a variable
-// for the tests of newCgroup's refusals).
-var cgroupRoot = "/sys/fs/cgroup"
-
-var cgroupSeq atomic.Int64
-
-// newCgroup makes a fresh cgroup v2 leaf for one run, directly under the
-// root: /sys/fs/cgroup/runner-reaper-testenv-PID-N. It changes no cgroup
-// it did not make: it needs the memory controller to be there already
-// and enabled for the root's children (cgroup.subtree_control), which is
-// how a host that runs containers on cgroup v2 has it. Without that (not
-// root, a cgroup v1 or hybrid host, a container whose cgroup namespace
-// holds processes at its top) it returns "" and the reason, and the run's
-// CgroupPeak is 0.
-func newCgroup() (dir, why string) {
-	has := func(file string) bool {
-		b, err := os.ReadFile(filepath.Join(cgroupRoot, file))
-		return err == nil && slices.Contains(strings.Fields(string(b)), "memory")
-	}
-	switch {
-	case !has("cgroup.controllers"):
-		return "", "no cgroup v2 memory controller at " + cgroupRoot
-	case !has("cgroup.subtree_control"):
-		return "", "the memory controller is not enabled in " + cgroupRoot + "/cgroup.subtree_control"
-	}
-	dir = filepath.Join(cgroupRoot, fmt.Sprintf("runner-reaper-testenv-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return "", "cgroup: " + err.Error()
-	}
-	if _, err := os.Stat(filepath.Join(dir, "memory.peak")); err != nil {
-		_ = os.Remove(dir)
-		return "", "no memory.peak (Linux 5.19 or later has it)"
-	}
-	return dir, ""
-}
-
-// cgroupPeak reads dir's memory.peak and removes dir. Its process has
-// been reaped, unless a killed rusage left it to die of Pdeathsig, which
-// takes a moment: the removal is retried for a second while it is busy.
-func cgroupPeak(dir string) (int64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "memory.peak"))
-	rmErr := os.Remove(dir)
-	for i := 0; i < 100 && errors.Is(rmErr, syscall.EBUSY); i++ {
-		time.Sleep(10 * time.Millisecond)
-		rmErr = os.Remove(dir)
-	}
-	if err == nil {
-		err = rmErr
-	}
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-}
-
-// removeCgroup removes a cgroup newCgroup made, if it made one.
-func removeCgroup(dir string) {
-	if dir != "" {
-		_ = os.Remove(dir)
-	}
-}
-
 // RunBinary runs bin with exactly env (plus PATH and HOME), so that nothing
 // from the test process's own environment, such as a stray REAPER_
 // variable, leaks into the run. It is run under testdata/rusage, which
 // reports its figures (see Run), and, where the host allows, in a cgroup
 // of its own.
 func RunBinary(ctx context.Context, bin string, env map[string]string, args ...string) (Run, error) {
+	return RunBinaryWith(ctx, bin, env, RunOptions{}, args...)
+}
+
+// RunOptions are what RunBinaryWith can do beyond RunBinary.
+type RunOptions struct {
+	// MemoryLimit, when positive, is a limit in bytes on the memory of
+	// the run's cgroup (v2 memory.max, v1 memory.limit_in_bytes), set
+	// before the program starts, as a container's memory limit is: the
+	// program sees it as its cgroup's limit, and the kernel kills it when
+	// it cannot stay under it (Run.OOMKilled). Swap is not limited: on a
+	// host with swap the program is pushed to it first. A run that no
+	// cgroup here can hold to a limit is not run (RunBinaryWith returns
+	// an error), never run without one.
+	MemoryLimit int64
+}
+
+// RunBinaryWith is RunBinary with options.
+func RunBinaryWith(ctx context.Context, bin string, env map[string]string, opts RunOptions, args ...string) (Run, error) {
+	return hostCgroups().runBinary(ctx, bin, env, opts, args...)
+}
+
+// runBinary is RunBinaryWith with the cgroups in fs.
+func (fs cgroupFS) runBinary(ctx context.Context, bin string, env map[string]string, opts RunOptions, args ...string) (Run, error) {
+	fail := func(err error) error { return fmt.Errorf("run %s %v: %w", bin, args, err) }
 	prog := exec.Command(bin) // bin as exec finds it in PATH
 	if prog.Err != nil {
-		return Run{}, fmt.Errorf("run %s %v: %w", bin, args, prog.Err)
+		return Run{}, fail(prog.Err)
 	}
 	parent, err := rusageProgram()
 	if err != nil {
-		return Run{}, fmt.Errorf("run %s %v: %w", bin, args, err)
+		return Run{}, fail(err)
 	}
 	var run Run
-	cgroup, why := newCgroup()
-	if why != "" {
+	cgroup, why := fs.newCgroup(opts.MemoryLimit)
+	switch {
+	case cgroup == nil && opts.MemoryLimit > 0:
+		return Run{}, fail(fmt.Errorf("no cgroup to hold it to %d bytes: %s", opts.MemoryLimit, why))
+	case cgroup == nil:
 		run.note(why)
+	default:
+		run.Cgroup = cgroup.String()
 	}
-	cmd := exec.CommandContext(ctx, parent, append([]string{cgroup, prog.Path}, args...)...)
+	var flags []string
+	if cgroup != nil {
+		flags = append(flags, "-cgroup", cgroup.dir)
+		if cgroup.v1 {
+			flags = append(flags, "-v1")
+		}
+		if opts.MemoryLimit > 0 {
+			// Not run outside the cgroup that holds it to its limit.
+			flags = append(flags, "-strict")
+		}
+	}
+	cmd := exec.CommandContext(ctx, parent, slices.Concat(flags, []string{"--", prog.Path}, args)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir()}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -268,7 +260,8 @@ func RunBinary(ctx context.Context, bin string, env map[string]string, args ...s
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	report, w, err := os.Pipe()
 	if err != nil {
-		return Run{}, err
+		cgroup.remove()
+		return Run{}, fail(err)
 	}
 	defer report.Close()
 	cmd.ExtraFiles = []*os.File{w}
@@ -276,17 +269,21 @@ func RunBinary(ctx context.Context, bin string, env map[string]string, args ...s
 	err = cmd.Start()
 	w.Close()
 	if err != nil {
-		removeCgroup(cgroup)
-		return Run{}, fmt.Errorf("run %s %v: %w", bin, args, err)
+		cgroup.remove()
+		return Run{}, fail(err)
 	}
 	err = cmd.Wait()
 	wall := time.Since(start)
 	line, _ := io.ReadAll(report)
 	run.Stdout, run.Stderr = stdout.String(), stderr.String()
+	var end cgroupEnd
+	var endErr error
+	if cgroup != nil {
+		end, endErr = cgroup.finish()
+	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		removeCgroup(cgroup)
-		return run, fmt.Errorf("run %s %v: %w", bin, args, err)
+		return run, fail(err)
 	}
 	if exit != nil {
 		run.Code = exit.ExitCode()
@@ -299,19 +296,34 @@ func RunBinary(ctx context.Context, bin string, env map[string]string, args ...s
 		run.Wall = wall
 		run.note("killed before its figures were reported")
 	case err != nil:
-		removeCgroup(cgroup)
-		return run, fmt.Errorf("run %s %v: %w", bin, args, err)
+		return run, fail(err)
+	case !inCgroup:
+		run.Cgroup = "" // started outside it (see Unmeasured)
 	}
-	if cgroup != "" {
-		peak, err := cgroupPeak(cgroup)
-		switch {
-		case err != nil:
-			run.note("cgroup: " + err.Error())
-		case inCgroup:
-			run.CgroupPeak = peak
+	switch {
+	case cgroup == nil:
+	case endErr != nil:
+		run.note("cgroup: " + endErr.Error())
+	case inCgroup:
+		run.CgroupPeak = end.Peak
+		if end.HasOOMKills {
+			run.OOMKilled = end.OOMKills > 0
+		} else if ws, ok := exitStatus(exit); ok && opts.MemoryLimit > 0 {
+			// A kernel that does not count them: a limited run that
+			// died of SIGKILL (rusage ends as its program did).
+			run.OOMKilled = ws.Signaled() && ws.Signal() == syscall.SIGKILL
 		}
 	}
 	return run, nil
+}
+
+// exitStatus is how the process that exit is about ended, if it did.
+func exitStatus(exit *exec.ExitError) (syscall.WaitStatus, bool) {
+	if exit == nil {
+		return 0, false
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	return ws, ok
 }
 
 // Started is a binary started by StartBinary, for a test that must act
