@@ -51,6 +51,13 @@ type Config struct {
 	// token, an App's JWTs and installation tokens), so that the process
 	// can redact them from what it logs and answers.
 	Secrets *redact.Set
+	// OwnerLabel is the one runner label the reaper reads: the label that
+	// says a registration is this deployment's (REAPER_GHOST_LABEL). A
+	// runner's other labels are dropped as its page is read, so that the
+	// registrations a sweep holds, and the list cache the ledger keeps,
+	// carry no label but that one (matched as GitHub matches labels,
+	// ignoring case); "" keeps none.
+	OwnerLabel string
 }
 
 // Client talks to one GitHub API with one credential. It keeps nothing
@@ -58,8 +65,9 @@ type Config struct {
 // not send requests it knows will be refused) and an App's installation
 // token. It is safe for concurrent use.
 type Client struct {
-	gh      *github.Client
-	counter *httpcount.Transport
+	gh         *github.Client
+	counter    *httpcount.Transport
+	ownerLabel string
 }
 
 // New checks cfg and builds a Client. Errors never quote the credentials.
@@ -79,7 +87,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	gh.BaseURL = base
 	gh.UploadURL = base
-	return &Client{gh: gh, counter: counter}, nil
+	return &Client{gh: gh, counter: counter, ownerLabel: cfg.OwnerLabel}, nil
 }
 
 // Counts reports every request that reached the wire through this client,

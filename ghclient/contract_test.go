@@ -32,12 +32,15 @@ func TestContractRunnerPaginated(t *testing.T) {
 			got, cache, err := c.ListRunners(context.Background(), sc.scope, nil)
 			require.NoError(t, err)
 			assert.Equal(t, []fleet.Registration{
-				{ID: 23, Name: "linux_runner", Online: true, Busy: true, Labels: []string{"self-hosted", "X64", "Linux"}},
-				{ID: 24, Name: "mac_runner", Online: false, Busy: false, Labels: []string{"self-hosted", "X64", "macOS", "no-gpu"}},
+				// Of the labels, only the ownership label, matched
+				// ignoring case as GitHub does.
+				{ID: 23, Name: "linux_runner", Online: true, Busy: true, Labels: []string{"Linux"}},
+				{ID: 24, Name: "mac_runner", Online: false, Busy: false},
 			}, got)
 			require.NotNil(t, cache)
 			require.Len(t, cache.Pages, 1)
 			assert.Equal(t, state.CachedPage{ETag: `W/"fixture"`, TotalCount: 2, Runners: got}, cache.Pages[0])
+			assert.Equal(t, ownerLabel, cache.Label)
 		})
 	}
 }

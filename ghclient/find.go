@@ -41,7 +41,7 @@ func (c *Client) FindRunner(ctx context.Context, scope fleet.Scope, name string)
 		return nil, fmt.Errorf("find runner %q in %s: %w", name, scope, errors.New("response lacks total_count or runners"))
 	}
 	for i, r := range *body.Runners {
-		reg, err := registration(r)
+		reg, err := registration(r, c.ownerLabel)
 		if err != nil {
 			return nil, fmt.Errorf("find runner %q in %s: item %d: %w", name, scope, i+1, err)
 		}

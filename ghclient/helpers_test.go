@@ -20,16 +20,20 @@ const testToken = "ghp_TESTsecretTOKEN0123456789"
 
 // setup starts a test server in go-github's style and a token client for
 // it. The base URL is given without its trailing slash on purpose: New
-// must add it.
+// must add it. The client keeps the runner label ownerLabel ("linux") and
+// no other.
 func setup(t *testing.T, timeout time.Duration) (*Client, *http.ServeMux, *httptest.Server) {
 	t.Helper()
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	c, err := New(Config{BaseURL: srv.URL, Token: testToken, Timeout: timeout})
+	c, err := New(Config{BaseURL: srv.URL, Token: testToken, Timeout: timeout, OwnerLabel: ownerLabel})
 	require.NoError(t, err)
 	return c, mux, srv
 }
+
+// ownerLabel is the ownership label setup's clients keep.
+const ownerLabel = "linux"
 
 // runner is one item of a list body, in GitHub's shape.
 func runner(id int64, name, status string, busy bool, labels ...string) map[string]any {

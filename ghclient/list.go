@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/google/go-github/v60/github"
 
@@ -70,6 +71,11 @@ func (c *Client) ListRunners(ctx context.Context, scope fleet.Scope, cache *stat
 	if err != nil {
 		return nil, nil, fmt.Errorf("list runners: %w", err)
 	}
+	if cache != nil && cache.Label != c.ownerLabel {
+		// Its pages were trimmed to another label: a 304 would replay
+		// registrations without the label ownership now reads.
+		cache = nil
+	}
 	busy := map[int64]bool{}
 	where := fmt.Sprintf("list runners for %s", scope)
 	pages, moved, err := c.readList(ctx, path, where, cache, busy)
@@ -90,14 +96,35 @@ func (c *Client) ListRunners(ctx context.Context, scope fleet.Scope, cache *stat
 			return nil, nil, fmt.Errorf("list runners for %s: %w: %w, and again on a fresh read: %w", scope, fleet.ErrInconsistent, moved, movedAgain)
 		}
 	}
-	var regs []fleet.Registration
+	return registrations(pages, busy), &state.ListCache{Pages: pages, Label: c.ownerLabel}, nil
+}
+
+// registrations is the list's runners, each busy if any read saw it busy.
+// A one-page list whose every runner reads as the cache has it, the common
+// case, is its page's own slice, capped so that an append cannot write
+// into the cache: the registrations and the cache are then one copy, which
+// at 100,000 runners is what a sweep's memory is made of. Nothing writes
+// to a registration once it is read.
+func registrations(pages []state.CachedPage, busy map[int64]bool) []fleet.Registration {
+	n, fresher := 0, false
+	for _, p := range pages {
+		n += len(p.Runners)
+		for _, r := range p.Runners {
+			fresher = fresher || (busy[r.ID] && !r.Busy)
+		}
+	}
+	if len(pages) == 1 && !fresher {
+		rs := pages[0].Runners
+		return rs[:len(rs):len(rs)]
+	}
+	regs := make([]fleet.Registration, 0, n)
 	for _, p := range pages {
 		for _, r := range p.Runners {
 			r.Busy = r.Busy || busy[r.ID]
 			regs = append(regs, r)
 		}
 	}
-	return regs, &state.ListCache{Pages: pages}, nil
+	return regs
 }
 
 // readList is one read of the whole list and its revalidation pass. It
@@ -223,7 +250,9 @@ func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *s
 		if !conditional {
 			return state.CachedPage{}, errors.New("304 Not Modified to a request without If-None-Match")
 		}
-		return clonePage(*cached), nil
+		// The cached page itself: nothing writes to a page once read,
+		// so the new cache and the old share its runners.
+		return *cached, nil
 	}
 	if err != nil {
 		closeExchangeBody(err)
@@ -237,7 +266,7 @@ func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *s
 	}
 	regs := make([]fleet.Registration, 0, len(*body.Runners))
 	for i, r := range *body.Runners {
-		reg, err := registration(r)
+		reg, err := registration(r, c.ownerLabel)
 		if err != nil {
 			return state.CachedPage{}, fmt.Errorf("item %d: %w", i+1, err)
 		}
@@ -259,10 +288,11 @@ type runnersBody struct {
 	Runners    *[]*github.Runner `json:"runners"`
 }
 
-// registration keeps what the reaper needs of a runner. A runner without
-// id, name, status or busy is refused: a missing busy read as false would
-// defeat safety rule 2.
-func registration(r *github.Runner) (fleet.Registration, error) {
+// registration keeps what the reaper needs of a runner: its id, name,
+// status and busy, and of its labels only ownerLabel (see
+// Config.OwnerLabel). A runner without id, name, status or busy is
+// refused: a missing busy read as false would defeat safety rule 2.
+func registration(r *github.Runner, ownerLabel string) (fleet.Registration, error) {
 	switch {
 	case r == nil:
 		return fleet.Registration{}, errors.New("null runner")
@@ -279,7 +309,7 @@ func registration(r *github.Runner) (fleet.Registration, error) {
 	// that a page reused from the cache equals the same page read afresh.
 	var labels []string
 	for _, l := range r.Labels {
-		if l != nil && l.Name != nil {
+		if l != nil && l.Name != nil && ownerLabel != "" && strings.EqualFold(*l.Name, ownerLabel) {
 			labels = append(labels, *l.Name)
 		}
 	}
@@ -298,16 +328,4 @@ func cachedPage(cache *state.ListCache, n int) *state.CachedPage {
 		return nil
 	}
 	return &cache.Pages[n-1]
-}
-
-// clonePage copies a cached page so that the cache returned never shares
-// memory with the one passed in.
-func clonePage(p state.CachedPage) state.CachedPage {
-	runners := make([]fleet.Registration, len(p.Runners))
-	for i, r := range p.Runners {
-		r.Labels = append([]string(nil), r.Labels...)
-		runners[i] = r
-	}
-	p.Runners = runners
-	return p
 }

@@ -3,6 +3,7 @@ package ghclient
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
@@ -35,11 +36,11 @@ func threePages() []fakePage {
 // threePagesWant is what ListRunners makes of threePages.
 func threePagesWant() []fleet.Registration {
 	return []fleet.Registration{
-		{ID: 1, Name: "rr-a", Online: true, Busy: true, Labels: []string{"self-hosted", "linux"}},
-		{ID: 2, Name: "rr-b", Labels: []string{"self-hosted"}},
+		{ID: 1, Name: "rr-a", Online: true, Busy: true, Labels: []string{"linux"}},
+		{ID: 2, Name: "rr-b"},
 		{ID: 3, Name: "rr-c", Online: true},
-		{ID: 4, Name: "rr-d", Online: true, Busy: true, Labels: []string{"self-hosted", "X64", "gpu"}},
-		{ID: 5, Name: "rr-e", Busy: true, Labels: []string{"custom-only"}},
+		{ID: 4, Name: "rr-d", Online: true, Busy: true},
+		{ID: 5, Name: "rr-e", Busy: true},
 	}
 }
 
@@ -106,9 +107,12 @@ func TestListRunnersConditional(t *testing.T) {
 	// First read: 3 pages + 2 revalidations (304); second: all 5 are 304.
 	assert.Equal(t, httpcount.Counts{Requests: 10, NotModified: 7}, c.Counts())
 
-	// The returned cache is a copy: changing it leaves the caller's alone.
-	cache2.Pages[0].Runners[0].Labels[0] = "changed"
-	assert.Equal(t, "self-hosted", cache.Pages[0].Runners[0].Labels[0])
+	// A page answered 304 is the cached page itself, not a copy: at
+	// 100,000 runners a second copy is most of a sweep's memory.
+	for i := range cache.Pages {
+		assert.Same(t, &cache.Pages[i].Runners[0], &cache2.Pages[i].Runners[0], "page %d", i+1)
+	}
+	assert.Equal(t, ownerLabel, cache2.Label)
 }
 
 func TestListRunnersMixedCache(t *testing.T) {
@@ -413,4 +417,76 @@ func TestListRunnersRemembersPrimaryRateLimit(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, isRateLimited(err), "%v", err)
 	assert.Equal(t, httpcount.Counts{Requests: 1}, c.Counts(), "nothing more reached the wire")
+}
+
+// A cache is used only under the ownership label its pages were trimmed
+// to: under another, a 304 would replay registrations without the label
+// that ownership now reads, and a runner of this deployment would never
+// look like one.
+func TestListRunnersCacheOfAnotherLabel(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cacheLabel string
+		wantETag   bool
+	}{
+		{"same label", ownerLabel, true},
+		{"another label", "gpu", false},
+		{"none (a cache kept every label)", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, mux, _ := setup(t, 0)
+			list := &fakeList{}
+			list.set(fakePage{total: 1, etag: `W/"p1"`, runners: []map[string]any{runner(1, "rr-a", "online", false, "linux", "gpu")}})
+			mux.Handle("GET /orgs/octo/actions/runners", list)
+
+			_, cache, err := c.ListRunners(context.Background(), orgScope, nil)
+			require.NoError(t, err)
+			list.seen()
+			cache.Label = tc.cacheLabel
+			got, fresh, err := c.ListRunners(context.Background(), orgScope, cache)
+			require.NoError(t, err)
+			reqs := list.seen()
+			require.Len(t, reqs, 1)
+			assert.Equal(t, tc.wantETag, reqs[0].IfNoneMatch != "", "If-None-Match sent")
+			assert.Equal(t, []fleet.Registration{{ID: 1, Name: "rr-a", Online: true, Labels: []string{"linux"}}}, got)
+			assert.Equal(t, ownerLabel, fresh.Label)
+		})
+	}
+}
+
+// Without an ownership label no label is kept at all.
+func TestListRunnersNoOwnerLabelKeepsNone(t *testing.T) {
+	mux := http.NewServeMux()
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c, err := New(Config{BaseURL: srv.URL, Token: testToken})
+	require.NoError(t, err)
+	list := &fakeList{}
+	list.set(threePages()...)
+	mux.Handle("GET /orgs/octo/actions/runners", list)
+	got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
+	require.NoError(t, err)
+	for _, r := range got {
+		assert.Nil(t, r.Labels, "runner %d", r.ID)
+	}
+	assert.Equal(t, "", cache.Label)
+}
+
+// A one-page list that no second reading changed is its cache page's own
+// runners, capped so that an append cannot reach into the cache; a runner
+// a second reading saw busy makes a copy, so the cache keeps what its ETag
+// stands for.
+func TestListRunnersSharesOnePage(t *testing.T) {
+	c, mux, _ := setup(t, 0)
+	list := &fakeList{}
+	list.set(fakePage{total: 2, etag: `W/"p1"`, runners: []map[string]any{runner(1, "rr-a", "online", false), runner(2, "rr-b", "online", false)}})
+	mux.Handle("GET /orgs/octo/actions/runners", list)
+	got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Same(t, &cache.Pages[0].Runners[0], &got[0])
+	assert.Equal(t, len(got), cap(got))
+
+	busy := registrations([]state.CachedPage{{Runners: []fleet.Registration{{ID: 1}, {ID: 2}}}}, map[int64]bool{2: true})
+	assert.Equal(t, []fleet.Registration{{ID: 1}, {ID: 2, Busy: true}}, busy)
 }

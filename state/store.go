@@ -72,6 +72,11 @@ func (s Streaks) Zero() bool { return len(s.Skips) == 0 && s.Bound == 0 }
 // never do.
 type ListCache struct {
 	Pages []CachedPage `json:"pages"`
+	// Label is the one runner label the pages keep (the ownership label,
+	// ghclient.Config.OwnerLabel): a cache trimmed to another label is not
+	// used, since a 304 would replay registrations without the label
+	// ownership now reads.
+	Label string `json:"label,omitempty"`
 }
 
 // CachedPage is one page of a runner list with the ETag GitHub gave it.

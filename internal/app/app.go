@@ -373,6 +373,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		PrivateKey:     cfg.GitHub.PrivateKey,
 		Timeout:        cfg.GitHub.Timeout,
 		Secrets:        o.Secrets,
+		OwnerLabel:     cfg.Policy.GhostLabel,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("github client: %w", err)

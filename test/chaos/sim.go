@@ -348,11 +348,21 @@ var configuredScopes = func() []fleet.Scope {
 	return out
 }()
 
+// ghostAllLabel is the ownership label of the GhostAll break: one GitHub
+// gives every self-hosted runner, so that every registration looks owned.
+const ghostAllLabel = "self-hosted"
+
 // runSweep runs one real sweep against the world.
 func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 	// Each sweep is a new process, with a new client: go-github's memory
 	// of a rate limit lasts one sweep, as in a CronJob.
-	gh, err := ghclient.New(ghclient.Config{BaseURL: simBase, Token: simToken, Transport: &transport{w: w, handler: w.sim.Handler()}})
+	// The client keeps the one runner label ownership reads, as
+	// internal/app wires it: the label GhostAll's broken policy trusts.
+	ownerLabel := ""
+	if w.cfg.Break == GhostAll {
+		ownerLabel = ghostAllLabel
+	}
+	gh, err := ghclient.New(ghclient.Config{BaseURL: simBase, Token: simToken, OwnerLabel: ownerLabel, Transport: &transport{w: w, handler: w.sim.Handler()}})
 	if err != nil {
 		return fmt.Errorf("github client: %w", err)
 	}
@@ -374,7 +384,7 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 	case ConfirmZero:
 		hold.ConfirmAfter, hold.StampMaxAge = 0, 0
 	case GhostAll:
-		pol.GhostNamePrefix, pol.GhostLabel = "", "self-hosted"
+		pol.GhostNamePrefix, pol.GhostLabel = "", ghostAllLabel
 	case SwallowListErrors:
 		lister = swallowed{inner: lister}
 	case NoRecheck:
