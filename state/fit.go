@@ -99,8 +99,9 @@ func Fit(l Ledger, limit, defaultLimit int, where string) (Encoded, Trim, error)
 }
 
 // fit encodes l in the ConfigMap layout within limit bytes. If it does not
-// fit whole it first drops the list cache, which only saves rate limit, and
-// then the oldest marks by FirstSeen, keeping as many of the newest as fit.
+// fit whole it first drops scopes' list caches, which only save rate limit
+// (as many as it must, see fitLists), and then the oldest marks by
+// FirstSeen, keeping as many of the newest as fit.
 // It fails only when not even an empty ledger fits.
 func fit(l Ledger, limit int) (Encoded, Trim, error) {
 	l = Normalize(l)
@@ -118,14 +119,14 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 		enc.Streaks = string(b)
 	}
 	if len(l.Lists) > 0 {
-		if enc.Lists, err = gzipJSON(l.Lists); err != nil {
-			return Encoded{}, trim, fmt.Errorf("encode ledger list cache: %w", err)
+		kept, err := fitLists(&enc, l.Lists, limit)
+		if err != nil {
+			return Encoded{}, trim, err
 		}
-		if enc.size() <= limit {
+		trim.DroppedLists = len(l.Lists) - kept
+		if kept > 0 {
 			return enc, trim, nil
 		}
-		enc.Lists = nil
-		trim.DroppedLists = len(l.Lists)
 	}
 	if enc.size() <= limit {
 		return enc, trim, nil
@@ -154,6 +155,52 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 	}
 	return enc, trim, nil
 }
+
+// fitLists puts into enc as many scopes' list caches as fit beside the
+// rest of it, and says how many. The whole cache is tried first; when it
+// does not fit (a thousand scopes of a hundred runners each is a few
+// times the 1 MiB a ConfigMap holds), the scopes are kept in the order of
+// their keys, as many as the compressed size of the whole suggests, fewer
+// by a tenth at each try that still does not fit, and at most maxListTries
+// encodings in all, since each costs a compression of megabytes. A scope
+// whose cache is dropped costs its full rate limit once, on the next
+// sweep; the rest still answer 304. enc.Lists is nil when none fits.
+func fitLists(enc *Encoded, lists map[string]ListCache, limit int) (int, error) {
+	keys := make([]string, 0, len(lists))
+	for k := range lists {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	n := len(keys)
+	for try := 0; try < maxListTries && n > 0; try++ {
+		part := lists
+		if n < len(keys) {
+			part = make(map[string]ListCache, n)
+			for _, k := range keys[:n] {
+				part[k] = lists[k]
+			}
+		}
+		b, err := gzipJSON(part)
+		if err != nil {
+			return 0, fmt.Errorf("encode ledger list cache: %w", err)
+		}
+		enc.Lists = b
+		over := enc.size() - limit
+		if over <= 0 {
+			return n, nil
+		}
+		// Scale by the room there is for lists, then a tenth less:
+		// scopes compress about alike.
+		room := len(b) - over
+		next := int(float64(n) * float64(room) / float64(len(b)) * 0.9)
+		n = min(next, n-1)
+	}
+	enc.Lists = nil
+	return 0, nil
+}
+
+// maxListTries bounds the encodings fitLists makes.
+const maxListTries = 4
 
 // newestMarksWithin returns the largest set of newest marks whose JSON
 // object encoding is at most budget bytes. It sizes each entry once instead

@@ -3,7 +3,9 @@ package state_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,15 +33,15 @@ func TestFit(t *testing.T) {
 		name         string
 		ledger       state.Ledger
 		limit        int
-		wantLists    bool
+		keptLists    int // how many scopes' caches are kept, the first by key
 		wantMarks    int // how many of the newest marks are kept
 		droppedLists int
 		droppedMarks int
 		wantErr      bool
 	}{
 		{name: "empty ledger", ledger: state.Ledger{}, limit: 100, wantMarks: 0},
-		{name: "fits whole", ledger: full, limit: whole, wantLists: true, wantMarks: 20},
-		{name: "one byte over drops the list cache only", ledger: full, limit: whole - 1, wantMarks: 20, droppedLists: 3},
+		{name: "fits whole", ledger: full, limit: whole, keptLists: 3, wantMarks: 20},
+		{name: "one byte over drops one scope's list cache only", ledger: full, limit: whole - 1, keptLists: 2, wantMarks: 20, droppedLists: 1},
 		{name: "marks alone fit exactly", ledger: full, limit: marksOnly, wantMarks: 20, droppedLists: 3},
 		{name: "one byte under the marks drops the oldest mark", ledger: full, limit: marksOnly - 1, wantMarks: 19, droppedLists: 3, droppedMarks: 1},
 		{name: "room for five marks keeps the five newest", ledger: full, limit: len(state.MarksKey) + len("{}") - 1 + 5*markSize, wantMarks: 5, droppedLists: 3, droppedMarks: 15},
@@ -65,13 +67,18 @@ func TestFit(t *testing.T) {
 			for k, m := range got {
 				assert.Equal(t, c.ledger.Marks[k], m)
 			}
-			if !c.wantLists {
+			if c.keptLists == 0 {
 				assert.Nil(t, enc.Lists)
 				return
 			}
 			var lists map[string]state.ListCache
 			require.NoError(t, state.GunzipJSON(enc.Lists, &lists))
-			assert.Equal(t, c.ledger.Lists, lists)
+			keys := slices.Sorted(maps.Keys(c.ledger.Lists))
+			want := map[string]state.ListCache{}
+			for _, k := range keys[:c.keptLists] {
+				want[k] = c.ledger.Lists[k]
+			}
+			assert.Equal(t, want, lists)
 		})
 	}
 }
@@ -222,4 +229,39 @@ func TestFitDefaultLimit(t *testing.T) {
 	assert.False(t, trim.Trimmed(), "a positive limit wins over the default")
 	_, _, err = state.Fit(full, 0, 1, "test ledger")
 	require.ErrorContains(t, err, "fit test ledger: ")
+}
+
+// A fleet of 100,000 runners in 1,000 scopes has a list cache several
+// times the 1 MiB a ConfigMap holds: the ledger keeps as many scopes'
+// caches as fit, in key order, drops the rest and says how many, and
+// keeps every mark.
+func TestFitKeepsTheListsThatFit(t *testing.T) {
+	lists := map[string]state.ListCache{}
+	for s := range 1000 {
+		var runners []fleet.Registration
+		for r := range 100 {
+			id := int64(s*100 + r + 1)
+			runners = append(runners, fleet.Registration{ID: 400000000 + id, Name: fmt.Sprintf("arc-runners-%05x-runner-%08x", s*7919%65536, uint32(id*2654435761)), Online: true})
+		}
+		lists[fmt.Sprintf("org:acme-%03d", s)] = state.ListCache{Pages: []state.CachedPage{{ETag: fmt.Sprintf(`W/"%064x"`, s*104729), TotalCount: 100, Runners: runners}}}
+	}
+	const limit = 1000 << 10
+	l := state.Ledger{Marks: Marks(20), Lists: lists}
+	start := time.Now()
+	enc, trim, err := fit(l, limit)
+	took := time.Since(start)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, Size(enc), limit)
+	require.NotNil(t, enc.Lists)
+	var kept map[string]state.ListCache
+	require.NoError(t, state.GunzipJSON(enc.Lists, &kept))
+	assert.Positive(t, trim.DroppedLists)
+	assert.Equal(t, 1000, len(kept)+trim.DroppedLists)
+	assert.Zero(t, trim.DroppedMarks)
+	keys := slices.Sorted(maps.Keys(lists))
+	assert.Equal(t, keys[:len(kept)], slices.Sorted(maps.Keys(kept)), "the first scopes by key")
+	// Most of the room goes to lists: a keep far below what fits would
+	// cost rate limit for nothing.
+	assert.Greater(t, Size(enc), limit*8/10)
+	t.Logf("100,000 registrations in 1,000 scopes: kept %d scopes' caches (%d bytes gzip'd), dropped %d; fit took %s", len(kept), len(enc.Lists), trim.DroppedLists, took)
 }
