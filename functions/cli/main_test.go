@@ -98,6 +98,9 @@ func TestBadConfigurationExitsTwoAndTouchesNothing(t *testing.T) {
 		"bad scope":       {"REAPER_SCOPES", "team:acme"},
 		"bad selector":    {"REAPER_POD_SELECTOR", "app in (x"},
 		"typo'd variable": {"REAPER_DRYRUN", "true"},
+		// The Lambda sets it; a hostile or broken one must not leave the
+		// process without a limit it believes it has.
+		"bad Lambda memory": {"AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512MB"},
 	}
 	for name, kv := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/ghclient"
 	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/memlimit"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
 	"github.com/runner-reaper/runner-reaper/internal/safetext"
 	"github.com/runner-reaper/runner-reaper/kube"
@@ -124,6 +125,10 @@ type Runtime struct {
 	// audit receives an audit's table, or its JSON when auditJSON.
 	audit     io.Writer
 	auditJSON bool
+	// memory is the process's memory limit and the soft limit set below
+	// it, decided once by Start; a sweep whose peak comes near the limit
+	// says so (warnMemory).
+	memory memlimit.Decision
 }
 
 // Entry is what an entry point asks of the run: the mode it was asked for,
@@ -159,6 +164,14 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 	if err != nil {
 		return nil, report.PlainError(configCause{err}, secrets)
 	}
+	// The soft memory limit is set before anything large is allocated, so
+	// that the collector works to stay under the process's limit (the
+	// cgroup's, or the Lambda's) instead of letting garbage grow the heap
+	// to twice what is live and the kernel kill the sweep without a word.
+	memory, err := memlimit.System().Setup(memlimit.CodeRoom)
+	if err != nil {
+		return nil, report.PlainError(configCause{err}, secrets)
+	}
 	mode := Mode(cfg, e.Mode)
 	out := e.Stdout
 	if mode == sweep.Audit {
@@ -168,7 +181,8 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 	if err != nil {
 		return nil, report.PlainError(err, secrets)
 	}
-	rt.mode, rt.audit, rt.auditJSON = mode, e.Stdout, e.AuditJSON
+	rt.mode, rt.audit, rt.auditJSON, rt.memory = mode, e.Stdout, e.AuditJSON, memory
+	rt.Log.LogAttrs(ctx, slog.LevelDebug, "memory limit", memory.Attrs()...)
 	return rt, nil
 }
 
@@ -261,6 +275,7 @@ func Logger(out io.Writer, level slog.Level, secrets *redact.Set) *slog.Logger {
 // not be written fails the sweep.
 func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
 	res := Sweep(ctx, r.Sweeper, r.mode, r.Log)
+	r.warnMemory(ctx, res)
 	if r.metricsNamespace != "" {
 		if err := metrics.WriteEMF(r.out, res, r.metricsNamespace, time.Now()); err != nil {
 			r.Log.Warn("write metrics", slog.String("error", err.Error()))
@@ -274,6 +289,30 @@ func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
 		}
 	}
 	return res
+}
+
+// warnMemory says so when the process's peak resident set has passed 80%
+// of its memory limit, with the fleet size that limit fits and the limit
+// this fleet needs (memlimit.Default's formula): a fleet grows sweep by
+// sweep, and past the limit the kernel kills the sweep before it can
+// report anything. Without a known limit, or a peak that cannot be read,
+// there is nothing to say.
+func (r *Runtime) warnMemory(ctx context.Context, res sweep.Result) {
+	limit := r.memory.Limit
+	if limit.Bytes <= 0 {
+		return
+	}
+	peak, err := memlimit.PeakRSS()
+	if err != nil {
+		return
+	}
+	size := memlimit.Fleet{Pods: int64(len(res.Observation.Pods))}
+	for _, l := range res.Observation.Lists {
+		size.Registrations += int64(len(l.Runners))
+	}
+	if warn, fit := memlimit.Check(peak, limit.Bytes, size, memlimit.Default()); warn {
+		r.Log.LogAttrs(ctx, slog.LevelWarn, memlimit.Message, memlimit.WarnAttrs(peak, limit, size, fit)...)
+	}
 }
 
 // pushBudget bounds the pushes of the metrics, together: the CronJob's

@@ -1,0 +1,173 @@
+package memlimit
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"math/big"
+)
+
+// Fleet is the size of what one sweep held: the runner pods it listed and
+// the GitHub registrations it read.
+type Fleet struct {
+	Pods, Registrations int64
+}
+
+// Formula models a sweep's peak resident memory, in bytes, as
+// Base + PerPod*pods + PerRegistration*registrations. One model serves the
+// warning, the README's table and the shipped limits, so that they cannot
+// disagree.
+type Formula struct {
+	// Base is the peak of a sweep of nothing: the binary's code, the
+	// runtime, the clients.
+	Base int64
+	// PerPod and PerRegistration are what one more pod, or one more
+	// registration, adds to the peak.
+	PerPod, PerRegistration int64
+}
+
+// Default is the model the reaper ships with.
+//
+// TODO-measure: these are placeholders, not measurements. Replace them with
+// the peaks `make bench` measures at two or more fleet sizes (Base from the
+// smallest, the per-item costs from the slope), then regenerate the
+// README's table (TestNeededTable).
+func Default() Formula {
+	return Formula{
+		Base:            30 << 20, // TODO-measure
+		PerPod:          600,      // TODO-measure
+		PerRegistration: 200,      // TODO-measure
+	}
+}
+
+// warnPercent is how full the limit may get before the warning: the
+// margin left is for the next sweep's growth and for the garbage the
+// collector has not yet returned.
+const warnPercent = 80
+
+// Bytes is the fleet's peak by the formula, or math.MaxInt64 where that
+// would not fit an int64. A negative count or cost counts as 0.
+func (f Formula) Bytes(fl Fleet) int64 {
+	return clamp(f.bytes(fl))
+}
+
+// NeededMiB is the limit that puts the fleet's peak by the formula at 80%
+// of it, in whole MiB rounded up: the limit to recommend for a fleet of
+// that size.
+func (f Formula) NeededMiB(fl Fleet) int64 {
+	// ceil(bytes * 100/80 / MiB)
+	n := new(big.Int).Mul(f.bytes(fl), big.NewInt(100))
+	d := big.NewInt(warnPercent << 20)
+	n.Add(n, d).Sub(n, big.NewInt(1))
+	n.Quo(n, d)
+	return min(clamp(n), math.MaxInt64>>20)
+}
+
+// bytes is the formula, exact: a hostile count times a cost does not
+// overflow.
+func (f Formula) bytes(fl Fleet) *big.Int {
+	b := big.NewInt(max(f.Base, 0))
+	return b.Add(b, f.perFleet(fl))
+}
+
+// perFleet is the part of the formula that grows with the fleet.
+func (f Formula) perFleet(fl Fleet) *big.Int {
+	p := new(big.Int).Mul(big.NewInt(max(f.PerPod, 0)), big.NewInt(max(fl.Pods, 0)))
+	r := new(big.Int).Mul(big.NewInt(max(f.PerRegistration, 0)), big.NewInt(max(fl.Registrations, 0)))
+	return p.Add(p, r)
+}
+
+// Fit is what a limit means for the fleet observed.
+type Fit struct {
+	// Pods and Registrations are the largest fleet in the observed
+	// proportion whose peak by the formula is at most 80% of the limit:
+	// the fleet the limit fits. Both are 0 without a limit, or where even
+	// an empty fleet does not fit; math.MaxInt64 where the formula puts no
+	// bound (it charges nothing per item).
+	Pods, Registrations int64
+	// NeededMiB is the limit the observed fleet needs (Formula.NeededMiB).
+	NeededMiB int64
+}
+
+// Check says whether a peak of peak bytes passed 80% of a limit of limit
+// bytes (never without a limit, or without a peak), and what the limit
+// means for the fleet by the formula. It holds for any figures, hostile or
+// nonsensical: negatives count as 0 and no sum overflows.
+func Check(peak, limit int64, fleet Fleet, f Formula) (warn bool, fit Fit) {
+	fit.NeededMiB = f.NeededMiB(fleet)
+	if limit <= 0 {
+		return false, fit
+	}
+	budget := limit/100*warnPercent + limit%100*warnPercent/100 // floor(limit*0.8) without overflow
+	// peak and budget are whole bytes: peak > limit*0.8 exactly when
+	// peak > floor(limit*0.8).
+	warn = peak > 0 && peak > budget
+
+	room := budget - max(f.Base, 0)
+	if room < 0 {
+		return warn, fit
+	}
+	// The largest k with Base + k*perFleet <= budget is room/perFleet;
+	// the fleet it fits is floor(k*pods), floor(k*registrations).
+	per := f.perFleet(fleet)
+	fit.Pods = scaled(room, max(fleet.Pods, 0), per)
+	fit.Registrations = scaled(room, max(fleet.Registrations, 0), per)
+	return warn, fit
+}
+
+// scaled is floor(room*count/per), math.MaxInt64 where per is 0 and count
+// is not: a formula that charges nothing per item fits any number.
+func scaled(room, count int64, per *big.Int) int64 {
+	if count == 0 {
+		return 0
+	}
+	if per.Sign() == 0 {
+		return math.MaxInt64
+	}
+	n := new(big.Int).Mul(big.NewInt(room), big.NewInt(count))
+	return clamp(n.Quo(n, per))
+}
+
+func clamp(n *big.Int) int64 {
+	if !n.IsInt64() {
+		if n.Sign() < 0 {
+			return 0
+		}
+		return math.MaxInt64
+	}
+	return max(n.Int64(), 0)
+}
+
+// Message is the warning's message; Check says when to log it, WarnAttrs
+// what with.
+const Message = "memory near its limit"
+
+// WarnAttrs are the warning's attributes, with the keys alerts read, and
+// its effect: what happens if nobody acts, and what to act with.
+func WarnAttrs(peak int64, lim Limit, fleet Fleet, fit Fit) []slog.Attr {
+	return []slog.Attr{
+		slog.Int64("peak_rss_bytes", peak),
+		slog.Int64("memory_limit_bytes", lim.Bytes),
+		slog.String("memory_limit_source", string(lim.Source)),
+		slog.Int64("pods", fleet.Pods),
+		slog.Int64("registrations", fleet.Registrations),
+		slog.Int64("fits_pods", fit.Pods),
+		slog.Int64("fits_registrations", fit.Registrations),
+		slog.Int64("needed_limit_mib", fit.NeededMiB),
+		slog.String("effect", effect(lim, fit)),
+	}
+}
+
+func effect(lim Limit, fit Fit) string {
+	if fit.NeededMiB > lim.Bytes>>20 {
+		return fmt.Sprintf("the sweep's peak passed 80%% of its memory limit: at this growth it will be OOM-killed, "+
+			"with no report; a limit of %d MiB fits this fleet, this limit fits about %d pods and %d registrations",
+			fit.NeededMiB, fit.Pods, fit.Registrations)
+	}
+	// The formula fits this fleet in the limit: the peak came from
+	// elsewhere, or the formula is out of date.
+	return fmt.Sprintf("the sweep's peak passed 80%% of its memory limit, though by the formula this fleet needs "+
+		"only %d MiB: something besides the fleet's size holds memory (in a Lambda, an earlier invocation: "+
+		"the peak is the process's), or the formula is out of date; nearer the limit it will be OOM-killed, with no report",
+		fit.NeededMiB)
+}

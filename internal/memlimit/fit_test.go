@@ -1,0 +1,264 @@
+package memlimit
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"math/big"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCheckThreshold(t *testing.T) {
+	fleet := Fleet{Pods: 1000, Registrations: 1000}
+	for _, tc := range []struct {
+		name        string
+		peak, limit int64
+		want        bool
+	}{
+		{"79%", 79 * mib, 100 * mib, false},
+		{"80% exactly is not past it", 80 * mib, 100 * mib, false},
+		{"a byte past 80%", 80*mib + 1, 100 * mib, true},
+		{"81%", 81 * mib, 100 * mib, true},
+		{"over the limit", 120 * mib, 100 * mib, true},
+		{"80% of 7 is 5.6: 5 is under", 5, 7, false},
+		{"80% of 7 is 5.6: 6 is past", 6, 7, true},
+		{"no limit", 1 << 40, 0, false},
+		{"a negative limit", 1 << 40, -1, false},
+		{"no peak read", 0, 100 * mib, false},
+		{"a negative peak", -1, 100 * mib, false},
+		{"the largest figures, without overflow", math.MaxInt64, math.MaxInt64, true},
+		{"79% of the largest", math.MaxInt64 / 100 * 79, math.MaxInt64, false},
+		{"81% of the largest", math.MaxInt64 / 100 * 81, math.MaxInt64, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			warn, _ := Check(tc.peak, tc.limit, fleet, Default())
+			assert.Equal(t, tc.want, warn)
+		})
+	}
+}
+
+func TestCheckFits(t *testing.T) {
+	def := Default()
+	for _, tc := range []struct {
+		name  string
+		limit int64
+		fleet Fleet
+		f     Formula
+		want  Fit
+	}{
+		{
+			// budget 80 MiB, room 50 MiB past the base, 8,000,000 B per
+			// fleet: k = 6.5536
+			"a fleet in a limit it fits", 100 * mib, Fleet{10000, 10000}, def,
+			Fit{Pods: 65536, Registrations: 65536, NeededMiB: 48},
+		},
+		{
+			// budget floor(0.8*64 MiB) = 53687091, room 22229811, 80,000,000 B
+			// per fleet: k = 0.27787...
+			"a fleet past its limit", 64 * mib, Fleet{100000, 100000}, def,
+			Fit{Pods: 27787, Registrations: 27787, NeededMiB: 133},
+		},
+		{
+			"the observed proportion is kept", 100 * mib, Fleet{1000, 3000}, def,
+			// per fleet 600,000 + 600,000: k = 52428800/1200000 = 43.69
+			Fit{Pods: 43690, Registrations: 131072, NeededMiB: 39},
+		},
+		{
+			"no pods", 100 * mib, Fleet{0, 1000}, def,
+			Fit{Pods: 0, Registrations: 262144, NeededMiB: 38},
+		},
+		{
+			"no registrations", 100 * mib, Fleet{1000, 0}, def,
+			Fit{Pods: 87381, Registrations: 0, NeededMiB: 39},
+		},
+		{
+			"an empty fleet", 100 * mib, Fleet{}, def,
+			Fit{NeededMiB: 38},
+		},
+		{
+			"negative counts are none", 100 * mib, Fleet{-5, -7}, def,
+			Fit{NeededMiB: 38},
+		},
+		{
+			"a limit the base alone does not fit", 32 * mib, Fleet{1000, 1000}, def,
+			Fit{NeededMiB: 39},
+		},
+		{
+			"no limit: only what the fleet needs", 0, Fleet{1000, 1000}, def,
+			Fit{NeededMiB: 39},
+		},
+		{
+			"a formula that charges nothing per item fits any number", 100 * mib, Fleet{1000, 0}, Formula{Base: mib},
+			Fit{Pods: math.MaxInt64, NeededMiB: 2},
+		},
+		{
+			"a formula of nothing", 100 * mib, Fleet{1000, 1000}, Formula{},
+			Fit{Pods: math.MaxInt64, Registrations: math.MaxInt64, NeededMiB: 0},
+		},
+		{
+			"a negative formula counts as nothing", 100 * mib, Fleet{1000, 1000}, Formula{-1, -1, -1},
+			Fit{Pods: math.MaxInt64, Registrations: math.MaxInt64, NeededMiB: 0},
+		},
+		{
+			"the largest fleet: no overflow", math.MaxInt64, Fleet{math.MaxInt64, math.MaxInt64}, def,
+			// room/800, as pods = registrations
+			Fit{Pods: (math.MaxInt64/100*80 + 7*80/100 - 30*mib) / 800, Registrations: (math.MaxInt64/100*80 + 7*80/100 - 30*mib) / 800, NeededMiB: math.MaxInt64 >> 20},
+		},
+		{
+			"the largest formula: nothing fits", math.MaxInt64, Fleet{math.MaxInt64, 1}, Formula{math.MaxInt64, math.MaxInt64, math.MaxInt64},
+			Fit{NeededMiB: math.MaxInt64 >> 20},
+		},
+		{
+			"a pod that costs nothing, beside registrations: saturates", math.MaxInt64, Fleet{math.MaxInt64, 1}, Formula{0, 0, 1},
+			Fit{Pods: math.MaxInt64, Registrations: math.MaxInt64/100*80 + 7*80/100, NeededMiB: 1},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, got := Check(1, tc.limit, tc.fleet, tc.f)
+			assert.Equal(t, tc.want, got)
+			assertFits(t, tc.limit, tc.f, got)
+		})
+	}
+}
+
+// assertFits holds for every Fit: the fleet it names is within 80% of the
+// limit by the formula, unless nothing fits or the formula sets no bound.
+func assertFits(t *testing.T, limit int64, f Formula, fit Fit) {
+	t.Helper()
+	if limit <= 0 || fit.Pods == math.MaxInt64 || fit.Registrations == math.MaxInt64 || (fit.Pods == 0 && fit.Registrations == 0) {
+		return
+	}
+	b := f.bytes(Fleet{fit.Pods, fit.Registrations})
+	budget := new(big.Int).Mul(big.NewInt(limit), big.NewInt(80))
+	assert.LessOrEqual(t, new(big.Int).Mul(b, big.NewInt(100)).Cmp(budget), 0,
+		"%+v is more than 80%% of %d by the formula", fit, limit)
+}
+
+// TestNeededTable is the README's table of limits: the limit the formula
+// recommends for a fleet of one registration per runner pod. Regenerate the
+// README's table from its log when the formula changes.
+func TestNeededTable(t *testing.T) {
+	want := []struct {
+		pods      int64
+		neededMiB int64
+	}{
+		{1_000, 39},
+		{10_000, 48},
+		{30_000, 67},
+		{50_000, 86},
+		{100_000, 133},
+		{200_000, 229},
+	}
+	f := Default()
+	var table strings.Builder
+	table.WriteString("| runner pods | registrations | limit |\n|---:|---:|---:|\n")
+	for _, w := range want {
+		fleet := Fleet{Pods: w.pods, Registrations: w.pods}
+		got := f.NeededMiB(fleet)
+		assert.Equal(t, w.neededMiB, got, "%d pods", w.pods)
+		fmt.Fprintf(&table, "| %d | %d | %d MiB |\n", w.pods, w.pods, got)
+
+		// The limit recommended fits the fleet, and one MiB less would not.
+		warn, fit := Check(f.Bytes(fleet), got<<20, fleet, f)
+		assert.False(t, warn, "%d pods warn in the limit recommended for them", w.pods)
+		assert.GreaterOrEqual(t, fit.Pods, w.pods)
+		warn, fit = Check(f.Bytes(fleet), (got-1)<<20, fleet, f)
+		assert.True(t, warn, "%d pods fit in a MiB less than recommended", w.pods)
+		assert.Less(t, fit.Pods, w.pods)
+	}
+	t.Logf("formula %+v:\n%s", f, table.String())
+}
+
+func TestNeededMiB(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		f     Formula
+		fleet Fleet
+		want  int64
+	}{
+		{"exactly 80% of a whole MiB", Formula{Base: 4 * mib}, Fleet{}, 5},
+		{"a byte more rounds up", Formula{Base: 4*mib + 1}, Fleet{}, 6},
+		{"nothing needs nothing", Formula{}, Fleet{}, 0},
+		{"one byte needs a MiB", Formula{Base: 1}, Fleet{}, 1},
+		{"the largest: saturates where MiB still fit bytes", Formula{math.MaxInt64, math.MaxInt64, math.MaxInt64}, Fleet{math.MaxInt64, math.MaxInt64}, math.MaxInt64 >> 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.f.NeededMiB(tc.fleet))
+		})
+	}
+}
+
+func TestBytes(t *testing.T) {
+	assert.Equal(t, int64(30*mib+600*10+200*20), Default().Bytes(Fleet{10, 20}))
+	assert.Equal(t, int64(30*mib), Default().Bytes(Fleet{-10, -20}))
+	assert.Equal(t, int64(math.MaxInt64), Default().Bytes(Fleet{math.MaxInt64, 0}))
+}
+
+func TestWarnAttrs(t *testing.T) {
+	t.Run("a fleet past its limit", func(t *testing.T) {
+		lim := Limit{64 * mib, SourceCgroup}
+		fleet := Fleet{100000, 100000}
+		warn, fit := Check(60*mib, lim.Bytes, fleet, Default())
+		require.True(t, warn)
+		got := attrMap(WarnAttrs(60*mib, lim, fleet, fit))
+		effect, _ := got["effect"].(string)
+		delete(got, "effect")
+		assert.Equal(t, map[string]any{
+			"peak_rss_bytes":      int64(60 * mib),
+			"memory_limit_bytes":  int64(64 * mib),
+			"memory_limit_source": "cgroup",
+			"pods":                int64(100000),
+			"registrations":       int64(100000),
+			"fits_pods":           int64(27787),
+			"fits_registrations":  int64(27787),
+			"needed_limit_mib":    int64(133),
+		}, got)
+		assert.Equal(t, "the sweep's peak passed 80% of its memory limit: at this growth it will be OOM-killed, "+
+			"with no report; a limit of 133 MiB fits this fleet, this limit fits about 27787 pods and 27787 registrations", effect)
+	})
+	t.Run("a fleet the formula fits: the memory went elsewhere", func(t *testing.T) {
+		lim := Limit{1 << 30, SourceLambda}
+		fleet := Fleet{10000, 10000}
+		warn, fit := Check(900*mib, lim.Bytes, fleet, Default())
+		require.True(t, warn)
+		got := attrMap(WarnAttrs(900*mib, lim, fleet, fit))
+		assert.Equal(t, "lambda", got["memory_limit_source"])
+		assert.Contains(t, got["effect"], "this fleet needs only 48 MiB")
+		assert.Contains(t, got["effect"], "in a Lambda, an earlier invocation")
+	})
+}
+
+func attrMap(attrs []slog.Attr) map[string]any {
+	m := make(map[string]any, len(attrs))
+	for _, a := range attrs {
+		m[a.Key] = a.Value.Any()
+	}
+	return m
+}
+
+// FuzzCheck holds Check to its promises for any figures: no panic, no
+// negative fit, and a fit within 80% of the limit.
+func FuzzCheck(f *testing.F) {
+	f.Add(int64(81*mib), int64(100*mib), int64(1000), int64(1000), int64(30*mib), int64(600), int64(200))
+	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64))
+	f.Add(int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64))
+	f.Add(int64(1), int64(1), int64(0), int64(0), int64(0), int64(0), int64(0))
+	f.Add(int64(7), int64(7), int64(3), int64(1), int64(1), int64(1), int64(0))
+	f.Fuzz(func(t *testing.T, peak, limit, pods, regs, base, perPod, perReg int64) {
+		form := Formula{base, perPod, perReg}
+		warn, fit := Check(peak, limit, Fleet{pods, regs}, form)
+		if limit <= 0 || peak <= 0 {
+			assert.False(t, warn)
+		}
+		assert.GreaterOrEqual(t, fit.Pods, int64(0))
+		assert.GreaterOrEqual(t, fit.Registrations, int64(0))
+		assert.GreaterOrEqual(t, fit.NeededMiB, int64(0))
+		assert.LessOrEqual(t, fit.NeededMiB, int64(math.MaxInt64>>20))
+		assertFits(t, limit, form, fit)
+		_ = WarnAttrs(peak, Limit{limit, SourceCgroup}, Fleet{pods, regs}, fit)
+	})
+}
