@@ -21,7 +21,8 @@ import (
 // delete's answer) is whole.
 //
 // What stays of a v1 Pod (field numbers from k8s.io/api's generated.proto):
-//   - metadata (1), whole but for managedFields (17);
+//   - metadata (1), whole but for managedFields (17) and, in the
+//     watch-list, the labels (11) and annotations (12) View does not read;
 //   - spec (2): each container's name (containers 2, name 1), its
 //     environment variables that say a legacy runner's scope (env 7, by
 //     name 1), and the serviceAccountName (8);
@@ -35,6 +36,8 @@ const (
 	fieldPodMetadata        = 1
 	fieldPodSpec            = 2
 	fieldPodStatus          = 3
+	fieldMetaLabels         = 11
+	fieldMetaAnnotations    = 12
 	fieldMetaManagedFields  = 17
 	fieldSpecContainers     = 2
 	fieldSpecServiceAccount = 8
@@ -157,6 +160,27 @@ func trimPodList(list []byte) ([]byte, error) {
 // that trimming a stream of pods allocates nothing once they have grown.
 type trimmer struct {
 	meta, spec, status, sub []byte
+	// keys, when set, are the only labels and annotations kept: an ARC
+	// runner pod carries a dozen labels and several annotations, each a
+	// map entry and two strings to decode, of which View reads three or
+	// four. Nil keeps them all (the page lists, whose decoder is made
+	// before any Mapping is known).
+	keys *metaKeys
+}
+
+// metaKeys are the label and annotation keys a pod's view reads.
+type metaKeys struct {
+	labels, annotations []string
+}
+
+// has reports whether key is one of keys.
+func has(keys []string, key []byte) bool {
+	for _, k := range keys {
+		if k == string(key) {
+			return true
+		}
+	}
+	return false
 }
 
 // pod appends to dst the pod msg reduced to what View reads.
@@ -173,7 +197,7 @@ func (t *trimmer) pod(dst, msg []byte) ([]byte, error) {
 		var err error
 		switch num {
 		case fieldPodMetadata:
-			t.meta, err = keepFields(t.meta[:0], value, func(n protowire.Number) bool { return n != fieldMetaManagedFields })
+			t.meta, err = t.trimMeta(t.meta[:0], value)
 			dst = appendMessage(dst, fieldPodMetadata, t.meta)
 		case fieldPodSpec:
 			t.spec, err = trimSpec(t.spec[:0], value)
@@ -185,6 +209,44 @@ func (t *trimmer) pod(dst, msg []byte) ([]byte, error) {
 		return err
 	})
 	return dst, err
+}
+
+// trimMeta appends to dst the metadata but its managed fields, and, when
+// t.keys is set, of its labels and annotations only the keys it names.
+func (t *trimmer) trimMeta(dst, meta []byte) ([]byte, error) {
+	err := eachField(meta, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+		switch {
+		case num == fieldMetaManagedFields:
+			return nil
+		case t.keys != nil && typ == protowire.BytesType && (num == fieldMetaLabels || num == fieldMetaAnnotations):
+			keys := t.keys.labels
+			if num == fieldMetaAnnotations {
+				keys = t.keys.annotations
+			}
+			key, err := entryKey(value)
+			if err != nil {
+				return err
+			}
+			if !has(keys, key) {
+				return nil
+			}
+		}
+		dst = append(dst, field...)
+		return nil
+	})
+	return dst, err
+}
+
+// entryKey is the key of a map entry message (key 1, value 2).
+func entryKey(entry []byte) ([]byte, error) {
+	var key []byte
+	err := eachField(entry, func(n protowire.Number, typ protowire.Type, _, v []byte) error {
+		if n == 1 && typ == protowire.BytesType {
+			key = v
+		}
+		return nil
+	})
+	return key, err
 }
 
 // trimSpec appends to dst the containers' names and the service account

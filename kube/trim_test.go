@@ -53,6 +53,22 @@ func randomPods(t *testing.T, n int) []corev1.Pod {
 				pods[i].OwnerReferences[0].APIVersion, pods[i].OwnerReferences[0].Kind = fleet.LegacyRunnerAPIVersion, fleet.LegacyRunnerKind
 			}
 		}
+		// Some carry every label and annotation the mappings read, so
+		// that trimming to a Mapping's keys is seen to keep them.
+		if i%4 == 1 {
+			if pods[i].Labels == nil {
+				pods[i].Labels = map[string]string{}
+			}
+			if pods[i].Annotations == nil {
+				pods[i].Annotations = map[string]string{}
+			}
+			for k, v := range map[string]string{LabelOrganization: "acme", LabelRepository: "api", "pool/claimed-by": "claim-1", "runner-name": "acme-runner-1", "scope": "api"} {
+				pods[i].Labels[k] = v
+			}
+			for k, v := range map[string]string{"runner-name": "acme-runner-2", AnnotationLegacyRunnerID: "42", "pool/job": "acme/api/7/8"} {
+				pods[i].Annotations[k] = v
+			}
+		}
 		for j := range pods[i].Spec.Containers {
 			env := pods[i].Spec.Containers[j].Env
 			for k := range env {
@@ -101,7 +117,7 @@ func mappings(t *testing.T) []Mapping {
 		{},
 		{RunnerContainer: "runner", StampLabel: "pool/claimed-by", Scopes: mustScopes(t, "org:acme")},
 		{RunnerName: Source{Kind: Label, Key: "runner-name"}, ScopeLabel: "scope", Scopes: mustScopes(t, "org:acme", "repo:acme/api")},
-		{RunnerName: Source{Kind: Annotation, Key: "runner-name"}},
+		{RunnerName: Source{Kind: Annotation, Key: "runner-name"}, JobAnnotation: "pool/job"},
 		{Scopes: mustScopes(t, "org:acme", "repo:acme/api")},
 	}
 }
@@ -125,6 +141,19 @@ func TestTrimKeepsWhatViewReads(t *testing.T) {
 		require.Equal(t, trimmedWant(whole), got, "pod %d", i)
 		for _, m := range mappings(t) {
 			require.Equal(t, m.View(&whole), m.View(&got), "pod %d, mapping %+v", i, m)
+			// As the watch-list trims: to the Mapping's own keys.
+			keys := m.keys()
+			keyed, err := (&trimmer{keys: keys}).pod(nil, full)
+			require.NoError(t, err)
+			var k corev1.Pod
+			require.NoError(t, k.Unmarshal(keyed))
+			require.Equal(t, m.View(&whole), m.View(&k), "pod %d trimmed to the keys of mapping %+v", i, m)
+			for key := range k.Labels {
+				require.Contains(t, keys.labels, key)
+			}
+			for key := range k.Annotations {
+				require.Contains(t, keys.annotations, key)
+			}
 		}
 		assert.Less(t, len(trimmed), len(full)+1)
 	}

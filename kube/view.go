@@ -68,6 +68,31 @@ type Mapping struct {
 	JobAnnotation string
 }
 
+// keys are the labels and annotations View reads, so that the watch-list
+// decodes no other (trimmer.keys); with the annotation that marks a
+// watch-list's end bookmark, which streamPods reads.
+func (m Mapping) keys() *metaKeys {
+	k := &metaKeys{
+		labels:      []string{LabelEnterprise, LabelOrganization, LabelRepository},
+		annotations: []string{AnnotationLegacyRunnerID, metav1.InitialEventsAnnotationKey},
+	}
+	for _, l := range []string{m.ScopeLabel, m.StampLabel} {
+		if l != "" {
+			k.labels = append(k.labels, l)
+		}
+	}
+	if m.JobAnnotation != "" {
+		k.annotations = append(k.annotations, m.JobAnnotation)
+	}
+	switch m.RunnerName.Kind {
+	case Label:
+		k.labels = append(k.labels, m.RunnerName.Key)
+	case Annotation:
+		k.annotations = append(k.annotations, m.RunnerName.Key)
+	}
+	return k
+}
+
 // View reduces a pod to what the classifier needs. It keeps nothing of p, so
 // the caller can drop the Pod as soon as it has the view.
 func (m Mapping) View(p *corev1.Pod) fleet.Pod {

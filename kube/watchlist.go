@@ -83,7 +83,7 @@ func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping,
 	// One frame buffer, one trimmer and one pod for the whole stream: a
 	// view copies only strings, which decoding allocates afresh.
 	var frame, trimmed []byte
-	var t trimmer
+	t := trimmer{keys: m.keys()}
 	var p corev1.Pod
 	for {
 		frame, err = readFrame(r, frame)
