@@ -37,47 +37,42 @@ func resourceOf(apiVersion, resource string) schema.GroupVersionResource {
 // views. Like ListPods it reduces each page as it arrives and is all or
 // nothing: any failed page, an expired continue token included, fails the
 // whole call, because a runner missing from the list would look podless or
-// its pod's runner id unknown.
+// its pod's runner id unknown. Each page is decoded as it streams in (see
+// ephemeralRunnerPage): at 100,000 runners, building each whole object as
+// Unstructured was most of the list's time and garbage.
 func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) ([]fleet.EphemeralRunner, error) {
+	scopes := newScopeKeys(c.githubHost)
 	return listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: c.pageSize},
 		func(ctx context.Context, ns string, opts metav1.ListOptions, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
-			list, err := c.dyn.Resource(ephemeralRunners).Namespace(ns).List(ctx, opts)
-			if err != nil {
-				return out, "", err
-			}
-			for i := range list.Items {
-				out = append(out, ephemeralRunnerView(&list.Items[i], c.githubHost))
-			}
-			return out, list.GetContinue(), nil
+			return c.ephemeralRunnerPage(ctx, ns, opts, scopes, out)
 		})
 }
 
-// ephemeralRunnerView reduces an EphemeralRunner to what the classifier
-// needs. A runner ARC has not written a status for yet has empty status
-// fields, not an error.
-func ephemeralRunnerView(u *unstructured.Unstructured, githubHost string) fleet.EphemeralRunner {
-	obj := u.Object
-	configURL, _, _ := unstructured.NestedString(obj, "spec", "githubConfigUrl")
-	phase, _, _ := unstructured.NestedString(obj, "status", "phase")
-	reason, _, _ := unstructured.NestedString(obj, "status", "reason")
-	message, _, _ := unstructured.NestedString(obj, "status", "message")
+// view reduces an EphemeralRunner to what the classifier needs. A runner
+// ARC has not written a status for yet has empty status fields, not an
+// error. The views live for the whole sweep, so the strings a fleet
+// repeats (namespace, scope, phase, reason, finalizers) are one shared copy
+// each; the finalizers are copied, since o's slice is reused for the next
+// item.
+func (o *erObject) view(scopes *scopeKeys) fleet.EphemeralRunner {
+	m, s := &o.Metadata, &o.Status
 	v := fleet.EphemeralRunner{
-		Namespace:       u.GetNamespace(),
-		Name:            u.GetName(),
-		UID:             string(u.GetUID()),
-		ResourceVersion: u.GetResourceVersion(),
-		ScopeKey:        scopeKeyOfConfigURL(configURL, githubHost),
-		Phase:           phase,
-		Reason:          reason,
-		Message:         message,
-		RunnerID:        nestedInt64(obj, "status", "runnerId"),
-		CreatedAt:       u.GetCreationTimestamp().Time,
-		Finalizers:      u.GetFinalizers(),
+		Namespace:       intern(m.Namespace),
+		Name:            m.Name,
+		UID:             m.UID,
+		ResourceVersion: m.ResourceVersion,
+		ScopeKey:        scopes.key(string(o.Spec.GitHubConfigURL)),
+		Phase:           intern(string(s.Phase)),
+		Reason:          intern(string(s.Reason)),
+		Message:         string(s.Message),
+		RunnerID:        int64(s.RunnerID),
+		CreatedAt:       m.CreationTimestamp.Time,
+		Finalizers:      internAll(m.Finalizers),
 	}
-	if ts := u.GetDeletionTimestamp(); ts != nil {
-		v.DeletingSince = ts.Time
+	if !m.DeletionTimestamp.IsZero() {
+		v.DeletingSince = m.DeletionTimestamp.Time
 	}
-	v.Job = arcJob(obj)
+	v.Job = arcJob(s)
 	return v
 }
 
@@ -89,21 +84,21 @@ func ephemeralRunnerView(u *unstructured.Unstructured, githubHost string) fleet.
 // repository not of the form OWNER/REPO, no run) is kept, not known
 // (fleet.Job.Known): ARC says a job ran, and the reaper may not act as if
 // none had.
-func arcJob(obj map[string]any) *fleet.Job {
-	request := nestedInt64(obj, "status", "jobRequestId")
-	repo, _, _ := unstructured.NestedString(obj, "status", "jobRepositoryName")
-	run := nestedInt64(obj, "status", "workflowRunId")
+func arcJob(s *erStatus) *fleet.Job {
+	request := int64(s.JobRequestID)
+	repo := string(s.JobRepositoryName)
+	run := int64(s.WorkflowRunID)
 	if request <= 0 && repo == "" && run <= 0 {
 		return nil
 	}
-	name, _, _ := unstructured.NestedString(obj, "status", "jobDisplayName")
-	j := &fleet.Job{Name: name, RequestID: max(request, 0)}
+	j := &fleet.Job{Name: string(s.JobDisplayName), RequestID: max(request, 0)}
 	if ref, err := fleet.ParseJobRef(repo + "/" + strconv.FormatInt(run, 10)); err == nil {
-		j.Owner, j.Repo, j.RunID = ref.Owner, ref.Repo, ref.RunID
+		// A fleet's jobs come from a few repositories.
+		j.Owner, j.Repo, j.RunID = intern(ref.Owner), intern(ref.Repo), ref.RunID
 	}
 	// jobId is a string in the CRD; only a plain positive decimal can be
 	// the REST job id the check asks for.
-	if id, _, _ := unstructured.NestedString(obj, "status", "jobId"); id != "" {
+	if id := string(s.JobID); id != "" {
 		if ref, err := fleet.ParseJobRef("o/r/1/" + id); err == nil {
 			j.JobID = ref.JobID
 		}

@@ -117,6 +117,7 @@ type Client struct {
 	// writes wait on (see recordOptional).
 	events   *core
 	dyn      dynamic.Interface
+	arc      rest.Interface // dyn's own: see ephemeralRunnerPage
 	counter  *httpcount.Transport
 	pageSize int64
 	// githubHost: see Options.GitHubHost.
@@ -240,15 +241,24 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("kube client: events: %w", err)
 	}
 	// ARC's resources have no typed clientset here: the dynamic client
-	// reads and deletes them, over the same counted HTTP client.
-	dyn, err := dynamic.NewForConfigAndClient(c, hc)
+	// reads and deletes them, over the same counted HTTP client. It is
+	// built as dynamic.NewForConfigAndClient builds it, keeping its REST
+	// client for the list that bypasses Unstructured.
+	arcConfig := dynamic.ConfigFor(c)
+	arcConfig.GroupVersion = nil
+	// Every request of this client names its absolute path (AbsPath), so
+	// that the API path is never used; one that did would fail loudly.
+	arcConfig.APIPath = "/unused-every-request-has-an-absolute-path"
+	arc, err := rest.UnversionedRESTClientForConfigAndClient(arcConfig, hc)
 	if err != nil {
 		return nil, fmt.Errorf("kube client: dynamic client for %s: %w", c.Host, err)
 	}
+	dyn := dynamic.New(arc)
 	kc := &Client{
 		cs:         cs,
 		events:     events,
 		dyn:        dyn,
+		arc:        arc,
 		counter:    counter,
 		pageSize:   opts.PageSize,
 		githubHost: strings.ToLower(opts.GitHubHost),
