@@ -259,7 +259,7 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 				r := &l.Runners[i]
 				// A name listed twice is no one registration's own:
 				// deleting by it could remove a live runner's.
-				if r.Online || r.Busy || !pol.Owns(*r) || ix.backed(key, r) || len(ix.byName[key][r.Name]) > 1 {
+				if r.Online || r.Busy || !pol.Owns(*r) || ix.backed(key, r) || ix.byName[key].n(r.Name) > 1 {
 					continue
 				}
 				out.Findings = append(out.Findings, Finding{
@@ -284,9 +284,9 @@ type identities struct {
 	// scope is unknown is under "" and claims the name in every scope, so
 	// that a mislabelled pod can neither make its registration look like
 	// a ghost nor leave a namesake looking unique.
-	names map[string]map[string][]*fleet.Pod
+	names map[string]refs[string, fleet.Pod]
 	// ids holds every pod claiming a runner id, per scope.
-	ids map[string]map[int64][]*fleet.Pod
+	ids map[string]refs[int64, fleet.Pod]
 	// runners and runnerNames hold the registrations ARC's
 	// EphemeralRunners stand for, by runner id and name, per scope: an
 	// EphemeralRunner whose pod is not there yet (a quota, a webhook) still
@@ -294,15 +294,15 @@ type identities struct {
 	runners     map[string]map[int64]bool
 	runnerNames map[string]map[string]bool
 	// byName and byID hold complete lists only.
-	byName map[string]map[string][]*fleet.Registration
+	byName map[string]refs[string, fleet.Registration]
 	byID   map[string]map[int64]*fleet.Registration
 }
 
 func index(obs Observation, runnerID func(*fleet.Pod) int64) identities {
 	ix := identities{
-		names:  map[string]map[string][]*fleet.Pod{},
-		ids:    map[string]map[int64][]*fleet.Pod{},
-		byName: make(map[string]map[string][]*fleet.Registration, len(obs.Lists)),
+		names:  map[string]refs[string, fleet.Pod]{},
+		ids:    map[string]refs[int64, fleet.Pod]{},
+		byName: make(map[string]refs[string, fleet.Registration], len(obs.Lists)),
 		byID:   byID(obs.Lists),
 	}
 	// The maps are made at their final size: grown from empty, at 100,000
@@ -318,16 +318,20 @@ func index(obs Observation, runnerID func(*fleet.Pod) int64) identities {
 	for i := range obs.Pods {
 		p := &obs.Pods[i]
 		if p.RunnerName != "" {
-			if ix.names[p.ScopeKey] == nil {
-				ix.names[p.ScopeKey] = make(map[string][]*fleet.Pod, perScope[p.ScopeKey])
+			r, ok := ix.names[p.ScopeKey]
+			if !ok {
+				r = newRefs[string, fleet.Pod](perScope[p.ScopeKey])
 			}
-			ix.names[p.ScopeKey][p.RunnerName] = append(ix.names[p.ScopeKey][p.RunnerName], p)
+			r.add(p.RunnerName, p)
+			ix.names[p.ScopeKey] = r
 		}
 		if id := runnerID(p); id != 0 {
-			if ix.ids[p.ScopeKey] == nil {
-				ix.ids[p.ScopeKey] = make(map[int64][]*fleet.Pod, perScope[p.ScopeKey])
+			r, ok := ix.ids[p.ScopeKey]
+			if !ok {
+				r = newRefs[int64, fleet.Pod](perScope[p.ScopeKey])
 			}
-			ix.ids[p.ScopeKey][id] = append(ix.ids[p.ScopeKey][id], p)
+			r.add(id, p)
+			ix.ids[p.ScopeKey] = r
 		}
 	}
 	ix.runners, ix.runnerNames = map[string]map[int64]bool{}, map[string]map[string]bool{}
@@ -349,10 +353,9 @@ func index(obs Observation, runnerID func(*fleet.Pod) int64) identities {
 		if !l.Complete {
 			continue
 		}
-		m := make(map[string][]*fleet.Registration, len(l.Runners))
+		m := newRefs[string, fleet.Registration](len(l.Runners))
 		for i := range l.Runners {
-			r := &l.Runners[i]
-			m[r.Name] = append(m[r.Name], r)
+			m.add(l.Runners[i].Name, &l.Runners[i])
 		}
 		ix.byName[key] = m
 	}
@@ -361,11 +364,21 @@ func index(obs Observation, runnerID func(*fleet.Pod) int64) identities {
 
 // claimants are the pods claiming the name in the scope.
 func (ix identities) claimants(scope, name string) []*fleet.Pod {
-	ps := ix.names[scope][name]
+	ps := ix.names[scope].all(name)
 	if scope != "" {
-		ps = append(ps[:len(ps):len(ps)], ix.names[""][name]...)
+		ps = append(ps[:len(ps):len(ps)], ix.names[""].all(name)...)
 	}
 	return ps
+}
+
+// claims is how many pods claim the name in the scope: len(claimants),
+// without building the list.
+func (ix identities) claims(scope, name string) int {
+	n := ix.names[scope].n(name)
+	if scope != "" {
+		n += ix.names[""].n(name)
+	}
+	return n
 }
 
 // backed reports whether an observed pod stands for the registration, by
@@ -379,7 +392,7 @@ func (ix identities) backed(scope string, r *fleet.Registration) bool {
 	byID := func(ps []*fleet.Pod) bool {
 		return slices.ContainsFunc(ps, func(p *fleet.Pod) bool { return p.RunnerName == r.Name || p.RunnerName == "" })
 	}
-	return len(ix.claimants(scope, r.Name)) > 0 || byID(ix.ids[scope][r.ID]) || byID(ix.ids[""][r.ID]) ||
+	return ix.claims(scope, r.Name) > 0 || byID(ix.ids[scope].all(r.ID)) || byID(ix.ids[""].all(r.ID)) ||
 		ix.runners[scope][r.ID] || ix.runnerNames[scope][r.Name]
 }
 
@@ -409,18 +422,18 @@ type match struct {
 // pod's runner holds now, whose delete GitHub refuses while it runs a job.
 func (ix identities) match(p *fleet.Pod, id int64) match {
 	if id != 0 {
-		if len(ix.ids[p.ScopeKey][id])+len(ix.ids[""][id]) > 1 {
+		if ix.ids[p.ScopeKey].n(id)+ix.ids[""].n(id) > 1 {
 			return match{ambiguous: true}
 		}
 		reg := ix.byID[p.ScopeKey][id]
 		switch {
 		case p.RunnerName == "" || reg != nil && reg.Name != p.RunnerName:
 			m := match{ambiguous: true, protected: reg != nil && (reg.Busy || reg.Online)}
-			for _, r := range ix.byName[p.ScopeKey][p.RunnerName] {
+			for _, r := range ix.byName[p.ScopeKey].all(p.RunnerName) {
 				m.protected = m.protected || r.Busy || r.Online
 			}
 			return m
-		case reg == nil && len(ix.byName[p.ScopeKey][p.RunnerName]) > 0:
+		case reg == nil && ix.byName[p.ScopeKey].n(p.RunnerName) > 0:
 			return ix.matchName(p)
 		}
 		return match{reg: reg}
@@ -433,18 +446,18 @@ func (ix identities) matchName(p *fleet.Pod) match {
 	if p.RunnerName == "" {
 		return match{}
 	}
-	if len(ix.claimants(p.ScopeKey, p.RunnerName)) > 1 {
+	if ix.claims(p.ScopeKey, p.RunnerName) > 1 {
 		return match{ambiguous: true}
 	}
-	regs := ix.byName[p.ScopeKey][p.RunnerName]
-	switch len(regs) {
+	byName := ix.byName[p.ScopeKey]
+	switch byName.n(p.RunnerName) {
 	case 0:
 		return match{}
 	case 1:
-		return match{reg: regs[0]}
+		return match{reg: byName.first(p.RunnerName)}
 	}
 	m := match{ambiguous: true}
-	for _, r := range regs {
+	for _, r := range byName.all(p.RunnerName) {
 		if r.Busy || r.Online {
 			m.protected = true
 		}
@@ -467,22 +480,22 @@ func (ix identities) ambiguities(keys []string) []Ambiguity {
 	}
 	for _, key := range keys {
 		var found []Ambiguity
-		for name := range ix.names[key] {
-			if ps := ix.claimants(key, name); len(ps) > 1 {
+		ix.names[key].keys(func(name string) {
+			if ix.claims(key, name) > 1 {
+				ps := ix.claimants(key, name)
 				found = append(found, Ambiguity{ScopeKey: key, RunnerName: name, Pods: podNames(ps),
 					Reason: fmt.Sprintf("runner name claimed by %d observed pods; no registration is deleted by it", len(ps))})
 			}
-		}
-		for id, ps := range ix.ids[key] {
-			if all := append(ps[:len(ps):len(ps)], ix.ids[""][id]...); len(all) > 1 {
+		})
+		ix.ids[key].keys(func(id int64) {
+			if ix.ids[key].n(id)+ix.ids[""].n(id) > 1 {
+				all := slices.Concat(ix.ids[key].all(id), ix.ids[""].all(id))
 				found = append(found, Ambiguity{ScopeKey: key, RunnerName: all[0].RunnerName, RunnerID: id, Pods: podNames(all),
 					Reason: fmt.Sprintf("runner id claimed by %d observed pods; no registration is deleted by it", len(all))})
 			}
-		}
-		for name, regs := range ix.byName[key] {
-			if len(regs) < 2 {
-				continue
-			}
+		})
+		byName := ix.byName[key]
+		for name, regs := range byName.many {
 			a := Ambiguity{ScopeKey: key, RunnerName: name, Pods: podNames(ix.claimants(key, name))}
 			live := false
 			for _, r := range regs {
