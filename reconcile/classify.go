@@ -235,7 +235,7 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 		}
 		return p.RunnerID
 	}
-	ix := index(obs, runnerID)
+	ix := index(obs, runnerID, pol.GhostsEnabled() && len(obs.Unobserved) == 0)
 	out.Ambiguities = ix.ambiguities(keys)
 
 	j := podJudge{obs: obs, pol: pol, claimed: claimed, marks: marks, ix: ix, runnerID: runnerID, ers: ers}
@@ -298,7 +298,10 @@ type identities struct {
 	byID   map[string]map[int64]*fleet.Registration
 }
 
-func index(obs Observation, runnerID func(*fleet.Pod) int64) identities {
+// index builds the identities; the registrations EphemeralRunners stand
+// for (runners, runnerNames) only when ghosts are judged, the one thing
+// that reads them.
+func index(obs Observation, runnerID func(*fleet.Pod) int64, ghosts bool) identities {
 	ix := identities{
 		names:  map[string]refs[string, fleet.Pod]{},
 		ids:    map[string]refs[int64, fleet.Pod]{},
@@ -335,6 +338,9 @@ func index(obs Observation, runnerID func(*fleet.Pod) int64) identities {
 		}
 	}
 	ix.runners, ix.runnerNames = map[string]map[int64]bool{}, map[string]map[string]bool{}
+	if !ghosts {
+		return ix.withLists(obs)
+	}
 	clear(perScope)
 	for i := range obs.EphemeralRunners {
 		perScope[obs.EphemeralRunners[i].ScopeKey]++
@@ -349,6 +355,11 @@ func index(obs Observation, runnerID func(*fleet.Pod) int64) identities {
 		}
 		ix.runnerNames[er.ScopeKey][er.Name] = true
 	}
+	return ix.withLists(obs)
+}
+
+// withLists indexes the complete lists' registrations by name.
+func (ix identities) withLists(obs Observation) identities {
 	for key, l := range obs.Lists {
 		if !l.Complete {
 			continue
