@@ -168,9 +168,9 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 	// that the collector works to stay under the process's limit (the
 	// cgroup's, or the Lambda's) instead of letting garbage grow the heap
 	// to twice what is live and the kernel kill the sweep without a word.
-	memory, err := memlimit.System().Setup(memlimit.CodeRoom)
-	if err != nil {
-		return nil, report.PlainError(configCause{err}, secrets)
+	memory, memErr := memlimit.System().Setup(memlimit.CodeRoom)
+	if errors.Is(memErr, memlimit.ErrLambdaMemory) {
+		return nil, report.PlainError(configCause{memErr}, secrets)
 	}
 	mode := Mode(cfg, e.Mode)
 	out := e.Stdout
@@ -183,6 +183,12 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 	}
 	rt.mode, rt.audit, rt.auditJSON, rt.memory = mode, e.Stdout, e.AuditJSON, memory
 	rt.Log.LogAttrs(ctx, slog.LevelDebug, "memory limit", memory.Attrs()...)
+	if memErr != nil {
+		// A cgroup that cannot be read (an unusual mount, a permission)
+		// costs the soft limit and the warning, not the sweep.
+		rt.Log.LogAttrs(ctx, slog.LevelWarn, "memory limit unknown", slog.String("error", memErr.Error()),
+			slog.String("effect", "no soft memory limit is set and no warning comes near the limit: a sweep that outgrows the limit is killed without a report; set GOMEMLIMIT to keep the collector under it"))
+	}
 	return rt, nil
 }
 

@@ -81,7 +81,7 @@ func (h Host) Limit() (Limit, error) {
 	if v, ok := h.lookupEnv(LambdaMemoryEnv); ok && v != "" {
 		mib, err := parseLambdaMiB(v)
 		if err != nil {
-			return Limit{Source: SourceNone}, err
+			return Limit{Source: SourceNone}, badLambda{err}
 		}
 		return Limit{Bytes: mib << 20, Source: SourceLambda}, nil
 	}
@@ -102,6 +102,18 @@ func (h Host) Limit() (Limit, error) {
 	}
 	return Limit{Bytes: int64(b), Source: SourceCgroup}, nil
 }
+
+// ErrLambdaMemory marks Limit's error for an AWS_LAMBDA_FUNCTION_MEMORY_SIZE
+// that Lambda did not write: a setting to refuse at start-up, unlike a
+// cgroup that could not be read, which leaves the process without a known
+// limit but no less able to sweep.
+var ErrLambdaMemory = errors.New("malformed " + LambdaMemoryEnv)
+
+// badLambda marks an error as ErrLambdaMemory without changing its text.
+type badLambda struct{ err error }
+
+func (b badLambda) Error() string   { return b.err.Error() }
+func (b badLambda) Unwrap() []error { return []error{ErrLambdaMemory, b.err} }
 
 func (h Host) lookupEnv(key string) (string, bool) {
 	if h.LookupEnv == nil {

@@ -1,6 +1,7 @@
 package memlimit
 
 import (
+	"errors"
 	"math"
 	"runtime/debug"
 	"testing"
@@ -125,9 +126,22 @@ func TestSetupMalformedLambda(t *testing.T) {
 	}
 	d, err := h.Setup(CodeRoom)
 	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrLambdaMemory, "the caller refuses to start on it")
 	assert.Contains(t, err.Error(), LambdaMemoryEnv)
 	assert.Equal(t, Decision{Limit{Source: SourceNone}, math.MaxInt64, GoMemLimitNone}, d)
 	assert.Empty(t, rt.sets, "nothing is set from a limit that could not be read")
+}
+
+// A cgroup that cannot be read is an error, but not ErrLambdaMemory: the
+// caller warns and sweeps without a known limit.
+func TestSetupUnreadableCgroup(t *testing.T) {
+	rt := &fakeRuntime{limit: math.MaxInt64}
+	h := Host{LookupEnv: env(nil), Cgroup: cgroup(0, errors.New("no cgroup2 mount found")), SetMemoryLimit: rt.set}
+	d, err := h.Setup(CodeRoom)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrLambdaMemory)
+	assert.Equal(t, SourceNone, d.Limit.Source)
+	assert.Empty(t, rt.sets)
 }
 
 func TestSetup(t *testing.T) {
