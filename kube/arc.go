@@ -42,10 +42,24 @@ func resourceOf(apiVersion, resource string) schema.GroupVersionResource {
 // Unstructured was most of the list's time and garbage.
 func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) ([]fleet.EphemeralRunner, error) {
 	scopes := newScopeKeys(c.githubHost)
-	return listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: c.pageSize},
+	ers, err := listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: c.pageSize},
 		func(ctx context.Context, ns string, opts metav1.ListOptions, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
 			return c.ephemeralRunnerPage(ctx, ns, opts, scopes, out)
 		})
+	if err != nil {
+		return nil, err
+	}
+	// A UID is one object's: two runners under one is no answer an API
+	// server gives, and the classifier ties a pod to its runner, and its
+	// runner id, by it.
+	seen := make(map[string]struct{}, len(ers))
+	for i := range ers {
+		if _, dup := seen[ers[i].UID]; dup {
+			return nil, fmt.Errorf("list ephemeralrunners: two runners under UID %q (%s/%s the second): the list cannot be trusted", ers[i].UID, ers[i].Namespace, ers[i].Name)
+		}
+		seen[ers[i].UID] = struct{}{}
+	}
+	return ers, nil
 }
 
 // view reduces an EphemeralRunner to what the classifier needs. A runner
@@ -65,9 +79,10 @@ func (o *erObject) view(scopes *scopeKeys) fleet.EphemeralRunner {
 		Phase:           intern(string(s.Phase)),
 		Reason:          intern(string(s.Reason)),
 		Message:         string(s.Message),
-		RunnerID:        int64(s.RunnerID),
-		CreatedAt:       m.CreationTimestamp.Time,
-		Finalizers:      internAll(m.Finalizers),
+		// GitHub's runner ids are positive; anything else knows none.
+		RunnerID:   max(int64(s.RunnerID), 0),
+		CreatedAt:  m.CreationTimestamp.Time,
+		Finalizers: internAll(m.Finalizers),
 	}
 	if !m.DeletionTimestamp.IsZero() {
 		v.DeletingSince = m.DeletionTimestamp.Time

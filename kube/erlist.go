@@ -203,8 +203,11 @@ func readEphemeralRunnerPage(r io.Reader, scopes *scopeKeys, out []fleet.Ephemer
 		}
 		return out, "", err
 	}
-	if kind == "" {
-		return out, "", errors.New("the answer has no kind: not a list")
+	// An EphemeralRunnerList and nothing else: a proxy's or a webhook's
+	// object with a kind and no items would read as a complete, empty
+	// list, and every pod's runner as podless.
+	if kind != "EphemeralRunnerList" {
+		return out, "", fmt.Errorf("the answer is a %q, not an EphemeralRunnerList", string(kind))
 	}
 	return out, string(cont), nil
 }

@@ -173,10 +173,10 @@ func TestLooseInt(t *testing.T) {
 		{"7.00", 7},
 		{"7e0", 7},
 		{"1e3", 1000},
-		{"-3", -3},
+		{"-3", 0}, // GitHub's ids are positive: a negative one is none
 		{"-0", 0},
 		{"9223372036854775807", 9223372036854775807},
-		{"-9223372036854775808", -9223372036854775808},
+		{"-9223372036854775808", 0},
 		{`"7"`, 0},
 		{"7.5", 0},
 		{"0.1", 0},
@@ -378,6 +378,9 @@ func TestReadPageAgreesWithUnstructured(t *testing.T) {
 					if len(want[i].Finalizers) == 0 {
 						want[i].Finalizers = nil
 					}
+					// A runner id below 1 was kept, is none: GitHub's
+					// ids are positive.
+					want[i].RunnerID = max(want[i].RunnerID, 0)
 					assert.Equal(t, want[i], got[i], "item %d: %s", i, want[i].Name)
 				}
 			}
@@ -422,12 +425,12 @@ func TestListRequestIsTheDynamicClients(t *testing.T) {
 		got = append(got, seen{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Accept"), r.Header.Get("User-Agent")})
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		cont := ""
+		cont, name := "", "r-2"
 		if r.URL.Query().Get("continue") == "" {
-			cont = "page-2"
+			cont, name = "page-2", "r-1"
 		}
 		_, _ = fmt.Fprintf(w, `{"apiVersion":"actions.github.com/v1alpha1","items":[%s],"kind":"EphemeralRunnerList","metadata":{"continue":%q}}`,
-			rawER{name: "r", status: `{"phase":"Running","runnerId":7}`}.json(), cont)
+			rawER{name: name, status: `{"phase":"Running","runnerId":7}`}.json(), cont)
 	}))
 	defer srv.Close()
 	// take returns the requests seen since it was last called.
@@ -854,3 +857,34 @@ func BenchmarkEphemeralRunnerPage(b *testing.B) {
 type halfReader struct{ r io.Reader }
 
 func (h halfReader) Read(p []byte) (int, error) { return h.r.Read(p[:(len(p)+1)/2]) }
+
+// An answer that is not an EphemeralRunnerList (a proxy's Status, another
+// kind) is no list: read as one, with no items, every pod's runner would
+// look podless.
+func TestReadPageRefusesAnotherKind(t *testing.T) {
+	for _, page := range []string{
+		`{"kind":"Status","apiVersion":"v1","status":"Success"}`,
+		`{"kind":"PodList","items":[]}`,
+		`{"kind":"","items":[]}`,
+		`{"items":[]}`,
+	} {
+		_, _, err := readEphemeralRunnerPage(strings.NewReader(page), newScopeKeys(""), nil)
+		assert.Error(t, err, page)
+	}
+}
+
+// Two runners under one UID are no list an API server gives: the whole
+// list fails, since the classifier ties pods and runner ids by UID.
+func TestListEphemeralRunnersRefusesARepeatedUID(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		one := rawER{name: "r", status: `{"phase":"Running","runnerId":7}`}.json()
+		_, _ = fmt.Fprintf(w, `{"apiVersion":"actions.github.com/v1alpha1","items":[%s,%s],"kind":"EphemeralRunnerList","metadata":{}}`, one, one)
+	}))
+	defer srv.Close()
+	c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 10})
+	require.NoError(t, err)
+	ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
+	require.ErrorContains(t, err, `two runners under UID "u-r"`)
+	assert.Nil(t, ers)
+}
