@@ -163,7 +163,8 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 // their keys, as many as the compressed size of the whole suggests, fewer
 // by a tenth at each try that still does not fit, and at most maxListTries
 // encodings in all, since each costs a compression of megabytes. A scope
-// whose cache is dropped costs its full rate limit once, on the next
+// whose cache is dropped costs its full rate limit on the next sweep, and
+// while the fleet stays that large the same scopes are dropped every
 // sweep; the rest still answer 304. enc.Lists is nil when none fits.
 func fitLists(enc *Encoded, lists map[string]ListCache, limit int) (int, error) {
 	keys := make([]string, 0, len(lists))

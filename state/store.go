@@ -71,7 +71,12 @@ func (s Streaks) Zero() bool { return len(s.Skips) == 0 && s.Bound == 0 }
 // only the GitHub client, the sweep and the ledger read it; the verdicts
 // never do.
 type ListCache struct {
-	Pages []CachedPage `json:"pages"`
+	// Pages are stored under "trimmed", not the "pages" of the releases
+	// that kept every label: such a release reads no pages from this
+	// cache, so it cannot replay, under an ownership label it has and
+	// this cache's runners lack, a 304 page without that label; and a
+	// cache such a release wrote is read afresh once.
+	Pages []CachedPage `json:"trimmed"`
 	// Label is the one runner label the pages keep (the ownership label,
 	// ghclient.Config.OwnerLabel): a cache trimmed to another label is not
 	// used, since a 304 would replay registrations without the label

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,13 +82,13 @@ func TestConfigMapTrim(t *testing.T) {
 		name         string
 		limit        int
 		keptMarks    int
-		keptLists    bool
+		keptLists    int // the first scopes by key
 		droppedLists int
 	}{
-		{"under the limit: nothing dropped, nothing said", whole, 30, true, 0},
-		{"over with the list cache: the list cache goes first", whole - 1, 30, false, 4},
-		{"over without it: then the oldest marks", marksOnly - 1, 29, false, 4},
-		{"far over: only the newest marks stay", marksOnly / 3, -1, false, 4},
+		{"under the limit: nothing dropped, nothing said", whole, 30, 4, 0},
+		{"over with the list cache: a scope's list cache goes first", whole - 1, 30, 3, 1},
+		{"over without it: then the oldest marks", marksOnly - 1, 29, 0, 4},
+		{"far over: only the newest marks stay", marksOnly / 3, -1, 0, 4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -108,11 +110,12 @@ func TestConfigMapTrim(t *testing.T) {
 				require.Less(t, kept, 29)
 			}
 			assert.ElementsMatch(t, Newest(full.Marks, kept), KeysOf(got.Marks), "the newest marks are kept")
-			if c.keptLists {
-				assert.Equal(t, full.Lists, got.Lists)
-			} else {
-				assert.Empty(t, got.Lists)
+			keys := slices.Sorted(maps.Keys(full.Lists))
+			want := map[string]state.ListCache{}
+			for _, k := range keys[:c.keptLists] {
+				want[k] = full.Lists[k]
 			}
+			assert.Equal(t, want, got.Lists)
 			assert.Equal(t, state.Trim{DroppedLists: c.droppedLists, DroppedMarks: 30 - kept, LimitBytes: c.limit}, trim)
 
 			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
