@@ -115,7 +115,12 @@ func streamRetrying(ctx context.Context, newRequest func() *rest.Request) (io.Re
 // through looseString and looseInt, timestamps through looseTime, and
 // anything else of the wrong type (a status that is not an object) by
 // fieldTypeError. Metadata's other fields are the API server's, of the
-// types it validated.
+// types it validated. Two things read otherwise than Unstructured read
+// them, and only in JSON no API server sends for a structural CRD, whose
+// unknown fields it prunes: a key repeated in one object is merged where
+// Unstructured kept the last, and a key is matched ignoring case.
+// (sigs.k8s.io/json's case-sensitive decoder has its own type errors,
+// which the lenient reading above cannot tell apart.)
 type erObject struct {
 	Metadata struct {
 		Name              string    `json:"name"`
