@@ -35,6 +35,7 @@ var (
 	arcRules = []string{
 		"get ephemeralrunners.actions.github.com",
 		"list ephemeralrunners.actions.github.com",
+		"watch ephemeralrunners.actions.github.com",
 		"delete ephemeralrunners.actions.github.com",
 		"patch ephemeralrunners.actions.github.com",
 		"get runners.actions.summerwind.dev",

@@ -3,7 +3,9 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -34,24 +36,41 @@ func resourceOf(apiVersion, resource string) schema.GroupVersionResource {
 
 // ListEphemeralRunners lists ARC's EphemeralRunners in each namespace (all
 // namespaces, in one list, when namespaces is empty) and returns their
-// views. Like ListPods it reduces each page as it arrives and is all or
-// nothing: any failed page, an expired continue token included, fails the
-// whole call, because a runner missing from the list would look podless or
-// its pod's runner id unknown. Each page is decoded as it streams in (see
-// ephemeralRunnerPage): at 100,000 runners, building each whole object as
-// Unstructured was most of the list's time and garbage.
+// views. It reads them as ListPods reads pods: each namespace as one
+// watch-list (see streamEphemeralRunners), and, where the API server gives
+// none, that namespace and the rest of this call in pages of
+// Options.PageSize, with a warning; the next call tries the watch-list
+// again. A client that reads pods in pages only (Options.Pages, Compress:
+// a watch is never compressed) reads these in pages only too. Either way
+// each runner is decoded as it streams in (see ephemeralRunnerPage): at
+// 100,000 runners, building each whole object as Unstructured was most of
+// the list's time and garbage. The result is all or nothing: any failed
+// page, an expired continue token included, fails the whole call, because
+// a runner missing from the list would look podless or its pod's runner
+// id unknown.
 func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) ([]fleet.EphemeralRunner, error) {
 	scopes := newScopeKeys(c.githubHost)
+	watchList := !c.pagesOnly
 	ers, err := listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: c.pageSize},
 		func(ctx context.Context, ns string, opts metav1.ListOptions, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
+			if opts.Continue == "" && watchList {
+				got, err := c.streamEphemeralRunners(ctx, ns, scopes, out)
+				if !errors.Is(err, errNoWatchList) {
+					return got, "", err
+				}
+				watchList = false
+				c.log.Warn("ephemeralrunners listed in pages: the API server gave no watch-list",
+					slog.String("namespace", ns), slog.String("error", err.Error()))
+				out = got
+			}
 			return c.ephemeralRunnerPage(ctx, ns, opts, scopes, out)
 		})
 	if err != nil {
 		return nil, err
 	}
-	// A UID is one object's: two runners under one is no answer an API
-	// server gives, and the classifier ties a pod to its runner, and its
-	// runner id, by it.
+	// A UID is one object's, whichever way the list was read: two runners
+	// under one is no answer an API server gives, and the classifier ties a
+	// pod to its runner, and its runner id, by it.
 	seen := make(map[string]struct{}, len(ers))
 	for i := range ers {
 		if _, dup := seen[ers[i].UID]; dup {

@@ -220,7 +220,8 @@ func TestScopeKeyOfConfigURL(t *testing.T) {
 }
 
 // TestListEphemeralRunners checks which EphemeralRunners each list returns
-// and that it costs exactly one request per page per namespace.
+// and that it costs exactly one request per namespace as a watch-list, and
+// one per page per namespace in pages.
 func TestListEphemeralRunners(t *testing.T) {
 	env := plane.Env(t)
 	ctx := context.Background()
@@ -271,58 +272,65 @@ func TestListEphemeralRunners(t *testing.T) {
 		namespaces   []string
 		pageSize     int64
 		want         []string
-		wantRequests int64
+		wantPages    int64 // requests in pages
+		wantWatchers int64 // requests as watch-lists
 		// mineOnly: the list spans all namespaces; only this test's
 		// EphemeralRunners are compared.
 		mineOnly bool
 	}{
-		{"one namespace", []string{nsA}, 0, aERs, 1, false},
-		{"two namespaces", []string{nsA, nsB}, 0, cat(aERs, bERs), 2, false},
-		{"a namespace named twice is listed once", []string{nsA, nsB, nsA}, 0, cat(aERs, bERs), 2, false},
-		{"none is an empty list, one request", []string{nsEmpty}, 0, nil, 1, false},
-		{"five in pages of two", []string{nsP}, 2, pERs, 3, false},
-		{"pages per namespace", []string{nsP, nsB}, 2, cat(pERs, bERs), 4, false},
-		{"one per page", []string{nsP}, 1, pERs, 5, false},
-		{"all namespaces, one list", nil, 0, mine, 1, true},
-		{"all namespaces in pages of two", nil, 2, mine, (total + 1) / 2, true},
+		{"one namespace", []string{nsA}, 0, aERs, 1, 1, false},
+		{"two namespaces", []string{nsA, nsB}, 0, cat(aERs, bERs), 2, 2, false},
+		{"a namespace named twice is listed once", []string{nsA, nsB, nsA}, 0, cat(aERs, bERs), 2, 2, false},
+		{"none is an empty list, one request", []string{nsEmpty}, 0, nil, 1, 1, false},
+		{"five in pages of two", []string{nsP}, 2, pERs, 3, 1, false},
+		{"pages per namespace", []string{nsP, nsB}, 2, cat(pERs, bERs), 4, 2, false},
+		{"one per page", []string{nsP}, 1, pERs, 5, 1, false},
+		{"all namespaces, one list", nil, 0, mine, 1, 1, true},
+		{"all namespaces in pages of two", nil, 2, mine, (total + 1) / 2, 1, true},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newClient(t, Options{PageSize: tc.pageSize})
-			ers, err := c.ListEphemeralRunners(ctx, tc.namespaces)
-			require.NoError(t, err)
-			seen := map[string]int{}
-			got := make([]string, 0, len(ers))
-			for _, er := range ers {
-				key := er.Namespace + "/" + er.Name
-				seen[key]++
-				if tc.mineOnly && er.Namespace != nsA && er.Namespace != nsB && er.Namespace != nsP && er.Namespace != nsEmpty {
-					continue
+		for _, pages := range []bool{false, true} {
+			mode, wantRequests := "watch-list", tc.wantWatchers
+			if pages {
+				mode, wantRequests = "pages", tc.wantPages
+			}
+			t.Run(mode+"/"+tc.name, func(t *testing.T) {
+				c := newClient(t, Options{PageSize: tc.pageSize, Pages: pages})
+				ers, err := c.ListEphemeralRunners(ctx, tc.namespaces)
+				require.NoError(t, err)
+				seen := map[string]int{}
+				got := make([]string, 0, len(ers))
+				for _, er := range ers {
+					key := er.Namespace + "/" + er.Name
+					seen[key]++
+					if tc.mineOnly && er.Namespace != nsA && er.Namespace != nsB && er.Namespace != nsP && er.Namespace != nsEmpty {
+						continue
+					}
+					got = append(got, key)
 				}
-				got = append(got, key)
-			}
-			for key, n := range seen {
-				assert.Equal(t, 1, n, "%s listed once", key)
-			}
-			if tc.mineOnly {
-				assert.Len(t, ers, int(total), "every EphemeralRunner in the cluster")
-			}
-			want := append([]string(nil), tc.want...)
-			sort.Strings(got)
-			sort.Strings(want)
-			if want == nil {
-				want = []string{}
-			}
-			assert.Equal(t, want, got, "none missing, none twice")
-			assert.Equal(t, tc.wantRequests, c.Counts().Requests, "requests")
-			for _, er := range ers {
-				if er.Namespace == nsA || er.Namespace == nsB || er.Namespace == nsP {
-					assert.Equal(t, "Running", er.Phase, "%s converted", er.Name)
-					assert.Equal(t, int64(7), er.RunnerID)
-					assert.Equal(t, "org:acme", er.ScopeKey)
+				for key, n := range seen {
+					assert.Equal(t, 1, n, "%s listed once", key)
 				}
-			}
-		})
+				if tc.mineOnly {
+					assert.Len(t, ers, int(total), "every EphemeralRunner in the cluster")
+				}
+				want := append([]string(nil), tc.want...)
+				sort.Strings(got)
+				sort.Strings(want)
+				if want == nil {
+					want = []string{}
+				}
+				assert.Equal(t, want, got, "none missing, none twice")
+				assert.Equal(t, wantRequests, c.Counts().Requests, "requests")
+				for _, er := range ers {
+					if er.Namespace == nsA || er.Namespace == nsB || er.Namespace == nsP {
+						assert.Equal(t, "Running", er.Phase, "%s converted", er.Name)
+						assert.Equal(t, int64(7), er.RunnerID)
+						assert.Equal(t, "org:acme", er.ScopeKey)
+					}
+				}
+			})
+		}
 	}
 
 	t.Run("an empty namespace name among named ones is refused", func(t *testing.T) {
@@ -397,7 +405,7 @@ func TestListEphemeralRunnersPageFails(t *testing.T) {
 			}))
 			defer srv.Close()
 
-			c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 2})
+			c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 2, Pages: true})
 			require.NoError(t, err)
 			ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
 			require.ErrorContains(t, err, tc.wantErr)

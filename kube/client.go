@@ -1,6 +1,6 @@
 // Package kube is runner-reaper's Kubernetes side: it finds the cluster,
-// reads the runner pods (one watch-list per namespace, else pages) into the
-// classifier's fleet.Pod view,
+// reads the runner pods and ARC's EphemeralRunners (one watch-list per
+// namespace, else pages) into the classifier's views,
 // deletes pods only if they are still the ones that were judged, and records
 // an Event on each pod it acts on.
 package kube
@@ -28,8 +28,8 @@ import (
 
 const (
 	// DefaultPageSize bounds one list response where lists are read in
-	// pages (ARC's EphemeralRunners, and pods where the API server gives
-	// no watch-list). A page is read whole, then decoded, before its items
+	// pages (pods and EphemeralRunners where the API server gives no
+	// watch-list, or the client compresses). A page is read whole, then decoded, before its items
 	// are reduced to views and dropped, so the largest transient
 	// allocation is a few times one page: an ARC runner pod is about 11 KB
 	// in protobuf, and a page of 250 about 3 MB on the wire. Over 10,000
@@ -95,16 +95,17 @@ type Options struct {
 	// network does not lack. On for a cluster reached from outside (EKS
 	// from a Lambda), where a large fleet's pages would otherwise cross
 	// the network several times larger every minute. The API server never
-	// compresses a watch, so a compressing client reads its pods in pages:
+	// compresses a watch, so a compressing client reads its pods and
+	// EphemeralRunners in pages:
 	// over 10,000 ARC runner pods a watch-list is about 110 MB, the gzip'd
 	// pages about a third of that.
 	Compress bool
-	// Pages reads pods in pages only, never as a watch-list; Compress
-	// implies it. The tests of the page path set it on servers that give
+	// Pages reads pods and EphemeralRunners in pages only, never as a
+	// watch-list; Compress implies it. The tests of the page path set it on servers that give
 	// watch-lists.
 	Pages bool
 	// Log receives the client's warnings (a watch-list refused, so pods
-	// are read in pages); nil discards them.
+	// or EphemeralRunners are read in pages); nil discards them.
 	Log *slog.Logger
 }
 

@@ -28,16 +28,10 @@ import (
 // managedFields, which Unstructured built as maps only for the view to drop
 // them, and the page's bytes, which Do reads whole, are never held.
 func (c *Client) ephemeralRunnerPage(ctx context.Context, ns string, opts metav1.ListOptions, scopes *scopeKeys, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
-	// The dynamic client's own check: a name that is not one path
-	// segment would list somewhere else.
-	if msgs := rest.IsValidPathSegmentName(ns); len(msgs) != 0 {
-		return out, "", fmt.Errorf("invalid namespace %q: %v", ns, msgs)
+	path, err := ephemeralRunnersPath(ns)
+	if err != nil {
+		return out, "", err
 	}
-	path := []string{"apis", ephemeralRunners.Group, ephemeralRunners.Version}
-	if ns != "" {
-		path = append(path, "namespaces", ns)
-	}
-	path = append(path, ephemeralRunners.Resource)
 	body, err := streamRetrying(ctx, func() *rest.Request {
 		return c.arc.Get().AbsPath(path...).
 			SpecificallyVersionedParams(&opts, metav1.ParameterCodec, schema.GroupVersion{Version: "v1"}).
@@ -58,6 +52,21 @@ func (c *Client) ephemeralRunnerPage(ctx context.Context, ns string, opts metav1
 		return out, "", fmt.Errorf("read the page: %w", err)
 	}
 	return out, cont, nil
+}
+
+// ephemeralRunnersPath is the absolute path of the EphemeralRunners in ns
+// (of all namespaces when ns is empty), for the pages and the watch-list
+// alike. It makes the dynamic client's own check: a name that is not one
+// path segment would list somewhere else.
+func ephemeralRunnersPath(ns string) ([]string, error) {
+	if msgs := rest.IsValidPathSegmentName(ns); len(msgs) != 0 {
+		return nil, fmt.Errorf("invalid namespace %q: %v", ns, msgs)
+	}
+	path := []string{"apis", ephemeralRunners.Group, ephemeralRunners.Version}
+	if ns != "" {
+		path = append(path, "namespaces", ns)
+	}
+	return append(path, ephemeralRunners.Resource), nil
 }
 
 // bodyReader remembers the first error reading the body returned, so that

@@ -441,7 +441,7 @@ func TestListRequestIsTheDynamicClients(t *testing.T) {
 		got = nil
 		return out
 	}
-	c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 3})
+	c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 3, Pages: true})
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -527,7 +527,7 @@ func TestListRetriesADroppedConnection(t *testing.T) {
 			_ = buf.Flush()
 		}))
 		defer srv.Close()
-		c, err := New(&rest.Config{Host: srv.URL}, Options{})
+		c, err := New(&rest.Config{Host: srv.URL}, Options{Pages: true})
 		require.NoError(t, err)
 		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
 		require.ErrorContains(t, err, "list ephemeralrunners in ci: read the page: unexpected EOF")
@@ -549,7 +549,7 @@ func TestListTimesOutInTheBody(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	c, err := New(&rest.Config{Host: srv.URL}, Options{Timeout: 300 * time.Millisecond})
+	c, err := New(&rest.Config{Host: srv.URL}, Options{Timeout: 300 * time.Millisecond, Pages: true})
 	require.NoError(t, err)
 	_, err = c.ListEphemeralRunners(context.Background(), []string{"ci"})
 	require.ErrorIs(t, err, ErrTimeout)
@@ -882,7 +882,7 @@ func TestListEphemeralRunnersRefusesARepeatedUID(t *testing.T) {
 		_, _ = fmt.Fprintf(w, `{"apiVersion":"actions.github.com/v1alpha1","items":[%s,%s],"kind":"EphemeralRunnerList","metadata":{}}`, one, one)
 	}))
 	defer srv.Close()
-	c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 10})
+	c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 10, Pages: true})
 	require.NoError(t, err)
 	ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
 	require.ErrorContains(t, err, `two runners under UID "u-r"`)

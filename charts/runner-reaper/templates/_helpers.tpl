@@ -297,14 +297,18 @@ option grants exactly what its component in k8s-cronjob/components does.
 {{- if and $swept $root.Values.arc.enabled }}
 # arc.enabled (components/arc): delete a scale-set runner's EphemeralRunner
 # or a legacy runner's Runner instead of its pod, list them for ARC's own
-# leaks, and patch away ARC's registration finalizer once the registration
-# is known to be gone.
+# leaks (as one watch-list, or in pages where that is not available), and
+# patch away ARC's registration finalizer once the registration is known
+# to be gone.
 - apiGroups: ["actions.github.com"]
   resources: ["ephemeralrunners"]
   verbs: ["get"]
 - apiGroups: ["actions.github.com"]
   resources: ["ephemeralrunners"]
   verbs: ["list"]
+- apiGroups: ["actions.github.com"]
+  resources: ["ephemeralrunners"]
+  verbs: ["watch"]
 - apiGroups: ["actions.github.com"]
   resources: ["ephemeralrunners"]
   verbs: ["delete"]
