@@ -25,6 +25,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/memlimit"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
@@ -205,7 +206,12 @@ func TestFunction(t *testing.T) {
 	assert.Equal(t, "dist/runner-reaper-lambda.zip", fn["CodeUri"], "the zip `make package` builds")
 	assert.Equal(t, 1, num(t, fn["ReservedConcurrentExecutions"], "ReservedConcurrentExecutions"),
 		"one sweep at a time")
-	assert.Positive(t, num(t, fn["MemorySize"], "MemorySize"))
+	// The README's formula (memlimit.Default) for 50,000 runner pods and
+	// their registrations, the peak at most 80% of it: Lambda's MB are
+	// MiB.
+	fifty := memlimit.Fleet{Pods: 50_000, Registrations: 50_000}
+	assert.GreaterOrEqual(t, int64(num(t, fn["MemorySize"], "MemorySize")), memlimit.Default().NeededMiB(fifty),
+		"MemorySize fits 50,000 pods by the formula")
 	assert.Equal(t, "JSON", get(t, fn, "LoggingConfig", "LogFormat"))
 
 	timeout := time.Duration(num(t, fn["Timeout"], "Timeout")) * time.Second

