@@ -236,15 +236,7 @@ func TestFitDefaultLimit(t *testing.T) {
 // caches as fit, in key order, drops the rest and says how many, and
 // keeps every mark.
 func TestFitKeepsTheListsThatFit(t *testing.T) {
-	lists := map[string]state.ListCache{}
-	for s := range 1000 {
-		var runners []fleet.Registration
-		for r := range 100 {
-			id := int64(s*100 + r + 1)
-			runners = append(runners, fleet.Registration{ID: 400000000 + id, Name: fmt.Sprintf("arc-runners-%05x-runner-%08x", s*7919%65536, uint32(id*2654435761)), Online: true})
-		}
-		lists[fmt.Sprintf("org:acme-%03d", s)] = state.ListCache{Pages: []state.CachedPage{{ETag: fmt.Sprintf(`W/"%064x"`, s*104729), TotalCount: 100, Runners: runners}}}
-	}
+	lists := FleetLists(1000, 100)
 	const limit = 1000 << 10
 	l := state.Ledger{Marks: Marks(20), Lists: lists}
 	start := time.Now()

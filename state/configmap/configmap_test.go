@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -171,6 +172,48 @@ func TestConfigMapDefaultLimitKeepsTheObjectAcceptable(t *testing.T) {
 	_, err = s.Save(Ctx(t), Sample(), v)
 	require.NoError(t, err)
 	assert.False(t, s.LastTrim().Trimmed())
+}
+
+// A fleet of 100,000 registrations in 1,000 scopes, through a real API
+// server under the default limit: the object stays acceptable, keeps as
+// many scopes' list caches as fit and says how many it dropped, and every
+// mark; the size and the time of the save and the load are logged (the
+// README's Memory section quotes them).
+func TestConfigMapAtAHundredThousandRegistrations(t *testing.T) {
+	t.Parallel()
+	env := Kube(t)
+	ns := env.Namespace(t, "ledger")
+	l := state.Ledger{Marks: Marks(200), Lists: FleetLists(1000, 100)}
+	s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil)
+	start := time.Now()
+	_, err := s.Save(Ctx(t), l, "")
+	saved := time.Since(start)
+	require.NoError(t, err)
+	trim := s.LastTrim()
+	assert.Positive(t, trim.DroppedLists)
+	assert.Zero(t, trim.DroppedMarks)
+
+	start = time.Now()
+	got, _, err := s.Load(Ctx(t))
+	loaded := time.Since(start)
+	require.NoError(t, err)
+	assert.Len(t, got.Marks, 200)
+	assert.Equal(t, 1000, len(got.Lists)+trim.DroppedLists)
+	for k, c := range got.Lists {
+		assert.Equal(t, l.Lists[k], c, k)
+	}
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
+	require.NoError(t, err)
+	size := 0
+	for k, v := range cm.Data {
+		size += len(k) + len(v)
+	}
+	for k, v := range cm.BinaryData {
+		size += len(k) + len(v)
+	}
+	assert.LessOrEqual(t, size, DefaultLimitBytes)
+	t.Logf("100,000 registrations in 1,000 scopes: %d bytes stored, %d scopes' list caches kept, %d dropped; save %s, load %s",
+		size, len(got.Lists), trim.DroppedLists, saved.Round(time.Millisecond), loaded.Round(time.Millisecond))
 }
 
 // TestConfigMapDeletedSinceLoadConflicts: a ledger deleted after it was

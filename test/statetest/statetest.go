@@ -72,6 +72,23 @@ func Lists(scopes, runners int) map[string]state.ListCache {
 	return l
 }
 
+// FleetLists is the list cache of a large fleet as the GitHub client
+// keeps it: scopes scopes of perScope runners, one page each, with names
+// as ARC gives them (a scale set's, a random suffix) and 64-hex ETags as
+// GitHub's, which compress about as the real ones do.
+func FleetLists(scopes, perScope int) map[string]state.ListCache {
+	lists := make(map[string]state.ListCache, scopes)
+	for s := range scopes {
+		runners := make([]fleet.Registration, 0, perScope)
+		for r := range perScope {
+			id := int64(s*perScope + r + 1)
+			runners = append(runners, fleet.Registration{ID: 400000000 + id, Name: fmt.Sprintf("arc-runners-%05x-runner-%08x", s*7919%65536, uint32(id*2654435761)), Online: true})
+		}
+		lists[fmt.Sprintf("org:acme-%03d", s)] = state.ListCache{Pages: []state.CachedPage{{ETag: fmt.Sprintf(`W/"%064x"`, s*104729), TotalCount: perScope, Runners: runners}}}
+	}
+	return lists
+}
+
 // Sample is a small ledger with both marks and a list cache.
 func Sample() state.Ledger {
 	m := Marks(3)
