@@ -144,15 +144,23 @@ UNIT_LEAVES_OUT := /test/e2e$$|/state/configmap$$|/state/dynamo$$|/k8s-cronjob/c
 unit:
 	$(GO) test -p 4 -short -count=1 $$($(GO) list ./... | grep -Ev '$(UNIT_LEAVES_OUT)')
 
-# The pure classify-and-plan benchmark, then whole sweeps over a fleet of
-# 10,000 realistic ARC runner pods on the real API server and 10,000
-# registrations in 100 scopes: in process, with where the time goes, and
-# through the compiled binary, with its table of wall time, CPU, peak RSS
-# and requests (min / median / max of 5 sweeps). About 4 minutes, most of
-# it applying the two fleets.
+# The pure classify-and-plan benchmark; whole sweeps in process over a
+# fleet of 10,000 realistic ARC runner pods on the real API server and
+# 10,000 registrations in 100 scopes, with where the time goes; the
+# compiled binary's sweeps over ARC fleets of 1,000, 10,000, 30,000 and
+# 100,000 runners (each an EphemeralRunner, its pod and its registration,
+# on a control plane of its own), cold and 5 warm, with their table of
+# wall time, CPU, peak memory, ledger size and requests
+# (BENCH_SIZES=1000,10000 for a quick one, BENCH_BASELINE=old-binary to
+# measure a change before and after on the same world; see
+# test/scale); and the sweep time against the number of scopes at 150 ms
+# a GitHub request. About an hour on 2 cores: 25 minutes building the
+# 100,000 runners (four writes each, about 15 ms of the API server's CPU),
+# the rest sweeping them.
 bench: envtest-assets
 	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
-	$(GO) test -count=1 -timeout 15m -run '^$$' -bench 'SweepFleet|SweepBinary' -benchtime 10x -benchmem ./sweep/
+	$(GO) test -count=1 -timeout 15m -run '^$$' -bench 'SweepFleet' -benchtime 10x -benchmem ./sweep/
+	$(GO) test -count=1 -timeout 120m -v -run '^$$' -bench 'SweepScale' -benchtime 5x ./test/scale/
 	SCALE_FULL_LATENCY=1 $(GO) test -count=1 -v -run '^TestSweepTimeAgainstScopeCount$$' ./sweep/
 
 # A local control plane, a simulated GitHub, a fleet in every failure state,

@@ -34,6 +34,10 @@ type ARCPod struct {
 	// Started is when the pod was scheduled and its containers started;
 	// zero is now.
 	Started time.Time
+	// OwnerUID is the UID of the EphemeralRunner that controls it, for a
+	// fleet that creates the EphemeralRunners too (see ARCRunner); empty
+	// is one derived from the name, for a pod whose owner does not exist.
+	OwnerUID types.UID
 }
 
 // jitConfigSize is the length of the encoded JIT config in the runner's
@@ -72,6 +76,33 @@ func ApplyARCPod(ctx context.Context, cs kubernetes.Interface, ns string, p ARCP
 	return applied, nil
 }
 
+// Pod is the pod as a typed object, metadata, spec and status, for a
+// fleet created with plain creates (and a status update) rather than
+// applied: the same fields as ApplyARCPod's, sent in protobuf, which the
+// API server decodes several times faster than an apply's JSON.
+func (p ARCPod) Pod(ns string) (*corev1.Pod, error) {
+	if p.ScaleSet == "" {
+		p.ScaleSet = ScaleSet
+	}
+	if p.Started.IsZero() {
+		p.Started = time.Now()
+	}
+	spec, status := p.pod(ns)
+	var pod corev1.Pod
+	for _, part := range []applied{spec, status} {
+		b, err := json.Marshal(part)
+		if err != nil {
+			return nil, fmt.Errorf("encode pod %s/%s: %w", ns, p.Name, err)
+		}
+		// Into the same object: the status part adds its status to
+		// the spec part's metadata and spec.
+		if err := json.Unmarshal(b, &pod); err != nil {
+			return nil, fmt.Errorf("decode pod %s/%s: %w", ns, p.Name, err)
+		}
+	}
+	return &pod, nil
+}
+
 // applied is an apply configuration: only the fields set are sent, so no
 // zero value (a null creationTimestamp, an empty status) is claimed.
 type applied map[string]any
@@ -82,6 +113,9 @@ func (p ARCPod) pod(ns string) (applied, applied) {
 	sum := sha256.Sum256([]byte(p.Name))
 	id := hex.EncodeToString(sum[:])
 	ownerUID := fmt.Sprintf("%s-%s-%s-%s-%s", id[0:8], id[8:12], id[12:16], id[16:20], id[20:32])
+	if p.OwnerUID != "" {
+		ownerUID = string(p.OwnerUID)
+	}
 	started := p.Started.UTC().Format(time.RFC3339)
 	node := fmt.Sprintf("ip-10-0-%d-%d.ec2.internal", sum[0], sum[1])
 	podIP := fmt.Sprintf("10.1.%d.%d", sum[2], sum[3])

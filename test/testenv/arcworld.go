@@ -1,0 +1,190 @@
+package testenv
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+)
+
+// ARCRunner is one online runner of an ARC scale set as the cluster holds
+// it: its EphemeralRunner, as ARC's EphemeralRunnerSet controller creates
+// it (ARC's labels, annotations, finalizers and controller reference, and
+// the scale set's pod template as its spec) and as its EphemeralRunner
+// controller then writes its status (Running, registered, ready), and its
+// pod (ARCPod), controlled by it. Scale benchmarks build fleets of them,
+// so that the EphemeralRunner list the reaper reads with ARC leaks on is
+// paid per object of a real one's size, not per skeleton.
+type ARCRunner struct {
+	ARCPod
+	// ConfigURL is spec.githubConfigUrl: the scope's URL on the GitHub
+	// the reaper is pointed at (ghsim.ConfigURL for the simulator), or
+	// the reaper takes the runner for another GitHub's.
+	ConfigURL string
+	// RunnerID is the registration's id, status.runnerId.
+	RunnerID int64
+	// ScaleSetID is spec.runnerScaleSetId; 0 is 1.
+	ScaleSetID int64
+}
+
+// CreateARCRunner creates the runner's EphemeralRunner and writes its
+// status, then creates its pod, controlled by the EphemeralRunner's real
+// UID, and writes the pod's status: four writes, each the plain create or
+// status update ARC's controllers and the kubelet send. cs may use
+// protobuf; the EphemeralRunner, a custom resource, goes as JSON.
+func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, ns string, r ARCRunner) error {
+	ers := dyn.Resource(EphemeralRunners).Namespace(ns)
+	er, err := ers.Create(ctx, r.EphemeralRunner(ns), metav1.CreateOptions{FieldManager: "manager"})
+	if err != nil {
+		return fmt.Errorf("create ephemeralrunner %s/%s: %w", ns, r.Name, err)
+	}
+	if err := unstructured.SetNestedMap(er.Object, r.EphemeralRunnerStatus(), "status"); err != nil {
+		return fmt.Errorf("status of ephemeralrunner %s/%s: %w", ns, r.Name, err)
+	}
+	if _, err := ers.UpdateStatus(ctx, er, metav1.UpdateOptions{FieldManager: "manager"}); err != nil {
+		return fmt.Errorf("write status of ephemeralrunner %s/%s: %w", ns, r.Name, err)
+	}
+	p := r.ARCPod
+	p.OwnerUID = er.GetUID()
+	pod, err := p.Pod(ns)
+	if err != nil {
+		return err
+	}
+	status := pod.Status
+	pods := cs.CoreV1().Pods(ns)
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{FieldManager: "manager"})
+	if err != nil {
+		return fmt.Errorf("create pod %s/%s: %w", ns, r.Name, err)
+	}
+	created.Status = status
+	if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: "kubelet"}); err != nil {
+		return fmt.Errorf("write status of pod %s/%s: %w", ns, r.Name, err)
+	}
+	return nil
+}
+
+// EphemeralRunnerStatus is the status ARC's EphemeralRunner controller
+// writes once the runner has registered and its pod runs.
+func (r ARCRunner) EphemeralRunnerStatus() map[string]any {
+	return map[string]any{
+		"phase":      "Running",
+		"runnerId":   r.RunnerID,
+		"runnerName": r.Name,
+		"ready":      true,
+	}
+}
+
+// EphemeralRunner is the EphemeralRunner to create in ns, as ARC v0.27.6's
+// EphemeralRunnerSet controller builds it (newEphemeralRunner): the scale
+// set's labels and annotations, both of ARC's finalizers, a controller
+// reference to the EphemeralRunnerSet, and the EphemeralRunnerSet's spec,
+// whose pod template is the pod's spec as the scale set's chart renders it
+// in dind mode, before ARC adds the JIT config and the API server its
+// defaults.
+func (r ARCRunner) EphemeralRunner(ns string) *unstructured.Unstructured {
+	if r.ScaleSet == "" {
+		r.ScaleSet = ScaleSet
+	}
+	scaleSetID := r.ScaleSetID
+	if scaleSetID == 0 {
+		scaleSetID = 1
+	}
+	pod, _ := r.pod(ns)
+	meta := pod["metadata"].(applied)
+	labels := meta["labels"].(applied)
+	// The pod's own: ARC adds them to the pod, not the EphemeralRunner.
+	delete(labels, "actions-ephemeral-runner")
+	delete(labels, "pod-template-hash")
+	sum := sha256.Sum256([]byte(ns + "/" + r.ScaleSet))
+	set := hex.EncodeToString(sum[:])
+	setUID := fmt.Sprintf("%s-%s-%s-%s-%s", set[0:8], set[8:12], set[12:16], set[16:20], set[20:32])
+
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": fleet.EphemeralRunnerAPIVersion,
+		"kind":       fleet.EphemeralRunnerKind,
+		"metadata": map[string]any{
+			"name":        r.Name,
+			"namespace":   ns,
+			"labels":      map[string]any(labels),
+			"annotations": map[string]any(meta["annotations"].(applied)),
+			"ownerReferences": []any{map[string]any{
+				"apiVersion":         fleet.EphemeralRunnerAPIVersion,
+				"kind":               "EphemeralRunnerSet",
+				"name":               r.ScaleSet + "-" + set[:5],
+				"uid":                setUID,
+				"controller":         true,
+				"blockOwnerDeletion": true,
+			}},
+		},
+		"spec": map[string]any{
+			"githubConfigUrl":    r.ConfigURL,
+			"githubConfigSecret": r.ScaleSet + "-gha-rs-github-secret",
+			"runnerScaleSetId":   scaleSetID,
+			"metadata":           map[string]any{},
+			"spec":               toPlain(podTemplate(pod["spec"].(applied))),
+		},
+	}}
+	u.SetFinalizers(ARCFinalizers())
+	return u
+}
+
+// podTemplate reduces a running pod's spec to the template it was made
+// from: without what the scheduler (nodeName) and the API server's
+// admission (the service account token's volume and mounts, the default
+// tolerations) add, and without the JIT config ARC puts in the runner's
+// environment from the runner's own secret.
+func podTemplate(spec applied) applied {
+	delete(spec, "nodeName")
+	delete(spec, "tolerations")
+	noToken := func(mounts any) []applied {
+		return slices.DeleteFunc(slices.Clone(mounts.([]applied)), func(m applied) bool { return m["name"] == "kube-api-access" })
+	}
+	for _, list := range []string{"initContainers", "containers"} {
+		for _, c := range spec[list].([]applied) {
+			c["volumeMounts"] = noToken(c["volumeMounts"])
+			if env, ok := c["env"].([]applied); ok {
+				c["env"] = slices.DeleteFunc(slices.Clone(env), func(e applied) bool { return e["name"] == "ACTIONS_RUNNER_INPUT_JITCONFIG" })
+			}
+		}
+	}
+	spec["volumes"] = noToken(spec["volumes"])
+	return spec
+}
+
+// toPlain converts an apply configuration to the plain maps, slices and
+// scalars an unstructured object holds (its deep copy panics on others),
+// integers as int64.
+func toPlain(v any) any {
+	switch x := v.(type) {
+	case applied:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = toPlain(e)
+		}
+		return out
+	case []applied:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = toPlain(e)
+		}
+		return out
+	case []string:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = e
+		}
+		return out
+	case int:
+		return int64(x)
+	default:
+		return v
+	}
+}
