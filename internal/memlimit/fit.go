@@ -51,9 +51,9 @@ func Default() Formula {
 // collector has not yet returned.
 const warnPercent = 80
 
-// Bytes is the fleet's peak by the formula, or math.MaxInt64 where that
+// peak is the fleet's peak by the formula, or math.MaxInt64 where that
 // would not fit an int64. A negative count or cost counts as 0.
-func (f Formula) Bytes(fl Fleet) int64 {
+func (f Formula) peak(fl Fleet) int64 {
 	return clamp(f.bytes(fl))
 }
 

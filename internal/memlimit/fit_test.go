@@ -164,10 +164,10 @@ func TestNeededTable(t *testing.T) {
 		fmt.Fprintf(&table, "| %d | %d | %d MiB |\n", w.pods, w.pods, got)
 
 		// The limit recommended fits the fleet, and one MiB less would not.
-		warn, fit := Check(f.Bytes(fleet), got<<20, fleet, f)
+		warn, fit := Check(f.peak(fleet), got<<20, fleet, f)
 		assert.False(t, warn, "%d pods warn in the limit recommended for them", w.pods)
 		assert.GreaterOrEqual(t, fit.Pods, w.pods)
-		warn, fit = Check(f.Bytes(fleet), (got-1)<<20, fleet, f)
+		warn, fit = Check(f.peak(fleet), (got-1)<<20, fleet, f)
 		assert.True(t, warn, "%d pods fit in a MiB less than recommended", w.pods)
 		assert.Less(t, fit.Pods, w.pods)
 	}
@@ -195,9 +195,9 @@ func TestNeededMiB(t *testing.T) {
 
 func TestBytes(t *testing.T) {
 	f := Formula{Base: 30 * mib, PerPod: 600, PerRegistration: 200}
-	assert.Equal(t, int64(30*mib+600*10+200*20), f.Bytes(Fleet{10, 20}))
-	assert.Equal(t, int64(30*mib), f.Bytes(Fleet{-10, -20}))
-	assert.Equal(t, int64(math.MaxInt64), f.Bytes(Fleet{math.MaxInt64, 0}))
+	assert.Equal(t, int64(30*mib+600*10+200*20), f.peak(Fleet{10, 20}))
+	assert.Equal(t, int64(30*mib), f.peak(Fleet{-10, -20}))
+	assert.Equal(t, int64(math.MaxInt64), f.peak(Fleet{math.MaxInt64, 0}))
 }
 
 func TestWarnAttrs(t *testing.T) {
