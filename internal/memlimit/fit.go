@@ -51,12 +51,6 @@ func Default() Formula {
 // collector has not yet returned.
 const warnPercent = 80
 
-// peak is the fleet's peak by the formula, or math.MaxInt64 where that
-// would not fit an int64. A negative count or cost counts as 0.
-func (f Formula) peak(fl Fleet) int64 {
-	return clamp(f.bytes(fl))
-}
-
 // NeededMiB is the limit that puts the fleet's peak by the formula at 80%
 // of it, in whole MiB rounded up: the limit to recommend for a fleet of
 // that size.

@@ -264,3 +264,9 @@ func FuzzCheck(f *testing.F) {
 		_ = WarnAttrs(peak, Limit{limit, SourceCgroup}, Fleet{pods, regs}, fit)
 	})
 }
+
+// peak is the fleet's peak by the formula, or math.MaxInt64 where that
+// would not fit an int64. A negative count or cost counts as 0.
+func (f Formula) peak(fl Fleet) int64 {
+	return clamp(f.bytes(fl))
+}
