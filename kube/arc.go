@@ -88,23 +88,21 @@ func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) 
 // each; the finalizers are copied, since o's slice is reused for the next
 // item.
 func (o *erObject) view(scopes *scopeKeys) fleet.EphemeralRunner {
-	m, s := &o.Metadata, &o.Status
+	s := &o.Status
 	v := fleet.EphemeralRunner{
-		Namespace:       intern(m.Namespace),
-		Name:            m.Name,
-		UID:             m.UID,
-		ResourceVersion: m.ResourceVersion,
-		ScopeKey:        scopes.key(string(o.Spec.GitHubConfigURL)),
-		Phase:           intern(string(s.Phase)),
-		Reason:          intern(string(s.Reason)),
-		Message:         string(s.Message),
+		Namespace:       intern(o.Namespace),
+		Name:            o.Name,
+		UID:             o.UID,
+		ResourceVersion: o.ResourceVersion,
+		ScopeKey:        scopes.key(o.GitHubConfigURL),
+		Phase:           intern(s.Phase),
+		Reason:          intern(s.Reason),
+		Message:         s.Message,
 		// GitHub's runner ids are positive; anything else knows none.
-		RunnerID:   max(int64(s.RunnerID), 0),
-		CreatedAt:  m.CreationTimestamp.Time,
-		Finalizers: internAll(m.Finalizers),
-	}
-	if !m.DeletionTimestamp.IsZero() {
-		v.DeletingSince = m.DeletionTimestamp.Time
+		RunnerID:      max(s.RunnerID, 0),
+		CreatedAt:     o.CreationTimestamp,
+		Finalizers:    internAll(o.Finalizers),
+		DeletingSince: o.DeletionTimestamp,
 	}
 	v.Job = arcJob(s)
 	return v
@@ -119,20 +117,20 @@ func (o *erObject) view(scopes *scopeKeys) fleet.EphemeralRunner {
 // (fleet.Job.Known): ARC says a job ran, and the reaper may not act as if
 // none had.
 func arcJob(s *erStatus) *fleet.Job {
-	request := int64(s.JobRequestID)
-	repo := string(s.JobRepositoryName)
-	run := int64(s.WorkflowRunID)
+	request := s.JobRequestID
+	repo := s.JobRepositoryName
+	run := s.WorkflowRunID
 	if request <= 0 && repo == "" && run <= 0 {
 		return nil
 	}
-	j := &fleet.Job{Name: string(s.JobDisplayName), RequestID: max(request, 0)}
+	j := &fleet.Job{Name: s.JobDisplayName, RequestID: max(request, 0)}
 	if ref, err := fleet.ParseJobRef(repo + "/" + strconv.FormatInt(run, 10)); err == nil {
 		// A fleet's jobs come from a few repositories.
 		j.Owner, j.Repo, j.RunID = intern(ref.Owner), intern(ref.Repo), ref.RunID
 	}
 	// jobId is a string in the CRD; only a plain positive decimal can be
 	// the REST job id the check asks for.
-	if id := string(s.JobID); id != "" {
+	if id := s.JobID; id != "" {
 		if ref, err := fleet.ParseJobRef("o/r/1/" + id); err == nil {
 			j.JobID = ref.JobID
 		}

@@ -771,12 +771,12 @@ func TestARCPageAgreesWithUnstructured(t *testing.T) {
 
 // BenchmarkEphemeralRunnerPage decodes a page of 500 realistic
 // EphemeralRunners into views: as the dynamic client did (body read whole,
-// Unstructured, getters), as ListEphemeralRunners does (streamed into
-// erObject), and, for comparison: the body read whole and unmarshalled
-// into erObjects at once; the stream's walk with each item decoded into
-// nothing, encoding/json's floor for any decode into a struct (its scanner
-// runs twice over every byte, once to find the item's end, once to skip
-// what no field wants); and json.Valid, one run of its scanner.
+// Unstructured, getters), as ListEphemeralRunners does (read token by
+// token with jsontext), and, for comparison: encoding/json's walk with
+// each item decoded into nothing, its floor for any decode into a struct
+// (its scanner runs twice over every byte, once to find the item's end,
+// once to skip what no field wants), which ListEphemeralRunners used
+// before; and json.Valid, one run of its scanner.
 func BenchmarkEphemeralRunnerPage(b *testing.B) {
 	const n = 500
 	page := arcPage(b, n)
@@ -809,24 +809,6 @@ func BenchmarkEphemeralRunnerPage(b *testing.B) {
 		// body is, rather than in one.
 		ers, _, err := readEphemeralRunnerPage(bufio.NewReaderSize(halfReader{bytes.NewReader(page)}, 4096), newScopeKeys("github.com"), nil)
 		return ers, err
-	})
-	run("whole-page", func() ([]fleet.EphemeralRunner, error) {
-		raw, err := io.ReadAll(bytes.NewReader(page))
-		if err != nil {
-			return nil, err
-		}
-		var list struct {
-			Items []erObject `json:"items"`
-		}
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, err
-		}
-		scopes := newScopeKeys("github.com")
-		ers := make([]fleet.EphemeralRunner, 0, len(list.Items))
-		for i := range list.Items {
-			ers = append(ers, list.Items[i].view(scopes))
-		}
-		return ers, nil
 	})
 	run("scan-only", func() ([]fleet.EphemeralRunner, error) {
 		// The stream's walk, each item decoded into nothing.

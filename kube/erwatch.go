@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 )
@@ -103,30 +106,27 @@ func (e *erWatchListError) Error() string {
 
 func (e *erWatchListError) Unwrap() []error { return []error{errNoWatchList, e.err} }
 
-// readEphemeralRunnerWatch decodes a JSON watch-list of EphemeralRunners
+// readEphemeralRunnerWatch reads a JSON watch-list of EphemeralRunners
 // from r up to its initial-events-end bookmark and appends each ADDED
-// object's view to out as soon as it is decoded, so that only one event's
-// bytes are held at a time. What follows the bookmark is not read. Any
+// object's view to out as soon as it is read, so that only a little of
+// the stream is held at a time. What follows the bookmark is not read. Any
 // error leaves in out what was appended before it, for the caller to
 // drop.
 //
 // An event is {"type":...,"object":...}. The API server writes the type
-// first, and the object is then decoded as it is read; an encoder that
+// first, and the object is then read from the stream; an encoder that
 // sorts its keys puts the object first, and it is then held, as raw JSON,
 // until the type says what it is.
 func readEphemeralRunnerWatch(r io.Reader, scopes *scopeKeys, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, error) {
-	dec := json.NewDecoder(r)
+	d := newERDecoder(r)
 	// One object for the whole stream, as in readItems.
-	var o erWatchObject
-	// event reads one event's object through decode, appends an ADDED
-	// object's view to out, and says whether it was the end bookmark.
-	event := func(typ string, decode func(any) error) (end bool, err error) {
+	var o erObject
+	// event reads one event's object from od, appends an ADDED object's
+	// view to out, and says whether it was the end bookmark.
+	event := func(typ string, od *jsontext.Decoder) (end bool, err error) {
 		switch typ {
 		case string(watch.Added):
-			fins := o.Metadata.Finalizers[:0]
-			o = erWatchObject{}
-			o.Metadata.Finalizers = fins
-			if err := decode(&o); err != nil && !fieldTypeError(err) {
+			if err := readER(od, &o); err != nil {
 				return false, fmt.Errorf("an ADDED event: %w", err)
 			}
 			if err := isEphemeralRunner(o.APIVersion, o.Kind); err != nil {
@@ -135,17 +135,18 @@ func readEphemeralRunnerWatch(r io.Reader, scopes *scopeKeys, out []fleet.Epheme
 			out = append(out, o.view(scopes))
 			return false, nil
 		case string(watch.Bookmark):
-			var b erBookmark
-			if err := decode(&b); err != nil {
+			end, err := readBookmark(od)
+			if err != nil {
 				return false, fmt.Errorf("a BOOKMARK event: %w", err)
 			}
-			if err := isEphemeralRunner(b.APIVersion, b.Kind); err != nil {
-				return false, fmt.Errorf("a BOOKMARK event: %w", err)
-			}
-			return b.Metadata.Annotations[metav1.InitialEventsAnnotationKey] == "true", nil
+			return end, nil
 		case string(watch.Error):
+			raw, err := od.ReadValue()
+			if err != nil {
+				return false, fmt.Errorf("an ERROR event: %w", err)
+			}
 			var st metav1.Status
-			if err := decode(&st); err != nil {
+			if err := json.Unmarshal(raw, &st); err != nil {
 				return false, fmt.Errorf("an ERROR event: %w", err)
 			}
 			if st.Kind != "Status" || (st.APIVersion != "v1" && st.APIVersion != "meta.k8s.io/v1") {
@@ -158,89 +159,123 @@ func readEphemeralRunnerWatch(r io.Reader, scopes *scopeKeys, out []fleet.Epheme
 			return false, fmt.Errorf("a %s event before the initial-events-end bookmark", typ)
 		}
 	}
-	var held json.RawMessage // an object that came before its type
-	unmarshalHeld := func(v any) error { return json.Unmarshal(held, v) }
+	var held []byte // an object that came before its type
+	hd := new(jsontext.Decoder)
 	for {
-		tok, err := dec.Token()
+		tok, err := d.ReadToken()
 		if err == io.EOF {
 			return out, errors.New("the stream ended before its initial-events-end bookmark")
 		}
 		if err != nil {
 			return out, err
 		}
-		if tok != json.Delim('{') {
+		if tok.Kind() != '{' {
 			return out, fmt.Errorf("the answer is not a stream of JSON watch events (%v)", tok)
 		}
 		var typ string
-		object, isHeld := false, false
-		for dec.More() {
-			key, err := dec.Token()
-			if err != nil {
-				return out, err
-			}
-			end := false
-			switch {
-			case key == "type" && typ == "":
-				if err := dec.Decode(&typ); err != nil {
-					return out, fmt.Errorf("a watch event's type: %w", err)
+		typed, object, isHeld := false, false, false
+		end := false
+		err = membersAfterBrace(d, func(name []byte) (err error) {
+			switch string(name) {
+			case "type":
+				if typed {
+					return errors.New("a watch event with two of its type")
 				}
-				if typ == "" {
-					return out, errors.New("a watch event of type \"\"")
+				typed = true
+				raw, err := d.ReadValue()
+				if err != nil {
+					return fmt.Errorf("a watch event's type: %w", err)
+				}
+				if raw.Kind() != '"' && raw.Kind() != 'n' {
+					return fmt.Errorf("a watch event's type is a %v, not a string", raw.Kind())
+				}
+				if typ = jsonString(raw); typ == "" {
+					return errors.New("a watch event of type \"\"")
 				}
 				if isHeld {
-					end, err = event(typ, unmarshalHeld)
+					resetERDecoder(hd, bytes.NewReader(held))
+					end, err = event(typ, hd)
 				}
-			case key == "object" && !object:
+				return err
+			case "object":
+				if object {
+					return errors.New("a watch event with two of its object")
+				}
 				object = true
 				if typ == "" {
-					isHeld = true
-					err = dec.Decode(&held)
-				} else {
-					end, err = event(typ, dec.Decode)
+					raw, err := d.ReadValue()
+					held, isHeld = append(held[:0], raw...), true
+					return err
 				}
-			case key == "type" || key == "object":
-				return out, fmt.Errorf("a watch event with two of its %s", key)
+				end, err = event(typ, d)
+				return err
 			default:
-				err = dec.Decode(&skipValue{})
+				return d.SkipValue()
 			}
-			if err != nil || end {
-				return out, err
-			}
+		})
+		if err != nil {
+			return out, err
+		}
+		if end {
+			return out, nil
 		}
 		if typ == "" || !object {
 			return out, errors.New("a watch event without a type and an object")
 		}
-		if _, err := dec.Token(); err != nil {
-			return out, err
-		}
 	}
 }
 
-// erWatchObject is an ADDED event's object: what erObject reads, and the
-// type that says it is an EphemeralRunner.
-type erWatchObject struct {
-	APIVersion looseString `json:"apiVersion"`
-	Kind       looseString `json:"kind"`
-	erObject
-}
-
-// erBookmark is a BOOKMARK event's object, of which only the annotation
-// that ends the initial events matters.
-type erBookmark struct {
-	APIVersion looseString `json:"apiVersion"`
-	Kind       looseString `json:"kind"`
-	Metadata   struct {
-		Annotations map[string]string `json:"annotations"`
-	} `json:"metadata"`
+// readBookmark reads a BOOKMARK event's object, of which only the
+// annotation that ends the initial events matters, and says whether it
+// has it. It must say it is one of the EphemeralRunners asked for.
+func readBookmark(d *jsontext.Decoder) (end bool, err error) {
+	var apiVersion, kind string
+	if d.PeekKind() != '{' {
+		return false, fmt.Errorf("a %v, not an object", d.PeekKind())
+	}
+	err = members(d, func(name []byte) (err error) {
+		switch string(name) {
+		case "apiVersion":
+			apiVersion, err = looseString(d)
+		case "kind":
+			kind, err = looseString(d)
+		case "metadata":
+			end = false
+			return members(d, func(name []byte) error {
+				if string(name) != "annotations" {
+					return d.SkipValue()
+				}
+				end = false
+				return members(d, func(name []byte) (err error) {
+					if string(name) != metav1.InitialEventsAnnotationKey {
+						return d.SkipValue()
+					}
+					v, err := looseString(d)
+					end = v == "true"
+					return err
+				})
+			})
+		default:
+			err = d.SkipValue()
+		}
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if err := isEphemeralRunner(apiVersion, kind); err != nil {
+		return false, err
+	}
+	return end, nil
 }
 
 // isEphemeralRunner refuses an object that does not say it is one of the
 // EphemeralRunners asked for, as streamPods refuses an object that is not
 // a v1 Pod: a watch-list of them holds nothing else, and the API server
 // writes the type of every object it streams.
-func isEphemeralRunner(apiVersion, kind looseString) error {
-	if string(apiVersion) != fleet.EphemeralRunnerAPIVersion || string(kind) != fleet.EphemeralRunnerKind {
-		return fmt.Errorf("a %q %q where a %s %s belongs", string(apiVersion), string(kind), fleet.EphemeralRunnerAPIVersion, fleet.EphemeralRunnerKind)
+func isEphemeralRunner(apiVersion, kind string) error {
+	if apiVersion != fleet.EphemeralRunnerAPIVersion || kind != fleet.EphemeralRunnerKind {
+		return fmt.Errorf("a %q %q where a %s %s belongs", apiVersion, kind, fleet.EphemeralRunnerAPIVersion, fleet.EphemeralRunnerKind)
 	}
 	return nil
 }
