@@ -210,7 +210,7 @@ func readEphemeralRunnerWatch(r io.Reader, scopes *scopeKeys, out []fleet.Epheme
 				end, err = event(typ, d)
 				return err
 			default:
-				return d.SkipValue()
+				return skip(d)
 			}
 		})
 		if err != nil {
@@ -243,12 +243,12 @@ func readBookmark(d *jsontext.Decoder) (end bool, err error) {
 			end = false
 			return members(d, func(name []byte) error {
 				if string(name) != "annotations" {
-					return d.SkipValue()
+					return skip(d)
 				}
 				end = false
 				return members(d, func(name []byte) (err error) {
 					if string(name) != metav1.InitialEventsAnnotationKey {
-						return d.SkipValue()
+						return skip(d)
 					}
 					v, err := looseString(d)
 					end = v == "true"
@@ -256,7 +256,7 @@ func readBookmark(d *jsontext.Decoder) (end bool, err error) {
 				})
 			})
 		default:
-			err = d.SkipValue()
+			err = skip(d)
 		}
 		return err
 	})
