@@ -21,6 +21,9 @@
 //	                     own, 45s, as an operator gets it)
 //	BENCH_KEEP_BINARY    a path to copy this tree's binary to, to serve as
 //	                     a later run's BENCH_BASELINE
+//	BENCH_MEMORY_LIMIT   a memory limit (a quantity: 192Mi) under which
+//	                     this tree's binary also sweeps, in turn with the
+//	                     others, as in a container with that limit
 package scale_test
 
 import (
@@ -36,6 +39,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/test/testenv"
@@ -88,6 +92,13 @@ func BenchmarkSweepScale(b *testing.B) {
 	}
 	timeout := os.Getenv("BENCH_SWEEP_TIMEOUT")
 	bins := []binary{{name: "current", path: built, timeout: timeout}}
+	if v := os.Getenv("BENCH_MEMORY_LIMIT"); v != "" {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Value() <= 0 {
+			b.Fatalf("BENCH_MEMORY_LIMIT=%q: want a positive quantity of memory, such as 192Mi", v)
+		}
+		bins = append(bins, binary{name: "current@" + v, path: built, timeout: timeout, memoryLimit: q.Value()})
+	}
 	if base := os.Getenv("BENCH_BASELINE"); base != "" {
 		if _, err := os.Stat(base); err != nil {
 			b.Fatalf("BENCH_BASELINE: %v", err)
@@ -207,7 +218,7 @@ func measureSize(ctx context.Context, b *testing.B, w *world, s sweeper, bins []
 	if stopped(res.runs[bins[0].name]) && bins[0].timeout == "" {
 		long := make([]binary, len(bins))
 		for i, bin := range bins {
-			long[i] = binary{name: bin.name + "@" + longTimeout, path: bin.path, timeout: longTimeout}
+			long[i] = binary{name: bin.name + "@" + longTimeout, path: bin.path, timeout: longTimeout, memoryLimit: bin.memoryLimit}
 			sweepOnce(long[i], true)
 		}
 		for t := range turn {

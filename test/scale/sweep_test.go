@@ -34,6 +34,9 @@ type binary struct {
 	name, path string
 	// timeout is REAPER_SWEEP_TIMEOUT; empty leaves the binary's default.
 	timeout string
+	// memoryLimit, when positive, is the memory limit of the cgroup the
+	// binary runs in, as a container's (testenv.RunOptions.MemoryLimit).
+	memoryLimit int64
 }
 
 // summary is what the bench reads of a sweep's summary line (msg
@@ -88,7 +91,7 @@ type sweeper struct {
 // ledgerName is the ledger of bin at this size: fresh for each size, so
 // that each size's first sweep is cold.
 func (s sweeper) ledgerName(bin binary) string {
-	return fmt.Sprintf("ledger-%d-%s", s.size, strings.ReplaceAll(bin.name, "@", "-"))
+	return fmt.Sprintf("ledger-%d-%s", s.size, strings.ToLower(strings.ReplaceAll(bin.name, "@", "-")))
 }
 
 // env is the binary's environment: every scope and namespace, ARC leaks
@@ -128,9 +131,14 @@ func (s sweeper) sweep(ctx context.Context, bin binary, cold bool) (sweepRun, er
 	}
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
-	out.Run, err = testenv.RunBinary(ctx, bin.path, s.env(bin), "sweep")
+	out.Run, err = testenv.RunBinaryWith(ctx, bin.path, s.env(bin), testenv.RunOptions{MemoryLimit: bin.memoryLimit}, "sweep")
 	if err != nil {
 		return out, fmt.Errorf("run %s: %w", bin.name, err)
+	}
+	if out.OOMKilled {
+		// Measured and kept: the size fails.
+		out.problem = fmt.Errorf("killed for its memory, over its limit of %s MiB", testenv.MiB(bin.memoryLimit))
+		return out, nil
 	}
 	if out.summary, err = summaryOf(out.Run); err != nil {
 		return out, fmt.Errorf("%s: %w", bin.name, err)
