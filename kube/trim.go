@@ -200,7 +200,7 @@ func (t *trimmer) pod(dst, msg []byte) ([]byte, error) {
 			t.meta, err = t.trimMeta(t.meta[:0], value)
 			dst = appendMessage(dst, fieldPodMetadata, t.meta)
 		case fieldPodSpec:
-			t.spec, err = trimSpec(t.spec[:0], value)
+			t.spec, err = t.trimSpec(t.spec[:0], value)
 			dst = appendMessage(dst, fieldPodSpec, t.spec)
 		case fieldPodStatus:
 			t.status, err = t.trimStatus(t.status[:0], value)
@@ -251,7 +251,7 @@ func entryKey(entry []byte) ([]byte, error) {
 
 // trimSpec appends to dst the containers' names and the service account
 // name of spec.
-func trimSpec(dst, spec []byte) ([]byte, error) {
+func (t *trimmer) trimSpec(dst, spec []byte) ([]byte, error) {
 	err := eachField(spec, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
 		if typ != protowire.BytesType {
 			return nil
@@ -263,16 +263,17 @@ func trimSpec(dst, spec []byte) ([]byte, error) {
 			// The name, and of the environment only the variables
 			// that say a legacy runner's scope (legacyScopeEnv): the
 			// rest of it holds, in scale-set mode, the JIT config.
-			var kept []byte
-			err := eachField(value, func(n protowire.Number, t protowire.Type, f, v []byte) error {
+			kept := t.sub[:0]
+			err := eachField(value, func(n protowire.Number, typ protowire.Type, f, v []byte) error {
 				switch {
-				case n == fieldContainerName && t == protowire.BytesType:
+				case n == fieldContainerName && typ == protowire.BytesType:
 					kept = append(kept, f...)
-				case n == fieldContainerEnv && t == protowire.BytesType && legacyScopeVar(v):
+				case n == fieldContainerEnv && typ == protowire.BytesType && legacyScopeVar(v):
 					kept = append(kept, f...)
 				}
 				return nil
 			})
+			t.sub = kept
 			if err != nil {
 				return err
 			}
@@ -284,15 +285,28 @@ func trimSpec(dst, spec []byte) ([]byte, error) {
 }
 
 // legacyScopeVar reports whether an EnvVar message names one of the
-// variables View reads a legacy runner's scope from.
+// variables View reads a legacy runner's scope from. It walks the message
+// itself rather than through eachField, whose closure was garbage for
+// every variable of every container.
 func legacyScopeVar(envVar []byte) bool {
 	found := false
-	_ = eachField(envVar, func(n protowire.Number, t protowire.Type, _, v []byte) error {
-		if n == fieldEnvVarName && t == protowire.BytesType {
+	for len(envVar) > 0 {
+		// A malformed variable is read as far as it goes, as
+		// eachField read it; the container's decode refuses it.
+		num, typ, n := protowire.ConsumeTag(envVar)
+		if n < 0 {
+			return found
+		}
+		m := protowire.ConsumeFieldValue(num, typ, envVar[n:])
+		if m < 0 {
+			return found
+		}
+		if num == fieldEnvVarName && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(envVar[n:])
 			found = legacyScopeEnv(string(v))
 		}
-		return nil
-	})
+		envVar = envVar[n+m:]
+	}
 	return found
 }
 

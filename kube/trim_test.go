@@ -241,3 +241,44 @@ func viewsOf(m Mapping, pods []corev1.Pod) []fleet.Pod {
 	}
 	return out
 }
+
+// TestResetPodLeavesNothingOfTheLast: decoded one after another into one
+// pod, as streamPods decodes a stream, each of many random pods has the
+// view it has decoded alone: nothing of a pod with more containers,
+// owners, labels or a status is read as the next one's.
+func TestResetPodLeavesNothingOfTheLast(t *testing.T) {
+	// Each random pod (every field filled) is followed by a bare one:
+	// whatever the first had, the second must not seem to have.
+	var pods []corev1.Pod
+	for i, p := range randomPods(t, 250) {
+		bare := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID}}
+		if i%2 == 0 {
+			// Or half bare: a status without container statuses,
+			// owners without a controller.
+			bare.Status.Phase = corev1.PodPending
+			bare.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "n", UID: "u"}}
+		}
+		pods = append(pods, p, bare)
+	}
+	var reused corev1.Pod
+	var buf []byte
+	for _, m := range mappings(t) {
+		tr := trimmer{keys: m.keys()}
+		for i, p := range pods {
+			raw, err := p.Marshal()
+			require.NoError(t, err)
+			unk := runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: "v1", Kind: "Pod"}, Raw: raw}
+			b, err := unk.Marshal()
+			require.NoError(t, err)
+			obj := append([]byte(protobufContentPrefix), b...)
+
+			var alone corev1.Pod
+			_, err = tr.decodePod(obj, nil, &alone)
+			require.NoError(t, err)
+			resetPod(&reused)
+			buf, err = tr.decodePod(obj, buf[:0], &reused)
+			require.NoError(t, err)
+			require.Equal(t, m.View(&alone), m.View(&reused), "pod %d, mapping %+v", i, m)
+		}
+	}
+}

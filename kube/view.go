@@ -113,7 +113,7 @@ func (m Mapping) View(p *corev1.Pod) fleet.Pod {
 		StartedAt:       m.startedAt(p),
 		Job:             m.job(p),
 	}
-	if ref := metav1.GetControllerOf(p); ref != nil {
+	if ref := controllerOf(p); ref != nil {
 		name := ref.Name
 		if name == v.Name {
 			name = v.Name // ARC names the pod as its EphemeralRunner
@@ -250,8 +250,20 @@ func legacyScopeEnv(name string) bool {
 // legacyRunner reports whether a legacy (actions.summerwind.dev) Runner
 // controls the pod.
 func legacyRunner(p *corev1.Pod) bool {
-	ref := metav1.GetControllerOf(p)
+	ref := controllerOf(p)
 	return ref != nil && ref.APIVersion == fleet.LegacyRunnerAPIVersion && ref.Kind == fleet.LegacyRunnerKind
+}
+
+// controllerOf is metav1.GetControllerOf without its copy: the pod's
+// first owner reference marked controller, in place. View reads it two or
+// three times a pod, and each copy was garbage.
+func controllerOf(p *corev1.Pod) *metav1.OwnerReference {
+	for i := range p.OwnerReferences {
+		if ref := &p.OwnerReferences[i]; ref.Controller != nil && *ref.Controller {
+			return ref
+		}
+	}
+	return nil
 }
 
 // legacyScopeKey is the scope a legacy runner container's environment

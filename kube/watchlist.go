@@ -102,7 +102,7 @@ func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping,
 		}
 		switch kind {
 		case string(watch.Added), string(watch.Bookmark):
-			p = corev1.Pod{}
+			resetPod(&p)
 			trimmed, err = t.decodePod(obj, trimmed[:0], &p)
 			if err != nil {
 				return out[:start], fmt.Errorf("%w: a %s event: %w", errNoWatchList, kind, err)
@@ -190,6 +190,23 @@ func watchEvent(frame []byte) (kind string, obj []byte, err error) {
 		return "", nil, fmt.Errorf("a watch event without a type and an object: %w", cmp.Or(err, errMalformed))
 	}
 	return kind, obj, nil
+}
+
+// resetPod clears p for the next pod of a stream but keeps the arrays of
+// its containers, container statuses and owner references, into which
+// the next pod's are decoded, and its label and annotation maps, emptied:
+// the generated decoder appends each element as a zero value before it
+// decodes it, and adds to a map it finds, so nothing of the last pod's is
+// read, and a pod's largest garbage is made once a stream. View copies
+// nothing out of them but strings.
+func resetPod(p *corev1.Pod) {
+	containers, statuses, owners := p.Spec.Containers[:0], p.Status.ContainerStatuses[:0], p.OwnerReferences[:0]
+	labels, annotations := p.Labels, p.Annotations
+	clear(labels)
+	clear(annotations)
+	*p = corev1.Pod{}
+	p.Spec.Containers, p.Status.ContainerStatuses, p.OwnerReferences = containers, statuses, owners
+	p.Labels, p.Annotations = labels, annotations
 }
 
 // decodePod decodes the enveloped v1 Pod in obj into p, trimmed (see
