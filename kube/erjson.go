@@ -37,8 +37,39 @@ import (
 // UTF-8.
 func newERDecoder(r io.Reader) *jsontext.Decoder {
 	d := new(jsontext.Decoder)
-	resetERDecoder(d, r)
+	resetERDecoder(d, &boundedReader{r: r, d: d})
 	return d
+}
+
+// maxERValue bounds the bytes the decoder holds at once: it holds a value
+// it reads or skips whole, and etcd stores no object over 1.5 MiB, so a
+// larger value is no EphemeralRunner. A server (or a proxy) that streams
+// an endless string must not make the reaper buffer it until the kernel
+// kills it without a report.
+const maxERValue = 8 << 20
+
+// boundedReader fails a read once the decoder holds more than maxERValue
+// bytes it has not yet done with: those it was given (read) past the end
+// of the last token or value it returned (InputOffset).
+type boundedReader struct {
+	r    io.Reader
+	d    *jsontext.Decoder
+	read int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	held := b.read - b.d.InputOffset()
+	if held > maxERValue {
+		return 0, fmt.Errorf("a JSON value of over %d bytes, more than any EphemeralRunner", maxERValue)
+	}
+	// No more at once than takes it past the bound: the decoder asks
+	// for as much as its buffer, which doubles, has room for.
+	if room := maxERValue - held + 1; int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := b.r.Read(p)
+	b.read += int64(n)
+	return n, err
 }
 
 // resetERDecoder makes d read afresh from r, as newERDecoder's.

@@ -173,7 +173,8 @@ func TestLooseInt(t *testing.T) {
 		{"7.00", 7},
 		{"7e0", 7},
 		{"1e3", 1000},
-		{"-3", 0}, // GitHub's ids are positive: a negative one is none
+		{"1e400", 0}, // beyond a float64: no id, and the list stands
+		{"-3", 0},    // GitHub's ids are positive: a negative one is none
 		{"-0", 0},
 		{"9223372036854775807", 9223372036854775807},
 		{"-9223372036854775808", 0},

@@ -31,9 +31,9 @@ import (
 // 100,000 the pages alone would outlast the sweep's 45 s deadline.
 //
 // Custom resources have no protobuf form, so the stream is JSON: one
-// {"type","object"} event after another, decoded with the json.Decoder
-// the pages use (readEphemeralRunnerWatch), each ADDED object into
-// erObject and its view, as readItems decodes an item, and then dropped.
+// {"type","object"} event after another, read as the pages are
+// (readEphemeralRunnerWatch), each ADDED object into erObject and its
+// view, as readItems reads an item, and then dropped.
 // Newlines between events are not relied on.
 //
 // The stream counts as complete only at the bookmark annotated
@@ -245,15 +245,25 @@ func readBookmark(d *jsontext.Decoder) (end bool, err error) {
 				if string(name) != "annotations" {
 					return skip(d)
 				}
+				// As GetAnnotations reads them: a map of strings
+				// only, else none.
 				end = false
-				return members(d, func(name []byte) (err error) {
-					if string(name) != metav1.InitialEventsAnnotationKey {
-						return skip(d)
+				strs := true
+				err := members(d, func(name []byte) error {
+					isEnd := string(name) == metav1.InitialEventsAnnotationKey
+					raw, err := d.ReadValue()
+					if err != nil {
+						return err
 					}
-					v, err := looseString(d)
-					end = v == "true"
-					return err
+					if raw.Kind() != '"' {
+						strs = false
+					} else if isEnd {
+						end = jsonString(raw) == "true"
+					}
+					return nil
 				})
+				end = end && strs
+				return err
 			})
 		default:
 			err = skip(d)

@@ -27,7 +27,9 @@ import (
 //     environment variables that say a legacy runner's scope (env 7, by
 //     name 1), and the serviceAccountName (8);
 //   - status (3): phase (1), startTime (7), and each container status
-//     (containerStatuses 8) with its name (1), state (2) and lastState (3).
+//     (containerStatuses 8) with its name (1), state (2) and lastState (3);
+//   - in the watch-list, of the containers and container statuses only
+//     the runner container's.
 //
 // View reads nothing else; TestTrimKeepsWhatViewReads checks that against
 // randomly filled pods, and TestWatchListGivesWhatPagesGive against pods
@@ -160,17 +162,28 @@ func trimPodList(list []byte) ([]byte, error) {
 // that trimming a stream of pods allocates nothing once they have grown.
 type trimmer struct {
 	meta, spec, status, sub []byte
-	// keys, when set, are the only labels and annotations kept: an ARC
+	// keys, when set, are the only labels and annotations kept, and the
+	// only container and container status kept are the runner's: an ARC
 	// runner pod carries a dozen labels and several annotations, each a
 	// map entry and two strings to decode, of which View reads three or
-	// four. Nil keeps them all (the page lists, whose decoder is made
-	// before any Mapping is known).
+	// four, and a dind sidecar beside the runner. Nil keeps them all (the
+	// page lists, whose decoder is made before any Mapping is known).
 	keys *metaKeys
 }
 
-// metaKeys are the label and annotation keys a pod's view reads.
+// metaKeys are what of a pod's labels, annotations and containers its
+// view reads.
 type metaKeys struct {
 	labels, annotations []string
+	// runner is the runner container's name: View reads no other
+	// container or container status.
+	runner string
+}
+
+// other reports whether a container or container status named name is
+// one View does not read.
+func (k *metaKeys) other(name []byte) bool {
+	return k != nil && string(name) != k.runner
 }
 
 // has reports whether key is one of keys.
@@ -264,10 +277,12 @@ func (t *trimmer) trimSpec(dst, spec []byte) ([]byte, error) {
 			// that say a legacy runner's scope (legacyScopeEnv): the
 			// rest of it holds, in scale-set mode, the JIT config.
 			kept := t.sub[:0]
+			var name []byte
 			err := eachField(value, func(n protowire.Number, typ protowire.Type, f, v []byte) error {
 				switch {
 				case n == fieldContainerName && typ == protowire.BytesType:
 					kept = append(kept, f...)
+					name = v // the last, as the decoder keeps it
 				case n == fieldContainerEnv && typ == protowire.BytesType && legacyScopeVar(v):
 					kept = append(kept, f...)
 				}
@@ -277,7 +292,9 @@ func (t *trimmer) trimSpec(dst, spec []byte) ([]byte, error) {
 			if err != nil {
 				return err
 			}
-			dst = appendMessage(dst, fieldSpecContainers, kept)
+			if !t.keys.other(name) {
+				dst = appendMessage(dst, fieldSpecContainers, kept)
+			}
 		}
 		return nil
 	})
@@ -319,23 +336,30 @@ func (t *trimmer) trimStatus(dst, status []byte) ([]byte, error) {
 			dst = append(dst, field...)
 		case num == fieldStatusContainers && typ == protowire.BytesType:
 			var err error
-			t.sub, err = keepFields(t.sub[:0], value, func(n protowire.Number) bool {
+			var name []byte
+			t.sub, err = keepFields(t.sub[:0], value, func(n protowire.Number, typ protowire.Type, v []byte) bool {
+				if n == fieldCStatusName && typ == protowire.BytesType {
+					name = v // the last, as the decoder keeps it
+				}
 				return n == fieldCStatusName || n == fieldCStatusState || n == fieldCStatusLastState
 			})
 			if err != nil {
 				return err
 			}
-			dst = appendMessage(dst, fieldStatusContainers, t.sub)
+			if !t.keys.other(name) {
+				dst = appendMessage(dst, fieldStatusContainers, t.sub)
+			}
 		}
 		return nil
 	})
 	return dst, err
 }
 
-// keepFields appends to dst the fields of msg that keep accepts.
-func keepFields(dst, msg []byte, keep func(protowire.Number) bool) ([]byte, error) {
-	err := eachField(msg, func(num protowire.Number, _ protowire.Type, field, _ []byte) error {
-		if keep(num) {
+// keepFields appends to dst the fields of msg that keep accepts, given
+// each field's number, wire type and value.
+func keepFields(dst, msg []byte, keep func(protowire.Number, protowire.Type, []byte) bool) ([]byte, error) {
+	err := eachField(msg, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
+		if keep(num, typ, value) {
 			dst = append(dst, field...)
 		}
 		return nil

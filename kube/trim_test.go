@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -42,6 +43,14 @@ func randomPods(t *testing.T, n int) []corev1.Pod {
 			pods[i].Spec.Containers[0].Name = "runner"
 			if len(pods[i].Status.ContainerStatuses) > 0 {
 				pods[i].Status.ContainerStatuses[0].Name = "runner"
+			}
+		}
+		// And some after a sidecar, which the watch-list drops.
+		if i%4 == 1 && len(pods[i].Spec.Containers) > 1 {
+			last := len(pods[i].Spec.Containers) - 1
+			pods[i].Spec.Containers[0].Name, pods[i].Spec.Containers[last].Name = "dind", "runner"
+			if n := len(pods[i].Status.ContainerStatuses); n > 1 {
+				pods[i].Status.ContainerStatuses[0].Name, pods[i].Status.ContainerStatuses[n-1].Name = "dind", "runner"
 			}
 		}
 		if i%3 == 0 && len(pods[i].OwnerReferences) > 0 {
@@ -119,6 +128,7 @@ func mappings(t *testing.T) []Mapping {
 		{RunnerName: Source{Kind: Label, Key: "runner-name"}, ScopeLabel: "scope", Scopes: mustScopes(t, "org:acme", "repo:acme/api")},
 		{RunnerName: Source{Kind: Annotation, Key: "runner-name"}, JobAnnotation: "pool/job"},
 		{Scopes: mustScopes(t, "org:acme", "repo:acme/api")},
+		{RunnerContainer: "dind"},
 	}
 }
 
@@ -280,5 +290,37 @@ func TestResetPodLeavesNothingOfTheLast(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, m.View(&alone), m.View(&reused), "pod %d, mapping %+v", i, m)
 		}
+	}
+}
+
+// TestResetPodKeepsOnlySmallArrays: what resetPod keeps for the next pod
+// is emptied, and a hostile pod's large arrays and maps are not kept.
+func TestResetPodKeepsOnlySmallArrays(t *testing.T) {
+	for _, tc := range []struct {
+		n    int
+		kept bool
+	}{{1, true}, {keepAtMost, true}, {keepAtMost + 1, false}, {100000, false}} {
+		var p corev1.Pod
+		p.Spec.Containers = make([]corev1.Container, tc.n)
+		p.Status.ContainerStatuses = make([]corev1.ContainerStatus, tc.n)
+		p.OwnerReferences = make([]metav1.OwnerReference, tc.n)
+		p.Labels, p.Annotations = map[string]string{}, map[string]string{}
+		for i := range tc.n {
+			p.Labels[fmt.Sprint(i)], p.Annotations[fmt.Sprint(i)] = "v", "v"
+		}
+		p.Name, p.Status.Phase = "last", corev1.PodRunning
+		resetPod(&p)
+		assert.Empty(t, p.Name)
+		assert.Empty(t, p.Status.Phase)
+		assert.Empty(t, p.Spec.Containers)
+		assert.Empty(t, p.Status.ContainerStatuses)
+		assert.Empty(t, p.OwnerReferences)
+		assert.Empty(t, p.Labels)
+		assert.Empty(t, p.Annotations)
+		assert.Equal(t, tc.kept, cap(p.Spec.Containers) > 0, "%d containers", tc.n)
+		assert.Equal(t, tc.kept, cap(p.Status.ContainerStatuses) > 0, "%d container statuses", tc.n)
+		assert.Equal(t, tc.kept, cap(p.OwnerReferences) > 0, "%d owner references", tc.n)
+		assert.Equal(t, tc.kept, p.Labels != nil, "%d labels", tc.n)
+		assert.Equal(t, tc.kept, p.Annotations != nil, "%d annotations", tc.n)
 	}
 }

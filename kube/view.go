@@ -68,13 +68,14 @@ type Mapping struct {
 	JobAnnotation string
 }
 
-// keys are the labels and annotations View reads, so that the watch-list
-// decodes no other (trimmer.keys); with the annotation that marks a
-// watch-list's end bookmark, which streamPods reads.
+// keys are the labels, annotations and container View reads, so that the
+// watch-list decodes no other (trimmer.keys); with the annotation that
+// marks a watch-list's end bookmark, which streamPods reads.
 func (m Mapping) keys() *metaKeys {
 	k := &metaKeys{
 		labels:      []string{LabelEnterprise, LabelOrganization, LabelRepository},
 		annotations: []string{AnnotationLegacyRunnerID, metav1.InitialEventsAnnotationKey},
+		runner:      m.runnerContainerName(),
 	}
 	for _, l := range []string{m.ScopeLabel, m.StampLabel} {
 		if l != "" {

@@ -200,13 +200,35 @@ func watchEvent(frame []byte) (kind string, obj []byte, err error) {
 // read, and a pod's largest garbage is made once a stream. View copies
 // nothing out of them but strings.
 func resetPod(p *corev1.Pod) {
-	containers, statuses, owners := p.Spec.Containers[:0], p.Status.ContainerStatuses[:0], p.OwnerReferences[:0]
-	labels, annotations := p.Labels, p.Annotations
-	clear(labels)
-	clear(annotations)
+	containers, statuses, owners := keptSlice(p.Spec.Containers), keptSlice(p.Status.ContainerStatuses), keptSlice(p.OwnerReferences)
+	labels, annotations := keptMap(p.Labels), keptMap(p.Annotations)
 	*p = corev1.Pod{}
 	p.Spec.Containers, p.Status.ContainerStatuses, p.OwnerReferences = containers, statuses, owners
 	p.Labels, p.Annotations = labels, annotations
+}
+
+// keepAtMost bounds what resetPod keeps: a pod's few containers, owners
+// and trimmed labels fit, and a hostile pod of a hundred thousand
+// containers does not hold its array for the rest of the stream.
+const keepAtMost = 16
+
+// keptSlice is s emptied for reuse, or nil when its array is larger than
+// keepAtMost elements.
+func keptSlice[E any](s []E) []E {
+	if cap(s) > keepAtMost {
+		return nil
+	}
+	return s[:0]
+}
+
+// keptMap is m emptied for reuse, or nil when it held more than
+// keepAtMost entries (a map does not shrink when emptied).
+func keptMap(m map[string]string) map[string]string {
+	if len(m) > keepAtMost {
+		return nil
+	}
+	clear(m)
+	return m
 }
 
 // decodePod decodes the enveloped v1 Pod in obj into p, trimmed (see
