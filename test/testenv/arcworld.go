@@ -6,7 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -40,16 +44,41 @@ type ARCRunner struct {
 // UID, and writes the pod's status: four writes, each the plain create or
 // status update ARC's controllers and the kubelet send. cs may use
 // protobuf; the EphemeralRunner, a custom resource, goes as JSON.
+//
+// A write the API server answers with a transient error (etcd's "request
+// timed out" under the load of building a large world, a throttle) is
+// sent again, and a create or status write that had in fact gone through
+// is taken from the server as it is, so that one slow etcd commit does
+// not fail a world of 100,000 runners half built.
 func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, ns string, r ARCRunner) error {
 	ers := dyn.Resource(EphemeralRunners).Namespace(ns)
-	er, err := ers.Create(ctx, r.EphemeralRunner(ns), metav1.CreateOptions{FieldManager: "manager"})
+	var er *unstructured.Unstructured
+	err := retryTransient(ctx, func() (err error) {
+		er, err = ers.Create(ctx, r.EphemeralRunner(ns), metav1.CreateOptions{FieldManager: "manager"})
+		if apierrors.IsAlreadyExists(err) {
+			er, err = ers.Get(ctx, r.Name, metav1.GetOptions{})
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("create ephemeralrunner %s/%s: %w", ns, r.Name, err)
 	}
-	if err := unstructured.SetNestedMap(er.Object, r.EphemeralRunnerStatus(), "status"); err != nil {
-		return fmt.Errorf("status of ephemeralrunner %s/%s: %w", ns, r.Name, err)
-	}
-	if _, err := ers.UpdateStatus(ctx, er, metav1.UpdateOptions{FieldManager: "manager"}); err != nil {
+	err = retryTransient(ctx, func() error {
+		if phase, _, _ := unstructured.NestedString(er.Object, "status", "phase"); phase == "Running" {
+			return nil // an earlier attempt wrote it
+		}
+		if err := unstructured.SetNestedMap(er.Object, r.EphemeralRunnerStatus(), "status"); err != nil {
+			return err
+		}
+		_, err := ers.UpdateStatus(ctx, er, metav1.UpdateOptions{FieldManager: "manager"})
+		if err != nil {
+			if got, gerr := ers.Get(ctx, r.Name, metav1.GetOptions{}); gerr == nil {
+				er = got
+			}
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("write status of ephemeralrunner %s/%s: %w", ns, r.Name, err)
 	}
 	p := r.ARCPod
@@ -60,15 +89,62 @@ func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.I
 	}
 	status := pod.Status
 	pods := cs.CoreV1().Pods(ns)
-	created, err := pods.Create(ctx, pod, metav1.CreateOptions{FieldManager: "manager"})
+	var created *corev1.Pod
+	err = retryTransient(ctx, func() (err error) {
+		created, err = pods.Create(ctx, pod, metav1.CreateOptions{FieldManager: "manager"})
+		if apierrors.IsAlreadyExists(err) {
+			created, err = pods.Get(ctx, r.Name, metav1.GetOptions{})
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("create pod %s/%s: %w", ns, r.Name, err)
 	}
-	created.Status = status
-	if _, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: "kubelet"}); err != nil {
+	err = retryTransient(ctx, func() error {
+		if created.Status.Phase == status.Phase {
+			return nil // an earlier attempt wrote it
+		}
+		created.Status = status
+		_, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: "kubelet"})
+		if err != nil {
+			if got, gerr := pods.Get(ctx, r.Name, metav1.GetOptions{}); gerr == nil {
+				created = got
+			}
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("write status of pod %s/%s: %w", ns, r.Name, err)
 	}
 	return nil
+}
+
+// retryTransient runs write until it succeeds, fails for good, or has
+// failed transiently five times, a second apart. A conflict is transient
+// here: the write's object is read again before the next attempt.
+func retryTransient(ctx context.Context, write func() error) error {
+	var err error
+	for attempt := range 5 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(time.Second):
+			}
+		}
+		if err = write(); err == nil || !transient(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// transient reports whether the API server may take the same write a
+// moment later.
+func transient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsConflict(err) || apierrors.IsServiceUnavailable(err) ||
+		strings.Contains(err.Error(), "request timed out")
 }
 
 // EphemeralRunnerStatus is the status ARC's EphemeralRunner controller
