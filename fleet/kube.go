@@ -120,7 +120,10 @@ type EphemeralRunner struct {
 	CreatedAt time.Time
 	// DeletingSince is the deletion timestamp; zero when not deleting.
 	DeletingSince time.Time
-	Finalizers    []string
+	// Finalizers are read only: the kube adapter gives every runner with
+	// the same finalizers one slice (a fleet's runners carry the same
+	// two), so a write through one view would change them all.
+	Finalizers []string
 	// Job is the job ARC's listener recorded on the status when it started
 	// on this runner; nil when none is recorded.
 	Job *Job

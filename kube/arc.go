@@ -49,12 +49,12 @@ func resourceOf(apiVersion, resource string) schema.GroupVersionResource {
 // a runner missing from the list would look podless or its pod's runner
 // id unknown.
 func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) ([]fleet.EphemeralRunner, error) {
-	scopes := newScopeKeys(c.githubHost)
+	memo := newListMemo(c.githubHost)
 	watchList := !c.pagesOnly
 	ers, err := listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: c.pageSize},
 		func(ctx context.Context, ns string, opts metav1.ListOptions, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
 			if opts.Continue == "" && watchList {
-				got, err := c.streamEphemeralRunners(ctx, ns, scopes, out)
+				got, err := c.streamEphemeralRunners(ctx, ns, memo, out)
 				if !errors.Is(err, errNoWatchList) {
 					return got, "", err
 				}
@@ -63,7 +63,7 @@ func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) 
 					slog.String("namespace", ns), slog.String("error", err.Error()))
 				out = got
 			}
-			return c.ephemeralRunnerPage(ctx, ns, opts, scopes, out)
+			return c.ephemeralRunnerPage(ctx, ns, opts, memo, out)
 		})
 	if err != nil {
 		return nil, err
@@ -83,25 +83,25 @@ func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) 
 
 // view reduces an EphemeralRunner to what the classifier needs. A runner
 // ARC has not written a status for yet has empty status fields, not an
-// error. The views live for the whole sweep, so the strings a fleet
-// repeats (namespace, scope, phase, reason, finalizers) are one shared copy
-// each; the finalizers are copied, since o's slice is reused for the next
-// item.
-func (o *erObject) view(scopes *scopeKeys) fleet.EphemeralRunner {
+// error. The views live for the whole sweep, so what a fleet repeats
+// (namespace, scope, phase, reason, the list of finalizers) is one copy
+// all views share; o's own slice of finalizers is reused for the next
+// item and never kept.
+func (o *erObject) view(memo *listMemo) fleet.EphemeralRunner {
 	s := &o.Status
 	v := fleet.EphemeralRunner{
 		Namespace:       intern(o.Namespace),
 		Name:            o.Name,
 		UID:             o.UID,
 		ResourceVersion: o.ResourceVersion,
-		ScopeKey:        scopes.key(o.GitHubConfigURL),
+		ScopeKey:        memo.key(o.GitHubConfigURL),
 		Phase:           intern(s.Phase),
 		Reason:          intern(s.Reason),
 		Message:         s.Message,
 		// GitHub's runner ids are positive; anything else knows none.
 		RunnerID:      max(s.RunnerID, 0),
 		CreatedAt:     o.CreationTimestamp,
-		Finalizers:    internAll(o.Finalizers),
+		Finalizers:    memo.sharedFinalizers(o.Finalizers),
 		DeletingSince: o.DeletionTimestamp,
 	}
 	v.Job = arcJob(s)

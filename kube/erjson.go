@@ -353,7 +353,7 @@ func jsonString(b []byte) string {
 // object of kind EphemeralRunnerList, whose items (none when missing or
 // null) are objects. Anything else, a syntax error or a failed read fails
 // the page.
-func readEphemeralRunnerPage(r io.Reader, scopes *scopeKeys, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
+func readEphemeralRunnerPage(r io.Reader, memo *listMemo, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
 	d := newERDecoder(r)
 	tok, err := d.ReadToken()
 	if err == io.EOF {
@@ -389,7 +389,7 @@ func readEphemeralRunnerPage(r io.Reader, scopes *scopeKeys, out []fleet.Ephemer
 		case "items":
 			// A second items replaces the first, as the last of two
 			// keys did in Unstructured's map.
-			out, err = readItems(d, &o, scopes, out[:start])
+			out, err = readItems(d, &o, memo, out[:start])
 		default:
 			if bytes.EqualFold(name, []byte("kind")) || bytes.EqualFold(name, []byte("apiVersion")) {
 				// The dynamic client's serializer read the list's type
@@ -428,7 +428,7 @@ func readEphemeralRunnerPage(r io.Reader, scopes *scopeKeys, out []fleet.Ephemer
 
 // readItems reads a list's items, the decoder being at their value, and
 // appends their views to out. o is the one object every item is read into.
-func readItems(d *jsontext.Decoder, o *erObject, scopes *scopeKeys, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, error) {
+func readItems(d *jsontext.Decoder, o *erObject, memo *listMemo, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, error) {
 	switch d.PeekKind() {
 	case 'n':
 		return out, skip(d)
@@ -447,7 +447,7 @@ func readItems(d *jsontext.Decoder, o *erObject, scopes *scopeKeys, out []fleet.
 		if err := readER(d, o); err != nil {
 			return out, err
 		}
-		out = append(out, o.view(scopes))
+		out = append(out, o.view(memo))
 	}
 	_, err := d.ReadToken()
 	return out, err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,7 +36,7 @@ func ephemeralRunnerView(u *unstructured.Unstructured, githubHost string) fleet.
 	if err != nil {
 		panic(err)
 	}
-	ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(string(item))), newScopeKeys(githubHost), nil)
+	ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(string(item))), newListMemo(githubHost), nil)
 	if err != nil || len(ers) != 1 {
 		panic(fmt.Sprintf("decode %s: %d views, %v", item, len(ers), err))
 	}
@@ -194,7 +195,7 @@ func TestLooseInt(t *testing.T) {
 			if tc.raw != "" {
 				status = erStatusWith("runnerId", tc.raw)
 			}
-			ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(rawER{name: "r", status: status}.json())), newScopeKeys(""), nil)
+			ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(rawER{name: "r", status: status}.json())), newListMemo(""), nil)
 			require.NoError(t, err)
 			require.Len(t, ers, 1)
 			assert.Equal(t, tc.want, ers[0].RunnerID)
@@ -221,7 +222,7 @@ func TestLooseString(t *testing.T) {
 		{`false`, ""},
 	} {
 		t.Run(tc.raw, func(t *testing.T) {
-			ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(rawER{name: "r", status: erStatusWith("message", tc.raw)}.json())), newScopeKeys(""), nil)
+			ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(rawER{name: "r", status: erStatusWith("message", tc.raw)}.json())), newListMemo(""), nil)
 			require.NoError(t, err)
 			require.Len(t, ers, 1)
 			assert.Equal(t, tc.want, ers[0].Message)
@@ -263,7 +264,7 @@ func TestWrongTypedFieldKeepsTheList(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.odd.name = "odd"
 			page := erPage(good("first", 1).json(), tc.odd.json(), good("last", 3).json())
-			ers, cont, err := readEphemeralRunnerPage(bytes.NewReader(page), newScopeKeys(""), nil)
+			ers, cont, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo(""), nil)
 			require.NoError(t, err)
 			assert.Equal(t, "next-page", cont)
 			require.Len(t, ers, 3)
@@ -364,7 +365,7 @@ func TestReadPageAgreesWithUnstructured(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, host := range []string{"", "github.com"} {
 				want, wantCont, wantErr := unstructuredERPage(dec, strings.NewReader(tc.page), host, nil)
-				got, gotCont, err := readEphemeralRunnerPage(strings.NewReader(tc.page), newScopeKeys(host), nil)
+				got, gotCont, err := readEphemeralRunnerPage(strings.NewReader(tc.page), newListMemo(host), nil)
 				require.Equal(t, tc.fails, wantErr != nil, "Unstructured's answer: %v", wantErr)
 				if wantErr != nil {
 					require.Error(t, err, "Unstructured refused it: %v", wantErr)
@@ -396,7 +397,7 @@ func TestViewsShareRepeatedStrings(t *testing.T) {
 		rawER{name: "a", meta: `"finalizers":["ephemeralrunner.actions.github.com/finalizer"]`, status: `{"phase":"Failed","reason":"TooManyPodFailures"}`}.json(),
 		rawER{name: "b", meta: `"finalizers":["ephemeralrunner.actions.github.com/finalizer"]`, status: `{"phase":"Failed","reason":"TooManyPodFailures"}`}.json(),
 	)
-	ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newScopeKeys(""), nil)
+	ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo(""), nil)
 	require.NoError(t, err)
 	require.Len(t, ers, 2)
 	same := func(a, b string) bool {
@@ -412,6 +413,66 @@ func TestViewsShareRepeatedStrings(t *testing.T) {
 	assert.True(t, same(a.Finalizers[0], b.Finalizers[0]), "finalizer")
 	assert.Equal(t, 1, cap(a.Finalizers), "no room kept beyond the finalizers")
 	assert.Empty(t, a.Message)
+}
+
+// TestViewsShareOneListOfFinalizers: runners with the same finalizers, in
+// the same order, share one full slice of them; any other list is a copy
+// of its own, and the decoder's slice is never kept.
+func TestViewsShareOneListOfFinalizers(t *testing.T) {
+	const arc, reg = "ephemeralrunner.actions.github.com/finalizer", fleet.ARCRegistrationFinalizer
+	sameArray := func(a, b []string) bool { return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] }
+	tests := []struct {
+		name  string
+		a, b  []string
+		share bool
+	}{
+		{name: "the same two", a: []string{arc, reg}, b: []string{arc, reg}, share: true},
+		{name: "the same one", a: []string{arc}, b: []string{arc}, share: true},
+		{name: "another order", a: []string{arc, reg}, b: []string{reg, arc}},
+		{name: "one fewer", a: []string{arc, reg}, b: []string{arc}},
+		{name: "another name", a: []string{arc}, b: []string{arc + "x"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			memo := newListMemo("")
+			decoded := slices.Clone(tc.a)
+			a := memo.sharedFinalizers(decoded)
+			// The decoder reuses its slice for the next runner.
+			decoded[0] = "overwritten"
+			b := memo.sharedFinalizers(slices.Clone(tc.b))
+			assert.Equal(t, tc.a, a)
+			assert.Equal(t, tc.b, b)
+			assert.Equal(t, tc.share, sameArray(a, b), "shared")
+			assert.Equal(t, len(a), cap(a), "full, so that an append copies")
+			assert.Equal(t, len(b), cap(b), "full, so that an append copies")
+		})
+	}
+	t.Run("none", func(t *testing.T) {
+		assert.Nil(t, newListMemo("").sharedFinalizers(nil))
+		assert.Nil(t, newListMemo("").sharedFinalizers([]string{}))
+	})
+	t.Run("a bounded memo", func(t *testing.T) {
+		memo := newListMemo("")
+		for i := range maxMemoFinalizers + 5 {
+			memo.sharedFinalizers([]string{fmt.Sprint(i)})
+		}
+		assert.Len(t, memo.finalizers, maxMemoFinalizers)
+		past := []string{fmt.Sprint(maxMemoFinalizers + 1)}
+		a, b := memo.sharedFinalizers(past), memo.sharedFinalizers(past)
+		assert.Equal(t, past, a)
+		assert.False(t, sameArray(a, b), "a list past the bound is copied each time")
+	})
+	t.Run("through a page", func(t *testing.T) {
+		fins := `"finalizers":["` + arc + `","` + reg + `"]`
+		page := erPage(rawER{name: "a", meta: fins}.json(), rawER{name: "b", meta: fins}.json(),
+			rawER{name: "c", meta: `"finalizers":["` + reg + `"]`}.json())
+		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo(""), nil)
+		require.NoError(t, err)
+		require.Len(t, ers, 3)
+		assert.True(t, sameArray(ers[0].Finalizers, ers[1].Finalizers))
+		assert.False(t, sameArray(ers[1].Finalizers, ers[2].Finalizers))
+		assert.Equal(t, []string{reg}, ers[2].Finalizers)
+	})
 }
 
 // TestListRequestIsTheDynamicClients: the lean list sends the request the
@@ -508,7 +569,7 @@ func TestListRetriesADroppedConnection(t *testing.T) {
 		require.NoError(t, err)
 		// The test server's pages all say "next-page"; one namespace,
 		// one page is all this needs.
-		ers, cont, err := c.ephemeralRunnerPage(context.Background(), "ci", metav1.ListOptions{Limit: 1}, newScopeKeys(""), nil)
+		ers, cont, err := c.ephemeralRunnerPage(context.Background(), "ci", metav1.ListOptions{Limit: 1}, newListMemo(""), nil)
 		require.NoError(t, err)
 		assert.Equal(t, "next-page", cont)
 		require.Len(t, ers, 1)
@@ -763,7 +824,7 @@ func TestARCPageAgreesWithUnstructured(t *testing.T) {
 	page := arcPage(t, 20)
 	want, wantCont, err := unstructuredERPage(dynamicDecoder(t), bytes.NewReader(page), "github.com", nil)
 	require.NoError(t, err)
-	got, cont, err := readEphemeralRunnerPage(bytes.NewReader(page), newScopeKeys("github.com"), nil)
+	got, cont, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("github.com"), nil)
 	require.NoError(t, err)
 	assert.Equal(t, wantCont, cont)
 	assert.Equal(t, want, got)
@@ -802,13 +863,13 @@ func BenchmarkEphemeralRunnerPage(b *testing.B) {
 		return ers, err
 	})
 	run("stream", func() ([]fleet.EphemeralRunner, error) {
-		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newScopeKeys("github.com"), nil)
+		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("github.com"), nil)
 		return ers, err
 	})
 	run("stream-buffered-body", func() ([]fleet.EphemeralRunner, error) {
 		// A body read in the transport's 4 KiB reads, as an HTTP
 		// body is, rather than in one.
-		ers, _, err := readEphemeralRunnerPage(bufio.NewReaderSize(halfReader{bytes.NewReader(page)}, 4096), newScopeKeys("github.com"), nil)
+		ers, _, err := readEphemeralRunnerPage(bufio.NewReaderSize(halfReader{bytes.NewReader(page)}, 4096), newListMemo("github.com"), nil)
 		return ers, err
 	})
 	run("scan-only", func() ([]fleet.EphemeralRunner, error) {
@@ -851,7 +912,7 @@ func TestReadPageRefusesAnotherKind(t *testing.T) {
 		`{"kind":"","items":[]}`,
 		`{"items":[]}`,
 	} {
-		_, _, err := readEphemeralRunnerPage(strings.NewReader(page), newScopeKeys(""), nil)
+		_, _, err := readEphemeralRunnerPage(strings.NewReader(page), newListMemo(""), nil)
 		assert.Error(t, err, page)
 	}
 }

@@ -47,7 +47,7 @@ import (
 // any (a Role from before the watch right lists in pages, one refused
 // request later). Only a cancelled sweep, or a server that did not answer
 // the request at all within the timeout, ends the list here.
-func (c *Client) streamEphemeralRunners(ctx context.Context, ns string, scopes *scopeKeys, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, error) {
+func (c *Client) streamEphemeralRunners(ctx context.Context, ns string, memo *listMemo, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, error) {
 	start := len(out)
 	path, err := ephemeralRunnersPath(ns)
 	if err != nil {
@@ -76,7 +76,7 @@ func (c *Client) streamEphemeralRunners(ctx context.Context, ns string, scopes *
 	}
 	defer body.Close()
 	r := &bodyReader{r: body}
-	out, err = readEphemeralRunnerWatch(r, scopes, out)
+	out, err = readEphemeralRunnerWatch(r, memo, out)
 	if err != nil {
 		if ctx.Err() != nil {
 			return out[:start], ctx.Err()
@@ -117,7 +117,7 @@ func (e *erWatchListError) Unwrap() []error { return []error{errNoWatchList, e.e
 // first, and the object is then read from the stream; an encoder that
 // sorts its keys puts the object first, and it is then held, as raw JSON,
 // until the type says what it is.
-func readEphemeralRunnerWatch(r io.Reader, scopes *scopeKeys, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, error) {
+func readEphemeralRunnerWatch(r io.Reader, memo *listMemo, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, error) {
 	d := newERDecoder(r)
 	// One object for the whole stream, as in readItems.
 	var o erObject
@@ -132,7 +132,7 @@ func readEphemeralRunnerWatch(r io.Reader, scopes *scopeKeys, out []fleet.Epheme
 			if err := isEphemeralRunner(o.APIVersion, o.Kind); err != nil {
 				return false, fmt.Errorf("an ADDED event: %w", err)
 			}
-			out = append(out, o.view(scopes))
+			out = append(out, o.view(memo))
 			return false, nil
 		case string(watch.Bookmark):
 			end, err := readBookmark(od)

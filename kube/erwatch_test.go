@@ -42,7 +42,7 @@ func sortedERs(ers []fleet.EphemeralRunner) []fleet.EphemeralRunner {
 // erPages lists EphemeralRunners the way ListEphemeralRunners did before
 // the watch-list, and does after it falls back: page by page.
 func erPages(ctx context.Context, c *Client, namespaces []string, pageSize int64) ([]fleet.EphemeralRunner, error) {
-	scopes := newScopeKeys(c.githubHost)
+	scopes := newListMemo(c.githubHost)
 	return listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: pageSize},
 		func(ctx context.Context, ns string, opts metav1.ListOptions, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
 			return c.ephemeralRunnerPage(ctx, ns, opts, scopes, out)
@@ -453,7 +453,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		})
 		c, err := New(&rest.Config{Host: srv.URL}, Options{})
 		require.NoError(t, err)
-		ers, err := c.streamEphemeralRunners(context.Background(), "ci", newScopeKeys(""), []fleet.EphemeralRunner{{Name: "before"}})
+		ers, err := c.streamEphemeralRunners(context.Background(), "ci", newListMemo(""), []fleet.EphemeralRunner{{Name: "before"}})
 		require.ErrorIs(t, err, errNoWatchList)
 		assert.True(t, apierrors.IsResourceExpired(err), "%v", err)
 		var st apierrors.APIStatus
@@ -725,7 +725,7 @@ func TestWatchDecodesAsPagesDo(t *testing.T) {
 		require.NoError(t, err)
 		objs = append(objs, string(b))
 	}
-	want, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(objs...)), newScopeKeys("github.com"), nil)
+	want, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(objs...)), newListMemo("github.com"), nil)
 	require.NoError(t, err)
 	var stream strings.Builder
 	for _, o := range objs {
@@ -733,7 +733,7 @@ func TestWatchDecodesAsPagesDo(t *testing.T) {
 	}
 	stream.WriteString(erEvent("BOOKMARK", erBookmarkJSON(true)))
 	for _, r := range []io.Reader{strings.NewReader(stream.String()), halfReader{strings.NewReader(stream.String())}} {
-		got, err := readEphemeralRunnerWatch(r, newScopeKeys("github.com"), nil)
+		got, err := readEphemeralRunnerWatch(r, newListMemo("github.com"), nil)
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
 	}
@@ -761,12 +761,12 @@ func BenchmarkEphemeralRunnerWatch(b *testing.B) {
 		})
 	}
 	watch := func(body []byte) ([]fleet.EphemeralRunner, error) {
-		return readEphemeralRunnerWatch(bytes.NewReader(body), newScopeKeys("github.com"), nil)
+		return readEphemeralRunnerWatch(bytes.NewReader(body), newListMemo("github.com"), nil)
 	}
 	run("watch", arcWatchList(b, n, false), watch)
 	run("watch-object-first", arcWatchList(b, n, true), watch)
 	run("page", arcPage(b, n), func(body []byte) ([]fleet.EphemeralRunner, error) {
-		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(body), newScopeKeys("github.com"), nil)
+		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(body), newListMemo("github.com"), nil)
 		return ers, err
 	})
 }
