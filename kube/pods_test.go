@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -202,6 +203,7 @@ func TestListPods(t *testing.T) {
 				c := newClient(t, Options{PageSize: tc.pageSize, Pages: pages})
 				pods, err := c.ListPods(ctx, tc.namespaces, tc.selector, Mapping{})
 				require.NoError(t, err)
+				assert.LessOrEqual(t, cap(pods)-len(pods), len(pods)/8, "the views kept without the room append left")
 				got := make([]string, 0, len(pods))
 				for _, p := range pods {
 					got = append(got, p.Namespace+"/"+p.Name)
@@ -375,4 +377,35 @@ func TestListPodsCancelled(t *testing.T) {
 	pods, err := c.ListPods(ctx, []string{ns}, "", Mapping{})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Nil(t, pods)
+}
+
+// TestFitted: a slice is copied to its length only when more than an
+// eighth of its length is spare, and keeps its elements either way.
+func TestFitted(t *testing.T) {
+	tests := []struct {
+		name     string
+		len, cap int
+		copied   bool
+	}{
+		{name: "full", len: 1000, cap: 1000},
+		{name: "an eighth spare", len: 1000, cap: 1125},
+		{name: "more than an eighth spare", len: 1000, cap: 1126, copied: true},
+		{name: "grown by a quarter", len: 1000, cap: 1250, copied: true},
+		{name: "empty", len: 0, cap: 0},
+		{name: "empty with room", len: 0, cap: 16, copied: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := make([]fleet.Pod, tc.len, tc.cap)
+			for i := range s {
+				s[i].Name = strconv.Itoa(i)
+			}
+			got := fitted(s)
+			assert.Equal(t, s, got)
+			assert.Equal(t, tc.copied, cap(got) != cap(s) || (len(s) > 0 && &got[0] != &s[0]), "copied")
+			if tc.copied {
+				assert.LessOrEqual(t, cap(got)-len(got), len(got)/8)
+			}
+		})
+	}
 }
