@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"net"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -60,6 +63,64 @@ func TestSweepWarnsNearItsMemoryLimit(t *testing.T) {
 			assert.Equal(t, 1.0, w["registrations"])
 			assert.Greater(t, w["peak_rss_bytes"], 0.8*float64(mib<<20))
 			assert.Contains(t, w["effect"], "80% of its memory limit")
+			assert.Equal(t, true, w["fleet_observed"])
 		})
 	}
+	// A sweep that could not list the pods knows no fleet size: it says
+	// so rather than counting a fleet of none that its limit "fits".
+	t.Run("a sweep that could not observe", func(t *testing.T) {
+		setup(t)
+		// A file ledger, so that the ledger loads and the pod list is
+		// what fails.
+		t.Setenv("REAPER_LEDGER", "file:"+filepath.Join(t.TempDir(), "ledger.json"))
+		t.Setenv("KUBECONFIG", unreachableKubeconfig(t))
+		peak, err := memlimit.PeakRSS()
+		require.NoError(t, err)
+		mib := int64(math.Ceil(float64(peak) * 1.1 / (1 << 20)))
+		t.Setenv(memlimit.LambdaMemoryEnv, strconv.FormatInt(mib, 10))
+		code, out, stderr := runCLI("sweep")
+		require.Equal(t, 1, code, stderr)
+		var lines []map[string]any
+		for _, l := range strings.Split(out, "\n") {
+			var line map[string]any
+			if json.Unmarshal([]byte(l), &line) == nil && line["msg"] == memlimit.Message {
+				lines = append(lines, line)
+			}
+		}
+		require.Len(t, lines, 1, out)
+		w := lines[0]
+		assert.Equal(t, false, w["fleet_observed"])
+		assert.NotContains(t, w, "pods")
+		assert.NotContains(t, w, "fits_pods")
+		assert.NotContains(t, w, "needed_limit_mib")
+		assert.Contains(t, w["effect"], "before it had observed the whole fleet")
+		var summary map[string]any
+		for _, l := range strings.Split(out, "\n") {
+			var line map[string]any
+			if json.Unmarshal([]byte(l), &line) == nil && line["msg"] == "sweep" {
+				summary = line
+			}
+		}
+		require.NotNil(t, summary, out)
+		assert.Contains(t, summary["error"], "observe pods", "the pod list is what failed")
+	})
+}
+
+// unreachableKubeconfig is a kubeconfig whose API server is a loopback
+// port that nothing listens on.
+func unreachableKubeconfig(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://`+addr+`"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600))
+	return path
 }

@@ -11,6 +11,12 @@ import (
 // the GitHub registrations it read.
 type Fleet struct {
 	Pods, Registrations int64
+	// Unobserved is true when the sweep ended before it had observed the
+	// fleet (the ledger, the pods or the EphemeralRunners could not be
+	// read, the deadline came): the counts are not the fleet's size, and
+	// no fit can be said from them. A sweep that observed the fleet but
+	// skipped or deferred scopes counts the registrations it read.
+	Unobserved bool
 }
 
 // Formula models a sweep's peak resident memory, in bytes, as
@@ -91,10 +97,13 @@ type Fit struct {
 
 // Check says whether a peak of peak bytes passed 80% of a limit of limit
 // bytes (never without a limit, or without a peak), and what the limit
-// means for the fleet by the formula. It holds for any figures, hostile or
-// nonsensical: negatives count as 0 and no sum overflows.
+// means for the fleet by the formula: nothing (a zero Fit) for a fleet not
+// observed whole. It holds for any figures, hostile or nonsensical:
+// negatives count as 0 and no sum overflows.
 func Check(peak, limit int64, fleet Fleet, f Formula) (warn bool, fit Fit) {
-	fit.NeededMiB = f.NeededMiB(fleet)
+	if !fleet.Unobserved {
+		fit.NeededMiB = f.NeededMiB(fleet)
+	}
 	if limit <= 0 {
 		return false, fit
 	}
@@ -102,6 +111,9 @@ func Check(peak, limit int64, fleet Fleet, f Formula) (warn bool, fit Fit) {
 	// peak and budget are whole bytes: peak > limit*0.8 exactly when
 	// peak > floor(limit*0.8).
 	warn = peak > 0 && peak > budget
+	if fleet.Unobserved {
+		return warn, fit
+	}
 
 	room := budget - max(f.Base, 0)
 	if room < 0 {
@@ -145,10 +157,24 @@ const Message = "memory near its limit"
 // WarnAttrs are the warning's attributes, with the keys alerts read, and
 // its effect: what happens if nobody acts, and what to act with.
 func WarnAttrs(peak int64, lim Limit, fleet Fleet, fit Fit) []slog.Attr {
+	if fleet.Unobserved {
+		// Counts of a fleet read in part would understate it, and a fit
+		// from them would recommend a limit too small.
+		return []slog.Attr{
+			slog.Int64("peak_rss_bytes", peak),
+			slog.Int64("memory_limit_bytes", lim.Bytes),
+			slog.String("memory_limit_source", string(lim.Source)),
+			slog.Bool("fleet_observed", false),
+			slog.String("effect", "the sweep's peak passed 80% of its memory limit before it had observed the whole fleet, "+
+				"so the fleet's size is unknown; nearer the limit it will be OOM-killed, with no report: raise the limit "+
+				"to the README's for the fleet's size (in a Lambda, the peak may be an earlier invocation's)"),
+		}
+	}
 	return []slog.Attr{
 		slog.Int64("peak_rss_bytes", peak),
 		slog.Int64("memory_limit_bytes", lim.Bytes),
 		slog.String("memory_limit_source", string(lim.Source)),
+		slog.Bool("fleet_observed", true),
 		slog.Int64("pods", fleet.Pods),
 		slog.Int64("registrations", fleet.Registrations),
 		slog.Int64("fits_pods", fit.Pods),

@@ -37,6 +37,8 @@ func TestCheckThreshold(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			warn, _ := Check(tc.peak, tc.limit, fleet, Default())
 			assert.Equal(t, tc.want, warn)
+			warn, _ = Check(tc.peak, tc.limit, Fleet{Unobserved: true}, Default())
+			assert.Equal(t, tc.want, warn, "the same threshold for a fleet not observed whole")
 		})
 	}
 }
@@ -54,26 +56,26 @@ func TestCheckFits(t *testing.T) {
 		{
 			// budget 80 MiB, room 50 MiB past the base, 8,000,000 B per
 			// fleet: k = 6.5536
-			"a fleet in a limit it fits", 100 * mib, Fleet{10000, 10000}, def,
+			"a fleet in a limit it fits", 100 * mib, Fleet{Pods: 10000, Registrations: 10000}, def,
 			Fit{Pods: 65536, Registrations: 65536, NeededMiB: 48},
 		},
 		{
 			// budget floor(0.8*64 MiB) = 53687091, room 22229811, 80,000,000 B
 			// per fleet: k = 0.27787...
-			"a fleet past its limit", 64 * mib, Fleet{100000, 100000}, def,
+			"a fleet past its limit", 64 * mib, Fleet{Pods: 100000, Registrations: 100000}, def,
 			Fit{Pods: 27787, Registrations: 27787, NeededMiB: 133},
 		},
 		{
-			"the observed proportion is kept", 100 * mib, Fleet{1000, 3000}, def,
+			"the observed proportion is kept", 100 * mib, Fleet{Pods: 1000, Registrations: 3000}, def,
 			// per fleet 600,000 + 600,000: k = 52428800/1200000 = 43.69
 			Fit{Pods: 43690, Registrations: 131072, NeededMiB: 39},
 		},
 		{
-			"no pods", 100 * mib, Fleet{0, 1000}, def,
+			"no pods", 100 * mib, Fleet{Pods: 0, Registrations: 1000}, def,
 			Fit{Pods: 0, Registrations: 262144, NeededMiB: 38},
 		},
 		{
-			"no registrations", 100 * mib, Fleet{1000, 0}, def,
+			"no registrations", 100 * mib, Fleet{Pods: 1000, Registrations: 0}, def,
 			Fit{Pods: 87381, Registrations: 0, NeededMiB: 39},
 		},
 		{
@@ -81,40 +83,40 @@ func TestCheckFits(t *testing.T) {
 			Fit{NeededMiB: 38},
 		},
 		{
-			"negative counts are none", 100 * mib, Fleet{-5, -7}, def,
+			"negative counts are none", 100 * mib, Fleet{Pods: -5, Registrations: -7}, def,
 			Fit{NeededMiB: 38},
 		},
 		{
-			"a limit the base alone does not fit", 32 * mib, Fleet{1000, 1000}, def,
+			"a limit the base alone does not fit", 32 * mib, Fleet{Pods: 1000, Registrations: 1000}, def,
 			Fit{NeededMiB: 39},
 		},
 		{
-			"no limit: only what the fleet needs", 0, Fleet{1000, 1000}, def,
+			"no limit: only what the fleet needs", 0, Fleet{Pods: 1000, Registrations: 1000}, def,
 			Fit{NeededMiB: 39},
 		},
 		{
-			"a formula that charges nothing per item fits any number", 100 * mib, Fleet{1000, 0}, Formula{Base: mib},
+			"a formula that charges nothing per item fits any number", 100 * mib, Fleet{Pods: 1000, Registrations: 0}, Formula{Base: mib},
 			Fit{Pods: math.MaxInt64, NeededMiB: 2},
 		},
 		{
-			"a formula of nothing", 100 * mib, Fleet{1000, 1000}, Formula{},
+			"a formula of nothing", 100 * mib, Fleet{Pods: 1000, Registrations: 1000}, Formula{},
 			Fit{Pods: math.MaxInt64, Registrations: math.MaxInt64, NeededMiB: 0},
 		},
 		{
-			"a negative formula counts as nothing", 100 * mib, Fleet{1000, 1000}, Formula{-1, -1, -1},
+			"a negative formula counts as nothing", 100 * mib, Fleet{Pods: 1000, Registrations: 1000}, Formula{-1, -1, -1},
 			Fit{Pods: math.MaxInt64, Registrations: math.MaxInt64, NeededMiB: 0},
 		},
 		{
-			"the largest fleet: no overflow", math.MaxInt64, Fleet{math.MaxInt64, math.MaxInt64}, def,
+			"the largest fleet: no overflow", math.MaxInt64, Fleet{Pods: math.MaxInt64, Registrations: math.MaxInt64}, def,
 			// room/800, as pods = registrations
 			Fit{Pods: (math.MaxInt64/100*80 + 7*80/100 - 30*mib) / 800, Registrations: (math.MaxInt64/100*80 + 7*80/100 - 30*mib) / 800, NeededMiB: math.MaxInt64 >> 20},
 		},
 		{
-			"the largest formula: nothing fits", math.MaxInt64, Fleet{math.MaxInt64, 1}, Formula{math.MaxInt64, math.MaxInt64, math.MaxInt64},
+			"the largest formula: nothing fits", math.MaxInt64, Fleet{Pods: math.MaxInt64, Registrations: 1}, Formula{math.MaxInt64, math.MaxInt64, math.MaxInt64},
 			Fit{NeededMiB: math.MaxInt64 >> 20},
 		},
 		{
-			"a pod that costs nothing, beside registrations: saturates", math.MaxInt64, Fleet{math.MaxInt64, 1}, Formula{0, 0, 1},
+			"a pod that costs nothing, beside registrations: saturates", math.MaxInt64, Fleet{Pods: math.MaxInt64, Registrations: 1}, Formula{0, 0, 1},
 			Fit{Pods: math.MaxInt64, Registrations: math.MaxInt64/100*80 + 7*80/100, NeededMiB: 1},
 		},
 	} {
@@ -133,7 +135,7 @@ func assertFits(t *testing.T, limit int64, f Formula, fit Fit) {
 	if limit <= 0 || fit.Pods == math.MaxInt64 || fit.Registrations == math.MaxInt64 || (fit.Pods == 0 && fit.Registrations == 0) {
 		return
 	}
-	b := f.bytes(Fleet{fit.Pods, fit.Registrations})
+	b := f.bytes(Fleet{Pods: fit.Pods, Registrations: fit.Registrations})
 	budget := new(big.Int).Mul(big.NewInt(limit), big.NewInt(80))
 	assert.LessOrEqual(t, new(big.Int).Mul(b, big.NewInt(100)).Cmp(budget), 0,
 		"%+v is more than 80%% of %d by the formula", fit, limit)
@@ -185,7 +187,7 @@ func TestNeededMiB(t *testing.T) {
 		{"a byte more rounds up", Formula{Base: 4*mib + 1}, Fleet{}, 6},
 		{"nothing needs nothing", Formula{}, Fleet{}, 0},
 		{"one byte needs a MiB", Formula{Base: 1}, Fleet{}, 1},
-		{"the largest: saturates where MiB still fit bytes", Formula{math.MaxInt64, math.MaxInt64, math.MaxInt64}, Fleet{math.MaxInt64, math.MaxInt64}, math.MaxInt64 >> 20},
+		{"the largest: saturates where MiB still fit bytes", Formula{math.MaxInt64, math.MaxInt64, math.MaxInt64}, Fleet{Pods: math.MaxInt64, Registrations: math.MaxInt64}, math.MaxInt64 >> 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, tc.f.NeededMiB(tc.fleet))
@@ -195,15 +197,15 @@ func TestNeededMiB(t *testing.T) {
 
 func TestBytes(t *testing.T) {
 	f := Formula{Base: 30 * mib, PerPod: 600, PerRegistration: 200}
-	assert.Equal(t, int64(30*mib+600*10+200*20), f.peak(Fleet{10, 20}))
-	assert.Equal(t, int64(30*mib), f.peak(Fleet{-10, -20}))
-	assert.Equal(t, int64(math.MaxInt64), f.peak(Fleet{math.MaxInt64, 0}))
+	assert.Equal(t, int64(30*mib+600*10+200*20), f.peak(Fleet{Pods: 10, Registrations: 20}))
+	assert.Equal(t, int64(30*mib), f.peak(Fleet{Pods: -10, Registrations: -20}))
+	assert.Equal(t, int64(math.MaxInt64), f.peak(Fleet{Pods: math.MaxInt64, Registrations: 0}))
 }
 
 func TestWarnAttrs(t *testing.T) {
 	t.Run("a fleet past its limit", func(t *testing.T) {
 		lim := Limit{64 * mib, SourceCgroup}
-		fleet := Fleet{100000, 100000}
+		fleet := Fleet{Pods: 100000, Registrations: 100000}
 		warn, fit := Check(60*mib, lim.Bytes, fleet, Default())
 		require.True(t, warn)
 		got := attrMap(WarnAttrs(60*mib, lim, fleet, fit))
@@ -213,6 +215,7 @@ func TestWarnAttrs(t *testing.T) {
 			"peak_rss_bytes":      int64(60 * mib),
 			"memory_limit_bytes":  int64(64 * mib),
 			"memory_limit_source": "cgroup",
+			"fleet_observed":      true,
 			"pods":                int64(100000),
 			"registrations":       int64(100000),
 			"fits_pods":           int64(7841),
@@ -224,13 +227,32 @@ func TestWarnAttrs(t *testing.T) {
 	})
 	t.Run("a fleet the formula fits: the memory went elsewhere", func(t *testing.T) {
 		lim := Limit{1 << 30, SourceLambda}
-		fleet := Fleet{10000, 10000}
+		fleet := Fleet{Pods: 10000, Registrations: 10000}
 		warn, fit := Check(900*mib, lim.Bytes, fleet, Default())
 		require.True(t, warn)
 		got := attrMap(WarnAttrs(900*mib, lim, fleet, fit))
 		assert.Equal(t, "lambda", got["memory_limit_source"])
 		assert.Contains(t, got["effect"], "this fleet needs only 70 MiB")
 		assert.Contains(t, got["effect"], "in a Lambda, an earlier invocation")
+	})
+	t.Run("a fleet not observed whole: no counts, no fit", func(t *testing.T) {
+		lim := Limit{64 * mib, SourceCgroup}
+		// What a sweep holds when its pod list failed: nothing.
+		fleet := Fleet{Unobserved: true}
+		warn, fit := Check(60*mib, lim.Bytes, fleet, Default())
+		require.True(t, warn, "the peak is the process's, observed or not")
+		assert.Equal(t, Fit{}, fit)
+		got := attrMap(WarnAttrs(60*mib, lim, fleet, fit))
+		effect, _ := got["effect"].(string)
+		delete(got, "effect")
+		assert.Equal(t, map[string]any{
+			"peak_rss_bytes":      int64(60 * mib),
+			"memory_limit_bytes":  int64(64 * mib),
+			"memory_limit_source": "cgroup",
+			"fleet_observed":      false,
+		}, got)
+		assert.Contains(t, effect, "before it had observed the whole fleet")
+		assert.NotContains(t, effect, "needs only", "a fleet of unknown size is not said to fit")
 	})
 }
 
@@ -245,14 +267,16 @@ func attrMap(attrs []slog.Attr) map[string]any {
 // FuzzCheck holds Check to its promises for any figures: no panic, no
 // negative fit, and a fit within 80% of the limit.
 func FuzzCheck(f *testing.F) {
-	f.Add(int64(81*mib), int64(100*mib), int64(1000), int64(1000), int64(30*mib), int64(600), int64(200))
-	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64))
-	f.Add(int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64))
-	f.Add(int64(1), int64(1), int64(0), int64(0), int64(0), int64(0), int64(0))
-	f.Add(int64(7), int64(7), int64(3), int64(1), int64(1), int64(1), int64(0))
-	f.Fuzz(func(t *testing.T, peak, limit, pods, regs, base, perPod, perReg int64) {
+	f.Add(int64(81*mib), int64(100*mib), int64(1000), int64(1000), int64(30*mib), int64(600), int64(200), false)
+	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), false)
+	f.Add(int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), false)
+	f.Add(int64(1), int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), false)
+	f.Add(int64(81*mib), int64(100*mib), int64(1000), int64(1000), int64(30*mib), int64(600), int64(200), true)
+	f.Add(int64(7), int64(7), int64(3), int64(1), int64(1), int64(1), int64(0), false)
+	f.Fuzz(func(t *testing.T, peak, limit, pods, regs, base, perPod, perReg int64, unobserved bool) {
 		form := Formula{base, perPod, perReg}
-		warn, fit := Check(peak, limit, Fleet{pods, regs}, form)
+		fleet := Fleet{Pods: pods, Registrations: regs, Unobserved: unobserved}
+		warn, fit := Check(peak, limit, fleet, form)
 		if limit <= 0 || peak <= 0 {
 			assert.False(t, warn)
 		}
@@ -261,7 +285,12 @@ func FuzzCheck(f *testing.F) {
 		assert.GreaterOrEqual(t, fit.NeededMiB, int64(0))
 		assert.LessOrEqual(t, fit.NeededMiB, int64(math.MaxInt64>>20))
 		assertFits(t, limit, form, fit)
-		_ = WarnAttrs(peak, Limit{limit, SourceCgroup}, Fleet{pods, regs}, fit)
+		if unobserved {
+			assert.Equal(t, Fit{}, fit, "no fit from a fleet not observed whole")
+		}
+		observed, _ := Check(peak, limit, Fleet{Pods: pods, Registrations: regs}, form)
+		assert.Equal(t, observed, warn, "the same threshold, observed or not")
+		_ = WarnAttrs(peak, Limit{limit, SourceCgroup}, fleet, fit)
 	})
 }
 
