@@ -43,13 +43,7 @@ func TestSweepWarnsNearItsMemoryLimit(t *testing.T) {
 			t.Setenv(memlimit.LambdaMemoryEnv, strconv.FormatInt(mib, 10))
 			code, out, stderr := runCLI("sweep")
 			require.Equal(t, 0, code, stderr)
-			var lines []map[string]any
-			for _, l := range strings.Split(out, "\n") {
-				var line map[string]any
-				if json.Unmarshal([]byte(l), &line) == nil && line["msg"] == memlimit.Message {
-					lines = append(lines, line)
-				}
-			}
+			lines := logLines(out, memlimit.Message)
 			if !tc.warn {
 				assert.Empty(t, lines)
 				return
@@ -80,13 +74,7 @@ func TestSweepWarnsNearItsMemoryLimit(t *testing.T) {
 		t.Setenv(memlimit.LambdaMemoryEnv, strconv.FormatInt(mib, 10))
 		code, out, stderr := runCLI("sweep")
 		require.Equal(t, 1, code, stderr)
-		var lines []map[string]any
-		for _, l := range strings.Split(out, "\n") {
-			var line map[string]any
-			if json.Unmarshal([]byte(l), &line) == nil && line["msg"] == memlimit.Message {
-				lines = append(lines, line)
-			}
-		}
+		lines := logLines(out, memlimit.Message)
 		require.Len(t, lines, 1, out)
 		w := lines[0]
 		assert.Equal(t, false, w["fleet_observed"])
@@ -94,16 +82,22 @@ func TestSweepWarnsNearItsMemoryLimit(t *testing.T) {
 		assert.NotContains(t, w, "fits_pods")
 		assert.NotContains(t, w, "needed_limit_mib")
 		assert.Contains(t, w["effect"], "before it had observed the whole fleet")
-		var summary map[string]any
-		for _, l := range strings.Split(out, "\n") {
-			var line map[string]any
-			if json.Unmarshal([]byte(l), &line) == nil && line["msg"] == "sweep" {
-				summary = line
-			}
-		}
-		require.NotNil(t, summary, out)
-		assert.Contains(t, summary["error"], "observe pods", "the pod list is what failed")
+		summary := logLines(out, "sweep")
+		require.Len(t, summary, 1, out)
+		assert.Contains(t, summary[0]["error"], "observe pods", "the pod list is what failed")
 	})
+}
+
+// logLines are the JSON lines of out with the message msg.
+func logLines(out, msg string) []map[string]any {
+	var lines []map[string]any
+	for _, l := range strings.Split(out, "\n") {
+		var line map[string]any
+		if json.Unmarshal([]byte(l), &line) == nil && line["msg"] == msg {
+			lines = append(lines, line)
+		}
+	}
+	return lines
 }
 
 // unreachableKubeconfig is a kubeconfig whose API server is a loopback

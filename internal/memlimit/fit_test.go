@@ -204,13 +204,7 @@ func TestBytes(t *testing.T) {
 
 func TestWarnAttrs(t *testing.T) {
 	t.Run("a fleet past its limit", func(t *testing.T) {
-		lim := Limit{64 * mib, SourceCgroup}
-		fleet := Fleet{Pods: 100000, Registrations: 100000}
-		warn, fit := Check(60*mib, lim.Bytes, fleet, Default())
-		require.True(t, warn)
-		got := attrMap(WarnAttrs(60*mib, lim, fleet, fit))
-		effect, _ := got["effect"].(string)
-		delete(got, "effect")
+		got, effect, _ := warned(t, 60*mib, Limit{64 * mib, SourceCgroup}, Fleet{Pods: 100000, Registrations: 100000})
 		assert.Equal(t, map[string]any{
 			"peak_rss_bytes":      int64(60 * mib),
 			"memory_limit_bytes":  int64(64 * mib),
@@ -226,25 +220,15 @@ func TestWarnAttrs(t *testing.T) {
 			"with no report; a limit of 317 MiB fits this fleet, this limit fits about 7841 pods and 7841 registrations", effect)
 	})
 	t.Run("a fleet the formula fits: the memory went elsewhere", func(t *testing.T) {
-		lim := Limit{1 << 30, SourceLambda}
-		fleet := Fleet{Pods: 10000, Registrations: 10000}
-		warn, fit := Check(900*mib, lim.Bytes, fleet, Default())
-		require.True(t, warn)
-		got := attrMap(WarnAttrs(900*mib, lim, fleet, fit))
+		got, effect, _ := warned(t, 900*mib, Limit{1 << 30, SourceLambda}, Fleet{Pods: 10000, Registrations: 10000})
 		assert.Equal(t, "lambda", got["memory_limit_source"])
-		assert.Contains(t, got["effect"], "this fleet needs only 70 MiB")
-		assert.Contains(t, got["effect"], "in a Lambda, an earlier invocation")
+		assert.Contains(t, effect, "this fleet needs only 70 MiB")
+		assert.Contains(t, effect, "in a Lambda, an earlier invocation")
 	})
 	t.Run("a fleet not observed whole: no counts, no fit", func(t *testing.T) {
-		lim := Limit{64 * mib, SourceCgroup}
 		// What a sweep holds when its pod list failed: nothing.
-		fleet := Fleet{Unobserved: true}
-		warn, fit := Check(60*mib, lim.Bytes, fleet, Default())
-		require.True(t, warn, "the peak is the process's, observed or not")
+		got, effect, fit := warned(t, 60*mib, Limit{64 * mib, SourceCgroup}, Fleet{Unobserved: true})
 		assert.Equal(t, Fit{}, fit)
-		got := attrMap(WarnAttrs(60*mib, lim, fleet, fit))
-		effect, _ := got["effect"].(string)
-		delete(got, "effect")
 		assert.Equal(t, map[string]any{
 			"peak_rss_bytes":      int64(60 * mib),
 			"memory_limit_bytes":  int64(64 * mib),
@@ -254,6 +238,19 @@ func TestWarnAttrs(t *testing.T) {
 		assert.Contains(t, effect, "before it had observed the whole fleet")
 		assert.NotContains(t, effect, "needs only", "a fleet of unknown size is not said to fit")
 	})
+}
+
+// warned is the warning a sweep with this peak, limit and fleet logs: its
+// attributes but the effect, and the effect. It fails the test if the
+// sweep would not warn.
+func warned(t *testing.T, peak int64, lim Limit, fleet Fleet) (map[string]any, string, Fit) {
+	t.Helper()
+	warn, fit := Check(peak, lim.Bytes, fleet, Default())
+	require.True(t, warn, "the peak is the process's, observed or not")
+	got := attrMap(WarnAttrs(peak, lim, fleet, fit))
+	effect, _ := got["effect"].(string)
+	delete(got, "effect")
+	return got, effect, fit
 }
 
 func attrMap(attrs []slog.Attr) map[string]any {
