@@ -442,7 +442,7 @@ func TestViewsShareOneListOfFinalizers(t *testing.T) {
 			b := memo.sharedFinalizers(slices.Clone(tc.b))
 			assert.Equal(t, tc.a, a)
 			assert.Equal(t, tc.b, b)
-			assert.Equal(t, tc.share, sameArray(a, b), "shared")
+			assert.Equal(t, tc.share, sameArray(a, b), "one array for both")
 			assert.Equal(t, len(a), cap(a), "full, so that an append copies")
 			assert.Equal(t, len(b), cap(b), "full, so that an append copies")
 		})
