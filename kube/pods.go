@@ -59,9 +59,9 @@ func (c *Client) ListPods(ctx context.Context, namespaces []string, selector str
 // more than an eighth of its length spare (a large slice grows by a
 // quarter, so up to a quarter is spare after its last growth). The pod
 // views live for the whole sweep, and are complete before the
-// EphemeralRunners are read and the sweep reaches its peak: copied then,
-// 100,000 views hold 4 MB less at that peak, at the cost of one copy while
-// the heap is still smaller.
+// EphemeralRunners are read and the fleet classified, when the heap is
+// highest: copied then, 100,000 views hold 4 MB less at that high, at the
+// cost of one copy while the heap is still smaller.
 func fitted[T any](s []T) []T {
 	if cap(s)-len(s) <= len(s)/8 {
 		return s
