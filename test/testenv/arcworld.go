@@ -63,21 +63,19 @@ func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.I
 	if err != nil {
 		return fmt.Errorf("create ephemeralrunner %s/%s: %w", ns, r.Name, err)
 	}
-	err = retryTransient(ctx, func() error {
-		if phase, _, _ := unstructured.NestedString(er.Object, "status", "phase"); phase == "Running" {
-			return nil // an earlier attempt wrote it
-		}
-		if err := unstructured.SetNestedMap(er.Object, r.EphemeralRunnerStatus(), "status"); err != nil {
-			return err
-		}
-		_, err := ers.UpdateStatus(ctx, er, metav1.UpdateOptions{FieldManager: "manager"})
-		if err != nil {
-			if got, gerr := ers.Get(ctx, r.Name, metav1.GetOptions{}); gerr == nil {
-				er = got
+	err = writeStatus(ctx, er,
+		func() (*unstructured.Unstructured, error) { return ers.Get(ctx, r.Name, metav1.GetOptions{}) },
+		func(er *unstructured.Unstructured) bool {
+			phase, _, _ := unstructured.NestedString(er.Object, "status", "phase")
+			return phase == "Running"
+		},
+		func(er *unstructured.Unstructured) error {
+			if err := unstructured.SetNestedMap(er.Object, r.EphemeralRunnerStatus(), "status"); err != nil {
+				return err
 			}
-		}
-		return err
-	})
+			_, err := ers.UpdateStatus(ctx, er, metav1.UpdateOptions{FieldManager: "manager"})
+			return err
+		})
 	if err != nil {
 		return fmt.Errorf("write status of ephemeralrunner %s/%s: %w", ns, r.Name, err)
 	}
@@ -100,19 +98,14 @@ func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.I
 	if err != nil {
 		return fmt.Errorf("create pod %s/%s: %w", ns, r.Name, err)
 	}
-	err = retryTransient(ctx, func() error {
-		if created.Status.Phase == status.Phase {
-			return nil // an earlier attempt wrote it
-		}
-		created.Status = status
-		_, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{FieldManager: "kubelet"})
-		if err != nil {
-			if got, gerr := pods.Get(ctx, r.Name, metav1.GetOptions{}); gerr == nil {
-				created = got
-			}
-		}
-		return err
-	})
+	err = writeStatus(ctx, created,
+		func() (*corev1.Pod, error) { return pods.Get(ctx, r.Name, metav1.GetOptions{}) },
+		func(p *corev1.Pod) bool { return p.Status.Phase == status.Phase },
+		func(p *corev1.Pod) error {
+			p.Status = status
+			_, err := pods.UpdateStatus(ctx, p, metav1.UpdateOptions{FieldManager: "kubelet"})
+			return err
+		})
 	if err != nil {
 		return fmt.Errorf("write status of pod %s/%s: %w", ns, r.Name, err)
 	}
@@ -137,6 +130,30 @@ func retryTransient(ctx context.Context, write func() error) error {
 		}
 	}
 	return err
+}
+
+// writeStatus sends a status write (update, which sets the status on the
+// object and sends it) until one lands, unless the object already has it
+// (written): an earlier attempt may have gone through though its answer
+// was an error. After a failed attempt the object is read afresh before
+// it is judged written, since update set the status on the local copy
+// whether or not the server took it.
+func writeStatus[T any](ctx context.Context, obj T, get func() (T, error), written func(T) bool, update func(T) error) error {
+	fresh := true
+	return retryTransient(ctx, func() error {
+		if !fresh {
+			got, err := get()
+			if err != nil {
+				return err
+			}
+			obj, fresh = got, true
+		}
+		if written(obj) {
+			return nil
+		}
+		fresh = false
+		return update(obj)
+	})
 }
 
 // transient reports whether the API server may take the same write a
