@@ -100,7 +100,8 @@ type erStatus struct {
 }
 
 // readER reads the object at d into o, which it clears first but for the
-// finalizers' array, reused from one item to the next (view copies them).
+// finalizers' array, reused from one item to the next (the view never
+// keeps it: see listMemo.sharedFinalizers).
 // A null is an object with no fields, as Unstructured read it; any other
 // value that is not an object fails.
 func readER(d *jsontext.Decoder, o *erObject) error {
