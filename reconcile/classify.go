@@ -221,14 +221,11 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 
 	// An EphemeralRunner's status.runnerId is its pod's registration id:
 	// what tells "was registered, now gone" from "never registered".
-	ers := make(map[string]*fleet.EphemeralRunner, len(obs.EphemeralRunners))
-	for i := range obs.EphemeralRunners {
-		ers[obs.EphemeralRunners[i].UID] = &obs.EphemeralRunners[i]
-	}
+	ers := newRunnerIndex(obs.EphemeralRunners)
 	obs.Pods, out.ForeignOwners = scopeFromOwners(obs.Pods, ers, obs.Lists)
 	runnerID := func(p *fleet.Pod) int64 {
 		if p.RunnerID == 0 && p.Owner != nil {
-			if er := ers[p.Owner.UID]; er != nil {
+			if er := ers.byUID(p.Owner.UID); er != nil {
 				return er.RunnerID
 			}
 			return 0
@@ -238,13 +235,13 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 	ix := index(obs, runnerID, pol.GhostsEnabled() && len(obs.Unobserved) == 0)
 	out.Ambiguities = ix.ambiguities(keys)
 
-	j := podJudge{obs: obs, pol: pol, claimed: claimed, marks: marks, ix: ix, runnerID: runnerID, ers: ers}
+	j := podJudge{obs: obs, pol: pol, claimed: claimed, marks: marks, ix: ix, ers: ers}
 	for i := range obs.Pods {
-		j.judge(&obs.Pods[i], &out)
+		j.judge(&obs.Pods[i], ix.podIDs[i], &out)
 	}
 
 	if pol.ARC {
-		out.Findings = append(out.Findings, classifyARC(obs, pol, ix.byID)...)
+		out.Findings = append(out.Findings, classifyARC(obs, pol, ix.lists)...)
 	}
 
 	// A ghost is a registration that no observed pod backs; with a
@@ -259,7 +256,7 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 				r := &l.Runners[i]
 				// A name listed twice is no one registration's own:
 				// deleting by it could remove a live runner's.
-				if r.Online || r.Busy || !pol.Owns(*r) || ix.backed(key, r) || ix.byName[key].n(r.Name) > 1 {
+				if r.Online || r.Busy || !pol.Owns(*r) || ix.backed(key, r) || ix.lists[key].byName.n(r.Name) > 1 {
 					continue
 				}
 				out.Findings = append(out.Findings, Finding{
@@ -280,104 +277,98 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 // id. It is how a pod is tied to its own registration and never to a
 // namesake's.
 type identities struct {
-	// names holds every pod claiming a runner name, per scope. A pod whose
-	// scope is unknown is under "" and claims the name in every scope, so
-	// that a mislabelled pod can neither make its registration look like
-	// a ghost nor leave a namesake looking unique.
-	names map[string]refs[string, fleet.Pod]
-	// ids holds every pod claiming a runner id, per scope.
-	ids map[string]refs[int64, fleet.Pod]
+	pods []fleet.Pod
+	// names holds every pod claiming a runner name, by scope and name. A
+	// pod whose scope is unknown is under "" and claims the name in every
+	// scope, so that a mislabelled pod can neither make its registration
+	// look like a ghost nor leave a namesake looking unique.
+	names positions[scoped[string]]
+	// ids holds every pod claiming a runner id, by scope and id; podIDs
+	// is each pod's id, worked out once rather than at every comparison.
+	ids    positions[scoped[int64]]
+	podIDs []int64
+	// unscopedNames and unscopedIDs say whether any pod of no known scope
+	// claims a name or an id: nearly never, so the lookups under "" that
+	// every claim would add are skipped.
+	unscopedNames, unscopedIDs bool
 	// runners and runnerNames hold the registrations ARC's
-	// EphemeralRunners stand for, by runner id and name, per scope: an
-	// EphemeralRunner whose pod is not there yet (a quota, a webhook) still
-	// backs its registration, which must not look like a ghost.
-	runners     map[string]map[int64]bool
-	runnerNames map[string]map[string]bool
-	// byName and byID hold complete lists only.
-	byName map[string]refs[string, fleet.Registration]
-	byID   map[string]map[int64]*fleet.Registration
+	// EphemeralRunners stand for, by scope and runner id or name: an
+	// EphemeralRunner whose pod is not there yet (a quota, a webhook)
+	// still backs its registration, which must not look like a ghost.
+	runners     positions[scoped[int64]]
+	runnerNames positions[scoped[string]]
+	// lists holds the complete lists only.
+	lists map[string]listIndex
+}
+
+// listIndex is one complete list's registrations by name and by id.
+type listIndex struct {
+	runners []fleet.Registration
+	byName  positions[string]
+	ids     positions[int64]
+}
+
+func newListIndex(runners []fleet.Registration) listIndex {
+	return listIndex{
+		runners: runners,
+		byName:  newPositions(len(runners), nil, func(i int32) string { return runners[i].Name }, strings.Compare),
+		ids:     newPositions(len(runners), nil, func(i int32) int64 { return runners[i].ID }, cmp.Compare[int64]),
+	}
+}
+
+// byID is the registration with the id (the last, were the list to hold it
+// twice, which a complete list never does), or nil.
+func (l listIndex) byID(id int64) *fleet.Registration {
+	if at, ok := l.ids.last(id); ok {
+		return &l.runners[at]
+	}
+	return nil
+}
+
+// named is the registrations with the name, in list order.
+func (l listIndex) named(name string) []*fleet.Registration {
+	return pointers(l.runners, l.byName.of(name))
 }
 
 // index builds the identities; the registrations EphemeralRunners stand
 // for (runners, runnerNames) only when ghosts are judged, the one thing
 // that reads them.
 func index(obs Observation, runnerID func(*fleet.Pod) int64, ghosts bool) identities {
-	ix := identities{
-		names:  map[string]refs[string, fleet.Pod]{},
-		ids:    map[string]refs[int64, fleet.Pod]{},
-		byName: make(map[string]refs[string, fleet.Registration], len(obs.Lists)),
-		byID:   byID(obs.Lists),
-	}
-	// The maps are made at their final size: grown from empty, at 100,000
-	// pods their outgrown tables were a third of what classifying
-	// allocated.
-	perScope := map[string]int{}
-	for i := range obs.Pods {
-		perScope[obs.Pods[i].ScopeKey]++
+	pods, ers := obs.Pods, obs.EphemeralRunners
+	ix := identities{pods: pods, podIDs: make([]int64, len(pods)), lists: make(map[string]listIndex, len(obs.Lists))}
+	for i := range pods {
+		ix.podIDs[i] = runnerID(&pods[i])
+		if pods[i].ScopeKey == "" {
+			ix.unscopedNames = ix.unscopedNames || pods[i].RunnerName != ""
+			ix.unscopedIDs = ix.unscopedIDs || ix.podIDs[i] != 0
+		}
 	}
 	// Every observed pod claims its name and id, whatever its phase,
 	// deletion or container: each is something a registration may belong
 	// to.
-	for i := range obs.Pods {
-		p := &obs.Pods[i]
-		if p.RunnerName != "" {
-			r, ok := ix.names[p.ScopeKey]
-			if !ok {
-				r = newRefs[string, fleet.Pod](perScope[p.ScopeKey])
-			}
-			r.add(p.RunnerName, p)
-			ix.names[p.ScopeKey] = r
-		}
-		if id := runnerID(p); id != 0 {
-			r, ok := ix.ids[p.ScopeKey]
-			if !ok {
-				r = newRefs[int64, fleet.Pod](perScope[p.ScopeKey])
-			}
-			r.add(id, p)
-			ix.ids[p.ScopeKey] = r
-		}
+	ix.names = newPositions(len(pods), func(i int) bool { return pods[i].RunnerName != "" },
+		func(i int32) scoped[string] { return scoped[string]{pods[i].ScopeKey, pods[i].RunnerName} }, compareScoped[string])
+	ix.ids = newPositions(len(pods), func(i int) bool { return ix.podIDs[i] != 0 },
+		func(i int32) scoped[int64] { return scoped[int64]{pods[i].ScopeKey, ix.podIDs[i]} }, compareScoped[int64])
+	if ghosts {
+		ix.runners = newPositions(len(ers), func(i int) bool { return ers[i].RunnerID != 0 },
+			func(i int32) scoped[int64] { return scoped[int64]{ers[i].ScopeKey, ers[i].RunnerID} }, compareScoped[int64])
+		ix.runnerNames = newPositions(len(ers), nil,
+			func(i int32) scoped[string] { return scoped[string]{ers[i].ScopeKey, ers[i].Name} }, compareScoped[string])
 	}
-	ix.runners, ix.runnerNames = map[string]map[int64]bool{}, map[string]map[string]bool{}
-	if !ghosts {
-		return ix.withLists(obs)
-	}
-	clear(perScope)
-	for i := range obs.EphemeralRunners {
-		perScope[obs.EphemeralRunners[i].ScopeKey]++
-	}
-	for _, er := range obs.EphemeralRunners {
-		if ix.runners[er.ScopeKey] == nil {
-			n := perScope[er.ScopeKey]
-			ix.runners[er.ScopeKey], ix.runnerNames[er.ScopeKey] = make(map[int64]bool, n), make(map[string]bool, n)
-		}
-		if er.RunnerID != 0 {
-			ix.runners[er.ScopeKey][er.RunnerID] = true
-		}
-		ix.runnerNames[er.ScopeKey][er.Name] = true
-	}
-	return ix.withLists(obs)
-}
-
-// withLists indexes the complete lists' registrations by name.
-func (ix identities) withLists(obs Observation) identities {
 	for key, l := range obs.Lists {
-		if !l.Complete {
-			continue
+		if l.Complete {
+			ix.lists[key] = newListIndex(l.Runners)
 		}
-		m := newRefs[string, fleet.Registration](len(l.Runners))
-		for i := range l.Runners {
-			m.add(l.Runners[i].Name, &l.Runners[i])
-		}
-		ix.byName[key] = m
 	}
 	return ix
 }
 
 // claimants are the pods claiming the name in the scope.
 func (ix identities) claimants(scope, name string) []*fleet.Pod {
-	ps := ix.names[scope].all(name)
-	if scope != "" {
-		ps = append(ps[:len(ps):len(ps)], ix.names[""].all(name)...)
+	ps := pointers(ix.pods, ix.names.of(scoped[string]{scope, name}))
+	if scope != "" && ix.unscopedNames {
+		ps = append(ps, pointers(ix.pods, ix.names.of(scoped[string]{"", name}))...)
 	}
 	return ps
 }
@@ -385,11 +376,41 @@ func (ix identities) claimants(scope, name string) []*fleet.Pod {
 // claims is how many pods claim the name in the scope: len(claimants),
 // without building the list.
 func (ix identities) claims(scope, name string) int {
-	n := ix.names[scope].n(name)
-	if scope != "" {
-		n += ix.names[""].n(name)
+	return ix.names.n(scoped[string]{scope, name}) + ix.unscopedClaims(scope, name)
+}
+
+// unscopedClaims is how many pods of no known scope claim the name in
+// another scope.
+func (ix identities) unscopedClaims(scope, name string) int {
+	if scope == "" || !ix.unscopedNames {
+		return 0
 	}
-	return n
+	return ix.names.n(scoped[string]{"", name})
+}
+
+// idClaims is how many pods claim the id in the scope, those of no known
+// scope included.
+func (ix identities) idClaims(scope string, id int64) int {
+	return ix.ids.n(scoped[int64]{scope, id}) + ix.unscopedIDClaims(scope, id)
+}
+
+// unscopedIDClaims is how many pods of no known scope claim the id in
+// another scope.
+func (ix identities) unscopedIDClaims(scope string, id int64) int {
+	if scope == "" || !ix.unscopedIDs {
+		return 0
+	}
+	return ix.ids.n(scoped[int64]{"", id})
+}
+
+// idClaimants are the pods claiming the id in the scope, then those of no
+// known scope.
+func (ix identities) idClaimants(scope string, id int64) []*fleet.Pod {
+	ps := pointers(ix.pods, ix.ids.of(scoped[int64]{scope, id}))
+	if scope != "" && ix.unscopedIDs {
+		ps = append(ps, pointers(ix.pods, ix.ids.of(scoped[int64]{"", id}))...)
+	}
+	return ps
 }
 
 // backed reports whether an observed pod stands for the registration, by
@@ -400,11 +421,11 @@ func (ix identities) claims(scope, name string) int {
 // match), so it may not shield that registration either. A pod that says
 // no name still backs its id's registration: it may be its own.
 func (ix identities) backed(scope string, r *fleet.Registration) bool {
-	byID := func(ps []*fleet.Pod) bool {
-		return slices.ContainsFunc(ps, func(p *fleet.Pod) bool { return p.RunnerName == r.Name || p.RunnerName == "" })
+	byID := func(at []int32) bool {
+		return slices.ContainsFunc(at, func(i int32) bool { return ix.pods[i].RunnerName == r.Name || ix.pods[i].RunnerName == "" })
 	}
-	return ix.claims(scope, r.Name) > 0 || byID(ix.ids[scope].all(r.ID)) || byID(ix.ids[""].all(r.ID)) ||
-		ix.runners[scope][r.ID] || ix.runnerNames[scope][r.Name]
+	return ix.claims(scope, r.Name) > 0 || byID(ix.ids.of(scoped[int64]{scope, r.ID})) || byID(ix.ids.of(scoped[int64]{"", r.ID})) ||
+		ix.runners.n(scoped[int64]{scope, r.ID}) > 0 || ix.runnerNames.n(scoped[string]{scope, r.Name}) > 0
 }
 
 // match is what a pod's scope's complete list says of its registration.
@@ -433,18 +454,19 @@ type match struct {
 // pod's runner holds now, whose delete GitHub refuses while it runs a job.
 func (ix identities) match(p *fleet.Pod, id int64) match {
 	if id != 0 {
-		if ix.ids[p.ScopeKey].n(id)+ix.ids[""].n(id) > 1 {
+		if ix.idClaims(p.ScopeKey, id) > 1 {
 			return match{ambiguous: true}
 		}
-		reg := ix.byID[p.ScopeKey][id]
+		list := ix.lists[p.ScopeKey]
+		reg := list.byID(id)
 		switch {
 		case p.RunnerName == "" || reg != nil && reg.Name != p.RunnerName:
 			m := match{ambiguous: true, protected: reg != nil && (reg.Busy || reg.Online)}
-			for _, r := range ix.byName[p.ScopeKey].all(p.RunnerName) {
+			for _, r := range list.named(p.RunnerName) {
 				m.protected = m.protected || r.Busy || r.Online
 			}
 			return m
-		case reg == nil && ix.byName[p.ScopeKey].n(p.RunnerName) > 0:
+		case reg == nil && list.byName.n(p.RunnerName) > 0:
 			return ix.matchName(p)
 		}
 		return match{reg: reg}
@@ -460,15 +482,16 @@ func (ix identities) matchName(p *fleet.Pod) match {
 	if ix.claims(p.ScopeKey, p.RunnerName) > 1 {
 		return match{ambiguous: true}
 	}
-	byName := ix.byName[p.ScopeKey]
-	switch byName.n(p.RunnerName) {
+	list := ix.lists[p.ScopeKey]
+	at := list.byName.of(p.RunnerName)
+	switch len(at) {
 	case 0:
 		return match{}
 	case 1:
-		return match{reg: byName.first(p.RunnerName)}
+		return match{reg: &list.runners[at[0]]}
 	}
 	m := match{ambiguous: true}
-	for _, r := range byName.all(p.RunnerName) {
+	for _, r := range list.named(p.RunnerName) {
 		if r.Busy || r.Online {
 			m.protected = true
 		}
@@ -480,7 +503,6 @@ func (ix identities) matchName(p *fleet.Pod) match {
 // id claimed by more than one pod of that scope, and every name a complete
 // list holds more than once.
 func (ix identities) ambiguities(keys []string) []Ambiguity {
-	var out []Ambiguity
 	podNames := func(ps []*fleet.Pod) []string {
 		names := make([]string, 0, len(ps))
 		for _, p := range ps {
@@ -489,47 +511,58 @@ func (ix identities) ambiguities(keys []string) []Ambiguity {
 		sort.Strings(names)
 		return names
 	}
+	found := make(map[string][]Ambiguity, len(keys))
 	for _, key := range keys {
-		var found []Ambiguity
-		ix.names[key].keys(func(name string) {
-			if ix.claims(key, name) > 1 {
-				ps := ix.claimants(key, name)
-				found = append(found, Ambiguity{ScopeKey: key, RunnerName: name, Pods: podNames(ps),
-					Reason: fmt.Sprintf("runner name claimed by %d observed pods; no registration is deleted by it", len(ps))})
+		found[key] = nil
+	}
+	ix.names.runs(func(k scoped[string], at []int32) {
+		if _, observed := found[k.scope]; !observed || len(at)+ix.unscopedClaims(k.scope, k.k) < 2 {
+			return
+		}
+		ps := ix.claimants(k.scope, k.k)
+		found[k.scope] = append(found[k.scope], Ambiguity{ScopeKey: k.scope, RunnerName: k.k, Pods: podNames(ps),
+			Reason: fmt.Sprintf("runner name claimed by %d observed pods; no registration is deleted by it", len(ps))})
+	})
+	ix.ids.runs(func(k scoped[int64], at []int32) {
+		if _, observed := found[k.scope]; !observed || len(at)+ix.unscopedIDClaims(k.scope, k.k) < 2 {
+			return
+		}
+		all := ix.idClaimants(k.scope, k.k)
+		found[k.scope] = append(found[k.scope], Ambiguity{ScopeKey: k.scope, RunnerName: all[0].RunnerName, RunnerID: k.k, Pods: podNames(all),
+			Reason: fmt.Sprintf("runner id claimed by %d observed pods; no registration is deleted by it", len(all))})
+	})
+	var out []Ambiguity
+	for _, key := range keys {
+		l := ix.lists[key]
+		l.byName.runs(func(name string, at []int32) {
+			if len(at) < 2 {
+				return
 			}
-		})
-		ix.ids[key].keys(func(id int64) {
-			if ix.ids[key].n(id)+ix.ids[""].n(id) > 1 {
-				all := slices.Concat(ix.ids[key].all(id), ix.ids[""].all(id))
-				found = append(found, Ambiguity{ScopeKey: key, RunnerName: all[0].RunnerName, RunnerID: id, Pods: podNames(all),
-					Reason: fmt.Sprintf("runner id claimed by %d observed pods; no registration is deleted by it", len(all))})
-			}
-		})
-		byName := ix.byName[key]
-		for name, regs := range byName.many {
 			a := Ambiguity{ScopeKey: key, RunnerName: name, Pods: podNames(ix.claimants(key, name))}
 			live := false
-			for _, r := range regs {
+			for _, i := range at {
+				r := &l.runners[i]
 				a.Registrations = append(a.Registrations, r.ID)
 				live = live || r.Busy || r.Online
 			}
 			sort.Slice(a.Registrations, func(i, j int) bool { return a.Registrations[i] < a.Registrations[j] })
-			a.Reason = fmt.Sprintf("%d registrations share the name; nothing is deleted by it", len(regs))
+			a.Reason = fmt.Sprintf("%d registrations share the name; nothing is deleted by it", len(at))
 			if live {
 				a.Reason += ", and a pod claiming it is protected because one of them is busy or online"
 			}
-			found = append(found, a)
-		}
-		sort.Slice(found, func(i, j int) bool {
-			if found[i].RunnerName != found[j].RunnerName {
-				return found[i].RunnerName < found[j].RunnerName
-			}
-			if found[i].RunnerID != found[j].RunnerID {
-				return found[i].RunnerID < found[j].RunnerID
-			}
-			return found[i].Reason < found[j].Reason
+			found[key] = append(found[key], a)
 		})
-		out = append(out, found...)
+		f := found[key]
+		sort.Slice(f, func(i, j int) bool {
+			if f[i].RunnerName != f[j].RunnerName {
+				return f[i].RunnerName < f[j].RunnerName
+			}
+			if f[i].RunnerID != f[j].RunnerID {
+				return f[i].RunnerID < f[j].RunnerID
+			}
+			return f[i].Reason < f[j].Reason
+		})
+		out = append(out, f...)
 	}
 	return out
 }
@@ -663,18 +696,18 @@ func onlineWord(online bool) string {
 
 // podJudge is what judging one pod needs of the sweep's observation.
 type podJudge struct {
-	obs      Observation
-	pol      Policy
-	claimed  func(fleet.Pod, *fleet.Registration) bool
-	marks    map[string]fleet.Mark
-	ix       identities
-	runnerID func(*fleet.Pod) int64
-	ers      map[string]*fleet.EphemeralRunner
+	obs     Observation
+	pol     Policy
+	claimed func(fleet.Pod, *fleet.Registration) bool
+	marks   map[string]fleet.Mark
+	ix      identities
+	ers     runnerIndex
 }
 
-// judge classifies one observed pod into out: a finding, or the count that
-// says why it has none.
-func (j podJudge) judge(p *fleet.Pod, out *Classification) {
+// judge classifies one observed pod, whose runner id (from the pod or its
+// EphemeralRunner) is runnerID, into out: a finding, or the count that says
+// why it has none.
+func (j podJudge) judge(p *fleet.Pod, runnerID int64, out *Classification) {
 	if !p.HasRunner {
 		out.NotRunner++
 		return
@@ -703,13 +736,13 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 		return
 	}
 	var m match
-	_, complete := j.ix.byName[p.ScopeKey]
+	_, complete := j.ix.lists[p.ScopeKey]
 	if complete {
-		m = j.ix.match(p, j.runnerID(p))
+		m = j.ix.match(p, runnerID)
 	}
 	if f, ok := terminal(p, m.reg); ok {
 		f.OwnerRunner, f.Job = owner, jobOf(p, owner)
-		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete)
+		f.RunnerID, f.RegistrationAbsent = known(runnerID, m, complete)
 		if m.ambiguous {
 			f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
 		}
@@ -740,13 +773,13 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 		}
 		return
 	}
-	f, protected := judgeRunning(j.obs.Now, p, j.runnerID(p), m.reg, j.pol, j.claimed, j.marks)
+	f, protected := judgeRunning(j.obs.Now, p, runnerID, m.reg, j.pol, j.claimed, j.marks)
 	if protected {
 		out.Protected++
 	}
 	if f != nil {
 		f.OwnerRunner, f.Job = owner, jobOf(p, owner)
-		f.RunnerID, f.RegistrationAbsent = known(j.runnerID(p), m, complete)
+		f.RunnerID, f.RegistrationAbsent = known(runnerID, m, complete)
 		out.Findings = append(out.Findings, *f)
 	}
 }
@@ -761,8 +794,8 @@ func (j podJudge) judge(p *fleet.Pod, out *Classification) {
 // zombie. The pods whose labels and EphemeralRunner disagree and whose
 // EphemeralRunner names no configured scope are returned for the sweep
 // to warn about. pods is not changed.
-func scopeFromOwners(pods []fleet.Pod, ers map[string]*fleet.EphemeralRunner, lists map[string]ScopeList) ([]fleet.Pod, []string) {
-	if len(ers) == 0 {
+func scopeFromOwners(pods []fleet.Pod, ers runnerIndex, lists map[string]ScopeList) ([]fleet.Pod, []string) {
+	if len(ers.runners) == 0 {
 		return pods, nil
 	}
 	// The pods are the caller's: they are copied before the first change,
@@ -800,11 +833,11 @@ func jobOf(p *fleet.Pod, owner *fleet.EphemeralRunner) *fleet.Job {
 
 // ownerRunner is the observed EphemeralRunner that controls the pod, or
 // nil: the pod has no ARC owner, or ARC's objects are not watched.
-func ownerRunner(ers map[string]*fleet.EphemeralRunner, p *fleet.Pod) *fleet.EphemeralRunner {
+func ownerRunner(ers runnerIndex, p *fleet.Pod) *fleet.EphemeralRunner {
 	if p.Owner == nil || p.Owner.APIVersion != fleet.EphemeralRunnerAPIVersion || p.Owner.Kind != fleet.EphemeralRunnerKind {
 		return nil
 	}
-	if er := ers[p.Owner.UID]; er != nil && er.Namespace == p.Namespace && er.Name == p.Owner.Name {
+	if er := ers.byUID(p.Owner.UID); er != nil && er.Namespace == p.Namespace && er.Name == p.Owner.Name {
 		return er
 	}
 	return nil
@@ -822,21 +855,24 @@ func known(id int64, m match, complete bool) (int64, bool) {
 	return id, id != 0 && complete && !m.ambiguous
 }
 
-// byID indexes the complete lists' registrations by scope and id, for
-// EphemeralRunners, which know their runner's id but have no pod to name it.
-func byID(lists map[string]ScopeList) map[string]map[int64]*fleet.Registration {
-	out := make(map[string]map[int64]*fleet.Registration, len(lists))
-	for key, l := range lists {
-		if !l.Complete {
-			continue
-		}
-		m := make(map[int64]*fleet.Registration, len(l.Runners))
-		for i := range l.Runners {
-			m[l.Runners[i].ID] = &l.Runners[i]
-		}
-		out[key] = m
+// runnerIndex is the observed EphemeralRunners by UID, which is how a
+// pod's owner reference names its EphemeralRunner.
+type runnerIndex struct {
+	runners []fleet.EphemeralRunner
+	uids    positions[string]
+}
+
+func newRunnerIndex(ers []fleet.EphemeralRunner) runnerIndex {
+	return runnerIndex{runners: ers, uids: newPositions(len(ers), nil, func(i int32) string { return ers[i].UID }, strings.Compare)}
+}
+
+// byUID is the EphemeralRunner with the UID (the last listed, were one
+// listed twice), or nil.
+func (x runnerIndex) byUID(uid string) *fleet.EphemeralRunner {
+	if at, ok := x.uids.last(uid); ok {
+		return &x.runners[at]
 	}
-	return out
+	return nil
 }
 
 // classifyARC judges ARC's own leaks. An EphemeralRunner that still has a
@@ -844,17 +880,17 @@ func byID(lists map[string]ScopeList) map[string]map[int64]*fleet.Registration {
 // that one object is never acted on twice in a sweep; unless it is being
 // deleted, when its pod has no verdict (see Classify) and only the
 // deletion that does not finish is judged.
-func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.Registration) []Finding {
-	owners := make(map[string]*fleet.Pod, len(obs.Pods))
-	for i := range obs.Pods {
-		if p := &obs.Pods[i]; p.Owner != nil && p.HasRunner {
-			owners[p.Owner.UID] = p
-		}
-	}
+func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Finding {
+	pods := obs.Pods
+	owners := newPositions(len(pods), func(i int) bool { return pods[i].Owner != nil && pods[i].HasRunner },
+		func(i int32) string { return pods[i].Owner.UID }, strings.Compare)
 	var out []Finding
 	for i := range obs.EphemeralRunners {
 		er := &obs.EphemeralRunners[i]
-		pod := owners[er.UID]
+		var pod *fleet.Pod
+		if at, ok := owners.last(er.UID); ok {
+			pod = &pods[at]
+		}
 		if pod != nil && er.DeletingSince.IsZero() {
 			continue
 		}
@@ -862,12 +898,13 @@ func classifyARC(obs Observation, pol Policy, regs map[string]map[int64]*fleet.R
 		// complete this sweep is judged: one of another scope (another
 		// team's, in a shared namespace) is none of the reaper's, and
 		// without the list there is no busy check for rule 2.
-		if _, listed := regs[er.ScopeKey]; !listed {
+		list, listed := lists[er.ScopeKey]
+		if !listed {
 			continue
 		}
 		f := Finding{Key: fleet.EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt, Job: er.Job}
 		if er.RunnerID != 0 {
-			f.Registration = regs[er.ScopeKey][er.RunnerID]
+			f.Registration = list.byID(er.RunnerID)
 			if f.Registration != nil && f.Registration.Name != er.Name {
 				// An id and a name that disagree tie the EphemeralRunner
 				// to nothing (see identities.match): deleting by the id
