@@ -1,12 +1,15 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -71,14 +74,28 @@ func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) 
 	// A UID is one object's, whichever way the list was read: two runners
 	// under one is no answer an API server gives, and the classifier ties a
 	// pod to its runner, and its runner id, by it.
-	seen := make(map[string]struct{}, len(ers))
-	for i := range ers {
-		if _, dup := seen[ers[i].UID]; dup {
-			return nil, fmt.Errorf("list ephemeralrunners: two runners under UID %q (%s/%s the second): the list cannot be trusted", ers[i].UID, ers[i].Namespace, ers[i].Name)
-		}
-		seen[ers[i].UID] = struct{}{}
+	if i, j, dup := duplicateUID(ers); dup {
+		return nil, fmt.Errorf("list ephemeralrunners: two runners under UID %q (%s/%s and %s/%s): the list cannot be trusted",
+			ers[i].UID, ers[i].Namespace, ers[i].Name, ers[j].Namespace, ers[j].Name)
 	}
 	return ers, nil
+}
+
+// duplicateUID finds two runners under one UID, by sorting their positions
+// by UID: a set of the UIDs, made when the list is complete and the sweep
+// holds the most, was 4 MB at 100,000 runners; the positions are 400 KB.
+func duplicateUID(ers []fleet.EphemeralRunner) (i, j int, dup bool) {
+	at := make([]int32, min(len(ers), math.MaxInt32))
+	for k := range at {
+		at[k] = int32(k)
+	}
+	slices.SortFunc(at, func(a, b int32) int { return cmp.Or(strings.Compare(ers[a].UID, ers[b].UID), cmp.Compare(a, b)) })
+	for k := 1; k < len(at); k++ {
+		if ers[at[k-1]].UID == ers[at[k]].UID {
+			return int(at[k-1]), int(at[k]), true
+		}
+	}
+	return 0, 0, false
 }
 
 // view reduces an EphemeralRunner to what the classifier needs. A runner

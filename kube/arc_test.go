@@ -762,3 +762,30 @@ func TestARCForbidden(t *testing.T) {
 		assert.NotNil(t, env.ARCObject(t, testenv.LegacyRunners, nsA, legacy.GetName()))
 	})
 }
+
+func TestDuplicateUID(t *testing.T) {
+	er := func(ns, name, uid string) fleet.EphemeralRunner {
+		return fleet.EphemeralRunner{Namespace: ns, Name: name, UID: uid}
+	}
+	for _, tc := range []struct {
+		name string
+		ers  []fleet.EphemeralRunner
+		i, j int
+		dup  bool
+	}{
+		{"none", nil, 0, 0, false},
+		{"one", []fleet.EphemeralRunner{er("a", "r1", "u1")}, 0, 0, false},
+		{"distinct", []fleet.EphemeralRunner{er("a", "r1", "u2"), er("a", "r2", "u1"), er("b", "r1", "u3")}, 0, 0, false},
+		{"adjacent", []fleet.EphemeralRunner{er("a", "r1", "u1"), er("b", "r1", "u1")}, 0, 1, true},
+		{"apart, in list order", []fleet.EphemeralRunner{er("a", "r1", "u9"), er("a", "r2", "u1"), er("b", "r3", "u9")}, 0, 2, true},
+		{"the empty UID twice", []fleet.EphemeralRunner{er("a", "r1", ""), er("a", "r2", "")}, 0, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			i, j, dup := duplicateUID(tc.ers)
+			assert.Equal(t, tc.dup, dup)
+			if tc.dup {
+				assert.Equal(t, []int{tc.i, tc.j}, []int{i, j})
+			}
+		})
+	}
+}

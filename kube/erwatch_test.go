@@ -555,7 +555,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		c, err := New(&rest.Config{Host: srv.URL}, Options{})
 		require.NoError(t, err)
 		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
-		require.ErrorContains(t, err, `list ephemeralrunners: two runners under UID "u-s-1" (ci/s-1 the second)`)
+		require.ErrorContains(t, err, `list ephemeralrunners: two runners under UID "u-s-1" (ci/s-1 and ci/s-1)`)
 		assert.Nil(t, ers)
 		_, lists := count()
 		assert.Zero(t, lists)
