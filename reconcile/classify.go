@@ -325,11 +325,6 @@ func (l listIndex) byID(id int64) *fleet.Registration {
 	return nil
 }
 
-// named is the registrations with the name, in list order.
-func (l listIndex) named(name string) []*fleet.Registration {
-	return pointers(l.runners, l.byName.of(name))
-}
-
 // index builds the identities; the registrations EphemeralRunners stand
 // for (runners, runnerNames) only when ghosts are judged, the one thing
 // that reads them.
@@ -388,26 +383,28 @@ func (ix identities) unscopedClaims(scope, name string) int {
 	return ix.names.n(scoped[string]{"", name})
 }
 
-// idClaims is how many pods claim the id in the scope, those of no known
-// scope included.
+// idClaims is how many pods claim the id in the scope, and those of no
+// known scope with them. Under the scope "" (which no configured scope's
+// key is: each holds a colon) a pod of no known scope is counted twice,
+// as before the indexes were positions: such a pod is then ambiguous,
+// never tied to a registration by its id.
 func (ix identities) idClaims(scope string, id int64) int {
-	return ix.ids.n(scoped[int64]{scope, id}) + ix.unscopedIDClaims(scope, id)
+	return ix.ids.n(scoped[int64]{scope, id}) + ix.unscopedIDClaims(id)
 }
 
-// unscopedIDClaims is how many pods of no known scope claim the id in
-// another scope.
-func (ix identities) unscopedIDClaims(scope string, id int64) int {
-	if scope == "" || !ix.unscopedIDs {
+// unscopedIDClaims is how many pods of no known scope claim the id.
+func (ix identities) unscopedIDClaims(id int64) int {
+	if !ix.unscopedIDs {
 		return 0
 	}
 	return ix.ids.n(scoped[int64]{"", id})
 }
 
-// idClaimants are the pods claiming the id in the scope, then those of no
+// idClaimants are the pods idClaims counts: the scope's, then those of no
 // known scope.
 func (ix identities) idClaimants(scope string, id int64) []*fleet.Pod {
 	ps := pointers(ix.pods, ix.ids.of(scoped[int64]{scope, id}))
-	if scope != "" && ix.unscopedIDs {
+	if ix.unscopedIDs {
 		ps = append(ps, pointers(ix.pods, ix.ids.of(scoped[int64]{"", id}))...)
 	}
 	return ps
@@ -462,8 +459,8 @@ func (ix identities) match(p *fleet.Pod, id int64) match {
 		switch {
 		case p.RunnerName == "" || reg != nil && reg.Name != p.RunnerName:
 			m := match{ambiguous: true, protected: reg != nil && (reg.Busy || reg.Online)}
-			for _, r := range list.named(p.RunnerName) {
-				m.protected = m.protected || r.Busy || r.Online
+			for _, i := range list.byName.of(p.RunnerName) {
+				m.protected = m.protected || list.runners[i].Busy || list.runners[i].Online
 			}
 			return m
 		case reg == nil && list.byName.n(p.RunnerName) > 0:
@@ -491,8 +488,8 @@ func (ix identities) matchName(p *fleet.Pod) match {
 		return match{reg: &list.runners[at[0]]}
 	}
 	m := match{ambiguous: true}
-	for _, r := range list.named(p.RunnerName) {
-		if r.Busy || r.Online {
+	for _, i := range at {
+		if list.runners[i].Busy || list.runners[i].Online {
 			m.protected = true
 		}
 	}
@@ -524,7 +521,7 @@ func (ix identities) ambiguities(keys []string) []Ambiguity {
 			Reason: fmt.Sprintf("runner name claimed by %d observed pods; no registration is deleted by it", len(ps))})
 	})
 	ix.ids.runs(func(k scoped[int64], at []int32) {
-		if _, observed := found[k.scope]; !observed || len(at)+ix.unscopedIDClaims(k.scope, k.k) < 2 {
+		if _, observed := found[k.scope]; !observed || len(at)+ix.unscopedIDClaims(k.k) < 2 {
 			return
 		}
 		all := ix.idClaimants(k.scope, k.k)

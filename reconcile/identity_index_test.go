@@ -39,7 +39,9 @@ func TestIdentitiesAgainstDefinitions(t *testing.T) {
 			obs.Pods = append(obs.Pods, p)
 		}
 		obs.Lists = map[string]ScopeList{}
-		for _, key := range scopes[1:3] {
+		// The scope "" is no configured scope's key (each holds a colon),
+		// but Classify must still answer for one.
+		for _, key := range scopes[:3] {
 			l := ScopeList{Complete: r.IntN(4) != 0}
 			for range r.IntN(6) {
 				l.Runners = append(l.Runners, fleet.Registration{ID: int64(1 + r.IntN(4)), Name: pick(r, names[1:]), Online: r.IntN(2) == 0, Busy: r.IntN(3) == 0})
@@ -92,9 +94,14 @@ func TestIdentitiesAgainstDefinitions(t *testing.T) {
 				require.Equal(t, len(want), ix.claims(scope, name), "seed %d: claims of %q in %q", seed, name, scope)
 			}
 			for id := range int64(5) {
+				// A pod of no known scope counts in every scope, and
+				// again under "" itself: ambiguous there, never tied.
 				n := 0
 				for i := range obs.Pods {
-					if p := &obs.Pods[i]; id != 0 && runnerID(p) == id && in(p, scope) {
+					if p := &obs.Pods[i]; id != 0 && runnerID(p) == id && p.ScopeKey == scope {
+						n++
+					}
+					if p := &obs.Pods[i]; id != 0 && runnerID(p) == id && p.ScopeKey == "" {
 						n++
 					}
 				}
@@ -122,7 +129,7 @@ func TestIdentitiesAgainstDefinitions(t *testing.T) {
 						want = append(want, &l.Runners[i])
 					}
 				}
-				require.Equal(t, want, nilIfEmpty(ix.lists[scope].named(name)), "seed %d: registrations named %q in %q", seed, name, scope)
+				require.Equal(t, want, nilIfEmpty(pointers(l.Runners, ix.lists[scope].byName.of(name))), "seed %d: registrations named %q in %q", seed, name, scope)
 			}
 			for i := range l.Runners {
 				reg := &l.Runners[i]

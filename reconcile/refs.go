@@ -23,8 +23,9 @@ type positions[K any] struct {
 }
 
 // newPositions indexes the n items for which keep is true (nil keeps every
-// one) by key. More items than an int32 counts cannot be indexed: a fleet
-// of two billion runner views would not fit in memory to be classified.
+// one) by key. Positions are int32: the views of 2^31 runners would take
+// over 400 GB, so no sweep holds that many, and the cap below is never
+// reached (past it an item would go unindexed).
 func newPositions[K any](n int, keep func(int) bool, key func(int32) K, compare func(a, b K) int) positions[K] {
 	n = min(n, math.MaxInt32)
 	size := n
@@ -107,7 +108,8 @@ func compareScoped[K cmp.Ordered](a, b scoped[K]) int {
 	if c := strings.Compare(a.scope, b.scope); c != 0 {
 		return c
 	}
-	// Not cmp.Compare, which compares strings twice to order NaNs.
+	// Not cmp.Compare, which tests each string against itself for a NaN
+	// before it orders them: up to four comparisons where two do.
 	switch {
 	case a.k < b.k:
 		return -1
