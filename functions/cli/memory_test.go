@@ -88,6 +88,32 @@ func TestSweepWarnsNearItsMemoryLimit(t *testing.T) {
 	})
 }
 
+// The binary sets the collector's pace before it sweeps (memlimit.GCPercent),
+// unless the operator's GOGC says otherwise. The runtime reads GOGC only
+// when a process starts, so in this process a GOGC set by t.Setenv changes
+// nothing but what the binary decides.
+func TestSweepSetsTheCollectorsPace(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	for _, tc := range []struct {
+		name string
+		gogc string
+		want int
+	}{
+		{"GOGC unset", "", memlimit.GCPercent},
+		{"the operator's GOGC", "200", 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setup(t)
+			debug.SetGCPercent(100)
+			t.Setenv(memlimit.GOGC, tc.gogc)
+			code, _, stderr := runCLI("sweep")
+			require.Equal(t, 0, code, stderr)
+			assert.Equal(t, tc.want, debug.SetGCPercent(100))
+		})
+	}
+}
+
 // logLines are the JSON lines of out with the message msg.
 func logLines(out, msg string) []map[string]any {
 	var lines []map[string]any

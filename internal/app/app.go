@@ -168,10 +168,14 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 	// that the collector works to stay under the process's limit (the
 	// cgroup's, or the Lambda's) instead of letting garbage grow the heap
 	// to twice what is live and the kernel kill the sweep without a word.
-	memory, memErr := memlimit.System().Setup(memlimit.CodeRoom)
+	host := memlimit.System()
+	memory, memErr := host.Setup(memlimit.CodeRoom)
 	if errors.Is(memErr, memlimit.ErrLambdaMemory) {
 		return nil, report.PlainError(configCause{memErr}, secrets)
 	}
+	// And the collector's pace, before anything large is allocated too:
+	// the peak of a sweep without a limit is set by it (memlimit.GCPercent).
+	gc := host.ApplyGC()
 	mode := Mode(cfg, e.Mode)
 	out := e.Stdout
 	if mode == sweep.Audit {
@@ -182,7 +186,7 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 		return nil, report.PlainError(err, secrets)
 	}
 	rt.mode, rt.audit, rt.auditJSON, rt.memory = mode, e.Stdout, e.AuditJSON, memory
-	rt.Log.LogAttrs(ctx, slog.LevelDebug, "memory limit", memory.Attrs()...)
+	rt.Log.LogAttrs(ctx, slog.LevelDebug, "memory limit", append(memory.Attrs(), gc.Attrs()...)...)
 	if memErr != nil {
 		// A cgroup that cannot be read (an unusual mount, a permission)
 		// costs the soft limit and the warning, not the sweep.

@@ -65,11 +65,14 @@ type Host struct {
 	// SetMemoryLimit is debug.SetMemoryLimit: it sets the runtime's soft
 	// limit and returns the previous one; a negative figure only reads it.
 	SetMemoryLimit func(limit int64) int64
+	// SetGCPercent is debug.SetGCPercent: it sets the collector's pace
+	// and returns the previous one.
+	SetGCPercent func(percent int) int
 }
 
 // System is the process's own host.
 func System() Host {
-	return Host{LookupEnv: os.LookupEnv, Cgroup: automemlimit.FromCgroup, SetMemoryLimit: debug.SetMemoryLimit}
+	return Host{LookupEnv: os.LookupEnv, Cgroup: automemlimit.FromCgroup, SetMemoryLimit: debug.SetMemoryLimit, SetGCPercent: debug.SetGCPercent}
 }
 
 // Limit reads the process's memory limit: a Lambda's configured memory

@@ -1,0 +1,49 @@
+package memlimit
+
+import (
+	"runtime/debug"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestApplyGC(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		vars     map[string]string
+		want     GCDecision
+		wantSets []int
+	}{
+		{"GOGC unset: the sweep's pace", nil, GCDecision{"50", GCFromDefault}, []int{50}},
+		{"an empty GOGC is unset, as the runtime reads it", map[string]string{GOGC: ""}, GCDecision{"50", GCFromDefault}, []int{50}},
+		{"the operator's GOGC stands", map[string]string{GOGC: "200"}, GCDecision{"200", GCFromEnv}, nil},
+		{"GOGC=off stands too", map[string]string{GOGC: "off"}, GCDecision{"off", GCFromEnv}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sets []int
+			set := func(p int) int { sets = append(sets, p); return 100 }
+			got := Host{LookupEnv: env(tc.vars), SetGCPercent: set}.ApplyGC()
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.wantSets, sets)
+		})
+	}
+}
+
+func TestApplyGCWithoutRuntime(t *testing.T) {
+	assert.Equal(t, GCDecision{"50", GCFromDefault}, Host{}.ApplyGC())
+}
+
+// TestApplyGCSetsTheRuntime is the one test that changes the process's own
+// pace, and it puts it back.
+func TestApplyGCSetsTheRuntime(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	h := System()
+	h.LookupEnv = env(nil) // whatever GOGC the test runs with
+	h.ApplyGC()
+	assert.Equal(t, GCPercent, debug.SetGCPercent(100))
+}
+
+func TestGCDecisionAttrs(t *testing.T) {
+	assert.Equal(t, map[string]any{"gogc": "50", "gogc_source": "default"}, attrMap(GCDecision{"50", GCFromDefault}.Attrs()))
+}
