@@ -33,22 +33,21 @@ type Formula struct {
 }
 
 // Default is the model the reaper ships with, from the peaks `make bench`
-// measured (ru_maxrss of the compiled binary's warm sweeps, no memory
-// limit, so the collector's headroom included; test/scale): 36.5, 50.6
-// and 94.2 MiB at 1,000, 10,000 and 30,000 ARC runners, each a pod, its
-// EphemeralRunner (REAPER_ARC_LEAKS on) and its registration. The slope
-// between the two larger fleets is 2.2 KB a runner, set at 2.3 KB: 2,000
-// bytes for the pod and its EphemeralRunner, 300 for the registration, in
-// the proportion of what a sweep holds of each (a pod's view and its
-// EphemeralRunner's about 820 bytes, a registration's about 130, before
-// the collector's headroom). The base is set so that the smallest fleet
-// fits too. Without ARC's objects a pod costs less, so the model is on
-// the safe side there.
+// measured (ru_maxrss of the compiled binary's sweeps at the collector's
+// pace GCPercent, no memory limit; test/scale): warm medians [highest]
+// 47.5 [48.2], 80.2 [85.3] and 185.7 [187.1] MiB at 10,000, 30,000 and
+// 100,000 ARC runners, each a pod, its EphemeralRunner (REAPER_ARC_LEAKS
+// on) and its registration; cold sweeps peaked lower. The slope between
+// the two larger fleets is 1.58 KB a runner, set at 1.65 KB: 1,400 bytes
+// for the pod and its EphemeralRunner, 250 for the registration, in about
+// the proportion of what a sweep holds of each. The base is set so that
+// every sweep measured fits, the highest at 30,000 included. Without
+// ARC's objects a pod costs less, so the model is on the safe side there.
 func Default() Formula {
 	return Formula{
-		Base:            34 << 20,
-		PerPod:          2000,
-		PerRegistration: 300,
+		Base:            39 << 20,
+		PerPod:          1400,
+		PerRegistration: 250,
 	}
 }
 
