@@ -48,6 +48,12 @@ func (d GCDecision) Attrs() []slog.Attr {
 // changes nothing. Call it once, at start-up, before the sweep allocates.
 func (h Host) ApplyGC() GCDecision {
 	if v, ok := h.lookupEnv(GOGC); ok && v != "" {
+		// The runtime reads a GOGC that is neither "off" nor a number
+		// as its default, 100: the line says the pace in force, not
+		// the typo.
+		if _, err := strconv.ParseInt(v, 10, 32); err != nil && v != "off" {
+			v = "100"
+		}
 		return GCDecision{GOGC: v, Source: GCFromEnv}
 	}
 	if h.SetGCPercent != nil {

@@ -18,6 +18,7 @@ func TestApplyGC(t *testing.T) {
 		{"an empty GOGC is unset, as the runtime reads it", map[string]string{GOGC: ""}, GCDecision{"50", GCFromDefault}, []int{50}},
 		{"the operator's GOGC stands", map[string]string{GOGC: "200"}, GCDecision{"200", GCFromEnv}, nil},
 		{"GOGC=off stands too", map[string]string{GOGC: "off"}, GCDecision{"off", GCFromEnv}, nil},
+		{"a GOGC the runtime cannot read is its default, and stands", map[string]string{GOGC: "fifty"}, GCDecision{"100", GCFromEnv}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var sets []int
