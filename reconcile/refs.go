@@ -11,9 +11,10 @@ import (
 // positions indexes the items of one slice by a key without a map: it holds
 // the indexed items' positions, sorted by key and, among equal keys, by
 // position, so that a key's items come in slice order. Classifying 100,000
-// runners built eight maps of one entry a runner, pointer-valued, whose
-// tables were a third of what a sweep held at its highest (31 MB); the
-// same indexes as positions are four bytes an entry. A lookup is a binary
+// runners built eight maps of one entry a runner, pointer-valued: 31 MB,
+// a third of what a sweep held while classifying (though not its peak,
+// which the collector's last run before them set); the same indexes as
+// positions are four bytes an entry. A lookup is a binary
 // search, which costs a few comparisons more than a hash and nothing
 // after.
 type positions[K any] struct {
