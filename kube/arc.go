@@ -50,9 +50,10 @@ func resourceOf(apiVersion, resource string) schema.GroupVersionResource {
 // the list's time and garbage. The result is all or nothing: any failed
 // page, an expired continue token included, fails the whole call, because
 // a runner missing from the list would look podless or its pod's runner
-// id unknown.
-func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string) ([]fleet.EphemeralRunner, error) {
-	memo := newListMemo(c.githubHost)
+// id unknown. pods, the views ListPods gave, are only read: a runner's view
+// shares the name and UID strings of the pod that names it as its owner.
+func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string, pods []fleet.Pod) ([]fleet.EphemeralRunner, error) {
+	memo := newListMemo(c.githubHost, pods)
 	watchList := !c.pagesOnly
 	ers, err := listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: c.pageSize},
 		func(ctx context.Context, ns string, opts metav1.ListOptions, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
@@ -106,10 +107,11 @@ func duplicateUID(ers []fleet.EphemeralRunner) (i, j int, dup bool) {
 // item and never kept.
 func (o *erObject) view(memo *listMemo) fleet.EphemeralRunner {
 	s := &o.Status
+	name, uid := memo.shared(o.Name, o.UID)
 	v := fleet.EphemeralRunner{
 		Namespace:       intern(o.Namespace),
-		Name:            o.Name,
-		UID:             o.UID,
+		Name:            name,
+		UID:             uid,
 		ResourceVersion: o.ResourceVersion,
 		ScopeKey:        memo.key(o.GitHubConfigURL),
 		Phase:           intern(s.Phase),

@@ -117,7 +117,7 @@ func TestListEphemeralRunnersReadsFields(t *testing.T) {
 	}
 
 	c := newClient(t, Options{})
-	ers, err := c.ListEphemeralRunners(ctx, []string{ns})
+	ers, err := c.ListEphemeralRunners(ctx, []string{ns}, nil)
 	require.NoError(t, err)
 	require.Len(t, ers, len(tests))
 	assert.Equal(t, int64(1), c.Counts().Requests)
@@ -296,7 +296,7 @@ func TestListEphemeralRunners(t *testing.T) {
 			}
 			t.Run(mode+"/"+tc.name, func(t *testing.T) {
 				c := newClient(t, Options{PageSize: tc.pageSize, Pages: pages})
-				ers, err := c.ListEphemeralRunners(ctx, tc.namespaces)
+				ers, err := c.ListEphemeralRunners(ctx, tc.namespaces, nil)
 				require.NoError(t, err)
 				seen := map[string]int{}
 				got := make([]string, 0, len(ers))
@@ -335,14 +335,14 @@ func TestListEphemeralRunners(t *testing.T) {
 
 	t.Run("an empty namespace name among named ones is refused", func(t *testing.T) {
 		c := newClient(t, Options{})
-		ers, err := c.ListEphemeralRunners(ctx, []string{nsA, ""})
+		ers, err := c.ListEphemeralRunners(ctx, []string{nsA, ""}, nil)
 		require.Error(t, err)
 		assert.Nil(t, ers)
 		assert.Zero(t, c.Counts().Requests)
 	})
 	t.Run("a namespace that does not exist is an empty list", func(t *testing.T) {
 		c := newClient(t, Options{})
-		ers, err := c.ListEphemeralRunners(ctx, []string{nsA + "-missing"})
+		ers, err := c.ListEphemeralRunners(ctx, []string{nsA + "-missing"}, nil)
 		require.NoError(t, err)
 		assert.Empty(t, ers)
 	})
@@ -407,7 +407,7 @@ func TestListEphemeralRunnersPageFails(t *testing.T) {
 
 			c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 2, Pages: true})
 			require.NoError(t, err)
-			ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
+			ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"}, nil)
 			require.ErrorContains(t, err, tc.wantErr)
 			assert.Nil(t, ers, "no partial list")
 			assert.Equal(t, tc.wantExpiry, apierrors.IsResourceExpired(err))
@@ -561,7 +561,7 @@ func TestDeleteEphemeralRunner(t *testing.T) {
 			ns := env.Namespace(t, "arc")
 			env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: erName, Status: &testenv.EphemeralRunnerStatus{Phase: "Failed", RunnerID: 1234, Reason: "TooManyPodFailures", Message: "Pod has failed to start more than 5 times"}})
 			c := newClient(t, Options{})
-			ers, err := c.ListEphemeralRunners(ctx, []string{ns})
+			ers, err := c.ListEphemeralRunners(ctx, []string{ns}, nil)
 			require.NoError(t, err)
 			require.Len(t, ers, 1)
 			view := ers[0]
@@ -629,7 +629,7 @@ func TestRemoveFinalizers(t *testing.T) {
 			created := env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: erName, Finalizers: []string{testenv.EphemeralRunnerFinalizer}, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234}})
 			env.DeleteARC(t, testenv.EphemeralRunners, ns, erName)
 			c := newClient(t, Options{})
-			ers, err := c.ListEphemeralRunners(ctx, []string{ns})
+			ers, err := c.ListEphemeralRunners(ctx, []string{ns}, nil)
 			require.NoError(t, err)
 			require.Len(t, ers, 1)
 			view := ers[0]
@@ -660,7 +660,7 @@ func TestRemoveFinalizers(t *testing.T) {
 		ns := env.Namespace(t, "arc")
 		env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: erName, Finalizers: []string{testenv.EphemeralRunnerFinalizer}, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234}})
 		c := newClient(t, Options{})
-		ers, err := c.ListEphemeralRunners(ctx, []string{ns})
+		ers, err := c.ListEphemeralRunners(ctx, []string{ns}, nil)
 		require.NoError(t, err)
 		require.Len(t, ers, 1)
 		live := ers[0]
@@ -701,7 +701,7 @@ func TestARCForbidden(t *testing.T) {
 	lister := userClient(t, "arc-lister-"+nsA)
 
 	admin := newClient(t, Options{})
-	ers, err := admin.ListEphemeralRunners(ctx, []string{nsA})
+	ers, err := admin.ListEphemeralRunners(ctx, []string{nsA}, nil)
 	require.NoError(t, err)
 	require.Len(t, ers, 1)
 	view := ers[0]
@@ -710,7 +710,7 @@ func TestARCForbidden(t *testing.T) {
 
 	listIn := func(c *Client, ns ...string) func() error {
 		return func() error {
-			ers, err := c.ListEphemeralRunners(ctx, ns)
+			ers, err := c.ListEphemeralRunners(ctx, ns, nil)
 			assert.Nil(t, ers, "no partial list")
 			return err
 		}
@@ -750,7 +750,7 @@ func TestARCForbidden(t *testing.T) {
 	})
 
 	t.Run("list rights in one namespace: that namespace lists", func(t *testing.T) {
-		ers, err := lister.ListEphemeralRunners(ctx, []string{nsA})
+		ers, err := lister.ListEphemeralRunners(ctx, []string{nsA}, nil)
 		require.NoError(t, err)
 		assert.Len(t, ers, 1)
 	})

@@ -35,7 +35,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 	pods, err := c.ListPods(ctx, []string{ns}, "app=runner", Mapping{})
 	require.NoError(t, err)
 	require.Len(t, pods, 1)
-	ers, err := c.ListEphemeralRunners(ctx, []string{ns})
+	ers, err := c.ListEphemeralRunners(ctx, []string{ns}, nil)
 	require.NoError(t, err)
 	byName := ersByName(ers)
 	require.Len(t, byName, 2)

@@ -35,7 +35,7 @@ func FuzzReadPageAgreesWithUnstructured(f *testing.F) {
 	}
 	dec := dynamicDecoder(f)
 	f.Fuzz(func(t *testing.T, page string) {
-		got, gotCont, err := readEphemeralRunnerPage(bytes.NewReader([]byte(page)), newListMemo("github.com"), nil)
+		got, gotCont, err := readEphemeralRunnerPage(bytes.NewReader([]byte(page)), newListMemo("github.com", nil), nil)
 		if err != nil {
 			return
 		}
@@ -84,22 +84,22 @@ func TestAValueTooLargeForAnEphemeralRunnerFailsTheRead(t *testing.T) {
 	}
 	big := maxERValue + 1024
 	t.Run("page", func(t *testing.T) {
-		ers, _, err := readEphemeralRunnerPage(strings.NewReader(string(erPage(withMessage(maxERValue/2)))), newListMemo(""), nil)
+		ers, _, err := readEphemeralRunnerPage(strings.NewReader(string(erPage(withMessage(maxERValue/2)))), newListMemo("", nil), nil)
 		require.NoError(t, err)
 		require.Len(t, ers, 1)
 		assert.Len(t, ers[0].Message, maxERValue/2)
-		_, _, err = readEphemeralRunnerPage(strings.NewReader(string(erPage(withMessage(big)))), newListMemo(""), nil)
+		_, _, err = readEphemeralRunnerPage(strings.NewReader(string(erPage(withMessage(big)))), newListMemo("", nil), nil)
 		require.ErrorContains(t, err, "more than any EphemeralRunner")
 	})
 	t.Run("watch", func(t *testing.T) {
 		end := erEvent("BOOKMARK", erBookmarkJSON(true))
-		ers, err := readEphemeralRunnerWatch(strings.NewReader(erEvent("ADDED", withMessage(maxERValue/2))+end), newListMemo(""), nil)
+		ers, err := readEphemeralRunnerWatch(strings.NewReader(erEvent("ADDED", withMessage(maxERValue/2))+end), newListMemo("", nil), nil)
 		require.NoError(t, err)
 		require.Len(t, ers, 1)
-		_, err = readEphemeralRunnerWatch(strings.NewReader(erEvent("ADDED", withMessage(big))+end), newListMemo(""), nil)
+		_, err = readEphemeralRunnerWatch(strings.NewReader(erEvent("ADDED", withMessage(big))+end), newListMemo("", nil), nil)
 		require.ErrorContains(t, err, "more than any EphemeralRunner")
 		// An object before its type is held whole: bounded too.
-		_, err = readEphemeralRunnerWatch(strings.NewReader(`{"object":`+withMessage(big)+`,"type":"ADDED"}`+end), newListMemo(""), nil)
+		_, err = readEphemeralRunnerWatch(strings.NewReader(`{"object":`+withMessage(big)+`,"type":"ADDED"}`+end), newListMemo("", nil), nil)
 		require.ErrorContains(t, err, "more than any EphemeralRunner")
 	})
 }

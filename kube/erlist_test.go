@@ -36,7 +36,7 @@ func ephemeralRunnerView(u *unstructured.Unstructured, githubHost string) fleet.
 	if err != nil {
 		panic(err)
 	}
-	ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(string(item))), newListMemo(githubHost), nil)
+	ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(string(item))), newListMemo(githubHost, nil), nil)
 	if err != nil || len(ers) != 1 {
 		panic(fmt.Sprintf("decode %s: %d views, %v", item, len(ers), err))
 	}
@@ -195,7 +195,7 @@ func TestLooseInt(t *testing.T) {
 			if tc.raw != "" {
 				status = erStatusWith("runnerId", tc.raw)
 			}
-			ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(rawER{name: "r", status: status}.json())), newListMemo(""), nil)
+			ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(rawER{name: "r", status: status}.json())), newListMemo("", nil), nil)
 			require.NoError(t, err)
 			require.Len(t, ers, 1)
 			assert.Equal(t, tc.want, ers[0].RunnerID)
@@ -222,7 +222,7 @@ func TestLooseString(t *testing.T) {
 		{`false`, ""},
 	} {
 		t.Run(tc.raw, func(t *testing.T) {
-			ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(rawER{name: "r", status: erStatusWith("message", tc.raw)}.json())), newListMemo(""), nil)
+			ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(rawER{name: "r", status: erStatusWith("message", tc.raw)}.json())), newListMemo("", nil), nil)
 			require.NoError(t, err)
 			require.Len(t, ers, 1)
 			assert.Equal(t, tc.want, ers[0].Message)
@@ -264,7 +264,7 @@ func TestWrongTypedFieldKeepsTheList(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.odd.name = "odd"
 			page := erPage(good("first", 1).json(), tc.odd.json(), good("last", 3).json())
-			ers, cont, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo(""), nil)
+			ers, cont, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("", nil), nil)
 			require.NoError(t, err)
 			assert.Equal(t, "next-page", cont)
 			require.Len(t, ers, 3)
@@ -365,7 +365,7 @@ func TestReadPageAgreesWithUnstructured(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, host := range []string{"", "github.com"} {
 				want, wantCont, wantErr := unstructuredERPage(dec, strings.NewReader(tc.page), host, nil)
-				got, gotCont, err := readEphemeralRunnerPage(strings.NewReader(tc.page), newListMemo(host), nil)
+				got, gotCont, err := readEphemeralRunnerPage(strings.NewReader(tc.page), newListMemo(host, nil), nil)
 				require.Equal(t, tc.fails, wantErr != nil, "Unstructured's answer: %v", wantErr)
 				if wantErr != nil {
 					require.Error(t, err, "Unstructured refused it: %v", wantErr)
@@ -397,7 +397,7 @@ func TestViewsShareRepeatedStrings(t *testing.T) {
 		rawER{name: "a", meta: `"finalizers":["ephemeralrunner.actions.github.com/finalizer"]`, status: `{"phase":"Failed","reason":"TooManyPodFailures"}`}.json(),
 		rawER{name: "b", meta: `"finalizers":["ephemeralrunner.actions.github.com/finalizer"]`, status: `{"phase":"Failed","reason":"TooManyPodFailures"}`}.json(),
 	)
-	ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo(""), nil)
+	ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("", nil), nil)
 	require.NoError(t, err)
 	require.Len(t, ers, 2)
 	same := func(a, b string) bool {
@@ -413,6 +413,52 @@ func TestViewsShareRepeatedStrings(t *testing.T) {
 	assert.True(t, same(a.Finalizers[0], b.Finalizers[0]), "finalizer")
 	assert.Equal(t, 1, cap(a.Finalizers), "no room kept beyond the finalizers")
 	assert.Empty(t, a.Message)
+}
+
+// TestViewsShareTheirPodsStrings: a runner's view holds the name and UID
+// strings of the pod view that names it as its owner, by UID; a name the
+// owner reference does not give stays the runner's own; a runner no pod
+// names, or a pod that names another UID, shares nothing. Every value is
+// the one the list said, whatever is shared.
+func TestViewsShareTheirPodsStrings(t *testing.T) {
+	owned := func(name, uid string) fleet.Pod {
+		return fleet.Pod{Namespace: "ci", Name: strings.Clone(name), Owner: &fleet.Owner{
+			APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind,
+			Name: strings.Clone(name), UID: strings.Clone(uid),
+		}}
+	}
+	pods := []fleet.Pod{
+		owned("z", "u-z"),
+		owned("a", "u-a"),
+		owned("b-renamed", "u-b"),
+		{Namespace: "ci", Name: "bare"},
+		owned("c", "u-other"),
+		{Namespace: "ci", Name: "no-uid", Owner: &fleet.Owner{Name: "d"}},
+	}
+	page := erPage(rawER{name: "a"}.json(), rawER{name: "b"}.json(), rawER{name: "c"}.json(), rawER{name: "d"}.json(), rawER{name: "z"}.json())
+	ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("", pods), nil)
+	require.NoError(t, err)
+	require.Len(t, ers, 5)
+	same := func(a, b string) bool { return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b) }
+	tests := []struct {
+		er             fleet.EphemeralRunner
+		pod            *fleet.Pod
+		shareName, uid bool
+	}{
+		{er: ers[0], pod: &pods[1], shareName: true, uid: true},
+		{er: ers[1], pod: &pods[2], uid: true},
+		{er: ers[2], pod: &pods[4]},
+		{er: ers[3], pod: &pods[5]},
+		{er: ers[4], pod: &pods[0], shareName: true, uid: true},
+	}
+	for _, tc := range tests {
+		name := strings.TrimPrefix(tc.er.UID, "u-")
+		assert.Equal(t, name, tc.er.Name, "the name the list gave")
+		assert.Equal(t, "u-"+name, tc.er.UID, "the UID the list gave")
+		assert.Equal(t, tc.shareName, same(tc.er.Name, tc.pod.Owner.Name), "%s: name shared", name)
+		assert.Equal(t, tc.uid, same(tc.er.UID, tc.pod.Owner.UID), "%s: UID shared", name)
+	}
+	assert.Equal(t, []string{"z", "a", "b-renamed", "bare", "c", "no-uid"}, []string{pods[0].Name, pods[1].Name, pods[2].Name, pods[3].Name, pods[4].Name, pods[5].Name}, "the pods are only read")
 }
 
 // TestViewsShareOneListOfFinalizers: runners with the same finalizers, in
@@ -434,7 +480,7 @@ func TestViewsShareOneListOfFinalizers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			memo := newListMemo("")
+			memo := newListMemo("", nil)
 			decoded := slices.Clone(tc.a)
 			a := memo.sharedFinalizers(decoded)
 			// The decoder reuses its slice for the next runner.
@@ -448,11 +494,11 @@ func TestViewsShareOneListOfFinalizers(t *testing.T) {
 		})
 	}
 	t.Run("none", func(t *testing.T) {
-		assert.Nil(t, newListMemo("").sharedFinalizers(nil))
-		assert.Nil(t, newListMemo("").sharedFinalizers([]string{}))
+		assert.Nil(t, newListMemo("", nil).sharedFinalizers(nil))
+		assert.Nil(t, newListMemo("", nil).sharedFinalizers([]string{}))
 	})
 	t.Run("a bounded memo", func(t *testing.T) {
-		memo := newListMemo("")
+		memo := newListMemo("", nil)
 		for i := range maxMemoFinalizers + 5 {
 			memo.sharedFinalizers([]string{fmt.Sprint(i)})
 		}
@@ -466,7 +512,7 @@ func TestViewsShareOneListOfFinalizers(t *testing.T) {
 		fins := `"finalizers":["` + arc + `","` + reg + `"]`
 		page := erPage(rawER{name: "a", meta: fins}.json(), rawER{name: "b", meta: fins}.json(),
 			rawER{name: "c", meta: `"finalizers":["` + reg + `"]`}.json())
-		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo(""), nil)
+		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("", nil), nil)
 		require.NoError(t, err)
 		require.Len(t, ers, 3)
 		assert.True(t, sameArray(ers[0].Finalizers, ers[1].Finalizers))
@@ -508,7 +554,7 @@ func TestListRequestIsTheDynamicClients(t *testing.T) {
 	ctx := context.Background()
 
 	for _, namespaces := range [][]string{{"ci"}, nil} {
-		ers, err := c.ListEphemeralRunners(ctx, namespaces)
+		ers, err := c.ListEphemeralRunners(ctx, namespaces, nil)
 		require.NoError(t, err)
 		assert.Len(t, ers, 2)
 		lean := take()
@@ -533,7 +579,7 @@ func TestListRequestIsTheDynamicClients(t *testing.T) {
 
 	t.Run("a namespace that is no path segment is refused", func(t *testing.T) {
 		before := c.Counts().Requests
-		_, err := c.ListEphemeralRunners(ctx, []string{"ci/../kube-system"})
+		_, err := c.ListEphemeralRunners(ctx, []string{"ci/../kube-system"}, nil)
 		require.ErrorContains(t, err, `list ephemeralrunners in ci/../kube-system: invalid namespace "ci/../kube-system"`)
 		assert.Equal(t, before, c.Counts().Requests)
 	})
@@ -569,7 +615,7 @@ func TestListRetriesADroppedConnection(t *testing.T) {
 		require.NoError(t, err)
 		// The test server's pages all say "next-page"; one namespace,
 		// one page is all this needs.
-		ers, cont, err := c.ephemeralRunnerPage(context.Background(), "ci", metav1.ListOptions{Limit: 1}, newListMemo(""), nil)
+		ers, cont, err := c.ephemeralRunnerPage(context.Background(), "ci", metav1.ListOptions{Limit: 1}, newListMemo("", nil), nil)
 		require.NoError(t, err)
 		assert.Equal(t, "next-page", cont)
 		require.Len(t, ers, 1)
@@ -591,7 +637,7 @@ func TestListRetriesADroppedConnection(t *testing.T) {
 		defer srv.Close()
 		c, err := New(&rest.Config{Host: srv.URL}, Options{Pages: true})
 		require.NoError(t, err)
-		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
+		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"}, nil)
 		require.ErrorContains(t, err, "list ephemeralrunners in ci: read the page: unexpected EOF")
 		assert.Nil(t, ers)
 		assert.Equal(t, int64(1), c.Counts().Requests)
@@ -613,7 +659,7 @@ func TestListTimesOutInTheBody(t *testing.T) {
 	defer close(release)
 	c, err := New(&rest.Config{Host: srv.URL}, Options{Timeout: 300 * time.Millisecond, Pages: true})
 	require.NoError(t, err)
-	_, err = c.ListEphemeralRunners(context.Background(), []string{"ci"})
+	_, err = c.ListEphemeralRunners(context.Background(), []string{"ci"}, nil)
 	require.ErrorIs(t, err, ErrTimeout)
 	assert.Contains(t, err.Error(), "list ephemeralrunners in ci: read the page: ")
 }
@@ -824,7 +870,7 @@ func TestARCPageAgreesWithUnstructured(t *testing.T) {
 	page := arcPage(t, 20)
 	want, wantCont, err := unstructuredERPage(dynamicDecoder(t), bytes.NewReader(page), "github.com", nil)
 	require.NoError(t, err)
-	got, cont, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("github.com"), nil)
+	got, cont, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("github.com", nil), nil)
 	require.NoError(t, err)
 	assert.Equal(t, wantCont, cont)
 	assert.Equal(t, want, got)
@@ -863,13 +909,13 @@ func BenchmarkEphemeralRunnerPage(b *testing.B) {
 		return ers, err
 	})
 	run("stream", func() ([]fleet.EphemeralRunner, error) {
-		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("github.com"), nil)
+		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("github.com", nil), nil)
 		return ers, err
 	})
 	run("stream-buffered-body", func() ([]fleet.EphemeralRunner, error) {
 		// A body read in the transport's 4 KiB reads, as an HTTP
 		// body is, rather than in one.
-		ers, _, err := readEphemeralRunnerPage(bufio.NewReaderSize(halfReader{bytes.NewReader(page)}, 4096), newListMemo("github.com"), nil)
+		ers, _, err := readEphemeralRunnerPage(bufio.NewReaderSize(halfReader{bytes.NewReader(page)}, 4096), newListMemo("github.com", nil), nil)
 		return ers, err
 	})
 	run("scan-only", func() ([]fleet.EphemeralRunner, error) {
@@ -912,7 +958,7 @@ func TestReadPageRefusesAnotherKind(t *testing.T) {
 		`{"kind":"","items":[]}`,
 		`{"items":[]}`,
 	} {
-		_, _, err := readEphemeralRunnerPage(strings.NewReader(page), newListMemo(""), nil)
+		_, _, err := readEphemeralRunnerPage(strings.NewReader(page), newListMemo("", nil), nil)
 		assert.Error(t, err, page)
 	}
 }
@@ -928,7 +974,7 @@ func TestListEphemeralRunnersRefusesARepeatedUID(t *testing.T) {
 	defer srv.Close()
 	c, err := New(&rest.Config{Host: srv.URL}, Options{PageSize: 10, Pages: true})
 	require.NoError(t, err)
-	ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
+	ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"}, nil)
 	require.ErrorContains(t, err, `two runners under UID "u-r"`)
 	assert.Nil(t, ers)
 }

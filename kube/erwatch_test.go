@@ -42,7 +42,7 @@ func sortedERs(ers []fleet.EphemeralRunner) []fleet.EphemeralRunner {
 // erPages lists EphemeralRunners the way ListEphemeralRunners did before
 // the watch-list, and does after it falls back: page by page.
 func erPages(ctx context.Context, c *Client, namespaces []string, pageSize int64) ([]fleet.EphemeralRunner, error) {
-	scopes := newListMemo(c.githubHost)
+	scopes := newListMemo(c.githubHost, nil)
 	return listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: pageSize},
 		func(ctx context.Context, ns string, opts metav1.ListOptions, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
 			return c.ephemeralRunnerPage(ctx, ns, opts, scopes, out)
@@ -147,7 +147,7 @@ func TestEphemeralRunnerWatchListGivesWhatPagesGive(t *testing.T) {
 	assert.Equal(t, sortedERs(whole), sortedERs(want), "pages view as the whole objects")
 
 	c := newClient(t, Options{GitHubHost: "github.com", PageSize: 50})
-	got, err := c.ListEphemeralRunners(ctx, namespaces)
+	got, err := c.ListEphemeralRunners(ctx, namespaces, nil)
 	require.NoError(t, err)
 	assert.Equal(t, sortedERs(want), sortedERs(got))
 	assert.Equal(t, int64(2), c.Counts().Requests, "one watch-list per namespace, whatever the page size")
@@ -168,7 +168,7 @@ func TestEphemeralRunnerWatchListGivesWhatPagesGive(t *testing.T) {
 
 	t.Run("all namespaces, one watch-list", func(t *testing.T) {
 		c := newClient(t, Options{GitHubHost: "github.com"})
-		all, err := c.ListEphemeralRunners(ctx, nil)
+		all, err := c.ListEphemeralRunners(ctx, nil, nil)
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), c.Counts().Requests)
 		var mine []fleet.EphemeralRunner
@@ -185,11 +185,11 @@ func TestEphemeralRunnerWatchListGivesWhatPagesGive(t *testing.T) {
 		for i := 0; i < 10; i++ {
 			name := fmt.Sprintf("fresh-%02d", i)
 			env.EphemeralRunner(t, nsB, testenv.EphemeralRunner{Name: name})
-			ers, err := c.ListEphemeralRunners(ctx, []string{nsB})
+			ers, err := c.ListEphemeralRunners(ctx, []string{nsB}, nil)
 			require.NoError(t, err)
 			require.Contains(t, ersByName(ers), nsB+"/"+name, "written before the read began")
 			env.DeleteARC(t, ephemeralRunners, nsB, name) // no finalizer: gone at once
-			ers, err = c.ListEphemeralRunners(ctx, []string{nsB})
+			ers, err = c.ListEphemeralRunners(ctx, []string{nsB}, nil)
 			require.NoError(t, err)
 			require.NotContains(t, ersByName(ers), nsB+"/"+name, "deleted before the read began")
 		}
@@ -205,7 +205,7 @@ func TestEphemeralRunnerWatchListGivesWhatPagesGive(t *testing.T) {
 		var logs bytes.Buffer
 		c, err := New(cfg, Options{GitHubHost: "github.com", Log: slog.New(slog.NewJSONHandler(&logs, nil))})
 		require.NoError(t, err)
-		got, err := c.ListEphemeralRunners(ctx, []string{nsA})
+		got, err := c.ListEphemeralRunners(ctx, []string{nsA}, nil)
 		require.NoError(t, err)
 		assert.Len(t, got, perNamespace)
 		assert.Equal(t, int64(2), c.Counts().Requests, "the refused watch, one page")
@@ -213,7 +213,7 @@ func TestEphemeralRunnerWatchListGivesWhatPagesGive(t *testing.T) {
 		assert.Contains(t, logs.String(), `cannot watch resource \"ephemeralrunners\"`)
 
 		t.Run("no list right either: the pages' Forbidden", func(t *testing.T) {
-			_, err := c.ListEphemeralRunners(ctx, []string{nsB})
+			_, err := c.ListEphemeralRunners(ctx, []string{nsB}, nil)
 			require.Error(t, err)
 			assert.True(t, apierrors.IsForbidden(err), "%v", err)
 			assert.Contains(t, err.Error(), `cannot list resource "ephemeralrunners"`)
@@ -239,7 +239,7 @@ func TestEphemeralRunnerWatchListRequest(t *testing.T) {
 	c, err := New(&rest.Config{Host: srv.URL}, Options{Timeout: 45 * time.Second, PageSize: 7})
 	require.NoError(t, err)
 	for _, namespaces := range [][]string{{"ci", "cd"}, nil} {
-		ers, err := c.ListEphemeralRunners(context.Background(), namespaces)
+		ers, err := c.ListEphemeralRunners(context.Background(), namespaces, nil)
 		require.NoError(t, err)
 		assert.Len(t, ers, max(len(namespaces), 1), "one runner from each watch-list")
 	}
@@ -252,7 +252,7 @@ func TestEphemeralRunnerWatchListRequest(t *testing.T) {
 	assert.Equal(t, int64(3), c.Counts().Requests)
 
 	t.Run("a namespace that is no path segment is refused", func(t *testing.T) {
-		_, err := c.ListEphemeralRunners(context.Background(), []string{"ci/../kube-system"})
+		_, err := c.ListEphemeralRunners(context.Background(), []string{"ci/../kube-system"}, nil)
 		require.ErrorContains(t, err, `list ephemeralrunners in ci/../kube-system: invalid namespace "ci/../kube-system"`)
 		assert.Equal(t, int64(3), c.Counts().Requests)
 	})
@@ -428,7 +428,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 			var logs bytes.Buffer
 			c, err := New(&rest.Config{Host: srv.URL}, Options{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
 			require.NoError(t, err)
-			ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
+			ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"}, nil)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, erNames(ers), "nothing the broken stream sent is kept")
 			watches, lists := count()
@@ -453,7 +453,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		})
 		c, err := New(&rest.Config{Host: srv.URL}, Options{})
 		require.NoError(t, err)
-		ers, err := c.streamEphemeralRunners(context.Background(), "ci", newListMemo(""), []fleet.EphemeralRunner{{Name: "before"}})
+		ers, err := c.streamEphemeralRunners(context.Background(), "ci", newListMemo("", nil), []fleet.EphemeralRunner{{Name: "before"}})
 		require.ErrorIs(t, err, errNoWatchList)
 		assert.True(t, apierrors.IsResourceExpired(err), "%v", err)
 		var st apierrors.APIStatus
@@ -480,7 +480,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		defer srv.Close()
 		c, err := New(&rest.Config{Host: srv.URL}, Options{})
 		require.NoError(t, err)
-		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci", "cd"})
+		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci", "cd"}, nil)
 		require.Error(t, err)
 		assert.Nil(t, ers)
 		assert.True(t, apierrors.IsForbidden(err))
@@ -501,7 +501,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		c, err := New(&rest.Config{Host: srv.URL}, Options{Timeout: 300 * time.Millisecond, Log: slog.New(slog.NewJSONHandler(&logs, nil))})
 		require.NoError(t, err)
 		began := time.Now()
-		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
+		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"}, nil)
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, time.Since(began), 300*time.Millisecond)
 		assert.Equal(t, []string{"ci/from-pages"}, erNames(ers), "nothing of the stalled stream")
@@ -518,7 +518,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		})
 		c, err := New(&rest.Config{Host: srv.URL}, Options{Timeout: 300 * time.Millisecond})
 		require.NoError(t, err)
-		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
+		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"}, nil)
 		require.ErrorIs(t, err, ErrTimeout)
 		assert.NotErrorIs(t, err, errNoWatchList)
 		assert.Nil(t, ers)
@@ -539,7 +539,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		})
 		c, err := New(&rest.Config{Host: srv.URL}, Options{})
 		require.NoError(t, err)
-		ers, err := c.ListEphemeralRunners(ctx, []string{"ci"})
+		ers, err := c.ListEphemeralRunners(ctx, []string{"ci"}, nil)
 		require.ErrorIs(t, err, context.Canceled)
 		assert.NotErrorIs(t, err, errNoWatchList)
 		assert.Nil(t, ers)
@@ -554,7 +554,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		})
 		c, err := New(&rest.Config{Host: srv.URL}, Options{})
 		require.NoError(t, err)
-		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
+		ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"}, nil)
 		require.ErrorContains(t, err, `list ephemeralrunners: two runners under UID "u-s-1" (ci/s-1 and ci/s-1)`)
 		assert.Nil(t, ers)
 		_, lists := count()
@@ -578,7 +578,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		defer srv.Close()
 		c, err := New(&rest.Config{Host: srv.URL}, Options{})
 		require.NoError(t, err)
-		ers, err := c.ListEphemeralRunners(context.Background(), []string{"a", "b"})
+		ers, err := c.ListEphemeralRunners(context.Background(), []string{"a", "b"}, nil)
 		require.ErrorContains(t, err, `two runners under UID "u-s-1"`)
 		assert.Nil(t, ers)
 		assert.Equal(t, int64(3), c.Counts().Requests, "a's watch-list, b's and b's page")
@@ -610,7 +610,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		defer srv.Close()
 		c, err := New(&rest.Config{Host: srv.URL}, Options{})
 		require.NoError(t, err)
-		ers, err := c.ListEphemeralRunners(context.Background(), []string{"a", "b", "c"})
+		ers, err := c.ListEphemeralRunners(context.Background(), []string{"a", "b", "c"}, nil)
 		require.NoError(t, err)
 		// rawER names every runner's namespace ci, as no API server
 		// would; what matters is where each came from.
@@ -621,7 +621,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 		assert.Equal(t, int64(4), c.Counts().Requests)
 
 		// The next call tries the watch-list again.
-		_, err = c.ListEphemeralRunners(context.Background(), []string{"a", "b", "c"})
+		_, err = c.ListEphemeralRunners(context.Background(), []string{"a", "b", "c"}, nil)
 		require.NoError(t, err)
 		mu.Lock()
 		assert.Equal(t, 2, requests["b watch"])
@@ -635,7 +635,7 @@ func TestEphemeralRunnerWatchListContract(t *testing.T) {
 			})
 			c, err := New(&rest.Config{Host: srv.URL}, opts)
 			require.NoError(t, err)
-			ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"})
+			ers, err := c.ListEphemeralRunners(context.Background(), []string{"ci"}, nil)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"ci/from-pages"}, erNames(ers))
 			watches, lists := count()
@@ -725,7 +725,7 @@ func TestWatchDecodesAsPagesDo(t *testing.T) {
 		require.NoError(t, err)
 		objs = append(objs, string(b))
 	}
-	want, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(objs...)), newListMemo("github.com"), nil)
+	want, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(objs...)), newListMemo("github.com", nil), nil)
 	require.NoError(t, err)
 	var stream strings.Builder
 	for _, o := range objs {
@@ -733,7 +733,7 @@ func TestWatchDecodesAsPagesDo(t *testing.T) {
 	}
 	stream.WriteString(erEvent("BOOKMARK", erBookmarkJSON(true)))
 	for _, r := range []io.Reader{strings.NewReader(stream.String()), halfReader{strings.NewReader(stream.String())}} {
-		got, err := readEphemeralRunnerWatch(r, newListMemo("github.com"), nil)
+		got, err := readEphemeralRunnerWatch(r, newListMemo("github.com", nil), nil)
 		require.NoError(t, err)
 		assert.Equal(t, want, got)
 	}
@@ -761,12 +761,12 @@ func BenchmarkEphemeralRunnerWatch(b *testing.B) {
 		})
 	}
 	watch := func(body []byte) ([]fleet.EphemeralRunner, error) {
-		return readEphemeralRunnerWatch(bytes.NewReader(body), newListMemo("github.com"), nil)
+		return readEphemeralRunnerWatch(bytes.NewReader(body), newListMemo("github.com", nil), nil)
 	}
 	run("watch", arcWatchList(b, n, false), watch)
 	run("watch-object-first", arcWatchList(b, n, true), watch)
 	run("page", arcPage(b, n), func(body []byte) ([]fleet.EphemeralRunner, error) {
-		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(body), newListMemo("github.com"), nil)
+		ers, _, err := readEphemeralRunnerPage(bytes.NewReader(body), newListMemo("github.com", nil), nil)
 		return ers, err
 	})
 }

@@ -51,7 +51,7 @@ func (k *fakeKube) ListPods(context.Context) ([]fleet.Pod, error) {
 	return append([]fleet.Pod(nil), k.pods...), nil
 }
 
-func (k *fakeKube) ListEphemeralRunners(context.Context) ([]fleet.EphemeralRunner, error) {
+func (k *fakeKube) ListEphemeralRunners(context.Context, []fleet.Pod) ([]fleet.EphemeralRunner, error) {
 	return nil, nil
 }
 

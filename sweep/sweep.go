@@ -41,9 +41,11 @@ type RunnerLister interface {
 }
 
 // EphemeralRunnerLister lists ARC's EphemeralRunners, for ARC's own leaks
-// and for the runner ids they know.
+// and for the runner ids they know. It is given the pods already listed,
+// which it only reads, so that a runner's view can share what its pod's
+// view holds.
 type EphemeralRunnerLister interface {
-	ListEphemeralRunners(ctx context.Context) ([]fleet.EphemeralRunner, error)
+	ListEphemeralRunners(ctx context.Context, pods []fleet.Pod) ([]fleet.EphemeralRunner, error)
 }
 
 // Counter reports the requests a client has sent.
@@ -251,7 +253,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	if s.Policy.ARC {
 		// Like the pod list: an incomplete view would make a runner
 		// look podless.
-		ers, err = s.EphemeralRunners.ListEphemeralRunners(ctx)
+		ers, err = s.EphemeralRunners.ListEphemeralRunners(ctx, pods)
 		if err != nil {
 			res.Status, res.Err = StatusFailed, fmt.Errorf("observe ephemeralrunners: %w", err)
 			return res

@@ -549,8 +549,8 @@ type ephemeralRunners struct {
 	namespaces []string
 }
 
-func (e ephemeralRunners) ListEphemeralRunners(ctx context.Context) ([]fleet.EphemeralRunner, error) {
-	return e.client.ListEphemeralRunners(ctx, e.namespaces)
+func (e ephemeralRunners) ListEphemeralRunners(ctx context.Context, pods []fleet.Pod) ([]fleet.EphemeralRunner, error) {
+	return e.client.ListEphemeralRunners(ctx, e.namespaces, pods)
 }
 
 // kubeSource is the configured runner name source in kube's terms.

@@ -16,7 +16,7 @@ import (
 
 // ListEphemeralRunners lists every EphemeralRunner of the runners
 // namespace.
-func (k kube) ListEphemeralRunners(ctx context.Context) ([]fleet.EphemeralRunner, error) {
+func (k kube) ListEphemeralRunners(ctx context.Context, _ []fleet.Pod) ([]fleet.EphemeralRunner, error) {
 	w := k.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
