@@ -236,6 +236,9 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		res.Status, res.Err = StatusFailed, fmt.Errorf("observe pods: %w", err)
 		return res
 	}
+	// The cached registrations take the pod views' copies of their names
+	// before the EphemeralRunners' views pile up on them.
+	state.ShareWithPods(ledger.Lists, pods)
 	// The API server has answered: from here on every age is measured on
 	// its clock.
 	now = s.Now().UTC().Round(0)
