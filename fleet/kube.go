@@ -25,14 +25,15 @@ type Pod struct {
 	// may wait Pending for minutes (node scale-up, a large image) before
 	// its runner can even try to register.
 	StartedAt time.Time
-	// HasRunner is true when the pod's spec has a container named as the
-	// configured runner container. A pod without one is not a runner, only
-	// something the label selector happened to match, and is never judged.
-	HasRunner bool
 	// ServiceAccount is the pod's spec.serviceAccountName: the same-named
 	// ServiceAccount is deleted with a bare pod only when the pod ran as
 	// it, so that no other ServiceAccount that merely shares the name goes.
 	ServiceAccount string
+	// HasRunner is true when the pod's spec has a container named as the
+	// configured runner container. A pod without one is not a runner, only
+	// something the label selector happened to match, and is never judged.
+	// (The three flags stand together: 8 bytes a view, not 16.)
+	HasRunner bool
 	// Deleting is true once the pod has a deletion timestamp: someone else
 	// is already removing it.
 	Deleting bool
