@@ -153,6 +153,24 @@ func newListMemo(githubHost string, pods []fleet.Pod) *listMemo {
 	return m
 }
 
+// expected is how many EphemeralRunners the pods name as their owners: the
+// room the list's views are given before the first is read. Grown by
+// append instead, 100,000 views would be copied a dozen times, the last
+// time while the heap is at its highest, and keep up to a quarter of
+// their 21 MB spare. Pods owned by anything else do not count, so that
+// pods of another controller cost no room.
+func (s *listMemo) expected() int {
+	n := 0
+	for k, i := range s.owned {
+		o := s.pods[i].Owner
+		if o.APIVersion == fleet.EphemeralRunnerAPIVersion && o.Kind == fleet.EphemeralRunnerKind &&
+			(k == 0 || s.pods[s.owned[k-1]].Owner.UID != o.UID) {
+			n++
+		}
+	}
+	return n
+}
+
 // shared is name and uid in strings a pod's view already holds, when a pod
 // names as its owner an object of that UID (and that name); otherwise they
 // themselves. The strings are equal either way: only where their bytes are

@@ -461,6 +461,31 @@ func TestViewsShareTheirPodsStrings(t *testing.T) {
 	assert.Equal(t, []string{"z", "a", "b-renamed", "bare", "c", "no-uid"}, []string{pods[0].Name, pods[1].Name, pods[2].Name, pods[3].Name, pods[4].Name, pods[5].Name}, "the pods are only read")
 }
 
+// TestExpectedRunners: the room given to the list is one view for each
+// distinct EphemeralRunner the pods name as their owner, and none for pods
+// that name nothing or another kind of owner.
+func TestExpectedRunners(t *testing.T) {
+	er := func(uid string) fleet.Pod {
+		return fleet.Pod{Owner: &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: uid, UID: uid}}
+	}
+	legacy := fleet.Pod{Owner: &fleet.Owner{APIVersion: fleet.LegacyRunnerAPIVersion, Kind: fleet.LegacyRunnerKind, Name: "l", UID: "l"}}
+	tests := []struct {
+		name string
+		pods []fleet.Pod
+		want int
+	}{
+		{name: "none", want: 0},
+		{name: "one each", pods: []fleet.Pod{er("c"), er("a"), er("b")}, want: 3},
+		{name: "two pods of one runner", pods: []fleet.Pod{er("a"), er("b"), er("a")}, want: 2},
+		{name: "bare, legacy and UID-less owners", pods: []fleet.Pod{{}, legacy, {Owner: &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "x"}}, er("a")}, want: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, newListMemo("", tc.pods).expected())
+		})
+	}
+}
+
 // TestViewsShareOneListOfFinalizers: runners with the same finalizers, in
 // the same order, share one full slice of them; any other list is a copy
 // of its own, and the decoder's slice is never kept.

@@ -46,7 +46,7 @@ func erPages(ctx context.Context, c *Client, namespaces []string, pageSize int64
 	return listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: pageSize},
 		func(ctx context.Context, ns string, opts metav1.ListOptions, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
 			return c.ephemeralRunnerPage(ctx, ns, opts, scopes, out)
-		})
+		}, nil)
 }
 
 // createARCRunners creates n EphemeralRunners as ARC writes them

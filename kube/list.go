@@ -34,17 +34,17 @@ type page[T any] func(ctx context.Context, ns string, opts metav1.ListOptions, o
 // listNamespaces reads what (a resource's plural, for messages) in every
 // namespace with one list, or in each distinct named namespace. An empty
 // name beside named ones is refused before any request: it means all
-// namespaces to the API and would return their objects twice.
-func listNamespaces[T any](ctx context.Context, what string, namespaces []string, opts metav1.ListOptions, fetch page[T]) ([]T, error) {
+// namespaces to the API and would return their objects twice. The items
+// are appended to out, which may come with room for them.
+func listNamespaces[T any](ctx context.Context, what string, namespaces []string, opts metav1.ListOptions, fetch page[T], out []T) ([]T, error) {
 	if len(namespaces) == 0 {
-		return listPages(ctx, what, metav1.NamespaceAll, opts, fetch, nil)
+		return listPages(ctx, what, metav1.NamespaceAll, opts, fetch, out)
 	}
 	for _, ns := range namespaces {
 		if ns == "" {
 			return nil, fmt.Errorf("list %s: empty namespace name in %q (leave the list empty for all namespaces)", what, namespaces)
 		}
 	}
-	var out []T
 	seen := make(map[string]bool, len(namespaces))
 	for _, ns := range namespaces {
 		if seen[ns] {

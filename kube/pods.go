@@ -48,7 +48,7 @@ func (c *Client) ListPods(ctx context.Context, namespaces []string, selector str
 				out = append(out, m.View(&list.Items[i]))
 			}
 			return out, list.Continue, nil
-		})
+		}, nil)
 	if err != nil {
 		return nil, err
 	}
