@@ -68,7 +68,7 @@ func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string, 
 				out = got
 			}
 			return c.ephemeralRunnerPage(ctx, ns, opts, memo, out)
-		}, make([]fleet.EphemeralRunner, 0, memo.expected()))
+		}, memo.room())
 	if err != nil {
 		return nil, err
 	}

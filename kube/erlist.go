@@ -153,12 +153,23 @@ func newListMemo(githubHost string, pods []fleet.Pod) *listMemo {
 	return m
 }
 
-// expected is how many EphemeralRunners the pods name as their owners: the
-// room the list's views are given before the first is read. Grown by
-// append instead, 100,000 views would be copied a dozen times, the last
-// time while the heap is at its highest, and keep up to a quarter of
-// their 21 MB spare. Pods owned by anything else do not count, so that
-// pods of another controller cost no room.
+// room is an empty slice with room for a view of each EphemeralRunner the
+// pods name as their owner (nil when they name none), for the list's views
+// to be appended to. Grown by append instead, 100,000 views would be
+// copied a dozen times, the last time while the heap is at its highest,
+// and keep up to a quarter of their 21 MB spare. Pods owned by anything
+// else cost no room. A pod whose runner is gone (deleted between the two
+// lists) costs one view's room, 216 bytes, for the sweep; runners whose
+// pods the selector does not match grow the slice by append.
+func (s *listMemo) room() []fleet.EphemeralRunner {
+	if n := s.expected(); n > 0 {
+		return make([]fleet.EphemeralRunner, 0, n)
+	}
+	return nil
+}
+
+// expected is how many distinct EphemeralRunners the pods name as their
+// owners.
 func (s *listMemo) expected() int {
 	n := 0
 	for k, i := range s.owned {

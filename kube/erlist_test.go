@@ -435,6 +435,14 @@ func TestViewsShareTheirPodsStrings(t *testing.T) {
 		owned("c", "u-other"),
 		{Namespace: "ci", Name: "no-uid", Owner: &fleet.Owner{Name: "d"}},
 	}
+	before := make([]fleet.Pod, len(pods))
+	for i, p := range pods {
+		before[i] = p
+		if p.Owner != nil {
+			o := *p.Owner
+			before[i].Owner = &o
+		}
+	}
 	page := erPage(rawER{name: "a"}.json(), rawER{name: "b"}.json(), rawER{name: "c"}.json(), rawER{name: "d"}.json(), rawER{name: "z"}.json())
 	ers, _, err := readEphemeralRunnerPage(bytes.NewReader(page), newListMemo("", pods), nil)
 	require.NoError(t, err)
@@ -458,7 +466,7 @@ func TestViewsShareTheirPodsStrings(t *testing.T) {
 		assert.Equal(t, tc.shareName, same(tc.er.Name, tc.pod.Owner.Name), "%s: name shared", name)
 		assert.Equal(t, tc.uid, same(tc.er.UID, tc.pod.Owner.UID), "%s: UID shared", name)
 	}
-	assert.Equal(t, []string{"z", "a", "b-renamed", "bare", "c", "no-uid"}, []string{pods[0].Name, pods[1].Name, pods[2].Name, pods[3].Name, pods[4].Name, pods[5].Name}, "the pods are only read")
+	assert.Equal(t, before, pods, "the pods are only read")
 }
 
 // TestExpectedRunners: the room given to the list is one view for each
@@ -481,7 +489,12 @@ func TestExpectedRunners(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, newListMemo("", tc.pods).expected())
+			memo := newListMemo("", tc.pods)
+			assert.Equal(t, tc.want, memo.expected())
+			room := memo.room()
+			assert.Empty(t, room)
+			assert.Equal(t, tc.want, cap(room))
+			assert.Equal(t, tc.want == 0, room == nil, "no runners named is no slice, as a list of none was")
 		})
 	}
 }

@@ -9,15 +9,15 @@ import (
 )
 
 // ShareWithPods makes the cached registrations hold no bytes the pod views
-// already hold, and no room they do not use: each page's runners are moved
-// to a slice of their exact length (JSON decoding leaves up to a quarter
-// spare), and a registration named as a pod's runner holds the pod view's
-// string instead of its own copy of it. Every value stays as it was.
+// already hold, and little room they do not use: each page's runners are
+// copied into the smallest block that holds them (JSON decoding left a
+// page of 100 room for 146), and a registration named as a pod's runner
+// holds the pod view's string instead of its own copy of it. Every value
+// stays as it was.
 //
 // The ledger is decoded before the pods are listed and its cache lives for
 // the whole sweep, while the pods', EphemeralRunners' and lists' views pile
-// up to the heap's highest: at 100,000 runners, the copies and the spare
-// room were about 12 MB of it. Called after the pods are listed, the old
+// up to the heap's highest. Called after the pods are listed, the old
 // copies are garbage before the EphemeralRunners are read.
 //
 // pods are only read. The pages are rewritten in place, so the caller

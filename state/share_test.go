@@ -1,6 +1,8 @@
 package state_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unsafe"
@@ -85,16 +87,14 @@ func TestShareWithPods(t *testing.T) {
 
 			state.ShareWithPods(tc.lists, tc.pods)
 
-			if tc.lists == nil {
-				assert.Nil(t, tc.lists)
-			} else {
+			if tc.lists != nil {
 				assert.Equal(t, want, tc.lists, "every value as it was")
 			}
 			assert.Equal(t, podsBefore, tc.pods, "the pods are only read")
 			var shared []string
 			for _, c := range tc.lists {
 				for _, p := range c.Pages {
-					assert.Equal(t, len(p.Runners), cap(p.Runners), "no spare room")
+					assert.LessOrEqual(t, cap(p.Runners), len(p.Runners)+len(p.Runners)/8, "no more room than the allocator's rounding")
 					for _, r := range p.Runners {
 						for _, pd := range tc.pods {
 							if r.Name != "" && unsafe.StringData(r.Name) == unsafe.StringData(pd.RunnerName) {
@@ -109,4 +109,25 @@ func TestShareWithPods(t *testing.T) {
 		})
 	}
 	require.NotPanics(t, func() { state.ShareWithPods(nil, nil) })
+}
+
+// TestShareWithPodsDropsTheDecodersRoom: a page of the size GitHub lists,
+// decoded from the ledger's JSON with room to spare, keeps none of it.
+func TestShareWithPodsDropsTheDecodersRoom(t *testing.T) {
+	var page []fleet.Registration
+	for i := range 100 {
+		page = append(page, fleet.Registration{ID: int64(i + 1), Name: fmt.Sprintf("runner-%d", i)})
+	}
+	b, err := json.Marshal(map[string]state.ListCache{"org:acme": {Pages: []state.CachedPage{{Runners: page}}}})
+	require.NoError(t, err)
+	var lists map[string]state.ListCache
+	require.NoError(t, json.Unmarshal(b, &lists))
+	decoded := lists["org:acme"].Pages[0].Runners
+	require.Greater(t, cap(decoded), len(decoded)+len(decoded)/8, "the decoder's room this test is about")
+
+	state.ShareWithPods(lists, nil)
+
+	got := lists["org:acme"].Pages[0].Runners
+	assert.Equal(t, page, got)
+	assert.LessOrEqual(t, cap(got), len(got)+len(got)/8)
 }
