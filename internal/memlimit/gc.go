@@ -12,12 +12,15 @@ const GOGC = "GOGC"
 // GCPercent is the collector's pace when GOGC is unset. A sweep's heap is
 // mostly views that stay live until it ends, and the runtime's default
 // (100) lets the garbage of the lists grow the heap to twice what is live
-// before it collects: the peak. At 50 it collects at one and a half times.
-// Measured at 100,000 runners (make bench, same world, sweeps in turn): a
-// warm sweep's peak 213 [200-221] to 186 [185-187] MiB, a cold one's 207 to
-// 172, for CPU within the spread (8.7 [8.0-9.0] to 8.8 [8.2-9.0] s); at
-// 10,000 and 30,000 the peak fell 3 to 5 MiB for 5-13% more CPU.
-const GCPercent = 50
+// before it collects: the peak. At 25 it collects at one and a quarter
+// times. Measured (make bench, same worlds, sweeps in turn), 100 to 50 at
+// 100,000 runners: a warm sweep's peak 213 [200-221] to 186 [185-187] MiB,
+// for CPU within the spread (8.7 to 8.8 s); 50 to 25 at 30,000: 81.0
+// [79.5-81.1] to 72.0 [71.2-75.6] MiB warm and 76.8 to 68.0 cold, for CPU
+// within the spread (2.15 [2.04-2.16] against 2.05 [1.99-2.16] s); at
+// 10,000, 46.8 to 45.9 MiB for 0.66 to 0.72 s. The lists' decoding, not
+// the collector, is most of a sweep's CPU.
+const GCPercent = 25
 
 // Where the collector's pace in force came from, as logged (gogc_source).
 const (

@@ -14,8 +14,8 @@ func TestApplyGC(t *testing.T) {
 		want     GCDecision
 		wantSets []int
 	}{
-		{"GOGC unset: the sweep's pace", nil, GCDecision{"50", GCFromDefault}, []int{50}},
-		{"an empty GOGC is unset, as the runtime reads it", map[string]string{GOGC: ""}, GCDecision{"50", GCFromDefault}, []int{50}},
+		{"GOGC unset: the sweep's pace", nil, GCDecision{"25", GCFromDefault}, []int{25}},
+		{"an empty GOGC is unset, as the runtime reads it", map[string]string{GOGC: ""}, GCDecision{"25", GCFromDefault}, []int{25}},
 		{"the operator's GOGC stands", map[string]string{GOGC: "200"}, GCDecision{"200", GCFromEnv}, nil},
 		{"GOGC=off stands too", map[string]string{GOGC: "off"}, GCDecision{"off", GCFromEnv}, nil},
 		{"a GOGC the runtime cannot read is its default, and stands", map[string]string{GOGC: "fifty"}, GCDecision{"100", GCFromEnv}, nil},
@@ -31,7 +31,7 @@ func TestApplyGC(t *testing.T) {
 }
 
 func TestApplyGCWithoutRuntime(t *testing.T) {
-	assert.Equal(t, GCDecision{"50", GCFromDefault}, Host{}.ApplyGC())
+	assert.Equal(t, GCDecision{"25", GCFromDefault}, Host{}.ApplyGC())
 }
 
 // TestApplyGCSetsTheRuntime is the one test that changes the process's own
@@ -46,5 +46,5 @@ func TestApplyGCSetsTheRuntime(t *testing.T) {
 }
 
 func TestGCDecisionAttrs(t *testing.T) {
-	assert.Equal(t, map[string]any{"gogc": "50", "gogc_source": "default"}, attrMap(GCDecision{"50", GCFromDefault}.Attrs()))
+	assert.Equal(t, map[string]any{"gogc": "25", "gogc_source": "default"}, attrMap(GCDecision{"25", GCFromDefault}.Attrs()))
 }
