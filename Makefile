@@ -160,7 +160,7 @@ unit:
 bench: envtest-assets
 	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
 	$(GO) test -count=1 -timeout 15m -run '^$$' -bench 'SweepFleet' -benchtime 10x -benchmem ./sweep/
-	BENCH_MEMORY_LIMIT=$${BENCH_MEMORY_LIMIT-160Mi} $(GO) test -count=1 -timeout 150m -v -run '^$$' -bench 'SweepScale' -benchtime 5x ./test/scale/
+	BENCH_MEMORY_LIMIT=$${BENCH_MEMORY_LIMIT-128Mi} $(GO) test -count=1 -timeout 150m -v -run '^$$' -bench 'SweepScale' -benchtime 5x ./test/scale/
 	SCALE_FULL_LATENCY=1 $(GO) test -count=1 -v -run '^TestSweepTimeAgainstScopeCount$$' ./sweep/
 
 # A local control plane, a simulated GitHub, a fleet in every failure state,
