@@ -35,17 +35,19 @@ type Formula struct {
 // Default is the model the reaper ships with, from the peaks `make bench`
 // measured (ru_maxrss of the compiled binary's sweeps at the collector's
 // pace GCPercent, no memory limit; test/scale): warm medians [highest]
-// 44.9 [45.3], 66.9 [67.3] and 147.2 [148.3] MiB at 10,000, 30,000 and
-// 100,000 ARC runners, each a pod, its EphemeralRunner (REAPER_ARC_LEAKS
-// on) and its registration; cold sweeps peaked lower. The slope between
-// the two larger fleets is 1.20 KB a runner, set at 1.25 KB: 1,050 bytes
-// for the pod and its EphemeralRunner, 200 for the registration, in about
-// the proportion of what a sweep holds of each. The base is set so that
-// every sweep measured fits, the smallest fleet's included. Without
-// ARC's objects a pod costs less, so the model is on the safe side there.
+// 35.0 [35.7], 44.9 [45.3], 66.9 [67.3], 90.0 [94.1] and 147.2 [148.3]
+// MiB at 1,000, 10,000, 30,000, 50,000 and 100,000 ARC runners, each a
+// pod, its EphemeralRunner (REAPER_ARC_LEAKS on) and its registration;
+// cold sweeps peaked lower. The slope between 30,000 and 100,000 is 1.20
+// KB a runner, set at 1.25 KB: 1,050 bytes for the pod and its
+// EphemeralRunner, 200 for the registration, in about the proportion of
+// what a sweep holds of each. The base is set so that every sweep
+// measured fits, the highest at 50,000 included (95.7 MiB, inside a
+// 128 MiB limit). Without ARC's objects a pod costs less, so the model is
+// on the safe side there.
 func Default() Formula {
 	return Formula{
-		Base:            35 << 20,
+		Base:            37 << 20,
 		PerPod:          1050,
 		PerRegistration: 200,
 	}

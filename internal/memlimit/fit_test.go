@@ -149,12 +149,12 @@ func TestNeededTable(t *testing.T) {
 		pods      int64
 		neededMiB int64
 	}{
-		{1_000, 46},
-		{10_000, 59},
-		{30_000, 89},
-		{50_000, 119},
-		{100_000, 193},
-		{200_000, 342},
+		{1_000, 48},
+		{10_000, 62},
+		{30_000, 91},
+		{50_000, 121},
+		{100_000, 196},
+		{200_000, 345},
 	}
 	f := Default()
 	var table strings.Builder
@@ -212,17 +212,17 @@ func TestWarnAttrs(t *testing.T) {
 			"fleet_observed":      true,
 			"pods":                int64(100000),
 			"registrations":       int64(100000),
-			"fits_pods":           int64(13589),
-			"fits_registrations":  int64(13589),
-			"needed_limit_mib":    int64(193),
+			"fits_pods":           int64(11911),
+			"fits_registrations":  int64(11911),
+			"needed_limit_mib":    int64(196),
 		}, got)
 		assert.Equal(t, "the sweep's peak passed 80% of its memory limit: at this growth it will be OOM-killed, "+
-			"with no report; a limit of 193 MiB fits this fleet, this limit fits about 13589 pods and 13589 registrations", effect)
+			"with no report; a limit of 196 MiB fits this fleet, this limit fits about 11911 pods and 11911 registrations", effect)
 	})
 	t.Run("a fleet the formula fits: the memory went elsewhere", func(t *testing.T) {
 		got, effect, _ := warned(t, 900*mib, Limit{1 << 30, SourceLambda}, Fleet{Pods: 10000, Registrations: 10000})
 		assert.Equal(t, "lambda", got["memory_limit_source"])
-		assert.Contains(t, effect, "this fleet needs only 59 MiB")
+		assert.Contains(t, effect, "this fleet needs only 62 MiB")
 		assert.Contains(t, effect, "in a Lambda, an earlier invocation")
 	})
 	t.Run("a fleet not observed whole: no counts, no fit", func(t *testing.T) {
