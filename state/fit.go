@@ -5,7 +5,10 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -181,7 +184,7 @@ func fitLists(enc *Encoded, lists map[string]ListCache, limit int) (int, error) 
 				part[k] = lists[k]
 			}
 		}
-		b, err := gzipJSON(part)
+		b, err := gzipLists(part)
 		if err != nil {
 			return 0, fmt.Errorf("encode ledger list cache: %w", err)
 		}
@@ -253,18 +256,56 @@ func newestMarksWithin(marks map[string]fleet.Mark, budget int) (map[string]flee
 	return keep, nil
 }
 
-// gzipJSON encodes v as gzip'd JSON. The gzip header carries no time, so the
-// same cache always encodes to the same bytes.
-func gzipJSON(v any) ([]byte, error) {
+// gzipLists encodes lists as gzip'd JSON: the bytes json.Encoder writes
+// for the map (its keys in sorted order, then a newline), but one scope at
+// a time. The encoder builds the whole document before it writes any of
+// it, and the ledger is saved while the sweep holds the most: at 30,000
+// registrations that document was 3.3 MB of the heap at its highest (heap
+// profile of the binary), at 100,000 about 11 MB. The gzip header carries
+// no time, so the same cache always encodes to the same bytes.
+func gzipLists(lists map[string]ListCache) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
-	if err := json.NewEncoder(zw).Encode(v); err != nil {
+	if err := writeLists(zw, lists); err != nil {
 		return nil, err
 	}
 	if err := zw.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// writeLists writes lists to w as json.Encoder would, a scope at a time.
+func writeLists(w io.Writer, lists map[string]ListCache) error {
+	if lists == nil {
+		_, err := io.WriteString(w, "null\n")
+		return err
+	}
+	sep := []byte{'{'}
+	for _, k := range slices.Sorted(maps.Keys(lists)) {
+		key, err := json.Marshal(k)
+		if err != nil {
+			return err
+		}
+		value, err := json.Marshal(lists[k])
+		if err != nil {
+			return err
+		}
+		for _, b := range [][]byte{sep, key, {':'}, value} {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		sep[0] = ','
+	}
+	if len(lists) == 0 {
+		_, err := w.Write(sep)
+		if err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, "}\n")
+	return err
 }
 
 // GunzipJSON decodes what Fit gzip'd, for a backend's Load.

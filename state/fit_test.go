@@ -1,8 +1,11 @@
 package state_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -256,4 +259,46 @@ func TestFitKeepsTheListsThatFit(t *testing.T) {
 	// cost rate limit for nothing.
 	assert.Greater(t, Size(enc), limit*8/10)
 	t.Logf("100,000 registrations in 1,000 scopes: kept %d scopes' caches (%d bytes gzip'd), dropped %d; fit took %s", len(kept), len(enc.Lists), trim.DroppedLists, took)
+}
+
+// TestFitListsAreWhatTheEncoderWrote: the list cache is written a scope at
+// a time, and its bytes, compressed and not, are those json.Encoder wrote
+// for the whole map, whatever the keys and names hold.
+func TestFitListsAreWhatTheEncoderWrote(t *testing.T) {
+	odd := map[string]state.ListCache{
+		`org:<a&b>`: {Pages: []state.CachedPage{{ETag: `W/"<&>"`, TotalCount: 2, Runners: []fleet.Registration{
+			{ID: 1, Name: "ünïcode\u2028\"quoted\"\\", Busy: true, Labels: []string{"<script>"}},
+			{ID: 2, Name: "tab\there\x01", Online: true},
+		}, NextPage: 2}, {Runners: []fleet.Registration{}}}, Label: "team&x"},
+		"ent:z": {},
+		"org:a": {Pages: []state.CachedPage{{ETag: `"1"`}}},
+		"repo:": {Pages: nil},
+	}
+	tests := []struct {
+		name  string
+		lists map[string]state.ListCache
+	}{
+		{"odd keys and names", odd},
+		{"a fleet", FleetLists(20, 100)},
+		{"one scope", Lists(1, 3)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var plain, zipped bytes.Buffer
+			require.NoError(t, json.NewEncoder(&plain).Encode(tc.lists))
+			zw := gzip.NewWriter(&zipped)
+			require.NoError(t, json.NewEncoder(zw).Encode(tc.lists))
+			require.NoError(t, zw.Close())
+
+			enc, trim, err := fit(state.Ledger{Lists: tc.lists}, 1<<30)
+			require.NoError(t, err)
+			require.Zero(t, trim.DroppedLists)
+			zr, err := gzip.NewReader(bytes.NewReader(enc.Lists))
+			require.NoError(t, err)
+			got, err := io.ReadAll(zr)
+			require.NoError(t, err)
+			assert.Equal(t, plain.String(), string(got))
+			assert.Equal(t, zipped.Bytes(), enc.Lists, "compressed alike too")
+		})
+	}
 }
