@@ -263,7 +263,8 @@ func TestFitKeepsTheListsThatFit(t *testing.T) {
 
 // TestFitListsAreWhatTheEncoderWrote: the list cache is written a scope at
 // a time, and its bytes, compressed and not, are those json.Encoder wrote
-// for the whole map, whatever the keys and names hold.
+// for the whole map: keys in their raw order, HTML characters, invalid
+// UTF-8 and the empty key included.
 func TestFitListsAreWhatTheEncoderWrote(t *testing.T) {
 	odd := map[string]state.ListCache{
 		`org:<a&b>`: {Pages: []state.CachedPage{{ETag: `W/"<&>"`, TotalCount: 2, Runners: []fleet.Registration{
@@ -273,6 +274,12 @@ func TestFitListsAreWhatTheEncoderWrote(t *testing.T) {
 		"ent:z": {},
 		"org:a": {Pages: []state.CachedPage{{ETag: `"1"`}}},
 		"repo:": {Pages: nil},
+		// Sorted raw, "org:<x" comes before "org:A"; sorted as encoded
+		// ("org:\u003cx") it would come after.
+		"org:<x":       {},
+		"org:A":        {},
+		"":             {},
+		"org:\xff\xfe": {Label: "\xed\xa0\x80"},
 	}
 	tests := []struct {
 		name  string
@@ -280,6 +287,7 @@ func TestFitListsAreWhatTheEncoderWrote(t *testing.T) {
 	}{
 		{"odd keys and names", odd},
 		{"a fleet", FleetLists(20, 100)},
+		{"one large scope", FleetLists(1, 3000)},
 		{"one scope", Lists(1, 3)},
 	}
 	for _, tc := range tests {
