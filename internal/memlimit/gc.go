@@ -30,7 +30,7 @@ const (
 	GCFromDefault = "default"
 )
 
-// GCDecision is what ApplyGC decided, logged at start-up with Decision.
+// GCDecision is what ApplyGC decided, logged at start-up through Attrs.
 type GCDecision struct {
 	// GOGC is the pace in force, as GOGC would say it: a percentage, or
 	// the operator's own value ("off" included).
