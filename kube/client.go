@@ -18,7 +18,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
@@ -292,7 +291,7 @@ func (c *Client) Counts() httpcount.Counts { return c.counter.Snapshot() }
 // Kubernetes work of the same sweep (the ConfigMap ledger), so that its
 // requests are counted and bounded too. It is the ledger's, not a write of
 // an action: a DryRun() client's ConfigMaps still write.
-func (c *Client) ConfigMaps(ns string) *gentype.Client[*corev1.ConfigMap] { return c.cs.configMaps(ns) }
+func (c *Client) ConfigMaps(ns string) Objects[*corev1.ConfigMap] { return c.cs.configMaps(ns) }
 
 // warnings logs the API server's Warning headers as warnings.
 type warnings struct{ log *slog.Logger }

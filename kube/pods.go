@@ -40,7 +40,7 @@ func (c *Client) ListPods(ctx context.Context, namespaces []string, selector str
 					slog.String("namespace", ns), slog.String("error", err.Error()))
 				out = got
 			}
-			list, err := c.cs.pods(ns).List(ctx, opts)
+			list, err := c.cs.listPods(ctx, ns, opts)
 			if err != nil {
 				return out, "", err
 			}

@@ -171,3 +171,14 @@ func TestProductNeverImportsTheHarness(t *testing.T) {
 			"an entry point links the harness: %s", p.ImportPath)
 	}
 }
+
+// The packages below are each megabytes of code whose pages and start-up
+// every sweep carries in its resident memory: every API group's clients,
+// or client-go's fakes with server-side apply's merge code (package
+// gentype links them).
+func TestEntryPointsLinkNoHeavyClients(t *testing.T) {
+	heavy := []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/testing", "k8s.io/client-go/gentype"}
+	for _, p := range list(t, "-deps", "./functions/cli", "./functions/lambda") {
+		assert.NotContains(t, heavy, p.ImportPath, "an entry point links %s", p.ImportPath)
+	}
+}
