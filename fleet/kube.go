@@ -18,13 +18,13 @@ type Pod struct {
 	// Phase is the pod's status.phase: Pending, Running, Succeeded, Failed
 	// or Unknown.
 	Phase     string
-	CreatedAt time.Time
+	CreatedAt Stamp
 	// StartedAt is when the runner began: its container's
 	// state.running.startedAt, else the pod's status.startTime, else its
 	// creation. The registration deadline counts from here, because a pod
 	// may wait Pending for minutes (node scale-up, a large image) before
 	// its runner can even try to register.
-	StartedAt time.Time
+	StartedAt Stamp
 	// ServiceAccount is the pod's spec.serviceAccountName: the same-named
 	// ServiceAccount is deleted with a bare pod only when the pod ran as
 	// it, so that no other ServiceAccount that merely shares the name goes.
@@ -118,9 +118,9 @@ type EphemeralRunner struct {
 	Reason    string
 	Message   string
 	RunnerID  int64
-	CreatedAt time.Time
+	CreatedAt Stamp
 	// DeletingSince is the deletion timestamp; zero when not deleting.
-	DeletingSince time.Time
+	DeletingSince Stamp
 	// Finalizers are read only: the kube adapter gives every runner with
 	// the same finalizers one slice (a fleet's runners carry the same
 	// two), so a write through one view would change them all.

@@ -119,9 +119,9 @@ func (o *erObject) view(memo *listMemo) fleet.EphemeralRunner {
 		Message:         s.Message,
 		// GitHub's runner ids are positive; anything else knows none.
 		RunnerID:      max(s.RunnerID, 0),
-		CreatedAt:     o.CreationTimestamp,
+		CreatedAt:     fleet.StampOf(o.CreationTimestamp),
 		Finalizers:    memo.sharedFinalizers(o.Finalizers),
-		DeletingSince: o.DeletionTimestamp,
+		DeletingSince: fleet.StampOf(o.DeletionTimestamp),
 	}
 	v.Job = arcJob(s)
 	return v

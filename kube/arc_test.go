@@ -137,11 +137,11 @@ func TestListEphemeralRunnersReadsFields(t *testing.T) {
 			assert.Equal(t, tc.wantReason, v.Reason)
 			assert.Equal(t, tc.wantMessage, v.Message)
 			assert.Equal(t, tc.wantID, v.RunnerID)
-			assert.WithinDuration(t, obj.GetCreationTimestamp().Time, v.CreatedAt, 0)
+			assert.WithinDuration(t, obj.GetCreationTimestamp().Time, v.CreatedAt.Time(), 0)
 			if tc.deleted {
 				require.NotNil(t, obj.GetDeletionTimestamp())
-				assert.WithinDuration(t, obj.GetDeletionTimestamp().Time, v.DeletingSince, 0)
-				assert.False(t, v.DeletingSince.Before(before.Truncate(time.Second)), "deleting since the test deleted it")
+				assert.WithinDuration(t, obj.GetDeletionTimestamp().Time, v.DeletingSince.Time(), 0)
+				assert.False(t, v.DeletingSince.Time().Before(before.Truncate(time.Second)), "deleting since the test deleted it")
 				assert.Equal(t, []string{testenv.EphemeralRunnerFinalizer}, v.Finalizers)
 			} else {
 				assert.True(t, v.DeletingSince.IsZero())
@@ -667,7 +667,7 @@ func TestRemoveFinalizers(t *testing.T) {
 		require.True(t, live.DeletingSince.IsZero())
 		noRV := live
 		noRV.ResourceVersion = ""
-		noRV.DeletingSince = time.Now()
+		noRV.DeletingSince = fleet.StampOf(time.Now())
 
 		before := c.Counts()
 		for name, er := range map[string]fleet.EphemeralRunner{"not deleting": live, "no resourceVersion": noRV} {
@@ -706,7 +706,7 @@ func TestARCForbidden(t *testing.T) {
 	require.Len(t, ers, 1)
 	view := ers[0]
 	stuck := view
-	stuck.DeletingSince = time.Now()
+	stuck.DeletingSince = fleet.StampOf(time.Now())
 
 	listIn := func(c *Client, ns ...string) func() error {
 		return func() error {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,7 +67,7 @@ func normalUnstructuredView(v fleet.EphemeralRunner) fleet.EphemeralRunner {
 	}
 	v.RunnerID = max(v.RunnerID, 0)
 	if v.CreatedAt.IsZero() {
-		v.CreatedAt = time.Time{}
+		v.CreatedAt = fleet.Stamp{}
 	}
 	return v
 }

@@ -69,11 +69,11 @@ func unstructuredERView(u *unstructured.Unstructured, githubHost string) fleet.E
 		Reason:          reason,
 		Message:         message,
 		RunnerID:        nestedInt64(obj, "status", "runnerId"),
-		CreatedAt:       u.GetCreationTimestamp().Time,
+		CreatedAt:       fleet.StampOf(u.GetCreationTimestamp().Time),
 		Finalizers:      u.GetFinalizers(),
 	}
 	if ts := u.GetDeletionTimestamp(); ts != nil {
-		v.DeletingSince = ts.Time
+		v.DeletingSince = fleet.StampOf(ts.Time)
 	}
 	v.Job = unstructuredARCJob(obj)
 	return v
@@ -257,7 +257,7 @@ func TestWrongTypedFieldKeepsTheList(t *testing.T) {
 			fleet.EphemeralRunner{Phase: "Pending"}},
 		// The last of two keys, as in Unstructured's map.
 		{"creationTimestamp not a time", rawER{meta: `"creationTimestamp":"yesterday"`, status: `{"phase":"Pending"}`},
-			fleet.EphemeralRunner{Phase: "Pending", ScopeKey: "org:acme", CreatedAt: time.Time{}}},
+			fleet.EphemeralRunner{Phase: "Pending", ScopeKey: "org:acme", CreatedAt: fleet.StampOf(time.Time{})}},
 		{"a job field a string", rawER{status: `{"phase":"Running","runnerId":5,"jobRequestId":"991","jobRepositoryName":"acme/api","workflowRunId":4242}`},
 			fleet.EphemeralRunner{Phase: "Running", RunnerID: 5, ScopeKey: "org:acme", Job: &fleet.Job{Owner: "acme", Repo: "api", RunID: 4242}}},
 	} {
@@ -280,7 +280,7 @@ func TestWrongTypedFieldKeepsTheList(t *testing.T) {
 			want.Namespace, want.Name, want.UID, want.ResourceVersion = odd.Namespace, odd.Name, odd.UID, odd.ResourceVersion
 			if !strings.Contains(tc.odd.meta, "creationTimestamp") {
 				want.CreatedAt = ers[0].CreatedAt
-				assert.True(t, want.CreatedAt.Equal(time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)))
+				assert.True(t, want.CreatedAt.Time().Equal(time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)))
 			}
 			assert.Equal(t, want, odd)
 		})

@@ -100,7 +100,7 @@ func TestListPodsReadsKubeletStatus(t *testing.T) {
 			assert.Equal(t, tc.name, v.RunnerName)
 			assert.Equal(t, "repo:acme/api", v.ScopeKey)
 			assert.Equal(t, tc.wantPhase, v.Phase)
-			assert.WithinDuration(t, obj.CreationTimestamp.Time, v.CreatedAt, 0)
+			assert.WithinDuration(t, obj.CreationTimestamp.Time, v.CreatedAt.Time(), 0)
 			assert.False(t, v.Deleting)
 			assert.Equal(t, tc.wantStamp, v.Stamped)
 			assert.Equal(t, utc(tc.want), utc(v.Runner))

@@ -105,13 +105,13 @@ func (m Mapping) View(p *corev1.Pod) fleet.Pod {
 		RunnerName:      m.runnerName(p),
 		ScopeKey:        intern(m.scopeKey(p)),
 		Phase:           intern(string(p.Status.Phase)),
-		CreatedAt:       p.CreationTimestamp.Time,
+		CreatedAt:       fleet.StampOf(p.CreationTimestamp.Time),
 		Deleting:        p.DeletionTimestamp != nil,
 		Stamped:         m.StampLabel != "" && p.Labels[m.StampLabel] != "",
 		ServiceAccount:  intern(p.Spec.ServiceAccountName),
 		Runner:          m.runnerContainer(p),
 		HasRunner:       m.hasRunner(p),
-		StartedAt:       m.startedAt(p),
+		StartedAt:       fleet.StampOf(m.startedAt(p)),
 		Job:             m.job(p),
 	}
 	if ref := controllerOf(p); ref != nil {

@@ -94,8 +94,8 @@ func TestMappingView(t *testing.T) {
 			ResourceVersion: "42",
 			RunnerName:      "runner-abc",
 			Phase:           "Running",
-			CreatedAt:       created,
-			StartedAt:       created,
+			CreatedAt:       fleet.StampOf(created),
+			StartedAt:       fleet.StampOf(created),
 			HasRunner:       true,
 		}
 	}
@@ -171,7 +171,7 @@ func TestMappingView(t *testing.T) {
 			statuses(containerStatus("runner", stateRunning(), none)),
 			func(v *fleet.Pod) {
 				v.Runner = fleet.Container{Found: true, Running: true}
-				v.StartedAt = started().Time
+				v.StartedAt = fleet.StampOf(started().Time)
 			}},
 		{"runner container OOM-killed", Mapping{},
 			statuses(containerStatus("dind", stateRunning(), none), containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), none)),
@@ -182,7 +182,7 @@ func TestMappingView(t *testing.T) {
 			statuses(containerStatus("runner", stateRunning(), stateTerminated(143, 15, "Error"))),
 			func(v *fleet.Pod) {
 				v.Runner = fleet.Container{Found: true, Running: true, LastTerminated: term(143, 15, "Error")}
-				v.StartedAt = started().Time
+				v.StartedAt = fleet.StampOf(started().Time)
 			}},
 		{"runner container waiting", Mapping{},
 			statuses(containerStatus("runner", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, none)),
@@ -196,7 +196,7 @@ func TestMappingView(t *testing.T) {
 			},
 			func(v *fleet.Pod) {
 				v.Runner = fleet.Container{Found: true, Running: true}
-				v.StartedAt = started().Time
+				v.StartedAt = fleet.StampOf(started().Time)
 			}},
 
 		// Whether the pod is a runner at all: its spec, not its status.
@@ -216,7 +216,7 @@ func TestMappingView(t *testing.T) {
 			func(v *fleet.Pod) {
 				v.HasRunner = false
 				v.Runner = fleet.Container{Found: true, Running: true}
-				v.StartedAt = started().Time
+				v.StartedAt = fleet.StampOf(started().Time)
 			}},
 
 		// When the runner started: its container, else the pod, else creation.
@@ -228,7 +228,7 @@ func TestMappingView(t *testing.T) {
 			},
 			func(v *fleet.Pod) {
 				v.Runner = fleet.Container{Found: true}
-				v.StartedAt = created.Add(7 * time.Minute)
+				v.StartedAt = fleet.StampOf(created.Add(7 * time.Minute))
 			}},
 		{"started: the runner container's start beats the pod's", Mapping{},
 			func(p *corev1.Pod) {
@@ -239,7 +239,7 @@ func TestMappingView(t *testing.T) {
 			},
 			func(v *fleet.Pod) {
 				v.Runner = fleet.Container{Found: true, Running: true}
-				v.StartedAt = created.Add(9 * time.Minute)
+				v.StartedAt = fleet.StampOf(created.Add(9 * time.Minute))
 			}},
 		{"started: another container's start does not count", Mapping{},
 			func(p *corev1.Pod) {
@@ -410,7 +410,7 @@ func TestListPodsRunnerStartAndContainer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := got[ns+"/"+tc.name]
 			assert.Equal(t, tc.hasRunner, v.HasRunner)
-			assert.WithinDuration(t, tc.wantStart(created[tc.name].CreationTimestamp.Time), v.StartedAt, 0)
+			assert.WithinDuration(t, tc.wantStart(created[tc.name].CreationTimestamp.Time), v.StartedAt.Time(), 0)
 			assert.Equal(t, tc.wantRunner, v.Runner)
 		})
 	}

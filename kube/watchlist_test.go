@@ -29,16 +29,14 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// sorted orders views by namespace/name and puts their times in UTC, so
-// that two reads of the same pods compare equal.
+// sorted orders views by namespace/name and puts the runner's times in
+// UTC, so that two reads of the same pods compare equal.
 func sorted(pods []fleet.Pod) []fleet.Pod {
 	out := append([]fleet.Pod(nil), pods...)
 	sort.Slice(out, func(i, j int) bool {
 		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
 	})
 	for i := range out {
-		out[i].CreatedAt = out[i].CreatedAt.UTC()
-		out[i].StartedAt = out[i].StartedAt.UTC()
 		out[i].Runner = utc(out[i].Runner)
 	}
 	return out

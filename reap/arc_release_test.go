@@ -37,7 +37,7 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 		c := cand(fleet.Ghost, "stuck", 0)
 		c.Verdict, c.RegistrationAbsent, c.RunnerID = fleet.ARCStuckDeleting, absent, 9
 		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: "stuck", UID: "u-stuck", ResourceVersion: "3", RunnerID: 9, ScopeKey: scope.Key(),
-			DeletingSince: time.Now().Add(-time.Hour), Finalizers: []string{fleet.ARCRegistrationFinalizer}}
+			DeletingSince: fleet.StampOf(time.Now().Add(-time.Hour)), Finalizers: []string{fleet.ARCRegistrationFinalizer}}
 		return c
 	}
 	tests := []struct {
@@ -91,7 +91,7 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 			name: "owner already deleting: nothing is written, nothing reported done",
 			c: func() reconcile.Candidate {
 				c := arcPod(fleet.Zombie, "z", 7)
-				c.OwnerRunner.DeletingSince = time.Now()
+				c.OwnerRunner.DeletingSince = fleet.StampOf(time.Now())
 				return c
 			}(),
 			want: fleet.AlreadyDeleting,

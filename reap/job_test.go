@@ -176,7 +176,7 @@ func TestJobGuardBeforeReleasingAStuckEphemeralRunner(t *testing.T) {
 		c := withJob(cand(fleet.Zombie, name, 0), run)
 		c.Verdict, c.RegistrationAbsent, c.RunnerID = fleet.ARCStuckDeleting, true, 9
 		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-er-" + name, ResourceVersion: "3", RunnerID: 9, ScopeKey: scope.Key(),
-			DeletingSince: time.Now().Add(-time.Hour), Finalizers: []string{fleet.ARCRegistrationFinalizer}, Job: c.Job}
+			DeletingSince: fleet.StampOf(time.Now().Add(-time.Hour)), Finalizers: []string{fleet.ARCRegistrationFinalizer}, Job: c.Job}
 		c.Pod.Phase = "Running"
 		c.Pod.Runner = fleet.Container{Found: true, Running: running}
 		if !running {
@@ -297,7 +297,7 @@ func TestJobCheckTurnsGoOnlyToCandidatesThatWouldBeAsked(t *testing.T) {
 	}
 	deleting := withJob(cand(fleet.Zombie, "deleting", 200), 100)
 	deleting.Pod.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "deleting", UID: "o-deleting"}
-	deleting.OwnerRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: "deleting", UID: "o-deleting", DeletingSince: time.Unix(1, 0)}
+	deleting.OwnerRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: "deleting", UID: "o-deleting", DeletingSince: fleet.StampOf(time.Unix(1, 0))}
 	deleting.Since = time.Unix(5, 0)
 	asked := withJob(cand(fleet.Zombie, "asked", 9), 9)
 	asked.Since = time.Unix(10, 0)

@@ -536,7 +536,7 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 		c.Verdict = v
 		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name}
 		if v == fleet.ARCStuckDeleting {
-			c.EphemeralRunner.DeletingSince = time.Now()
+			c.EphemeralRunner.DeletingSince = fleet.StampOf(time.Now())
 		}
 		return c
 	}

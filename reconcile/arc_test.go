@@ -13,7 +13,7 @@ import (
 
 func er(name string, mods ...func(*fleet.EphemeralRunner)) fleet.EphemeralRunner {
 	e := fleet.EphemeralRunner{Namespace: "runners", Name: name, UID: "er-" + name, ResourceVersion: "1",
-		ScopeKey: org, Phase: "Running", CreatedAt: t0.Add(-time.Hour)}
+		ScopeKey: org, Phase: "Running", CreatedAt: fleet.StampOf(t0.Add(-time.Hour))}
 	for _, m := range mods {
 		m(&e)
 	}
@@ -44,13 +44,13 @@ func TestClassifyARCLeaks(t *testing.T) {
 			regs: []fleet.Registration{reg(42, "x", false, false)}, want: fleet.ARCFailed, withR: true},
 		{name: "no pod, not deleting", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase = "Pending" }), want: fleet.ARCPodless},
 		{name: "stuck deleting past the limit with a finalizer", er: er("x", func(e *fleet.EphemeralRunner) {
-			e.DeletingSince, e.Finalizers = t0.Add(-31*time.Minute), []string{"ephemeralrunner.actions.github.com/finalizer"}
+			e.DeletingSince, e.Finalizers = fleet.StampOf(t0.Add(-31*time.Minute)), []string{"ephemeralrunner.actions.github.com/finalizer"}
 		}), want: fleet.ARCStuckDeleting},
 		{name: "deleting, not yet past the limit", er: er("x", func(e *fleet.EphemeralRunner) {
-			e.DeletingSince, e.Finalizers = t0.Add(-29*time.Minute), []string{"f"}
+			e.DeletingSince, e.Finalizers = fleet.StampOf(t0.Add(-29*time.Minute)), []string{"f"}
 		})},
 		{name: "deleting with no finalizer left: the API server finishes it", er: er("x", func(e *fleet.EphemeralRunner) {
-			e.DeletingSince = t0.Add(-time.Hour)
+			e.DeletingSince = fleet.StampOf(t0.Add(-time.Hour))
 		})},
 		{name: "has a pod: the pod's verdict removes it", er: er("scale-a-runner-1", func(e *fleet.EphemeralRunner) { e.Phase = "Failed" }), pods: []fleet.Pod{owned}},
 		{name: "its registration is busy (rule 2)", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
@@ -62,7 +62,7 @@ func TestClassifyARCLeaks(t *testing.T) {
 		{name: "its runner id names another runner's registration", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
 			regs: []fleet.Registration{reg(42, "someone-else", true, false)}},
 		{name: "stuck deleting, its runner id naming another runner: judged without proof", er: er("x", func(e *fleet.EphemeralRunner) {
-			e.RunnerID, e.DeletingSince, e.Finalizers = 42, t0.Add(-time.Hour), []string{fleet.ARCRegistrationFinalizer}
+			e.RunnerID, e.DeletingSince, e.Finalizers = 42, fleet.StampOf(t0.Add(-time.Hour)), []string{fleet.ARCRegistrationFinalizer}
 		}), regs: []fleet.Registration{reg(42, "someone-else", true, false)}, want: fleet.ARCStuckDeleting},
 		// Another team's EphemeralRunner in a shared namespace, or one
 		// whose URL names no scope, is none of the reaper's.
@@ -196,7 +196,7 @@ func TestClassifyARCDeletion(t *testing.T) {
 	})
 	stuckFor := func(d time.Duration, id int64) func(*fleet.EphemeralRunner) {
 		return func(e *fleet.EphemeralRunner) {
-			e.RunnerID, e.DeletingSince = id, t0.Add(-d)
+			e.RunnerID, e.DeletingSince = id, fleet.StampOf(t0.Add(-d))
 			e.Finalizers = []string{"ephemeralrunner.actions.github.com/finalizer", fleet.ARCRegistrationFinalizer}
 		}
 	}

@@ -20,7 +20,7 @@ func benchFleet(n, scopes int) (Observation, map[string]fleet.Mark) {
 		scope := fmt.Sprintf("org:acme-%03d", i%scopes)
 		name := fmt.Sprintf("acme-runner-%06d", i)
 		p := fleet.Pod{Namespace: "runners", Name: name, UID: fmt.Sprintf("uid-%d", i), ResourceVersion: "1",
-			RunnerName: name, ScopeKey: scope, Phase: "Running", CreatedAt: t0.Add(-time.Duration(i%120) * time.Minute),
+			RunnerName: name, ScopeKey: scope, Phase: "Running", CreatedAt: fleet.StampOf(t0.Add(-time.Duration(i%120) * time.Minute)),
 			Runner: fleet.Container{Found: true, Running: true}, HasRunner: true}
 		r := fleet.Registration{ID: int64(i + 1), Name: name, Online: true, Labels: []string{"self-hosted", "linux"}}
 		switch i % 100 {
@@ -28,7 +28,7 @@ func benchFleet(n, scopes int) (Observation, map[string]fleet.Mark) {
 			r.Online = false
 			marks[fleet.PodMarkKey(p.UID)] = fleet.Mark{Verdict: fleet.Zombie, FirstSeen: t0.Add(-time.Hour), Scope: scope}
 		case 3, 4:
-			p.CreatedAt = t0.Add(-time.Hour)
+			p.CreatedAt = fleet.StampOf(t0.Add(-time.Hour))
 			r.Online, r.Name = false, "acme-ghost-"+name
 		case 5, 6:
 			p.Stamped = true

@@ -12,8 +12,8 @@ import (
 func cand(v fleet.Verdict, name string, age time.Duration, pod bool) Candidate {
 	c := Candidate{Finding: Finding{Verdict: v, Key: name}, Ready: true}
 	if pod {
-		p := running(name, func(p *fleet.Pod) { p.CreatedAt = t0.Add(-age) })
-		c.Pod, c.Since = &p, p.CreatedAt
+		p := running(name, func(p *fleet.Pod) { p.CreatedAt = fleet.StampOf(t0.Add(-age)) })
+		c.Pod, c.Since = &p, p.CreatedAt.Time()
 	} else {
 		c.Mark.FirstSeen = t0.Add(-age)
 	}

@@ -606,7 +606,7 @@ func terminal(p *fleet.Pod, reg *fleet.Registration) (Finding, bool) {
 		Pod:          p,
 		Registration: reg,
 		Exit:         &exit,
-		Since:        p.CreatedAt,
+		Since:        p.CreatedAt.Time(),
 	}, true
 }
 
@@ -625,12 +625,12 @@ func terminal(p *fleet.Pod, reg *fleet.Registration) (Finding, bool) {
 // hurried either.
 func startedAt(now time.Time, p *fleet.Pod) (t time.Time, ok bool) {
 	switch {
-	case p.StartedAt.After(now):
-		return minTime(p.CreatedAt, now), false
-	case p.StartedAt.IsZero() || p.StartedAt.Before(p.CreatedAt):
-		return minTime(p.CreatedAt, now), true
+	case p.StartedAt.Time().After(now):
+		return minTime(p.CreatedAt.Time(), now), false
+	case p.StartedAt.IsZero() || p.StartedAt.Time().Before(p.CreatedAt.Time()):
+		return minTime(p.CreatedAt.Time(), now), true
 	default:
-		return p.StartedAt, true
+		return p.StartedAt.Time(), true
 	}
 }
 
@@ -646,7 +646,7 @@ func judgeRunning(now time.Time, p *fleet.Pod, runnerID int64, reg *fleet.Regist
 	if reg != nil && reg.Online && !(pol.StampEnabled && p.Stamped) {
 		return nil, false
 	}
-	f := &Finding{Key: fleet.PodMarkKey(p.UID), ScopeKey: p.ScopeKey, Pod: p, Registration: reg, Since: p.CreatedAt}
+	f := &Finding{Key: fleet.PodMarkKey(p.UID), ScopeKey: p.ScopeKey, Pod: p, Registration: reg, Since: p.CreatedAt.Time()}
 	start, known := startedAt(now, p)
 	switch {
 	case pol.StampEnabled && p.Stamped:
@@ -673,7 +673,7 @@ func judgeRunning(now time.Time, p *fleet.Pod, runnerID int64, reg *fleet.Regist
 	case now.Sub(start) > pol.RegistrationDeadline:
 		f.Verdict = fleet.Unregistered
 		f.Evidence = fmt.Sprintf("runner running for %s (pod created %s ago), past the %s registration deadline; runner %q never appeared",
-			now.Sub(start).Round(time.Second), max(now.Sub(p.CreatedAt), 0).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
+			now.Sub(start).Round(time.Second), max(now.Sub(p.CreatedAt.Time()), 0).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
 		if !known {
 			f.MinHold = pol.RegistrationDeadline
 			f.Evidence += fmt.Sprintf("; its start lies in the future by its node's clock, so it counts from the pod's creation, and the verdict must hold for the whole %s deadline before it acts", pol.RegistrationDeadline)
@@ -751,8 +751,8 @@ func (j podJudge) judge(p *fleet.Pod, runnerID int64, out *Classification) {
 	if p.Phase != "Running" || !p.Runner.Running {
 		return
 	}
-	if p.StartedAt.After(j.obs.Now) {
-		out.FutureStarts = append(out.FutureStarts, FutureStart{Namespace: p.Namespace, Pod: p.Name, Ahead: p.StartedAt.Sub(j.obs.Now)})
+	if p.StartedAt.Time().After(j.obs.Now) {
+		out.FutureStarts = append(out.FutureStarts, FutureStart{Namespace: p.Namespace, Pod: p.Name, Ahead: p.StartedAt.Time().Sub(j.obs.Now)})
 	}
 	// A pod that does not say its runner's name cannot be matched
 	// to a registration, so GitHub's list says nothing about it.
@@ -899,7 +899,7 @@ func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Find
 		if !listed {
 			continue
 		}
-		f := Finding{Key: fleet.EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt, Job: er.Job}
+		f := Finding{Key: fleet.EphemeralRunnerMarkKey(er.UID), ScopeKey: er.ScopeKey, EphemeralRunner: er, Since: er.CreatedAt.Time(), Job: er.Job}
 		if er.RunnerID != 0 {
 			f.Registration = list.byID(er.RunnerID)
 			if f.Registration != nil && f.Registration.Name != er.Name {
@@ -922,7 +922,7 @@ func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Find
 		name := fmt.Sprintf("EphemeralRunner %s/%s", er.Namespace, er.Name)
 		switch {
 		case !er.DeletingSince.IsZero():
-			waited := obs.Now.Sub(er.DeletingSince)
+			waited := obs.Now.Sub(er.DeletingSince.Time())
 			if waited <= pol.ARCStuckDeletingAfter || len(er.Finalizers) == 0 {
 				continue
 			}
@@ -944,7 +944,7 @@ func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Find
 			}
 			// Deleting already: there is no registration to remove
 			// first, only a finalizer that cannot finish.
-			f.Verdict, f.Registration, f.Since = fleet.ARCStuckDeleting, nil, er.DeletingSince
+			f.Verdict, f.Registration, f.Since = fleet.ARCStuckDeleting, nil, er.DeletingSince.Time()
 			f.Evidence = fmt.Sprintf("%s deleted %s ago, still held by finalizers %v", name, waited.Round(time.Second), er.Finalizers)
 		case f.Registration != nil && f.Registration.Busy:
 			continue // rule 2: GitHub says a job runs on it

@@ -34,11 +34,11 @@ func TestClassifyVerdictTable(t *testing.T) {
 		{name: "unregistered: running past the deadline, never on GitHub",
 			pod: running("acme-a"), want: fleet.Unregistered},
 		{name: "no verdict: young pod not yet registered",
-			pod: running("acme-a", func(p *fleet.Pod) { p.CreatedAt = t0.Add(-time.Minute) })},
+			pod: running("acme-a", func(p *fleet.Pod) { p.CreatedAt = fleet.StampOf(t0.Add(-time.Minute)) })},
 		{name: "orphan-stamped: stamped, registered, idle",
 			pod: running("acme-a", func(p *fleet.Pod) { p.Stamped = true }), regs: []fleet.Registration{reg(1, "acme-a", true, false)}, want: fleet.OrphanStamped},
 		{name: "orphan-stamped: stamped, never registered",
-			pod: running("acme-a", func(p *fleet.Pod) { p.Stamped = true; p.CreatedAt = t0.Add(-time.Minute) }), want: fleet.OrphanStamped},
+			pod: running("acme-a", func(p *fleet.Pod) { p.Stamped = true; p.CreatedAt = fleet.StampOf(t0.Add(-time.Minute)) }), want: fleet.OrphanStamped},
 		{name: "no verdict: stamped and busy (a live claim)",
 			pod: running("acme-a", func(p *fleet.Pod) { p.Stamped = true }), regs: []fleet.Registration{reg(1, "acme-a", true, true)}},
 		{name: "terminal: pod Succeeded",
@@ -204,7 +204,7 @@ func TestClassifyStampOff(t *testing.T) {
 
 func TestClassifyDeadlineBoundary(t *testing.T) {
 	at := func(age time.Duration) fleet.Pod {
-		return running("acme-a", func(p *fleet.Pod) { p.CreatedAt = t0.Add(-age) })
+		return running("acme-a", func(p *fleet.Pod) { p.CreatedAt = fleet.StampOf(t0.Add(-age)) })
 	}
 	assert.Empty(t, Classify(observe([]fleet.Pod{at(10 * time.Minute)}), policy(), nil).Findings, "exactly at the deadline is not past it")
 	assert.Len(t, Classify(observe([]fleet.Pod{at(10*time.Minute + time.Second)}), policy(), nil).Findings, 1)

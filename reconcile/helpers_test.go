@@ -14,7 +14,7 @@ const org = "org:acme"
 func running(name string, mods ...func(*fleet.Pod)) fleet.Pod {
 	p := fleet.Pod{
 		Namespace: "runners", Name: name, UID: "uid-" + name, ResourceVersion: "1",
-		RunnerName: name, ScopeKey: org, Phase: "Running", CreatedAt: t0.Add(-time.Hour),
+		RunnerName: name, ScopeKey: org, Phase: "Running", CreatedAt: fleet.StampOf(t0.Add(-time.Hour)),
 		Runner: fleet.Container{Found: true, Running: true}, HasRunner: true,
 	}
 	for _, m := range mods {

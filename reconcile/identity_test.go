@@ -303,14 +303,14 @@ func TestClassifyRunnerStart(t *testing.T) {
 		exit     *Exit
 	}{{
 		name: "pending for an hour, started a minute ago: not past the deadline",
-		pod:  running("acme-a", func(p *fleet.Pod) { p.StartedAt = t0.Add(-time.Minute) }),
+		pod:  running("acme-a", func(p *fleet.Pod) { p.StartedAt = fleet.StampOf(t0.Add(-time.Minute)) }),
 	}, {
 		name: "started eleven minutes ago: unregistered, with the time actually running",
-		pod:  running("acme-a", func(p *fleet.Pod) { p.StartedAt = t0.Add(-11 * time.Minute) }),
+		pod:  running("acme-a", func(p *fleet.Pod) { p.StartedAt = fleet.StampOf(t0.Add(-11 * time.Minute)) }),
 		want: fleet.Unregistered, evidence: []string{"runner running for 11m0s", "pod created 1h0m0s ago", "past the 10m0s registration deadline"},
 	}, {
 		name: "exactly at the deadline from its start is not past it",
-		pod:  running("acme-a", func(p *fleet.Pod) { p.StartedAt = t0.Add(-10 * time.Minute) }),
+		pod:  running("acme-a", func(p *fleet.Pod) { p.StartedAt = fleet.StampOf(t0.Add(-10 * time.Minute)) }),
 	}, {
 		name: "CrashLoopBackOff: terminal, fingerprinted from lastState",
 		pod: running("acme-a", func(p *fleet.Pod) {

@@ -118,7 +118,7 @@ func TestRegistrationDeadlineUnderNodeClockSkew(t *testing.T) {
 		{"healthy clocks: started 20 minutes ago", t0.Add(-30 * time.Minute), t0.Add(-20 * time.Minute), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := running("acme-a", func(p *fleet.Pod) { p.CreatedAt, p.StartedAt = tc.created, tc.started })
+			p := running("acme-a", func(p *fleet.Pod) { p.CreatedAt, p.StartedAt = fleet.StampOf(tc.created), fleet.StampOf(tc.started) })
 			c := Classify(observe([]fleet.Pod{p}), pol, nil)
 			if tc.unregister && tc.future {
 				// Its true start is unknown: the verdict must hold for the

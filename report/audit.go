@@ -95,7 +95,7 @@ func row(now time.Time, c reconcile.Candidate) Row {
 	r := Row{Verdict: string(c.Verdict), Scope: c.ScopeKey, Evidence: c.Evidence}
 	if c.Pod != nil {
 		r.Namespace, r.Pod, r.RunnerName = c.Pod.Namespace, c.Pod.Name, c.Pod.RunnerName
-		r.AgeSeconds = age(now, c.Pod.CreatedAt)
+		r.AgeSeconds = age(now, c.Pod.CreatedAt.Time())
 	} else if !c.Mark.FirstSeen.IsZero() {
 		r.AgeSeconds = age(now, c.Mark.FirstSeen)
 	}

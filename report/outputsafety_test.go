@@ -44,8 +44,8 @@ func rawControl(s string) (rune, bool) {
 
 func hostileSweep() sweep.Result {
 	started := time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
-	dead := &fleet.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: hostile, CreatedAt: started.Add(-time.Hour)}
-	zombie := &fleet.Pod{Namespace: "arc", Name: "acme-zombie", RunnerName: hostile, CreatedAt: started.Add(-time.Hour)}
+	dead := &fleet.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: hostile, CreatedAt: fleet.StampOf(started.Add(-time.Hour))}
+	zombie := &fleet.Pod{Namespace: "arc", Name: "acme-zombie", RunnerName: hostile, CreatedAt: fleet.StampOf(started.Add(-time.Hour))}
 	return sweep.Result{
 		Mode:    sweep.Audit,
 		Status:  sweep.StatusDegraded,

@@ -104,7 +104,7 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	var runnerID int64
 	if c.Pod != nil {
 		ns, pod, runnerName = c.Pod.Namespace, c.Pod.Name, c.Pod.RunnerName
-		a = append(a, slog.Float64("pod_age_seconds", age(now, c.Pod.CreatedAt)))
+		a = append(a, slog.Float64("pod_age_seconds", age(now, c.Pod.CreatedAt.Time())))
 	}
 	if er := c.EphemeralRunner; er != nil {
 		ns, runnerID, runnerName = er.Namespace, er.RunnerID, er.Name

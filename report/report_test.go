@@ -154,7 +154,7 @@ func TestRateLimitSaysUntilWhen(t *testing.T) {
 // pod's line how old the pod was when the sweep began.
 func TestActionLineNamesItsObject(t *testing.T) {
 	finished := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	pod := &fleet.Pod{Namespace: "arc", Name: "p", CreatedAt: finished.Add(-90 * time.Minute)}
+	pod := &fleet.Pod{Namespace: "arc", Name: "p", CreatedAt: fleet.StampOf(finished.Add(-90 * time.Minute))}
 	er := &fleet.EphemeralRunner{Namespace: "arc", Name: "e"}
 	res := sweep.Result{Started: finished.Add(30 * time.Second), Outcomes: []reap.Outcome{
 		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: pod,
@@ -237,7 +237,7 @@ func logged(t *testing.T, res sweep.Result) []map[string]any {
 // negative.
 func TestAgesAreNeverNegative(t *testing.T) {
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	pod := &fleet.Pod{Namespace: "arc", Name: "p", CreatedAt: now.Add(time.Second)}
+	pod := &fleet.Pod{Namespace: "arc", Name: "p", CreatedAt: fleet.StampOf(now.Add(time.Second))}
 	res := sweep.Result{Started: now, Outcomes: []reap.Outcome{
 		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Zombie, Pod: pod},
 			Mark: fleet.Mark{Verdict: fleet.Zombie, FirstSeen: now.Add(1500 * time.Millisecond)}},

@@ -196,7 +196,7 @@ var t0 = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 func fakePod(name string, mods ...func(*fleet.Pod)) fleet.Pod {
 	p := fleet.Pod{
 		Namespace: "runners", Name: name, UID: "uid-" + name, ResourceVersion: "1",
-		RunnerName: name, ScopeKey: acme.Key(), Phase: "Running", CreatedAt: t0.Add(-time.Hour),
+		RunnerName: name, ScopeKey: acme.Key(), Phase: "Running", CreatedAt: fleet.StampOf(t0.Add(-time.Hour)),
 		Runner: fleet.Container{Found: true, Running: true}, HasRunner: true,
 	}
 	for _, m := range mods {

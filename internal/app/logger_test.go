@@ -28,7 +28,7 @@ const loggerSecret = "ghp_loggerSECRET0123456789"
 // and an error that echoes the token.
 func terminalSweep(runnerName string) sweep.Result {
 	started := time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
-	pod := &fleet.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: runnerName, CreatedAt: started.Add(-time.Hour)}
+	pod := &fleet.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: runnerName, CreatedAt: fleet.StampOf(started.Add(-time.Hour))}
 	return sweep.Result{
 		Mode:    sweep.Act,
 		Status:  sweep.StatusComplete,

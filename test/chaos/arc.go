@@ -119,8 +119,8 @@ func (e *ker) podAlive() bool { return e.pod != nil && !e.pod.gone }
 func (e *ker) view() fleet.EphemeralRunner {
 	return fleet.EphemeralRunner{
 		Namespace: e.ns, Name: e.name, UID: e.uid, ResourceVersion: strconv.Itoa(e.rv),
-		ScopeKey: e.set.scope, Phase: e.phase, RunnerID: e.runnerID, CreatedAt: e.created,
-		DeletingSince: e.deletingSince, Finalizers: slices.Clone(e.finalizers), Job: cloneJob(e.job),
+		ScopeKey: e.set.scope, Phase: e.phase, RunnerID: e.runnerID, CreatedAt: fleet.StampOf(e.created),
+		DeletingSince: fleet.StampOf(e.deletingSince), Finalizers: slices.Clone(e.finalizers), Job: cloneJob(e.job),
 	}
 }
 

@@ -106,7 +106,7 @@ func (p *kpod) managed() bool { return p.ns == nsRunners && p.selected }
 func (p *kpod) view() fleet.Pod {
 	v := fleet.Pod{
 		Namespace: p.ns, Name: p.name, UID: p.uid, ResourceVersion: strconv.Itoa(p.rv),
-		RunnerName: p.name, ScopeKey: p.scope, Phase: p.phase, CreatedAt: p.created, StartedAt: p.started,
+		RunnerName: p.name, ScopeKey: p.scope, Phase: p.phase, CreatedAt: fleet.StampOf(p.created), StartedAt: fleet.StampOf(p.started),
 		HasRunner: true, Stamped: p.stamped,
 		Runner: fleet.Container{Found: p.found, Running: p.running, Terminated: p.term, LastTerminated: p.last},
 	}
