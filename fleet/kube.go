@@ -113,10 +113,12 @@ type EphemeralRunner struct {
 	ResourceVersion string
 	// ScopeKey is the Scope.Key of spec.githubConfigUrl; empty when the URL
 	// names no scope.
-	ScopeKey  string
-	Phase     string
-	Reason    string
-	Message   string
+	ScopeKey string
+	Phase    string
+	// Note is status.reason and status.message; nil when both are empty,
+	// as on nearly every runner. Held apart, they cost a runner's view a
+	// pointer, not two strings' 32 bytes.
+	Note      *StatusNote
 	RunnerID  int64
 	CreatedAt Stamp
 	// DeletingSince is the deletion timestamp; zero when not deleting.
@@ -128,6 +130,29 @@ type EphemeralRunner struct {
 	// Job is the job ARC's listener recorded on the status when it started
 	// on this runner; nil when none is recorded.
 	Job *Job
+}
+
+// StatusNote is an EphemeralRunner's status.reason and status.message: why
+// ARC's controller put it in its phase (TooManyPodFailures, say).
+type StatusNote struct {
+	Reason  string
+	Message string
+}
+
+// Reason is the status's reason; empty when none.
+func (e EphemeralRunner) Reason() string {
+	if e.Note == nil {
+		return ""
+	}
+	return e.Note.Reason
+}
+
+// Message is the status's message; empty when none.
+func (e EphemeralRunner) Message() string {
+	if e.Note == nil {
+		return ""
+	}
+	return e.Note.Message
 }
 
 // UnobservedNamespace is a configured namespace that listed no pod and could

@@ -115,13 +115,14 @@ func (o *erObject) view(memo *listMemo) fleet.EphemeralRunner {
 		ResourceVersion: o.ResourceVersion,
 		ScopeKey:        memo.key(o.GitHubConfigURL),
 		Phase:           intern(s.Phase),
-		Reason:          intern(s.Reason),
-		Message:         s.Message,
 		// GitHub's runner ids are positive; anything else knows none.
 		RunnerID:      max(s.RunnerID, 0),
 		CreatedAt:     fleet.StampOf(o.CreationTimestamp),
 		Finalizers:    memo.sharedFinalizers(o.Finalizers),
 		DeletingSince: fleet.StampOf(o.DeletionTimestamp),
+	}
+	if s.Reason != "" || s.Message != "" {
+		v.Note = &fleet.StatusNote{Reason: intern(s.Reason), Message: s.Message}
 	}
 	v.Job = arcJob(s)
 	return v

@@ -134,8 +134,11 @@ func TestListEphemeralRunnersReadsFields(t *testing.T) {
 			assert.Equal(t, obj.GetResourceVersion(), v.ResourceVersion, "the view holds the latest resourceVersion")
 			assert.Equal(t, tc.wantScope, v.ScopeKey)
 			assert.Equal(t, tc.wantPhase, v.Phase)
-			assert.Equal(t, tc.wantReason, v.Reason)
-			assert.Equal(t, tc.wantMessage, v.Message)
+			assert.Equal(t, tc.wantReason, v.Reason())
+			assert.Equal(t, tc.wantMessage, v.Message())
+			if tc.wantReason == "" && tc.wantMessage == "" {
+				assert.Nil(t, v.Note, "a runner with no reason or message holds no note")
+			}
 			assert.Equal(t, tc.wantID, v.RunnerID)
 			assert.WithinDuration(t, obj.GetCreationTimestamp().Time, v.CreatedAt.Time(), 0)
 			if tc.deleted {

@@ -86,7 +86,7 @@ func TestAValueTooLargeForAnEphemeralRunnerFailsTheRead(t *testing.T) {
 		ers, _, err := readEphemeralRunnerPage(strings.NewReader(string(erPage(withMessage(maxERValue/2)))), newListMemo("", nil), nil)
 		require.NoError(t, err)
 		require.Len(t, ers, 1)
-		assert.Len(t, ers[0].Message, maxERValue/2)
+		assert.Len(t, ers[0].Message(), maxERValue/2)
 		_, _, err = readEphemeralRunnerPage(strings.NewReader(string(erPage(withMessage(big)))), newListMemo("", nil), nil)
 		require.ErrorContains(t, err, "more than any EphemeralRunner")
 	})

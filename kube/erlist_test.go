@@ -66,14 +66,15 @@ func unstructuredERView(u *unstructured.Unstructured, githubHost string) fleet.E
 		ResourceVersion: u.GetResourceVersion(),
 		ScopeKey:        scopeKeyOfConfigURL(configURL, githubHost),
 		Phase:           phase,
-		Reason:          reason,
-		Message:         message,
 		RunnerID:        nestedInt64(obj, "status", "runnerId"),
 		CreatedAt:       fleet.StampOf(u.GetCreationTimestamp().Time),
 		Finalizers:      u.GetFinalizers(),
 	}
 	if ts := u.GetDeletionTimestamp(); ts != nil {
 		v.DeletingSince = fleet.StampOf(ts.Time)
+	}
+	if reason != "" || message != "" {
+		v.Note = &fleet.StatusNote{Reason: reason, Message: message}
 	}
 	v.Job = unstructuredARCJob(obj)
 	return v
@@ -225,7 +226,7 @@ func TestLooseString(t *testing.T) {
 			ers, _, err := readEphemeralRunnerPage(bytes.NewReader(erPage(rawER{name: "r", status: erStatusWith("message", tc.raw)}.json())), newListMemo("", nil), nil)
 			require.NoError(t, err)
 			require.Len(t, ers, 1)
-			assert.Equal(t, tc.want, ers[0].Message)
+			assert.Equal(t, tc.want, ers[0].Message())
 			assert.Equal(t, "Running", ers[0].Phase)
 		})
 	}
@@ -407,12 +408,12 @@ func TestViewsShareRepeatedStrings(t *testing.T) {
 	assert.True(t, same(a.Namespace, b.Namespace), "namespace")
 	assert.True(t, same(a.ScopeKey, b.ScopeKey), "scope")
 	assert.True(t, same(a.Phase, b.Phase), "phase")
-	assert.True(t, same(a.Reason, b.Reason), "reason")
+	assert.True(t, same(a.Reason(), b.Reason()), "reason")
 	require.Len(t, a.Finalizers, 1)
 	require.Len(t, b.Finalizers, 1)
 	assert.True(t, same(a.Finalizers[0], b.Finalizers[0]), "finalizer")
 	assert.Equal(t, 1, cap(a.Finalizers), "no room kept beyond the finalizers")
-	assert.Empty(t, a.Message)
+	assert.Empty(t, a.Message())
 }
 
 // TestViewsShareTheirPodsStrings: a runner's view holds the name and UID

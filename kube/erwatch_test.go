@@ -163,7 +163,7 @@ func TestEphemeralRunnerWatchListGivesWhatPagesGive(t *testing.T) {
 	assert.Equal(t, &fleet.Job{Owner: "acme", Repo: "api", RunID: 9000004, Name: "build (linux, amd64)", RequestID: 7000004}, running.Job)
 	failed := views[nsB+"/arc-runner-set-abcde-runner-00006"]
 	assert.Equal(t, "Failed", failed.Phase)
-	assert.Equal(t, "TooManyPodFailures", failed.Reason)
+	assert.Equal(t, "TooManyPodFailures", failed.Reason())
 	assert.Equal(t, int64(100006), failed.RunnerID)
 
 	t.Run("all namespaces, one watch-list", func(t *testing.T) {

@@ -950,7 +950,7 @@ func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Find
 			continue // rule 2: GitHub says a job runs on it
 		case er.Phase == "Failed":
 			f.Verdict = fleet.ARCFailed
-			f.Evidence = fmt.Sprintf("%s is in phase Failed (reason %q, message %q) with no pod", name, er.Reason, er.Message)
+			f.Evidence = fmt.Sprintf("%s is in phase Failed (reason %q, message %q) with no pod", name, er.Reason(), er.Message())
 		default:
 			f.Verdict = fleet.ARCPodless
 			f.Evidence = fmt.Sprintf("%s (phase %q) has no pod and is not being deleted", name, er.Phase)
