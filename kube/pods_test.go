@@ -379,33 +379,72 @@ func TestListPodsCancelled(t *testing.T) {
 	assert.Nil(t, pods)
 }
 
-// TestFitted: a slice is copied to its length only when more than an
-// eighth of its length is spare, and keeps its elements either way.
-func TestFitted(t *testing.T) {
+// TestViews: views gathered in blocks come back in order, in one slice of
+// their number, after any truncation, across the blocks' edges.
+func TestViews(t *testing.T) {
 	tests := []struct {
-		name     string
-		len, cap int
-		copied   bool
+		name    string
+		add     int
+		keep    int // truncate to this after adding; -1 for none
+		thenAdd int
 	}{
-		{name: "full", len: 1000, cap: 1000},
-		{name: "an eighth spare", len: 1000, cap: 1125},
-		{name: "more than an eighth spare", len: 1000, cap: 1126, copied: true},
-		{name: "grown by a quarter", len: 1000, cap: 1250, copied: true},
-		{name: "empty", len: 0, cap: 0},
-		{name: "empty with room", len: 0, cap: 16, copied: true},
+		{name: "none", add: 0, keep: -1},
+		{name: "fewer than a block", add: 10, keep: -1},
+		{name: "exactly a block", add: viewBlock, keep: -1},
+		{name: "one past a block", add: viewBlock + 1, keep: -1},
+		{name: "several blocks", add: 3*viewBlock + 7, keep: -1},
+		{name: "truncated inside a block", add: 2*viewBlock + 5, keep: viewBlock + 3, thenAdd: 4},
+		{name: "truncated to a block's edge", add: 2*viewBlock + 5, keep: viewBlock, thenAdd: viewBlock + 1},
+		{name: "truncated to nothing", add: viewBlock + 5, keep: 0, thenAdd: 2},
+		{name: "truncated to more than it has", add: 5, keep: 9, thenAdd: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := make([]fleet.Pod, tc.len, tc.cap)
-			for i := range s {
-				s[i].Name = strconv.Itoa(i)
+			var v views
+			var want []fleet.Pod
+			next := 0
+			add := func(n int) {
+				for range n {
+					p := fleet.Pod{Name: strconv.Itoa(next)}
+					next++
+					v.add(p)
+					want = append(want, p)
+				}
 			}
-			got := fitted(s)
-			assert.Equal(t, s, got)
-			assert.Equal(t, tc.copied, cap(got) != cap(s) || (len(s) > 0 && &got[0] != &s[0]), "copied")
-			if tc.copied {
-				assert.LessOrEqual(t, cap(got)-len(got), len(got)/8)
+			add(tc.add)
+			if tc.keep >= 0 {
+				v.truncate(tc.keep)
+				want = want[:min(tc.keep, len(want))]
+				require.Equal(t, len(want), v.len())
+				for _, b := range v.blocks {
+					assert.NotEmpty(t, b, "no empty block is kept")
+				}
 			}
+			add(tc.thenAdd)
+			require.Equal(t, len(want), v.len())
+			got := v.all()
+			assert.Equal(t, len(want), cap(got), "exactly their number")
+			if len(want) == 0 {
+				assert.Empty(t, got)
+			} else {
+				assert.Equal(t, want, got)
+			}
+			assert.Zero(t, v.len(), "all empties it")
+			assert.Nil(t, v.blocks, "and lets go of its blocks")
 		})
+	}
+}
+
+// TestViewsTruncateReleasesStrings: a view dropped by truncate keeps no
+// string alive in its block's spare room.
+func TestViewsTruncateReleasesStrings(t *testing.T) {
+	var v views
+	for i := range 10 {
+		v.add(fleet.Pod{Name: "pod-" + strconv.Itoa(i)})
+	}
+	v.truncate(4)
+	b := v.blocks[0]
+	for _, p := range b[len(b):10] {
+		assert.Equal(t, fleet.Pod{}, p)
 	}
 }

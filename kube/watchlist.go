@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
-	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // errNoWatchList is wrapped by streamPods' error when the API server did
@@ -48,8 +47,13 @@ var errNoWatchList = errors.New("pod watch-list unavailable")
 // protobuf watch stream, the stream closing) discards what arrived and
 // returns errNoWatchList, so a server that does not keep the contract
 // costs a page list, never a partial one.
-func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping, out []fleet.Pod) ([]fleet.Pod, error) {
-	start := len(out)
+func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping, out *views) (err error) {
+	start := out.len()
+	defer func() {
+		if err != nil {
+			out.truncate(start)
+		}
+	}()
 	send := true
 	opts := metav1.ListOptions{
 		LabelSelector:        selector,
@@ -71,14 +75,14 @@ func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping,
 		Stream(ctx)
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, ErrTimeout) {
-			return out[:start], err
+			return err
 		}
-		return out[:start], fmt.Errorf("%w: %w", errNoWatchList, err)
+		return fmt.Errorf("%w: %w", errNoWatchList, err)
 	}
 	defer body.Close()
 	r := bufio.NewReaderSize(body, 64<<10)
 	if first, err := r.Peek(1); err == nil && (first[0] == '{' || first[0] == '[') {
-		return out[:start], fmt.Errorf("%w: the answer is JSON, not a protobuf watch stream", errNoWatchList)
+		return fmt.Errorf("%w: the answer is JSON, not a protobuf watch stream", errNoWatchList)
 	}
 	// One frame buffer, one trimmer and one pod for the whole stream: a
 	// view copies only strings, which decoding allocates afresh.
@@ -89,39 +93,39 @@ func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping,
 		frame, err = readFrame(r, frame)
 		if err != nil {
 			if ctx.Err() != nil {
-				return out[:start], ctx.Err()
+				return ctx.Err()
 			}
 			if errors.Is(err, io.EOF) {
 				err = errors.New("the stream ended before its initial-events-end bookmark")
 			}
-			return out[:start], fmt.Errorf("%w: %w", errNoWatchList, err)
+			return fmt.Errorf("%w: %w", errNoWatchList, err)
 		}
 		kind, obj, err := watchEvent(frame)
 		if err != nil {
-			return out[:start], fmt.Errorf("%w: %w", errNoWatchList, err)
+			return fmt.Errorf("%w: %w", errNoWatchList, err)
 		}
 		switch kind {
 		case string(watch.Added), string(watch.Bookmark):
 			resetPod(&p)
 			trimmed, err = t.decodePod(obj, trimmed[:0], &p)
 			if err != nil {
-				return out[:start], fmt.Errorf("%w: a %s event: %w", errNoWatchList, kind, err)
+				return fmt.Errorf("%w: a %s event: %w", errNoWatchList, kind, err)
 			}
 			if kind == string(watch.Added) {
-				out = append(out, m.View(&p))
+				out.add(m.View(&p))
 			} else if p.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
-				return out, nil
+				return nil
 			}
 		case string(watch.Error):
 			var st metav1.Status
 			if err := decodeEnveloped(obj, "Status", &st); err != nil {
-				return out[:start], fmt.Errorf("%w: an ERROR event: %w", errNoWatchList, err)
+				return fmt.Errorf("%w: an ERROR event: %w", errNoWatchList, err)
 			}
-			return out[:start], fmt.Errorf("%w: %w", errNoWatchList, apierrors.FromObject(&st))
+			return fmt.Errorf("%w: %w", errNoWatchList, apierrors.FromObject(&st))
 		default:
 			// Before its end bookmark a watch-list sends only the
 			// current objects, as ADDED events.
-			return out[:start], fmt.Errorf("%w: a %s event before the initial-events-end bookmark", errNoWatchList, kind)
+			return fmt.Errorf("%w: a %s event before the initial-events-end bookmark", errNoWatchList, kind)
 		}
 	}
 }
