@@ -117,7 +117,8 @@ type EphemeralRunner struct {
 	Phase    string
 	// Note is status.reason and status.message; nil when both are empty,
 	// as on nearly every runner. Held apart, they cost a runner's view a
-	// pointer, not two strings' 32 bytes.
+	// pointer, not two strings' 32 bytes. Read only: a copy of the view
+	// shares it.
 	Note      *StatusNote
 	RunnerID  int64
 	CreatedAt Stamp

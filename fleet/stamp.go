@@ -21,14 +21,22 @@ const zeroUnix = -62135596800
 
 // StampOf is t to the second, rounded down, in UTC. A time past the last
 // second a Stamp holds (hundreds of billions of years away; only a hostile
-// server sends one) is held as that last second.
+// server sends one) is held as that last second; a time in time.Time's
+// first second but its zero, as the second before.
 func StampOf(t time.Time) Stamp {
 	if t.IsZero() {
 		return Stamp{}
 	}
 	u := t.Unix()
-	if u > math.MaxInt64+zeroUnix {
+	switch {
+	case u > math.MaxInt64+zeroUnix:
 		return Stamp{math.MaxInt64}
+	case u == zeroUnix:
+		// A time in time.Time's first second that is not its zero (a
+		// fraction past it, from a hostile server) must not read as
+		// unknown: an EphemeralRunner deleting since then would look
+		// not deleting at all. It is held as the second before.
+		return Stamp{-1}
 	}
 	return Stamp{u - zeroUnix}
 }

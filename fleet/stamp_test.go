@@ -26,6 +26,7 @@ func TestStamp(t *testing.T) {
 		{name: "the year 9999 an RFC 3339 time can name", in: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC), want: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)},
 		{name: "past the last second held", in: time.Unix(math.MaxInt64, 0), want: last},
 		{name: "the second after time's zero", in: time.Time{}.Add(time.Second), want: time.Time{}.Add(time.Second)},
+		{name: "a fraction past time's zero is a time, not unknown", in: time.Time{}.Add(500 * time.Millisecond), want: time.Time{}.Add(-time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := StampOf(tc.in)

@@ -346,6 +346,53 @@ func TestWatchListContract(t *testing.T) {
 		})
 	}
 
+	t.Run("a stream cut short in a later namespace gives back its own pods only", func(t *testing.T) {
+		// Namespace a streams more pods than a block holds; b's stream
+		// breaks after some, in the middle of a block, and b is read in
+		// pages: every pod of a stays, none of b's stream does.
+		podIn := func(ns, name string) []byte {
+			return frame(t, "ADDED", enveloped(t, "Pod", &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), ResourceVersion: "7"},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "runner"}}},
+			}))
+		}
+		var streamA, streamB [][]byte
+		var want []string
+		for i := range viewBlock + 300 {
+			name := fmt.Sprintf("a-%d", i)
+			streamA = append(streamA, podIn("a", name))
+			want = append(want, "a/"+name)
+		}
+		streamA = append(streamA, end)
+		for i := range 500 {
+			streamB = append(streamB, podIn("b", fmt.Sprintf("b-%d", i)))
+		}
+		want = append(want, "b/from-pages")
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ns := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v1/namespaces/"), "/pods")
+			if r.URL.Query().Get("watch") != "true" {
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"},
+					Items: []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "from-pages", UID: types.UID(ns + "-p"), ResourceVersion: "7"}}}})
+				return
+			}
+			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
+			switch ns {
+			case "a":
+				_, _ = w.Write(cat(streamA...))
+			default:
+				_, _ = w.Write(cat(streamB...)) // no end bookmark
+			}
+		}))
+		defer srv.Close()
+		c, err := New(&rest.Config{Host: srv.URL}, Options{Log: slog.New(slog.DiscardHandler)})
+		require.NoError(t, err)
+		pods, err := c.ListPods(context.Background(), []string{"a", "b"}, "", Mapping{})
+		require.NoError(t, err)
+		assert.Equal(t, want, names(pods), "a's pods in order, then b's from its pages")
+		assert.Equal(t, len(want), cap(pods), "one slice of their number")
+	})
+
 	t.Run("a stream cut short costs one sweep its watch-list, not the next", func(t *testing.T) {
 		var mu sync.Mutex
 		var watches, lists int
