@@ -39,7 +39,9 @@ func TestClassifyARCLeaks(t *testing.T) {
 		want   fleet.Verdict
 		withR  bool
 	}{
-		{name: "Failed with no pod", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.Note = "Failed", &fleet.StatusNote{Reason: "TooManyPodFailures"} }), want: fleet.ARCFailed},
+		{name: "Failed with no pod", er: er("x", func(e *fleet.EphemeralRunner) {
+			e.Phase, e.Note = "Failed", &fleet.StatusNote{Reason: "TooManyPodFailures"}
+		}), want: fleet.ARCFailed},
 		{name: "Failed with its registration: deleted first", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase, e.RunnerID = "Failed", 42 }),
 			regs: []fleet.Registration{reg(42, "x", false, false)}, want: fleet.ARCFailed, withR: true},
 		{name: "no pod, not deleting", er: er("x", func(e *fleet.EphemeralRunner) { e.Phase = "Pending" }), want: fleet.ARCPodless},
