@@ -40,4 +40,5 @@ func TestStamp(t *testing.T) {
 func TestStampIsSmall(t *testing.T) {
 	assert.Equal(t, uintptr(8), unsafe.Sizeof(Stamp{}), "a Stamp is 8 bytes, not time.Time's 24")
 	assert.LessOrEqual(t, unsafe.Sizeof(Pod{}), uintptr(200), "a pod view")
+	assert.LessOrEqual(t, unsafe.Sizeof(EphemeralRunner{}), uintptr(160), "an EphemeralRunner view")
 }

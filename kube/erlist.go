@@ -159,7 +159,7 @@ func newListMemo(githubHost string, pods []fleet.Pod) *listMemo {
 // copied a dozen times, the last time while the heap is at its highest,
 // and keep up to a quarter of their 21 MB spare. Pods owned by anything
 // else cost no room. A pod whose runner is gone (deleted between the two
-// lists) costs one view's room, 216 bytes, for the sweep; runners whose
+// lists) costs one view's room, 160 bytes, for the sweep; runners whose
 // pods the selector does not match grow the slice by append.
 func (s *listMemo) room() []fleet.EphemeralRunner {
 	if n := s.expected(); n > 0 {
