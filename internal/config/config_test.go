@@ -6,8 +6,10 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -320,4 +322,42 @@ func TestLoadTimeouts(t *testing.T) {
 	setenv(t, with(minimal(), "REAPER_SWEEP_TIMEOUT", "5001ms"))
 	_, err = Load(false, "")
 	require.NoError(t, err)
+}
+
+// The length limits of EKS's cluster names, CloudWatch's namespaces and
+// the metrics instance are checked apart from their patterns: a name at
+// the limit is taken, and one a character longer is refused, naming the
+// variable.
+func TestLoadLengthLimits(t *testing.T) {
+	name := func(first string, n int) string { return first + strings.Repeat("a", n-1) }
+	for _, tc := range []struct {
+		varName string
+		value   string
+		ok      bool
+	}{
+		{"REAPER_EKS_CLUSTER", name("b", 100), true},
+		{"REAPER_EKS_CLUSTER", name("b", 101), false},
+		{"REAPER_EKS_CLUSTER", "-build", false},
+		{"REAPER_METRICS_NAMESPACE", name("R", 255), true},
+		{"REAPER_METRICS_NAMESPACE", name("R", 256), false},
+		{"REAPER_METRICS_NAMESPACE", "Runner Reaper", false},
+		{"REAPER_METRICS_INSTANCE", name("e", 63), true},
+		{"REAPER_METRICS_INSTANCE", name("e", 64), false},
+		{"REAPER_METRICS_INSTANCE", ".eu", false},
+	} {
+		t.Run(fmt.Sprintf("%s of %d", tc.varName, len(tc.value)), func(t *testing.T) {
+			env := with(minimal(), tc.varName, tc.value)
+			if tc.varName == "REAPER_METRICS_INSTANCE" {
+				env = with(env, "REAPER_PUSHGATEWAY_URL", "http://pushgateway.monitoring:9091")
+			}
+			setenv(t, env)
+			_, err := Load(false, "")
+			if tc.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.varName)
+		})
+	}
 }
