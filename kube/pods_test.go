@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -447,4 +449,87 @@ func TestViewsTruncateReleasesStrings(t *testing.T) {
 	for _, p := range b[len(b):10] {
 		assert.Equal(t, fleet.Pod{}, p)
 	}
+}
+
+// TestViewsPackTheirStrings: the strings a view keeps and its owner
+// reference are copied into the views' blocks, every value as it was
+// given: a runner name and an owner name that are the pod's name share its
+// bytes, other names have their own, an empty string stays empty and a
+// string too long for a block keeps its own. Packing later views never
+// changes an earlier one's.
+func TestViewsPackTheirStrings(t *testing.T) {
+	given := func(i int) fleet.Pod {
+		name := fmt.Sprintf("arc-runner-set-%05d-runner-%05d", i, i)
+		p := fleet.Pod{
+			Namespace: "ci", Name: name, RunnerName: strings.Clone(name),
+			UID: fmt.Sprintf("2b1f0c7e-5d7a-4f43-9a55-%012d", i), ResourceVersion: strconv.Itoa(1000 + i),
+			Owner: &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind,
+				Name: strings.Clone(name), UID: fmt.Sprintf("9c0d3a1e-0b7f-4c2e-8d41-%012d", i)},
+		}
+		switch i % 4 {
+		case 1:
+			p.RunnerName = "registered-" + name
+			p.Owner.Name = "owner-" + name
+		case 2:
+			p.Owner, p.ResourceVersion = nil, ""
+		case 3:
+			p.RunnerName = strings.Repeat("r", textBlock)
+		}
+		return p
+	}
+	at := func(s string) uintptr { return uintptr(unsafe.Pointer(unsafe.StringData(s))) }
+	const n = 3 * textBlock / 64 // several text blocks
+	var v views
+	var orig, want []fleet.Pod
+	for i := range n {
+		p := given(i)
+		orig = append(orig, p)
+		v.add(p)
+		want = append(want, given(i))
+	}
+	got := v.all()
+	require.Len(t, got, n)
+	var owners, follows, adjacent int
+	for i := range got {
+		p := got[i]
+		assert.Equal(t, want[i].Name, p.Name)
+		assert.Equal(t, want[i].RunnerName, p.RunnerName)
+		assert.Equal(t, want[i].UID, p.UID)
+		assert.Equal(t, want[i].ResourceVersion, p.ResourceVersion)
+		if want[i].Owner == nil {
+			assert.Nil(t, p.Owner)
+		} else {
+			require.NotNil(t, p.Owner)
+			assert.Equal(t, *want[i].Owner, *p.Owner)
+			assert.NotSame(t, orig[i].Owner, p.Owner, "the owner is copied")
+			assert.NotEqual(t, at(orig[i].Owner.UID), at(p.Owner.UID), "the owner's UID is copied")
+			owners++
+		}
+		// Copied, not kept where they were given.
+		assert.NotEqual(t, at(orig[i].Name), at(p.Name))
+		assert.NotEqual(t, at(orig[i].UID), at(p.UID))
+		switch i % 4 {
+		case 1:
+			assert.NotEqual(t, at(p.Name), at(p.RunnerName))
+			assert.NotEqual(t, at(p.Name), at(p.Owner.Name))
+		case 3:
+			assert.Equal(t, at(orig[i].RunnerName), at(p.RunnerName), "a string too long for a block keeps its own")
+		default:
+			assert.Equal(t, at(p.Name), at(p.RunnerName), "the runner name is the pod's")
+		}
+		if p.Owner != nil && i%4 != 1 {
+			assert.Equal(t, at(p.Name), at(p.Owner.Name), "the owner's name is the pod's")
+		}
+		// Packed one after another: the UID follows the name (or the
+		// runner name packed after it) in the same block.
+		if next := at(p.Name) + uintptr(len(p.Name)); at(p.UID) == next || (i%4 == 1 && at(p.UID) == next+uintptr(len(p.RunnerName))) {
+			follows++
+		}
+		if i > 0 && p.Owner != nil && got[i-1].Owner != nil &&
+			uintptr(unsafe.Pointer(p.Owner))-uintptr(unsafe.Pointer(got[i-1].Owner)) == unsafe.Sizeof(fleet.Owner{}) {
+			adjacent++
+		}
+	}
+	assert.Greater(t, follows, n*9/10, "strings packed in blocks")
+	assert.Greater(t, adjacent, owners/3, "owners packed in blocks")
 }

@@ -1,10 +1,17 @@
 package kube
 
-import "github.com/runner-reaper/runner-reaper/fleet"
+import (
+	"strings"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+)
 
 // viewBlock is the number of pod views in one block of a views: 1,024
-// views are 200 KB.
+// views are 200 KB; and of owner references in one of its owner blocks.
 const viewBlock = 1024
+
+// textBlock is the size of a block of the views' strings.
+const textBlock = 32 << 10
 
 // views gathers a list's pod views in blocks that never move, and copies
 // them once, complete, into one slice of their number.
@@ -15,12 +22,71 @@ const viewBlock = 1024
 // live and let the heap grow to a quarter above the two. At 100,000
 // runners that set the sweep's peak: 102 MB of heap at the end of the pod
 // list, for 65 MB live after it (GODEBUG=gctrace=1).
+//
+// The strings a view keeps (name, UID, resourceVersion, runner name, its
+// owner's UID) and its owner reference are copied into blocks of their own
+// as well. Left where the pod's decoding put them, each was an object of
+// its own, rounded up to its size class (a UID's 36 bytes to 48), among
+// the decoding's garbage of the same class: the pages of that garbage
+// stayed resident for the one string in them that lived on. A block is
+// kept whole while any view's string is in it, which every view's is
+// until the sweep ends; a truncated view's bytes stay in their block.
 type views struct {
 	blocks [][]fleet.Pod
 	n      int
+	text   *strings.Builder
+	owners []fleet.Owner
 }
 
+// pack is s in the views' text blocks. A strings.Builder only appends,
+// and never past the room it was grown to here, so the bytes of a string
+// it returned are never written again: a substring of it is a string
+// like any other, however the builder goes on.
+func (v *views) pack(s string) string {
+	if s == "" || len(s) > textBlock/8 {
+		return s
+	}
+	if v.text == nil || v.text.Cap()-v.text.Len() < len(s) {
+		v.text = new(strings.Builder)
+		v.text.Grow(textBlock)
+	}
+	at := v.text.Len()
+	v.text.WriteString(s)
+	return v.text.String()[at:]
+}
+
+// owner is o in the views' owner blocks, its strings packed (the name
+// shared with the pod's where they are the same, as ARC names them).
+func (v *views) owner(o *fleet.Owner, p *fleet.Pod) *fleet.Owner {
+	if o == nil {
+		return nil
+	}
+	if len(v.owners) == cap(v.owners) {
+		v.owners = make([]fleet.Owner, 0, viewBlock)
+	}
+	c := *o
+	if c.Name == p.Name {
+		c.Name = p.Name
+	} else {
+		c.Name = v.pack(c.Name)
+	}
+	c.UID = v.pack(c.UID)
+	v.owners = append(v.owners, c)
+	return &v.owners[len(v.owners)-1]
+}
+
+// add keeps the view p, its strings and owner packed (see views).
 func (v *views) add(p fleet.Pod) {
+	sameRunner := p.RunnerName == p.Name
+	p.Name = v.pack(p.Name)
+	if sameRunner {
+		p.RunnerName = p.Name
+	} else {
+		p.RunnerName = v.pack(p.RunnerName)
+	}
+	p.UID = v.pack(p.UID)
+	p.ResourceVersion = v.pack(p.ResourceVersion)
+	p.Owner = v.owner(p.Owner, &p)
 	if len(v.blocks) == 0 || len(v.blocks[len(v.blocks)-1]) == viewBlock {
 		v.blocks = append(v.blocks, make([]fleet.Pod, 0, viewBlock))
 	}
@@ -57,6 +123,6 @@ func (v *views) all() []fleet.Pod {
 		out = append(out, b...)
 		v.blocks[i] = nil
 	}
-	v.blocks, v.n = nil, 0
+	v.blocks, v.n, v.text, v.owners = nil, 0, nil, nil
 	return out
 }
