@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
+	_ "github.com/runner-reaper/runner-reaper/internal/noheapprofile"
 	"github.com/runner-reaper/runner-reaper/internal/safetext"
 	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/report"

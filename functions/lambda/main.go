@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/runner-reaper/runner-reaper/internal/lambdafn"
+	_ "github.com/runner-reaper/runner-reaper/internal/noheapprofile"
 )
 
 func main() {

@@ -182,3 +182,51 @@ func TestEntryPointsLinkNoHeavyClients(t *testing.T) {
 		assert.NotContains(t, heavy, p.ImportPath, "an entry point links %s", p.ImportPath)
 	}
 }
+
+// Both entry points turn the runtime's heap profiling off before the
+// packages that allocate much have initialised (internal/noheapprofile):
+// the binaries are built, and the runtime's trace of each package's
+// initialisation (GODEBUG=inittrace=1) shows how much was allocated before
+// the setting was made. Allocations are sampled every 512 KB on average,
+// so under 64 KB the profile's table is rarely made; the several
+// megabytes that follow would make it every time.
+func TestEntryPointsTurnHeapProfilingOffFirst(t *testing.T) {
+	const setting = module + "/internal/noheapprofile"
+	dir := t.TempDir()
+	for _, entry := range []struct{ pkg, tags string }{{"./functions/cli", ""}, {"./functions/lambda", "lambda.norpc"}} {
+		t.Run(entry.pkg, func(t *testing.T) {
+			bin := filepath.Join(dir, filepath.Base(entry.pkg))
+			build := exec.Command("go", "build", "-tags", entry.tags, "-o", bin, entry.pkg)
+			build.Dir = root(t)
+			out, err := build.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+			// The binary fails at its configuration (an empty
+			// environment, no command): every package has initialised
+			// by then.
+			run := exec.Command(bin)
+			run.Env = []string{"GODEBUG=inittrace=1"}
+			var stderr bytes.Buffer
+			run.Stderr = &stderr
+			_ = run.Run()
+			var before, total int64
+			found := false
+			for _, line := range strings.Split(stderr.String(), "\n") {
+				// init PKG @T ms, D ms clock, BYTES bytes, N allocs
+				f := strings.Fields(line)
+				if len(f) < 10 || f[0] != "init" || f[8] != "bytes," {
+					continue
+				}
+				var n int64
+				_, err := fmt.Sscan(f[7], &n)
+				require.NoError(t, err, "%q", line)
+				if f[1] == setting {
+					found, before = true, total
+				}
+				total += n
+			}
+			require.True(t, found, "%s does not initialise %s:\n%s", entry.pkg, setting, stderr.String())
+			assert.Less(t, before, int64(64<<10), "bytes allocated before heap profiling was turned off")
+			assert.Greater(t, total, int64(1<<20), "the initialisation it comes before allocates megabytes")
+		})
+	}
+}
