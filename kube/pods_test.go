@@ -442,12 +442,20 @@ func TestViews(t *testing.T) {
 func TestViewsTruncateReleasesStrings(t *testing.T) {
 	var v views
 	for i := range 10 {
-		v.add(fleet.Pod{Name: "pod-" + strconv.Itoa(i)})
+		v.add(fleet.Pod{Name: "pod-" + strconv.Itoa(i), Owner: &fleet.Owner{Name: "er-" + strconv.Itoa(i), UID: "u-" + strconv.Itoa(i)}})
+	}
+	owners := make([]*fleet.Owner, 10)
+	for i := range owners {
+		owners[i] = v.blocks[0][i].Owner
 	}
 	v.truncate(4)
 	b := v.blocks[0]
-	for _, p := range b[len(b):10] {
+	for i, p := range b[len(b):10] {
 		assert.Equal(t, fleet.Pod{}, p)
+		assert.Equal(t, fleet.Owner{}, *owners[4+i], "a dropped view's owner keeps no strings")
+	}
+	for i, p := range b {
+		assert.Equal(t, fleet.Owner{Name: "er-" + strconv.Itoa(i), UID: "u-" + strconv.Itoa(i)}, *p.Owner, "a kept view's owner is whole")
 	}
 }
 
@@ -466,7 +474,7 @@ func TestViewsPackTheirStrings(t *testing.T) {
 			Owner: &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind,
 				Name: strings.Clone(name), UID: fmt.Sprintf("9c0d3a1e-0b7f-4c2e-8d41-%012d", i)},
 		}
-		switch i % 4 {
+		switch i % 5 {
 		case 1:
 			p.RunnerName = "registered-" + name
 			p.Owner.Name = "owner-" + name
@@ -474,6 +482,8 @@ func TestViewsPackTheirStrings(t *testing.T) {
 			p.Owner, p.ResourceVersion = nil, ""
 		case 3:
 			p.RunnerName = strings.Repeat("r", textBlock)
+		case 4:
+			p.RunnerName = ""
 		}
 		return p
 	}
@@ -481,26 +491,38 @@ func TestViewsPackTheirStrings(t *testing.T) {
 	const n = 3 * textBlock / 64 // several text blocks
 	var v views
 	var orig, want []fleet.Pod
-	for i := range n {
+	add := func(i int) {
 		p := given(i)
 		orig = append(orig, p)
 		v.add(p)
 		want = append(want, given(i))
+	}
+	// A stream that broke gives back its views, and its namespace's
+	// pages add them again.
+	for i := range n / 2 {
+		add(i)
+	}
+	v.truncate(n / 3)
+	orig, want = orig[:n/3], want[:n/3]
+	for i := n / 3; i < n; i++ {
+		add(i)
 	}
 	got := v.all()
 	require.Len(t, got, n)
 	var owners, follows, adjacent int
 	for i := range got {
 		p := got[i]
-		assert.Equal(t, want[i].Name, p.Name)
-		assert.Equal(t, want[i].RunnerName, p.RunnerName)
-		assert.Equal(t, want[i].UID, p.UID)
-		assert.Equal(t, want[i].ResourceVersion, p.ResourceVersion)
+		// Every field as given, the owner compared by value.
+		w, g := want[i], p
+		if w.Owner != nil && g.Owner != nil {
+			assert.Equal(t, *w.Owner, *g.Owner)
+			w.Owner, g.Owner = nil, nil
+		}
+		assert.Equal(t, w, g)
 		if want[i].Owner == nil {
 			assert.Nil(t, p.Owner)
 		} else {
 			require.NotNil(t, p.Owner)
-			assert.Equal(t, *want[i].Owner, *p.Owner)
 			assert.NotSame(t, orig[i].Owner, p.Owner, "the owner is copied")
 			assert.NotEqual(t, at(orig[i].Owner.UID), at(p.Owner.UID), "the owner's UID is copied")
 			owners++
@@ -508,21 +530,23 @@ func TestViewsPackTheirStrings(t *testing.T) {
 		// Copied, not kept where they were given.
 		assert.NotEqual(t, at(orig[i].Name), at(p.Name))
 		assert.NotEqual(t, at(orig[i].UID), at(p.UID))
-		switch i % 4 {
+		switch i % 5 {
 		case 1:
 			assert.NotEqual(t, at(p.Name), at(p.RunnerName))
 			assert.NotEqual(t, at(p.Name), at(p.Owner.Name))
 		case 3:
 			assert.Equal(t, at(orig[i].RunnerName), at(p.RunnerName), "a string too long for a block keeps its own")
+		case 4:
+			assert.Empty(t, p.RunnerName)
 		default:
 			assert.Equal(t, at(p.Name), at(p.RunnerName), "the runner name is the pod's")
 		}
-		if p.Owner != nil && i%4 != 1 {
+		if p.Owner != nil && i%5 != 1 {
 			assert.Equal(t, at(p.Name), at(p.Owner.Name), "the owner's name is the pod's")
 		}
 		// Packed one after another: the UID follows the name (or the
 		// runner name packed after it) in the same block.
-		if next := at(p.Name) + uintptr(len(p.Name)); at(p.UID) == next || (i%4 == 1 && at(p.UID) == next+uintptr(len(p.RunnerName))) {
+		if next := at(p.Name) + uintptr(len(p.Name)); at(p.UID) == next || (i%5 == 1 && at(p.UID) == next+uintptr(len(p.RunnerName))) {
 			follows++
 		}
 		if i > 0 && p.Owner != nil && got[i-1].Owner != nil &&
@@ -532,4 +556,22 @@ func TestViewsPackTheirStrings(t *testing.T) {
 	}
 	assert.Greater(t, follows, n*9/10, "strings packed in blocks")
 	assert.Greater(t, adjacent, owners/3, "owners packed in blocks")
+}
+
+// TestViewsStartSmall: a list of a few pods takes a few small blocks, not
+// the 32 KiB of text and 1,024 owners that a large fleet's blocks hold;
+// they double up to those as the list grows.
+func TestViewsStartSmall(t *testing.T) {
+	var v views
+	p := fleet.Pod{Name: "runner-a", UID: "u", Owner: &fleet.Owner{Name: "runner-a", UID: "u-er"}}
+	v.add(p)
+	assert.Equal(t, firstOwnerBlock, cap(v.owners))
+	assert.Less(t, v.text.Cap(), 2*firstTextBlock)
+	for i := range 5000 {
+		p.Name = fmt.Sprintf("runner-%06d", i)
+		v.add(p)
+	}
+	assert.Equal(t, viewBlock, cap(v.owners))
+	assert.GreaterOrEqual(t, v.text.Cap(), textBlock)
+	assert.Less(t, v.text.Cap(), 2*textBlock)
 }

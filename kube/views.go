@@ -10,8 +10,15 @@ import (
 // views are 200 KB; and of owner references in one of its owner blocks.
 const viewBlock = 1024
 
-// textBlock is the size of a block of the views' strings.
-const textBlock = 32 << 10
+// textBlock is the size of a block of the views' strings. The first blocks
+// of a list are smaller (from firstTextBlock, doubling), as are its first
+// owner blocks (from firstOwnerBlock), so that a small fleet does not pay
+// for room it never fills.
+const (
+	textBlock       = 32 << 10
+	firstTextBlock  = 1 << 10
+	firstOwnerBlock = 16
+)
 
 // views gathers a list's pod views in blocks that never move, and copies
 // them once, complete, into one slice of their number.
@@ -30,7 +37,8 @@ const textBlock = 32 << 10
 // the decoding's garbage of the same class: the pages of that garbage
 // stayed resident for the one string in them that lived on. A block is
 // kept whole while any view's string is in it, which every view's is
-// until the sweep ends; a truncated view's bytes stay in their block.
+// until the sweep ends; a truncated view's bytes stay in a block that
+// kept views share (at most one block's worth).
 type views struct {
 	blocks [][]fleet.Pod
 	n      int
@@ -47,8 +55,12 @@ func (v *views) pack(s string) string {
 		return s
 	}
 	if v.text == nil || v.text.Cap()-v.text.Len() < len(s) {
+		size := firstTextBlock
+		if v.text != nil {
+			size = min(2*v.text.Cap(), textBlock)
+		}
 		v.text = new(strings.Builder)
-		v.text.Grow(textBlock)
+		v.text.Grow(max(size, len(s)))
 	}
 	at := v.text.Len()
 	v.text.WriteString(s)
@@ -62,7 +74,7 @@ func (v *views) owner(o *fleet.Owner, p *fleet.Pod) *fleet.Owner {
 		return nil
 	}
 	if len(v.owners) == cap(v.owners) {
-		v.owners = make([]fleet.Owner, 0, viewBlock)
+		v.owners = make([]fleet.Owner, 0, min(max(2*cap(v.owners), firstOwnerBlock), viewBlock))
 	}
 	c := *o
 	if c.Name == p.Name {
@@ -106,13 +118,22 @@ func (v *views) truncate(n int) {
 		last := len(v.blocks) - 1
 		b := v.blocks[last]
 		drop := min(len(b), v.n-max(n, 0))
-		clear(b[len(b)-drop:]) // no dropped view keeps its strings
+		// No dropped view keeps its strings, nor its owner its own.
+		for i := len(b) - drop; i < len(b); i++ {
+			if b[i].Owner != nil {
+				*b[i].Owner = fleet.Owner{}
+			}
+		}
+		clear(b[len(b)-drop:])
 		v.blocks[last] = b[:len(b)-drop]
 		v.n -= drop
 		if len(v.blocks[last]) == 0 {
 			v.blocks = v.blocks[:last]
 		}
 	}
+	// The views added next start blocks of their own: a block only
+	// dropped views wrote to is let go of.
+	v.text, v.owners = nil, nil
 }
 
 // all is the views in one slice of their length; v is left empty, its
