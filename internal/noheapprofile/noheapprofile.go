@@ -3,17 +3,25 @@
 // allocates.
 //
 // The runtime samples allocations for a heap profile in any binary that
-// links runtime/pprof, and gRPC (through the OTLP exporter) links it. The
-// first sample allocates the profile's hash table, 1.4 MiB that stay
-// resident for the process's life, and every sample after it a record of
-// its stack. Nothing in the reaper reads a heap profile.
+// links runtime/pprof, and gRPC (through the OTLP exporter) links it.
+// Nothing in the reaper reads a heap profile, yet every sample (one for
+// about every 512 KB allocated: thousands in a sweep of a large fleet)
+// unwinds its stack through the binary's function tables, whose pages
+// become resident, and records it in the runtime's profile table, mapped
+// at the first sample. Measured (make bench's scale bench, the binary
+// with and without this package, same world, sweeps in turn): at 10,000
+// runners a warm sweep's peak went from 41.6 [41.0-41.7] to 39.9
+// [39.6-39.9] MiB, a cold one's from 41.1 to 39.1, for the same CPU.
 //
-// The setting is made from an init function, not from main: the packages'
-// initialisation allocates several megabytes (the AWS SDK's schemas
-// alone, 2 MB) and would already have taken samples. Packages initialise
-// in the order of their import paths, each once its imports have; this one
-// imports only the runtime, and its path sorts before every package that
-// allocates much, so its init runs before theirs (inittrace shows it).
+// The runtime takes one more sample on each processor when the rate
+// changes, so the table is still mapped; what stops is the sampling that
+// follows. The setting is made from an init function, not from main, so
+// that the megabytes the packages' initialisation allocates (the AWS
+// SDK's schemas alone, 2 MB) are not sampled either. Go initialises, at
+// each step, the first package by import path whose imports are all
+// initialised. This one imports only the runtime, and every package that
+// allocates much imports one whose path sorts after this one's (sync, io,
+// os), so this one goes before them: sixth, by GODEBUG=inittrace=1.
 package noheapprofile
 
 import "runtime"
