@@ -188,8 +188,8 @@ func TestEntryPointsLinkNoHeavyClients(t *testing.T) {
 // the binaries are built, and the runtime's trace of each package's
 // initialisation (GODEBUG=inittrace=1) shows how much was allocated before
 // the setting was made. Allocations are sampled every 512 KB on average,
-// so under 64 KB the profile's table is rarely made; the several
-// megabytes that follow would make it every time.
+// so under 64 KB few if any were sampled before it; the several megabytes
+// that follow would each time have been.
 func TestEntryPointsTurnHeapProfilingOffFirst(t *testing.T) {
 	const setting = module + "/internal/noheapprofile"
 	dir := t.TempDir()
