@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
-	"slices"
 	"sort"
 	"sync"
 
@@ -276,38 +274,14 @@ func gzipLists(lists map[string]ListCache) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// writeLists writes lists to w as json.Encoder would, a scope at a time:
-// each key and value goes through an encoder of its own, which writes what
-// it built in one Write, with no copy of it, and its newline is dropped.
-// What an error leaves written is not JSON; gzipLists discards it.
+// writeLists writes lists to w as json.Encoder would, newline and all, a
+// scope at a time (see writeEntries). What an error leaves written is not
+// JSON; gzipLists discards it.
 func writeLists(w io.Writer, lists map[string]ListCache) error {
-	if lists == nil {
-		_, err := io.WriteString(w, "null\n")
+	if err := writeEntries(w, lists, "", false); err != nil {
 		return err
 	}
-	enc := json.NewEncoder(lineless{w})
-	sep := "{"
-	for _, k := range slices.Sorted(maps.Keys(lists)) {
-		if _, err := io.WriteString(w, sep); err != nil {
-			return err
-		}
-		if err := enc.Encode(k); err != nil {
-			return err
-		}
-		if _, err := io.WriteString(w, ":"); err != nil {
-			return err
-		}
-		if err := enc.Encode(lists[k]); err != nil {
-			return err
-		}
-		sep = ","
-	}
-	if len(lists) == 0 {
-		if _, err := io.WriteString(w, sep); err != nil {
-			return err
-		}
-	}
-	_, err := io.WriteString(w, "}\n")
+	_, err := io.WriteString(w, "\n")
 	return err
 }
 

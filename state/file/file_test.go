@@ -215,6 +215,10 @@ func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
 		{"version 0", `{"version":0,"ledger":{"marks":{}}}`, "version is 0"},
 		{"a second document after it", `{"version":1,"ledger":{"marks":{}}} {"version":9}`, "after top-level value"},
 		{"marks of another shape", `{"version":1,"ledger":{"marks":[1,2]}}`, "cannot unmarshal"},
+		{"an unknown field in a list cache", `{"version":1,"ledger":{"marks":{},"lists":{"org:a":{"trimmed":[],"pages":[]}}}}`, `unknown field "pages"`},
+		{"a registration of another shape", `{"version":1,"ledger":{"marks":{},"lists":{"org:a":{"trimmed":[{"runners":[{"i":"one"}]}]}}}}`, "cannot unmarshal"},
+		{"the envelope's keys in another case", `{"Version":1,"Ledger":{"marks":{}}}`, `no "version" field`},
+		{"cut short in the lists", `{"version":1,"ledger":{"marks":{},"lists":{"org:a":{"trimmed":[]}`, "EOF"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -262,4 +266,57 @@ func TestFileWithoutFormatIsRead(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &doc))
 	assert.EqualValues(t, 4, doc["format"], "saved in the layout this code writes")
 	assert.EqualValues(t, 4, doc["version"])
+}
+
+// TestFileReadsEveryLayout: the file written whole by json.MarshalIndent
+// (every release before the list caches stood a scope a line), compact, or
+// with its keys in another order, is the same ledger, and the next save
+// writes it back the same.
+func TestFileReadsEveryLayout(t *testing.T) {
+	l := Sample()
+	l.NextScope = "org:scope-1"
+	l.Streaks = state.Streaks{Skips: map[string]int{"org:scope-0": 2}, Bound: 1}
+	indented, err := json.MarshalIndent(fileDoc{Format: fileFormat, Version: 5, Ledger: l}, "", "  ")
+	require.NoError(t, err)
+	compact, err := json.Marshal(fileDoc{Format: fileFormat, Version: 5, Ledger: l})
+	require.NoError(t, err)
+	ledgerJSON, err := json.Marshal(l)
+	require.NoError(t, err)
+	reordered := `{"ledger":` + string(ledgerJSON) + `,"version":5,"format":4}`
+	for name, content := range map[string]string{"indented": string(indented), "compact": string(compact), "reordered": reordered} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "ledger.json")
+			require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+			f := New(p)
+			got, v, err := f.Load(Ctx(t))
+			require.NoError(t, err)
+			assert.Equal(t, state.Version("5"), v)
+			assert.Equal(t, state.Normalize(l), got)
+
+			v, err = f.Save(Ctx(t), got, v)
+			require.NoError(t, err)
+			again, v2, err := f.Load(Ctx(t))
+			require.NoError(t, err)
+			assert.Equal(t, v, v2)
+			assert.Equal(t, state.Normalize(l), again)
+		})
+	}
+}
+
+// TestFileSaveKeepsTheLedgerItWasGiven: Save reads the file it replaces
+// without keeping its list caches, and writes the ledger it was given,
+// list caches and all; a large one as well.
+func TestFileSaveKeepsTheLedgerItWasGiven(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ledger.json")
+	f := New(p)
+	first := state.Ledger{Marks: Marks(2), Lists: FleetLists(50, 100)}
+	v, err := f.Save(Ctx(t), first, "")
+	require.NoError(t, err)
+	second := state.Ledger{Marks: Marks(1), Lists: FleetLists(60, 100)}
+	v, err = f.Save(Ctx(t), second, v)
+	require.NoError(t, err)
+	got, gotV, err := f.Load(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, v, gotV)
+	assert.Equal(t, second, got)
 }
