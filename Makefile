@@ -144,7 +144,8 @@ UNIT_LEAVES_OUT := /test/e2e$$|/state/configmap$$|/state/dynamo$$|/k8s-cronjob/c
 unit:
 	$(GO) test -p 4 -short -count=1 $$($(GO) list ./... | grep -Ev '$(UNIT_LEAVES_OUT)')
 
-# The pure classify-and-plan benchmark; whole sweeps in process over a
+# The pure classify-and-plan benchmark; the file ledger's save and load
+# at 10,000 and 100,000 cached registrations; whole sweeps in process over a
 # fleet of 10,000 realistic ARC runner pods on the real API server and
 # 10,000 registrations in 100 scopes, with where the time goes; the
 # compiled binary's sweeps over ARC fleets of 1,000, 10,000, 30,000 and
@@ -152,13 +153,15 @@ unit:
 # on a control plane of its own), cold and 5 warm, with their table of
 # wall time, CPU, peak memory, ledger size and requests
 # (BENCH_SIZES=1000,10000 for a quick one, BENCH_BASELINE=old-binary to
-# measure a change before and after on the same world; see
+# measure a change before and after on the same world, BENCH_LEDGER=file
+# for the CLI's default ledger instead of the CronJob's ConfigMap; see
 # test/scale); and the sweep time against the number of scopes at 150 ms
 # a GitHub request. About an hour on 2 cores: 25 minutes building the
 # 100,000 runners (four writes each, about 15 ms of the API server's CPU),
 # the rest sweeping them.
 bench: envtest-assets
 	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
+	$(GO) test -run '^$$' -bench FileLedger -benchmem -count 3 ./state/file/
 	$(GO) test -count=1 -timeout 15m -run '^$$' -bench 'SweepFleet' -benchtime 10x -benchmem ./sweep/
 	BENCH_MEMORY_LIMIT=$${BENCH_MEMORY_LIMIT-128Mi} $(GO) test -count=1 -timeout 150m -v -run '^$$' -bench 'SweepScale' -benchtime 5x ./test/scale/
 	SCALE_FULL_LATENCY=1 $(GO) test -count=1 -v -run '^TestSweepTimeAgainstScopeCount$$' ./sweep/

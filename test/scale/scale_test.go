@@ -24,6 +24,10 @@
 //	BENCH_MEMORY_LIMIT   a memory limit (a quantity: 192Mi) under which
 //	                     this tree's binary also sweeps, in turn with the
 //	                     others, as in a container with that limit
+//	BENCH_LEDGER         the binaries' ledger backend: configmap (default),
+//	                     a ConfigMap each binary and size, as the CronJob
+//	                     keeps it; or file, a JSON file each, which costs
+//	                     the API server nothing
 package scale_test
 
 import (
@@ -79,7 +83,12 @@ func BenchmarkSweepScale(b *testing.B) {
 			b.Fatalf("BENCH_WORKERS=%q: want a positive number of writers", v)
 		}
 	}
+	ledger := ledgerBackend(cmp.Or(os.Getenv("BENCH_LEDGER"), string(ledgerConfigMap)))
+	if ledger != ledgerConfigMap && ledger != ledgerFile {
+		b.Fatalf("BENCH_LEDGER=%q: want %s or %s", ledger, ledgerConfigMap, ledgerFile)
+	}
 	ctx := context.Background()
+	// dir holds the binary, the kubeconfig and the file ledgers.
 	dir := b.TempDir()
 	built, err := testenv.BuildBinary(dir)
 	if err != nil {
@@ -122,8 +131,10 @@ func BenchmarkSweepScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(w.close)
-	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ledgerNamespace}}, metav1.CreateOptions{}); err != nil {
-		b.Fatalf("create namespace %s: %v", ledgerNamespace, err)
+	if ledger == ledgerConfigMap {
+		if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ledgerNamespace}}, metav1.CreateOptions{}); err != nil {
+			b.Fatalf("create namespace %s: %v", ledgerNamespace, err)
+		}
 	}
 	kubeconfig, err := env.Kubeconfig(dir)
 	if err != nil {
@@ -134,12 +145,12 @@ func BenchmarkSweepScale(b *testing.B) {
 	var results []sizeResult
 	defer func() {
 		// Also after a failure: the sizes measured before it stand.
-		printTable(os.Stdout, results, cmp.Or(timeout, "the default"), time.Since(began))
+		printTable(os.Stdout, results, cmp.Or(timeout, "the default"), ledger, time.Since(began))
 	}()
 	for i, n := range sizes {
 		res := &sizeResult{size: n, runs: map[string][]sweepRun{}}
 		ok := b.Run(fmt.Sprintf("runners=%d", n), func(b *testing.B) {
-			measureSize(ctx, b, w, sweeper{w: w, kubeconfig: kubeconfig, size: n}, bins, res)
+			measureSize(ctx, b, w, sweeper{w: w, kubeconfig: kubeconfig, size: n, ledger: ledger, dir: dir}, bins, res)
 		})
 		// A failed size's sweeps so far are printed too.
 		results = append(results, *res)
@@ -197,10 +208,10 @@ func measureSize(ctx context.Context, b *testing.B, w *world, s sweeper, bins []
 			// is built on it.
 			b.Errorf("%s's %s sweep over %d runners: %v\n%s%s", bin.name, kind(cold), s.size, r.problem, tail(r.Stdout, 4096), r.Stderr)
 		}
-		b.Logf("%s %s sweep: %s wall (sweep %d ms), %s CPU, ru_maxrss %s MiB, cgroup peak %s MiB; %d of %d scopes listed, GitHub %d (%d 304), Kubernetes %d; ledger %d bytes, trimmed %d lists and %d marks",
+		b.Logf("%s %s sweep: %s wall (sweep %d ms), %s CPU, ru_maxrss %s MiB, cgroup peak %s MiB; %d of %d scopes listed, GitHub %d (%d 304), Kubernetes %d; %s ledger %d bytes, trimmed %d lists and %d marks",
 			bin.name, kind(cold), r.Wall.Round(time.Millisecond), r.DurationMS, r.CPU.Round(time.Millisecond),
 			testenv.MiB(r.MaxRSS), testenv.MiB(r.CgroupPeak), r.listed, r.Scopes, r.GitHub, r.NotModified, r.Kube,
-			r.ledgerBytes, r.TrimmedLists, r.TrimmedMarks)
+			s.ledger, r.ledgerBytes, r.TrimmedLists, r.TrimmedMarks)
 	}
 	for _, bin := range bins {
 		sweepOnce(bin, true)
@@ -304,12 +315,12 @@ func spread(runs []sweepRun, f func(sweepRun) float64) [3]float64 {
 
 // printTable writes every size's rows: per binary, its cold sweep and the
 // spread (median [min-max]) of its warm ones; then each size's world.
-func printTable(out io.Writer, results []sizeResult, timeout string, took time.Duration) {
+func printTable(out io.Writer, results []sizeResult, timeout string, ledger ledgerBackend, took time.Duration) {
 	if len(results) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "\nThe binary's sweep over ARC fleets (pods and EphemeralRunners in %d namespaces, %d registrations a scope; REAPER_SWEEP_TIMEOUT %s); warm: median [min-max]\n\n",
-		namespaces, perScope, timeout)
+	fmt.Fprintf(out, "\nThe binary's sweep over ARC fleets (pods and EphemeralRunners in %d namespaces, %d registrations a scope; REAPER_SWEEP_TIMEOUT %s; %s ledger); warm: median [min-max]\n\n",
+		namespaces, perScope, timeout, ledger)
 	// problems are the first problem of each row that has one, numbered
 	// under the table.
 	var problems []string

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -13,13 +16,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/kube"
+	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/state/configmap"
+	"github.com/runner-reaper/runner-reaper/state/file"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// ledgerNamespace holds the ledgers, one a binary and fleet size, apart
-// from the runners.
+// ledgerNamespace holds the ConfigMap ledgers, one a binary and fleet
+// size, apart from the runners.
 const ledgerNamespace = "scale-ledger"
+
+// ledgerBackend is where the binaries keep their ledgers (BENCH_LEDGER):
+// a ConfigMap, as the shipped CronJob does, or a local file, which costs
+// the API server nothing, to tell the ledger's share of a sweep from the
+// rest.
+type ledgerBackend string
+
+const (
+	ledgerConfigMap ledgerBackend = "configmap"
+	ledgerFile      ledgerBackend = "file"
+)
 
 // sweepTimeout bounds one process: far above any sweep's own deadline
 // (REAPER_SWEEP_TIMEOUT, 45 s by default), so that only a hung process
@@ -71,8 +87,9 @@ type sweepRun struct {
 	// sweep loaded; listed how many scopes it listed (the rest it
 	// deferred).
 	cachedBefore, listed int
-	// ledgerBytes is the ledger ConfigMap's keys and values after the
-	// sweep, as the ledger's size limit counts them.
+	// ledgerBytes is the ledger's size after the sweep: a ConfigMap's
+	// keys and values, as the ledger's size limit counts them, or a
+	// file's bytes.
 	ledgerBytes int
 	// problem is how the sweep fell short of what the world makes
 	// certain (see check); nil when it did not.
@@ -86,6 +103,9 @@ type sweeper struct {
 	kubeconfig string
 	// size is the fleet's size these sweeps must observe.
 	size int
+	// ledger is the ledgers' backend; dir holds them when they are files.
+	ledger ledgerBackend
+	dir    string
 }
 
 // ledgerName is the ledger of bin at this size: fresh for each size, so
@@ -94,8 +114,66 @@ func (s sweeper) ledgerName(bin binary) string {
 	return fmt.Sprintf("ledger-%d-%s", s.size, strings.ToLower(strings.ReplaceAll(bin.name, "@", "-")))
 }
 
+// ledgerPath is the file ledger of bin at this size.
+func (s sweeper) ledgerPath(bin binary) string {
+	return filepath.Join(s.dir, s.ledgerName(bin)+".json")
+}
+
+// ledgerArg is the REAPER_LEDGER of bin at this size.
+func (s sweeper) ledgerArg(bin binary) string {
+	if s.ledger == ledgerFile {
+		return "file:" + s.ledgerPath(bin)
+	}
+	return "configmap:" + ledgerNamespace + "/" + s.ledgerName(bin)
+}
+
+// loadLedger reads bin's ledger as its next sweep will find it.
+func (s sweeper) loadLedger(ctx context.Context, bin binary) (state.Ledger, error) {
+	var (
+		l   state.Ledger
+		err error
+	)
+	if s.ledger == ledgerFile {
+		l, _, err = file.New(s.ledgerPath(bin)).Load(ctx)
+	} else {
+		cms := s.w.env.Client.CoreV1().ConfigMaps(ledgerNamespace)
+		l, _, err = configmap.New(cms, ledgerNamespace, s.ledgerName(bin), nil).Load(ctx)
+	}
+	return l, err
+}
+
+// ledgerBytes is the size of bin's ledger (see sweepRun.ledgerBytes); 0
+// when there is none: a sweep that failed before its save leaves none.
+func (s sweeper) ledgerBytes(ctx context.Context, bin binary) (int, error) {
+	if s.ledger == ledgerFile {
+		fi, err := os.Stat(s.ledgerPath(bin))
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return int(fi.Size()), nil
+	}
+	cm, err := s.w.env.Client.CoreV1().ConfigMaps(ledgerNamespace).Get(ctx, s.ledgerName(bin), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for k, v := range cm.Data {
+		n += len(k) + len(v)
+	}
+	for k, v := range cm.BinaryData {
+		n += len(k) + len(v)
+	}
+	return n, nil
+}
+
 // env is the binary's environment: every scope and namespace, ARC leaks
-// on, the ConfigMap ledger, and otherwise the defaults an operator gets.
+// on, its own ledger, and otherwise the defaults an operator gets.
 func (s sweeper) env(bin binary) map[string]string {
 	env := map[string]string{
 		"KUBECONFIG":        s.kubeconfig,
@@ -106,7 +184,7 @@ func (s sweeper) env(bin binary) map[string]string {
 		"REAPER_GHOST_NAME_PREFIX": "runner-",
 		"REAPER_GITHUB_API_URL":    s.w.simURL,
 		"REAPER_GITHUB_TOKEN":      token,
-		"REAPER_LEDGER":            "configmap:" + ledgerNamespace + "/" + s.ledgerName(bin),
+		"REAPER_LEDGER":            s.ledgerArg(bin),
 	}
 	if bin.timeout != "" {
 		env["REAPER_SWEEP_TIMEOUT"] = bin.timeout
@@ -120,14 +198,13 @@ func (s sweeper) env(bin binary) map[string]string {
 // problem, measured like any other (a sweep stopped by its deadline costs
 // what it cost); the error is for a sweep that could not be run or read.
 func (s sweeper) sweep(ctx context.Context, bin binary, cold bool) (sweepRun, error) {
-	cms := s.w.env.Client.CoreV1().ConfigMaps(ledgerNamespace)
-	ledger, _, err := configmap.New(cms, ledgerNamespace, s.ledgerName(bin), nil).Load(ctx)
+	ledger, err := s.loadLedger(ctx, bin)
 	if err != nil {
 		return sweepRun{}, fmt.Errorf("load the ledger before the sweep: %w", err)
 	}
 	out := sweepRun{cold: cold}
 	if cold && (len(ledger.Lists) > 0 || len(ledger.Marks) > 0) {
-		return out, fmt.Errorf("%s's cold sweep: its ledger %s is not empty", bin.name, s.ledgerName(bin))
+		return out, fmt.Errorf("%s's cold sweep: its ledger %s is not empty", bin.name, s.ledgerArg(bin))
 	}
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
@@ -153,19 +230,8 @@ func (s sweeper) sweep(ctx context.Context, bin binary, cold bool) (sweepRun, er
 			out.cachedBefore++
 		}
 	}
-	cm, err := cms.Get(ctx, s.ledgerName(bin), metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		// A sweep that failed before its save leaves none.
-	case err != nil:
+	if out.ledgerBytes, err = s.ledgerBytes(ctx, bin); err != nil {
 		return out, fmt.Errorf("read the ledger after %s's sweep: %w", bin.name, err)
-	default:
-		for k, v := range cm.Data {
-			out.ledgerBytes += len(k) + len(v)
-		}
-		for k, v := range cm.BinaryData {
-			out.ledgerBytes += len(k) + len(v)
-		}
 	}
 	// The baseline's rows, "baseline" and "baseline@10m" (see
 	// measureSize), may be a binary from before the EphemeralRunners'
@@ -182,16 +248,17 @@ func kind(cold bool) string {
 	return "warm"
 }
 
-// wantKube is the Kubernetes requests of a sweep that acts on nothing: the
-// ledger's get and save; per namespace one pod watch-list (the API server
-// gives one) and one EphemeralRunner watch-list, or, for a baseline from
-// before that watch-list (ersInPages), the EphemeralRunners in pages of
+// wantKube is the Kubernetes requests of a sweep that acts on nothing:
+// for the ConfigMap ledger its get and save, for a file ledger none (see
+// ledgerRequests); per namespace one pod watch-list (the API server gives
+// one) and one EphemeralRunner watch-list, or, for a baseline from before
+// that watch-list (ersInPages), the EphemeralRunners in pages of
 // kube.DefaultPageSize (one page even when there are none).
 func (s sweeper) wantKube(ersInPages bool) int64 {
 	if !ersInPages {
-		return 2 + 2*namespaces
+		return s.ledgerRequests() + 2*namespaces
 	}
-	n := int64(2)
+	n := s.ledgerRequests()
 	for i := range namespaces {
 		ers := int64(s.size / namespaces)
 		if i < s.size%namespaces {
@@ -200,6 +267,15 @@ func (s sweeper) wantKube(ersInPages bool) int64 {
 		n += 1 + max(1, (ers+kube.DefaultPageSize-1)/kube.DefaultPageSize)
 	}
 	return n
+}
+
+// ledgerRequests is what the ledger costs the API server a sweep: for the
+// ConfigMap ledger its get and save; a file ledger, none.
+func (s sweeper) ledgerRequests() int64 {
+	if s.ledger == ledgerFile {
+		return 0
+	}
+	return 2
 }
 
 // check holds a sweep to what the world makes certain: it completed with
@@ -227,7 +303,7 @@ func (s sweeper) check(r sweepRun, baseline bool) error {
 			r.GitHub, r.NotModified, r.listed, r.cachedBefore))
 	}
 	if want := s.wantKube(false); r.Kube != want && !(baseline && r.Kube == s.wantKube(true)) {
-		errs = append(errs, fmt.Errorf("%d Kubernetes requests, want %d (ledger get and save, and per namespace a pod watch-list and the EphemeralRunners' watch-list; a baseline may read them in pages, %d)", r.Kube, want, s.wantKube(true)))
+		errs = append(errs, fmt.Errorf("%d Kubernetes requests, want %d (%d for the %s ledger, and per namespace a pod watch-list and the EphemeralRunners' watch-list; a baseline may read them in pages, %d)", r.Kube, want, s.ledgerRequests(), s.ledger, s.wantKube(true)))
 	}
 	if len(r.Verdicts) > 0 || len(r.Unobserved) > 0 {
 		errs = append(errs, fmt.Errorf("verdicts %v, namespaces unobserved %v; want none in a healthy fleet", r.Verdicts, r.Unobserved))
