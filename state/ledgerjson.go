@@ -135,29 +135,31 @@ func writeEntries[V any](w io.Writer, m map[string]V, indent string, indentValue
 // json.Marshal wrote, strictly: a field Ledger does not have is refused
 // as a decoder that disallows unknown fields refuses one, and dec should
 // disallow them too, for the fields of the values within. Keys match
-// fields as encoding/json matches them, without regard to case.
+// fields, and repeated keys merge, as encoding/json matches and merges
+// them.
 //
 // It reads as it goes: a json.Decoder holds a whole value in its buffer
-// before decoding any of it, so the list caches, the bulk of a large
-// ledger, are read a scope at a time. With keepLists false they are
-// checked and let go of, each scope's before the next is read, for a
-// caller that only needs to know the ledger is whole. found is false when
-// the value is JSON null, which is no ledger.
-func ReadLedger(dec *json.Decoder, keepLists bool) (l Ledger, found bool, err error) {
+// before decoding any of it, so the marks and the list caches, the bulk of
+// a large ledger, are read an entry at a time. With keep false nothing is
+// kept: each entry is checked and let go of before the next is read, for a
+// caller that only needs to know the ledger is whole, and the ledger
+// returned is empty. found is false when the value is JSON null, which is
+// no ledger.
+func ReadLedger(dec *json.Decoder, keep bool) (l Ledger, found bool, err error) {
 	isNull, err := openObject(dec, "ledger")
 	if err != nil || isNull {
-		return l, false, err
+		return Ledger{}, false, err
 	}
 	for dec.More() {
 		key, err := objectKey(dec)
 		if err != nil {
-			return l, true, err
+			return Ledger{}, true, err
 		}
 		switch {
 		case strings.EqualFold(key, marksField):
-			err = dec.Decode(&l.Marks)
+			err = readEntries(dec, &l.Marks, keep, "mark")
 		case strings.EqualFold(key, listsField):
-			err = readLists(dec, &l.Lists, keepLists)
+			err = readEntries(dec, &l.Lists, keep, "list cache")
 		case strings.EqualFold(key, nextScopeField):
 			err = dec.Decode(&l.NextScope)
 		case strings.EqualFold(key, streaksField):
@@ -166,36 +168,44 @@ func ReadLedger(dec *json.Decoder, keepLists bool) (l Ledger, found bool, err er
 			err = fmt.Errorf("json: unknown field %q", key)
 		}
 		if err != nil {
-			return l, true, err
+			return Ledger{}, true, err
 		}
 	}
-	return l, true, closeObject(dec)
+	if err := closeObject(dec); err != nil {
+		return Ledger{}, true, err
+	}
+	if !keep {
+		return Ledger{}, true, nil
+	}
+	return l, true, nil
 }
 
-// readLists reads the lists object into *lists a scope at a time.
-func readLists(dec *json.Decoder, lists *map[string]ListCache, keep bool) error {
-	isNull, err := openObject(dec, "lists")
+// readEntries reads an object of values into *m an entry at a time, or
+// with keep false only checks them. As encoding/json decodes into a map,
+// null makes *m nil, a map already there is added to, and an entry given
+// twice is the last one.
+func readEntries[V any](dec *json.Decoder, m *map[string]V, keep bool, what string) error {
+	isNull, err := openObject(dec, what+"s")
 	if err != nil || isNull {
 		if keep && isNull {
-			*lists = nil
+			*m = nil
 		}
 		return err
 	}
-	if keep && *lists == nil {
-		*lists = map[string]ListCache{}
+	if keep && *m == nil {
+		*m = map[string]V{}
 	}
 	for dec.More() {
 		key, err := objectKey(dec)
 		if err != nil {
 			return err
 		}
-		// A key given twice is replaced, as encoding/json replaces it.
-		var c ListCache
-		if err := dec.Decode(&c); err != nil {
-			return fmt.Errorf("list cache of %q: %w", key, err)
+		var v V
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("%s %q: %w", what, key, err)
 		}
 		if keep {
-			(*lists)[key] = c
+			(*m)[key] = v
 		}
 	}
 	return closeObject(dec)

@@ -81,8 +81,8 @@ func (f *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (stat
 	}
 	defer unlock()
 
-	// The file is checked whole, as Load checks it, but its list caches
-	// are let go of as they are read: only its version is needed.
+	// The file is checked whole, as Load checks it, but what it holds is
+	// let go of as it is read: only its version is needed.
 	doc, ok, err := f.read(false)
 	if err != nil {
 		return "", err
@@ -119,15 +119,16 @@ func writeFileDoc(w io.Writer, doc fileDoc) error {
 func fileVersion(n uint64) state.Version { return state.Version(strconv.FormatUint(n, 10)) }
 
 // read returns the file's content, and false when there is no file. With
-// keepLists false the list caches are checked but not kept.
+// keep false the ledger is checked but not kept: only the version is.
 //
-// The file is decoded as it is read, a scope's list cache at a time. Read
+// The file is decoded as it is read, a mark or a scope's list cache at a
+// time. Read
 // whole and then decoded twice (once for its fields, once strictly), the
 // 15 MB file of 100,000 cached registrations cost a load 85 MB of
 // allocations, three copies of itself live at once, and a save, which
 // also built the next file whole, 139 MB (BenchmarkFileLedger); read as
 // it goes, 22 MB each, and almost none of it live at once.
-func (f *Store) read(keepLists bool) (fileDoc, bool, error) {
+func (f *Store) read(keep bool) (fileDoc, bool, error) {
 	file, err := os.Open(f.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return fileDoc{}, false, nil
@@ -136,7 +137,7 @@ func (f *Store) read(keepLists bool) (fileDoc, bool, error) {
 		return fileDoc{}, false, fmt.Errorf("read ledger file %s: %w", f.path, err)
 	}
 	defer file.Close()
-	doc, err := decodeFileDoc(bufio.NewReaderSize(file, readBuffer), keepLists)
+	doc, err := decodeFileDoc(bufio.NewReaderSize(file, readBuffer), keep)
 	var pathErr *fs.PathError
 	if errors.As(err, &pathErr) {
 		return fileDoc{}, false, fmt.Errorf("read ledger file %s: %w", f.path, err)
@@ -161,7 +162,7 @@ const readBuffer = 64 << 10
 // as soon as it is read (a newer layout may hold fields this code does
 // not know, and should say so rather than look like somebody else's
 // file; the reaper writes the format first).
-func decodeFileDoc(r io.Reader, keepLists bool) (fileDoc, error) {
+func decodeFileDoc(r io.Reader, keep bool) (fileDoc, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	var doc fileDoc
@@ -177,13 +178,26 @@ func decodeFileDoc(r io.Reader, keepLists bool) (fileDoc, error) {
 	var version *uint64
 	var hasLedger bool
 	var unknown error
+	// A key of the envelope given twice is refused: the reaper never
+	// writes one, and which of the two would count (encoding/json keeps
+	// the last, or merges them) is not a question to settle by guessing
+	// on a file whose marks the next save replaces.
+	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
 			return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: %w", err)
 		}
-		// The envelope's keys are matched exactly, as they always were.
+		// The envelope's keys are matched exactly, as its fields were
+		// always looked for.
 		key, _ := tok.(string)
+		switch key {
+		case "format", "version", "ledger":
+			if seen[key] {
+				return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: its %q field is given twice", key)
+			}
+			seen[key] = true
+		}
 		switch key {
 		case "format":
 			err = dec.Decode(&doc.Format)
@@ -193,9 +207,7 @@ func decodeFileDoc(r io.Reader, keepLists bool) (fileDoc, error) {
 		case "version":
 			err = dec.Decode(&version)
 		case "ledger":
-			var found bool
-			doc.Ledger, found, err = state.ReadLedger(dec, keepLists)
-			hasLedger = hasLedger || found
+			doc.Ledger, hasLedger, err = state.ReadLedger(dec, keep)
 		default:
 			var skip json.RawMessage
 			err = dec.Decode(&skip)
@@ -207,8 +219,12 @@ func decodeFileDoc(r io.Reader, keepLists bool) (fileDoc, error) {
 			return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: %w", err)
 		}
 	}
-	if _, err := dec.Token(); err != nil {
+	// More stops at the end of the object or at an error, which Token
+	// says again.
+	if tok, err := dec.Token(); err != nil {
 		return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: %w", err)
+	} else if tok != json.Delim('}') {
+		return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: %v where its object should end", tok)
 	}
 	switch {
 	case version == nil:

@@ -217,6 +217,10 @@ func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
 		{"marks of another shape", `{"version":1,"ledger":{"marks":[1,2]}}`, "cannot unmarshal"},
 		{"an unknown field in a list cache", `{"version":1,"ledger":{"marks":{},"lists":{"org:a":{"trimmed":[],"pages":[]}}}}`, `unknown field "pages"`},
 		{"a registration of another shape", `{"version":1,"ledger":{"marks":{},"lists":{"org:a":{"trimmed":[{"runners":[{"i":"one"}]}]}}}}`, "cannot unmarshal"},
+		{"a second ledger", `{"version":1,"ledger":{"marks":{"pod/u":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T09:00:00Z"}}},"ledger":{}}`, `"ledger" field is given twice`},
+		{"a null ledger after one", `{"version":1,"ledger":{"marks":{}},"ledger":null}`, `"ledger" field is given twice`},
+		{"a second version", `{"version":1,"version":2,"ledger":{"marks":{}}}`, `"version" field is given twice`},
+		{"a second format", `{"format":5,"format":4,"version":1,"ledger":{"marks":{}}}`, "format is 5"},
 		{"the envelope's keys in another case", `{"Version":1,"Ledger":{"marks":{}}}`, `no "version" field`},
 		{"cut short in the lists", `{"version":1,"ledger":{"marks":{},"lists":{"org:a":{"trimmed":[]}`, "EOF"},
 	}
