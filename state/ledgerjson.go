@@ -146,7 +146,7 @@ func writeEntries[V any](w io.Writer, m map[string]V, indent string, indentValue
 // returned is empty. found is false when the value is JSON null, which is
 // no ledger.
 func ReadLedger(dec *json.Decoder, keep bool) (l Ledger, found bool, err error) {
-	isNull, err := openObject(dec, "ledger")
+	isNull, err := OpenObject(dec, "ledger")
 	if err != nil || isNull {
 		return Ledger{}, false, err
 	}
@@ -185,7 +185,7 @@ func ReadLedger(dec *json.Decoder, keep bool) (l Ledger, found bool, err error) 
 // null makes *m nil, a map already there is added to, and an entry given
 // twice is the last one.
 func readEntries[V any](dec *json.Decoder, m *map[string]V, keep bool, what string) error {
-	isNull, err := openObject(dec, what+"s")
+	isNull, err := OpenObject(dec, what+"s")
 	if err != nil || isNull {
 		if keep && isNull {
 			*m = nil
@@ -212,7 +212,7 @@ func readEntries[V any](dec *json.Decoder, m *map[string]V, keep bool, what stri
 }
 
 // openObject reads the start of an object named what, or null.
-func openObject(dec *json.Decoder, what string) (isNull bool, err error) {
+func OpenObject(dec *json.Decoder, what string) (isNull bool, err error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return false, err

@@ -166,14 +166,12 @@ func decodeFileDoc(r io.Reader, keep bool) (fileDoc, error) {
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
 	var doc fileDoc
-	tok, err := dec.Token()
+	isNull, err := state.OpenObject(dec, "ledger file")
 	switch {
 	case err != nil:
 		return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: %w", err)
-	case tok == nil:
+	case isNull:
 		return fileDoc{}, errors.New(`not runner-reaper's ledger: it has no "version" field`)
-	case tok != json.Delim('{'):
-		return fileDoc{}, fmt.Errorf("not runner-reaper's ledger: json: cannot unmarshal %s into an object", tokenKind(tok))
 	}
 	var version *uint64
 	var hasLedger bool
@@ -248,22 +246,6 @@ func decodeFileDoc(r io.Reader, keep bool) (fileDoc, error) {
 		return fileDoc{}, errors.New("not runner-reaper's ledger: its version is 0, and every save writes 1 or more")
 	}
 	return doc, nil
-}
-
-// tokenKind names the kind of a JSON value from its first token.
-func tokenKind(tok json.Token) string {
-	switch tok.(type) {
-	case json.Delim:
-		if tok == json.Delim('[') {
-			return "array"
-		}
-		return "object"
-	case string:
-		return "string"
-	case bool:
-		return "bool"
-	}
-	return "number"
 }
 
 // lock takes the exclusive flock on path+".lock", waiting for it as long as
