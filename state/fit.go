@@ -300,17 +300,23 @@ func (l lineless) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// GunzipJSON decodes what Fit gzip'd, for a backend's Load.
-func GunzipJSON(b []byte, v any) error {
+// GunzipLists decodes the list cache Fit gzip'd, for a backend's Load. It
+// reads a scope at a time (see ReadLedger): a json.Decoder holds a whole
+// value before decoding any of it, and the cache of a ConfigMap filled to
+// its limit is about 8 MB of JSON. Unlike the file ledger it is lenient,
+// as the cache always was: it only saves rate limit, and the backends drop
+// one they cannot read.
+func GunzipLists(b []byte) (map[string]ListCache, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
-		return fmt.Errorf("not gzip: %w", err)
+		return nil, fmt.Errorf("not gzip: %w", err)
 	}
 	defer zr.Close()
-	if err := json.NewDecoder(zr).Decode(v); err != nil {
-		return fmt.Errorf("gzip'd content is not the expected JSON: %w", err)
+	var lists map[string]ListCache
+	if err := readEntries(json.NewDecoder(zr), &lists, true, "list cache"); err != nil {
+		return nil, fmt.Errorf("gzip'd content is not the expected JSON: %w", err)
 	}
-	return nil
+	return lists, nil
 }
 
 // TrimLog remembers the trim of the most recent successful Save and says so

@@ -74,8 +74,8 @@ func TestFit(t *testing.T) {
 				assert.Nil(t, enc.Lists)
 				return
 			}
-			var lists map[string]state.ListCache
-			require.NoError(t, state.GunzipJSON(enc.Lists, &lists))
+			lists, err := state.GunzipLists(enc.Lists)
+			require.NoError(t, err)
 			keys := slices.Sorted(maps.Keys(c.ledger.Lists))
 			want := map[string]state.ListCache{}
 			for _, k := range keys[:c.keptLists] {
@@ -213,10 +213,11 @@ func TestFitListCacheRoundTrip(t *testing.T) {
 	again, _, err := fit(want, 1<<30)
 	require.NoError(t, err)
 	assert.Equal(t, enc.Lists, again.Lists, "the same cache encodes to the same bytes")
-	var got map[string]state.ListCache
-	require.NoError(t, state.GunzipJSON(enc.Lists, &got))
+	got, err := state.GunzipLists(enc.Lists)
+	require.NoError(t, err)
 	assert.Equal(t, want.Lists, got)
-	require.Error(t, state.GunzipJSON([]byte("not gzip"), &got))
+	_, err = state.GunzipLists([]byte("not gzip"))
+	require.Error(t, err)
 }
 
 // TestFitDefaultLimit: a backend's LimitBytes left zero fits to the
@@ -248,8 +249,8 @@ func TestFitKeepsTheListsThatFit(t *testing.T) {
 	require.NoError(t, err)
 	assert.LessOrEqual(t, Size(enc), limit)
 	require.NotNil(t, enc.Lists)
-	var kept map[string]state.ListCache
-	require.NoError(t, state.GunzipJSON(enc.Lists, &kept))
+	kept, err := state.GunzipLists(enc.Lists)
+	require.NoError(t, err)
 	assert.Positive(t, trim.DroppedLists)
 	assert.Equal(t, 1000, len(kept)+trim.DroppedLists)
 	assert.Zero(t, trim.DroppedMarks)
@@ -309,4 +310,47 @@ func TestFitListsAreWhatTheEncoderWrote(t *testing.T) {
 			assert.Equal(t, zipped.Bytes(), enc.Lists, "compressed alike too")
 		})
 	}
+}
+
+// TestGunzipLists: the cache is read a scope at a time as encoding/json
+// read it whole: leniently (a field this release does not know is
+// ignored), null as no cache, and what is not a cache refused.
+func TestGunzipLists(t *testing.T) {
+	cases := []struct {
+		name, json string
+		err        string
+	}{
+		{"a cache", `{"org:a":{"trimmed":[{"etag":"e","total":1,"runners":[{"i":7,"n":"r"}]}],"label":"l"}}` + "\n", ""},
+		{"empty", "{}\n", ""},
+		{"null", "null\n", ""},
+		{"a field it does not know", `{"org:a":{"trimmed":[],"pages":[1]}}`, ""},
+		{"a scope twice", `{"org:a":{"label":"x"},"org:a":{"trimmed":[]}}`, ""},
+		{"an array", `[1]`, "cannot unmarshal array"},
+		{"a scope of another shape", `{"org:a":[]}`, "cannot unmarshal array"},
+		{"cut short", `{"org:a":{"trimmed":[]}`, "EOF"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			_, err := zw.Write([]byte(c.json))
+			require.NoError(t, err)
+			require.NoError(t, zw.Close())
+			got, err := state.GunzipLists(buf.Bytes())
+			var want map[string]state.ListCache
+			wantErr := json.Unmarshal([]byte(c.json), &want)
+			if c.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), c.err)
+				assert.Nil(t, got)
+				assert.Error(t, wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.NoError(t, wantErr)
+			assert.Equal(t, want, got)
+		})
+	}
+	_, err := state.GunzipLists([]byte("not gzip"))
+	assert.ErrorContains(t, err, "not gzip")
 }

@@ -107,10 +107,10 @@ func (c *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
 		}
 	}
 	if b, ok := cm.BinaryData[state.ListsKey]; ok {
-		if err := state.GunzipJSON(b, &l.Lists); err != nil {
+		var err error
+		if l.Lists, err = state.GunzipLists(b); err != nil {
 			// Only a cache: without it the lists are read afresh. The
 			// marks above are not, and stay an error.
-			l.Lists = nil
 			c.trims.DroppedLists(state.ListsKey, err, "configmap", c.namespace+"/"+c.name)
 		}
 	}

@@ -47,8 +47,8 @@ func TestConfigMapObjectIsReadable(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(raw), &marks))
 	assert.Equal(t, want.Marks, marks)
 
-	var lists map[string]state.ListCache
-	require.NoError(t, state.GunzipJSON(cm.BinaryData["lists.json.gz"], &lists))
+	lists, err := state.GunzipLists(cm.BinaryData["lists.json.gz"])
+	require.NoError(t, err)
 	assert.Equal(t, want.Lists, lists)
 }
 

@@ -123,9 +123,10 @@ func (d *Store) decode(item map[string]types.AttributeValue) (state.Ledger, stat
 		b, ok := av.(*types.AttributeValueMemberB)
 		if !ok {
 			d.trims.DroppedLists(dynamoAttrLists, errors.New("the attribute is not binary"), "dynamodb_table", d.table, "key", d.key)
-		} else if err := state.GunzipJSON(b.Value, &l.Lists); err != nil {
-			l.Lists = nil
+		} else if lists, err := state.GunzipLists(b.Value); err != nil {
 			d.trims.DroppedLists(dynamoAttrLists, err, "dynamodb_table", d.table, "key", d.key)
+		} else {
+			l.Lists = lists
 		}
 	}
 	if s, ok := item[dynamoAttrNext].(*types.AttributeValueMemberS); ok {

@@ -104,8 +104,8 @@ func TestDynamoItemAttributes(t *testing.T) {
 	assert.Equal(t, want.Marks, gotMarks)
 
 	require.IsType(t, &types.AttributeValueMemberB{}, item["lists"])
-	var gotLists map[string]state.ListCache
-	require.NoError(t, state.GunzipJSON(item["lists"].(*types.AttributeValueMemberB).Value, &gotLists))
+	gotLists, err := state.GunzipLists(item["lists"].(*types.AttributeValueMemberB).Value)
+	require.NoError(t, err)
 	assert.Equal(t, want.Lists, gotLists)
 
 	require.IsType(t, &types.AttributeValueMemberS{}, item["updated"])
