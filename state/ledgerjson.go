@@ -211,7 +211,9 @@ func readEntries[V any](dec *json.Decoder, m *map[string]V, keep bool, what stri
 	return closeObject(dec)
 }
 
-// openObject reads the start of an object named what, or null.
+// OpenObject reads the start of an object, or null, from dec. An error
+// names what the object was to be, and what came instead as encoding/json
+// names it. The file ledger opens its envelope with it too.
 func OpenObject(dec *json.Decoder, what string) (isNull bool, err error) {
 	tok, err := dec.Token()
 	if err != nil {
