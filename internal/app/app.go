@@ -346,7 +346,7 @@ const pushReserve = 500 * time.Millisecond
 // that keeps failing. An audit pushes nothing: a person running one with
 // the CronJob's settings must not replace the CronJob's figures.
 func (r *Runtime) publish(ctx context.Context, res sweep.Result) {
-	if r.mode == sweep.Audit || (r.push.PushgatewayURL == "" && !r.push.OTLP) {
+	if r.mode == sweep.Audit || (r.push.PushgatewayURL == "" && r.push.OTLP == nil) {
 		return
 	}
 	end := time.Now().Add(pushBudget)
@@ -366,11 +366,12 @@ func (r *Runtime) publish(ctx context.Context, res sweep.Result) {
 			}
 		}()
 	}
-	if r.push.OTLP {
+	if o := r.push.OTLP; o != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := otlp.Export(pctx, res, r.push.Instance, pushBudget); err != nil {
+			if err := otlp.Export(pctx, res, r.push.Instance, pushBudget,
+				otlp.Target{URL: o.URL, Headers: o.Headers, Timeout: o.Timeout, Gzip: o.Gzip, Resource: o.Resource}); err != nil {
 				r.Log.Warn("push metrics", slog.String("to", "otlp"), slog.String("error", err.Error()),
 					slog.String("effect", "this sweep's metrics were not exported; the sweep itself is unaffected"))
 			}

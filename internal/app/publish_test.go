@@ -54,11 +54,9 @@ func TestPublishIsBoundedAndNeverReportsARedirectAsDone(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			hits.Store(0)
-			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", tc.url)
-			t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "")
 			var logs bytes.Buffer
 			r := &Runtime{Log: slog.New(slog.NewJSONHandler(&logs, nil)), mode: tc.mode,
-				push: config.Push{PushgatewayURL: tc.url, Instance: "eu", OTLP: true}}
+				push: config.Push{PushgatewayURL: tc.url, Instance: "eu", OTLP: &config.OTLP{URL: tc.url + "/v1/metrics", Timeout: 10 * time.Second}}}
 			start := time.Now()
 			r.publish(context.Background(), sweep.Result{Mode: tc.mode, Status: sweep.StatusComplete, Started: time.Now()})
 			assert.Less(t, time.Since(start), pushBudget+time.Second, "one budget for both")

@@ -114,10 +114,10 @@ type Push struct {
 	// else the ledger's name, which two shards never have in common (they
 	// would fight over it), so their pushes never replace each other's.
 	Instance string
-	// OTLP is true when an OTLP endpoint is set in the OpenTelemetry SDK's
-	// own variables (OTEL_EXPORTER_OTLP_ENDPOINT or
-	// OTEL_EXPORTER_OTLP_METRICS_ENDPOINT), which the exporter reads.
-	OTLP bool
+	// OTLP is where the OTLP/HTTP export goes, read from the OpenTelemetry
+	// SDK's own variables; nil when neither OTEL_EXPORTER_OTLP_ENDPOINT
+	// nor OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set.
+	OTLP *OTLP
 	// HeaderValues are the values of OTEL_EXPORTER_OTLP_HEADERS and
 	// OTEL_EXPORTER_OTLP_METRICS_HEADERS: secrets (an Authorization), so
 	// that no line ever shows them. Never formatted into a message.
@@ -816,10 +816,8 @@ func urlProblem(raw, credsHint string) string {
 // value, so that a chart may derive it from a release name.
 var instancePattern = bounded{1, 63, regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)}
 
-// validatePush checks where metrics are pushed. The OpenTelemetry SDK reads
-// its own variables, and would only log a bad one and export nowhere; they
-// are checked here so that a bad one stops the start as a REAPER_ one
-// does. otel reports a problem in a variable outside the REAPER_ prefix.
+// validatePush checks where metrics are pushed. otel reports a problem in
+// one of the OpenTelemetry SDK's variables, outside the REAPER_ prefix.
 func validatePush(s spec, l Ledger, bad func(field, what string), otel func(name, what, example string)) Push {
 	p := Push{PushgatewayURL: s.PushgatewayUrl, Instance: s.MetricsInstance}
 	if s.PushgatewayUrl != "" {
@@ -833,62 +831,8 @@ func validatePush(s spec, l Ledger, bad func(field, what string), otel func(name
 	case s.MetricsInstance == "":
 		p.Instance = l.String()
 	}
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"} {
-		v, ok := os.LookupEnv(name)
-		if !ok || v == "" {
-			continue
-		}
-		p.OTLP = true
-		if why := pushURLProblem(v); why != "" {
-			otel(name, why, "http://otel-collector.monitoring:4318")
-		}
-	}
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"} {
-		if v := os.Getenv(name); v != "" && v != "http/protobuf" {
-			otel(name, fmt.Sprintf("%q is not supported: runner-reaper exports OTLP over HTTP only", v), "http/protobuf")
-		}
-	}
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_HEADERS"} {
-		values, why := otlpHeaders(os.Getenv(name))
-		if why != "" {
-			otel(name, why, "Authorization=Bearer%20TOKEN,X-Scope-OrgID=fleet")
-		}
-		p.HeaderValues = append(p.HeaderValues, values...)
-	}
-	// The export's client follows no redirect and bounds what it reads,
-	// so it is the reaper's own, and the SDK's TLS file variables would
-	// not reach it: refused rather than ignored.
-	for _, name := range []string{"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_KEY",
-		"OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY"} {
-		if os.Getenv(name) != "" {
-			otel(name, "is not supported: the export trusts the system's roots (add a CA with SSL_CERT_FILE) and sends no client certificate", "SSL_CERT_FILE=/etc/ssl/certs/internal-ca.pem")
-		}
-	}
+	p.OTLP, p.HeaderValues = readOTLP(os.Getenv, otel)
 	return p
-}
-
-// otlpHeaders reads the SDK's header list, KEY=VALUE pairs separated by
-// commas with URL-encoded values, and returns the values. The SDK would
-// log a bad pair, value and all, and drop it: here it stops the start, and
-// the message never quotes a value, which is likely a credential.
-func otlpHeaders(v string) ([]string, string) {
-	if strings.TrimSpace(v) == "" {
-		return nil, ""
-	}
-	var values []string
-	for i, pair := range strings.Split(v, ",") {
-		k, val, ok := strings.Cut(pair, "=")
-		k = strings.TrimSpace(k)
-		if !ok || k == "" || strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r) }) {
-			return nil, fmt.Sprintf("pair %d is not KEY=VALUE with a header name as KEY", i+1)
-		}
-		un, err := url.PathUnescape(strings.TrimSpace(val))
-		if err != nil {
-			return nil, fmt.Sprintf("the value of pair %d (%s) is not URL-encoded", i+1, k)
-		}
-		values = append(values, un, strings.TrimSpace(val))
-	}
-	return values, ""
 }
 
 // pushURLProblem says what is wrong with a URL metrics are pushed to, or

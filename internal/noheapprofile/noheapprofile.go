@@ -3,8 +3,10 @@
 // allocates.
 //
 // The runtime samples allocations for a heap profile in any binary that
-// links runtime/pprof, and gRPC (through the OTLP exporter) links it.
-// Nothing in the reaper reads a heap profile, yet every sample (one for
+// links runtime/pprof. gRPC, through the OpenTelemetry SDK's OTLP
+// exporter, linked it until the export was built on OTLP's own messages;
+// nothing the binaries link today does, and this package keeps the
+// sampling off should a dependency bring it back. Nothing in the reaper reads a heap profile, yet every sample (one for
 // about every 512 KB allocated: thousands in a sweep of a large fleet)
 // unwinds its stack through the binary's function tables, whose pages
 // become resident, and records it in the runtime's profile table, mapped

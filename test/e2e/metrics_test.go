@@ -106,6 +106,14 @@ func TestSweepMetricsReachPrometheus(t *testing.T) {
 	assert.Empty(t, ro.msg("push metrics"))
 	assert.Equal(t, 1.0, one(metrics.PromActions+`{instance="shard-otlp",verdict="terminal",result="deleted"}`))
 	assert.Equal(t, 0.0, one(metrics.PromExitCode+`{instance="shard-otlp",mode="sweep"}`))
+	// The base endpoint, the signal's path joined on, and the body gzip'd.
+	g := newWorld(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": prom + "/api/v1/otlp", "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+		"REAPER_METRICS_INSTANCE": "shard-otlp-gzip"})
+	g.pod("acme-dead", dead())
+	rg := g.sweep()
+	rg.requireCode(t, 0)
+	assert.Empty(t, rg.msg("push metrics"))
+	assert.Equal(t, 1.0, one(metrics.PromActions+`{instance="shard-otlp-gzip",verdict="terminal",result="deleted"}`))
 
 	// A Pushgateway that is down: a warning, the same exit status, and the
 	// work done.

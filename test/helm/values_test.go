@@ -96,7 +96,8 @@ func TestFullValuesPassTheSchemaAndTheBinary(t *testing.T) {
 	cfg, err := load(t, namespace, env)
 	require.NoError(t, err, "the binary accepts what the full values render")
 	assert.False(t, cfg.DryRun)
-	assert.True(t, cfg.Push.OTLP, "the OTLP endpoint reached the binary")
+	require.NotNil(t, cfg.Push.OTLP, "the OTLP endpoint reached the binary")
+	assert.Equal(t, "http://otel-collector.monitoring:4318/v1/metrics", cfg.Push.OTLP.URL)
 }
 
 // chartDefaults is the chart's values.yaml.
