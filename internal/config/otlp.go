@@ -2,11 +2,13 @@ package config
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"path"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // OTLP is where and how a sweep's metrics are exported over OTLP/HTTP,
@@ -111,11 +113,14 @@ func readOTLP(getenv func(string) string, otel func(name, what, example string))
 		// The SDK uses a signal's own endpoint as it is, but for an
 		// empty path, which is the root.
 		if u.Path == "" {
-			u.Path, u.RawPath = "/", ""
+			u.Path = "/"
 		}
 	} else {
-		u.Path, u.RawPath = path.Join(u.Path, "/v1/metrics"), ""
+		u.Path = path.Join(u.Path, "/v1/metrics")
 	}
+	// The SDK builds its URL from the decoded path, so an escaped slash
+	// (%2F) is sent as a slash: so here.
+	u.RawPath = ""
 	o.URL = u.String()
 	if iname, v := otlpVar(getenv, "INSECURE"); iname != "" {
 		// The SDK takes INSECURE over the endpoint's scheme: true sends
@@ -148,7 +153,7 @@ func otlpHeaders(v string) (map[string]string, []string, string) {
 	if strings.TrimSpace(v) == "" {
 		return nil, nil, ""
 	}
-	headers := map[string]string{}
+	headers, seen := map[string]string{}, map[string]bool{}
 	var values []string
 	for i, pair := range strings.Split(v, ",") {
 		k, val, ok := strings.Cut(pair, "=")
@@ -156,12 +161,18 @@ func otlpHeaders(v string) (map[string]string, []string, string) {
 		if !ok || k == "" || strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r) }) {
 			return nil, nil, fmt.Sprintf("pair %d is not KEY=VALUE with a header name as KEY", i+1)
 		}
+		// Names are case-blind: two spellings of one would be sent as
+		// whichever the map gave last.
+		if seen[http.CanonicalHeaderKey(k)] {
+			return nil, nil, fmt.Sprintf("pair %d names %s again", i+1, k)
+		}
+		seen[http.CanonicalHeaderKey(k)] = true
 		un, err := url.PathUnescape(val)
 		if err != nil {
 			return nil, nil, fmt.Sprintf("the value of pair %d (%s) is not URL-encoded", i+1, k)
 		}
 		un = strings.TrimSpace(un)
-		if strings.ContainsFunc(un, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		if strings.ContainsFunc(un, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
 			return nil, nil, fmt.Sprintf("the value of pair %d (%s) decodes to a control character, which no header may carry", i+1, k)
 		}
 		headers[k] = un
@@ -186,6 +197,11 @@ func resourceAttributes(v string) (map[string]string, string) {
 		un, err := url.PathUnescape(strings.TrimSpace(val))
 		if err != nil {
 			return nil, fmt.Sprintf("the value of pair %d (%s) is not URL-encoded", i+1, k)
+		}
+		// Protobuf strings are UTF-8: anything else would fail every
+		// export, not the start.
+		if !utf8.ValidString(k) || !utf8.ValidString(un) {
+			return nil, fmt.Sprintf("pair %d is not UTF-8 once decoded", i+1)
 		}
 		attrs[k] = un
 	}

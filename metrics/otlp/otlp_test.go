@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -85,13 +86,14 @@ func TestExportSendsTheFamiliesOnce(t *testing.T) {
 			srv, sent := receiver(t, ok)
 			target := Target{URL: srv.URL + "/v1/metrics", Gzip: gz, Timeout: 5 * time.Second,
 				Headers:  map[string]string{"Authorization": "Bearer hunter2", "Content-Type": "text/plain", "Content-Encoding": "br"},
-				Resource: map[string]string{"k8s.cluster.name": "eu-west", "service.name": "not-the-reaper"}}
+				Resource: map[string]string{"k8s.cluster.name": "eu-west", "service.name": "not-the-reaper", "service.instance.id": "not-the-instance"}}
 			require.NoError(t, Export(context.Background(), oneResult(), "eu-west", time.Second, target))
 
 			reqs := sent()
 			require.Len(t, reqs, 1, "one export per sweep")
 			assert.Equal(t, "/v1/metrics", reqs[0].path)
 			assert.Equal(t, "Bearer hunter2", reqs[0].header.Get("Authorization"))
+			assert.Equal(t, userAgent, reqs[0].header.Get("User-Agent"))
 			assert.Equal(t, "application/x-protobuf", reqs[0].header.Get("Content-Type"), "a header list cannot change the body's type")
 			assert.Equal(t, map[bool]string{true: "gzip"}[gz], reqs[0].header.Get("Content-Encoding"), "nor its encoding")
 			rms := reqs[0].request.GetResourceMetrics()
@@ -171,7 +173,17 @@ func TestExportAnswers(t *testing.T) {
 		{name: "an answer that is not protobuf", answers: []http.HandlerFunc{protobuf(200, []byte{0x0a, 0x05, 0x08})}, attempts: 1, err: "read the answer"},
 		{name: "a bad request is not sent again", answers: []http.HandlerFunc{refuse(400, "")}, attempts: 1, err: `400 Bad Request: "busy hunter2"`},
 		{name: "unavailable, then stored", answers: []http.HandlerFunc{refuse(503, "0"), ok}, attempts: 2},
-		{name: "rate-limited for ever", answers: []http.HandlerFunc{refuse(429, "0")}, attempts: maxAttempts, err: "429 Too Many Requests"},
+		{name: "a gateway's timeout, then a bad gateway, then stored", answers: []http.HandlerFunc{refuse(504, "0"), refuse(502, "0"), ok}, attempts: 3},
+		{name: "rate-limited for ever", answers: []http.HandlerFunc{refuse(429, "0")}, attempts: 3, err: "429 Too Many Requests"},
+		{name: "a refusal that quotes the credential", answers: []http.HandlerFunc{func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "bad auth "+r.Header.Get("Authorization"), http.StatusUnauthorized)
+		}}, attempts: 1, err: `401 Unauthorized: "bad auth [header value]"`},
+		{name: "a success that is not protobuf is taken as it is", answers: []http.HandlerFunc{func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write(partial(3, "bad name"))
+		}}, attempts: 1},
+		{name: "a success answer too long to read whole", answers: []http.HandlerFunc{protobuf(200, append(bytes.Repeat(protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1), maxAnswer), partial(9, "")...))},
+			attempts: 1, err: "longer than"},
 		{name: "a wait past the deadline", answers: []http.HandlerFunc{refuse(502, "30")}, attempts: 1, err: "passes the deadline"},
 		{name: "a redirect to a login page", answers: []http.HandlerFunc{func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/login", http.StatusFound)
@@ -247,6 +259,11 @@ func TestPartialSuccess(t *testing.T) {
 		{name: "both", body: msg(&colmetrics.ExportMetricsPartialSuccess{RejectedDataPoints: 2, ErrorMessage: "no"}), rejected: 2, msg: "no"},
 		{name: "merged", body: append(msg(&colmetrics.ExportMetricsPartialSuccess{RejectedDataPoints: 2, ErrorMessage: "first"}),
 			msg(&colmetrics.ExportMetricsPartialSuccess{ErrorMessage: "last"})...), rejected: 2, msg: "last"},
+		{name: "the last count wins", body: append(msg(&colmetrics.ExportMetricsPartialSuccess{RejectedDataPoints: 2}),
+			msg(&colmetrics.ExportMetricsPartialSuccess{RejectedDataPoints: 5})...), rejected: 5},
+		{name: "a field of another wire type is unknown",
+			body: protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType),
+				protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("x")))},
 		{name: "unknown fields", body: append(append([]byte(nil), unknown...), msg(&colmetrics.ExportMetricsPartialSuccess{RejectedDataPoints: 1})...), rejected: 1},
 		{name: "cut", body: msg(&colmetrics.ExportMetricsPartialSuccess{RejectedDataPoints: 1, ErrorMessage: "no"})[:4], err: true},
 	}

@@ -25,6 +25,14 @@ const firstBackoff = 500 * time.Millisecond
 // maxMessage is how much of a refusal's body an error quotes.
 const maxMessage = 256
 
+// maxAnswer is the longest success answer read: an
+// ExportMetricsServiceResponse is a count and a message. A longer one is
+// an error, not cut: a cut answer could hide the rejection at its end.
+const maxAnswer = 16 << 10
+
+// userAgent names the exporter to the receiver, as the SDK's named itself.
+const userAgent = "runner-reaper OTLP/HTTP protobuf metrics exporter"
+
 // errRejected is a receiver's success that names points it refused: the
 // metrics are not all stored, and the export is not reported done.
 var errRejected = errors.New("the receiver rejected part of the export")
@@ -90,6 +98,7 @@ func post(ctx context.Context, client *http.Client, t Target, payload []byte) er
 	// Set after the user's headers, as the SDK's exporter sets them: a
 	// header list cannot make the body say another encoding.
 	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("User-Agent", userAgent)
 	if t.Gzip {
 		req.Header.Set("Content-Encoding", "gzip")
 	} else {
@@ -100,7 +109,7 @@ func post(ctx context.Context, client *http.Client, t Target, payload []byte) er
 		return fmt.Errorf("send: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	answer, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
 	if err != nil {
 		return fmt.Errorf("read the answer to %s: %w", resp.Status, err)
 	}
@@ -108,6 +117,9 @@ func post(ctx context.Context, client *http.Client, t Target, payload []byte) er
 	case code >= 200 && code <= 299:
 		if len(answer) == 0 || !strings.EqualFold(mediaType(resp.Header.Get("Content-Type")), "application/x-protobuf") {
 			return nil
+		}
+		if len(answer) > maxAnswer {
+			return fmt.Errorf("%s: the answer is longer than %d bytes, which no OTLP response is", resp.Status, maxAnswer)
 		}
 		n, msg, err := partialSuccess(answer)
 		if err != nil {
@@ -119,10 +131,23 @@ func post(ctx context.Context, client *http.Client, t Target, payload []byte) er
 		return nil
 	case code == http.StatusTooManyRequests || code == http.StatusBadGateway ||
 		code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
-		return retryable{err: fmt.Errorf("%s: %q", resp.Status, clip(string(answer))), wait: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+		return retryable{err: fmt.Errorf("%s: %q", resp.Status, quote(answer, t.Headers)), wait: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
 	default:
-		return fmt.Errorf("%s: %q", resp.Status, clip(string(answer)))
+		return fmt.Errorf("%s: %q", resp.Status, quote(answer, t.Headers))
 	}
+}
+
+// quote is a refusal's body for an error: clipped, and with every header
+// value the receiver echoed (a 401 that quotes the Authorization it
+// refused) taken out, since headers are secrets.
+func quote(answer []byte, headers map[string]string) string {
+	s := string(answer)
+	for _, v := range headers {
+		if v != "" {
+			s = strings.ReplaceAll(s, v, "[header value]")
+		}
+	}
+	return clip(s)
 }
 
 // retryAfter is how long a Retry-After asks to wait: seconds, or a date;
