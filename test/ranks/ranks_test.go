@@ -175,11 +175,18 @@ func TestProductNeverImportsTheHarness(t *testing.T) {
 // The packages below are each megabytes of code whose pages and start-up
 // every sweep carries in its resident memory: every API group's clients,
 // or client-go's fakes with server-side apply's merge code (package
-// gentype links them).
+// gentype links them); gRPC and the OpenTelemetry SDK, which the SDK's
+// OTLP exporter linked (about 7 MiB resident; metrics/otlp sends OTLP's
+// messages itself), and the collector's generated service package, which
+// links gRPC again.
 func TestEntryPointsLinkNoHeavyClients(t *testing.T) {
 	heavy := []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/testing", "k8s.io/client-go/gentype"}
+	heavyTrees := []string{"google.golang.org/grpc", "go.opentelemetry.io/otel", "go.opentelemetry.io/proto/otlp/collector"}
 	for _, p := range list(t, "-deps", "./functions/cli", "./functions/lambda") {
 		assert.NotContains(t, heavy, p.ImportPath, "an entry point links %s", p.ImportPath)
+		for _, tree := range heavyTrees {
+			assert.False(t, p.ImportPath == tree || strings.HasPrefix(p.ImportPath, tree+"/"), "an entry point links %s", p.ImportPath)
+		}
 	}
 }
 
