@@ -13,9 +13,9 @@
 //
 //	BENCH_SIZES          fleet sizes, ascending multiples of 100
 //	                     (default 1000,10000,30000,100000)
-//	BENCH_BASELINE       a second binary, swept alternately with this
-//	                     tree's on the same world, each on a ledger of its
-//	                     own
+//	BENCH_BASELINE       other binaries, comma-separated, swept in turn
+//	                     with this tree's on the same world, each on a
+//	                     ledger of its own (rows baseline, baseline2, ...)
 //	BENCH_WORKERS        writers that build the world (default 48)
 //	BENCH_SWEEP_TIMEOUT  the binary's REAPER_SWEEP_TIMEOUT (default: its
 //	                     own, 45s, as an operator gets it)
@@ -108,11 +108,17 @@ func BenchmarkSweepScale(b *testing.B) {
 		}
 		bins = append(bins, binary{name: "current@" + v, path: built, timeout: timeout, memoryLimit: q.Value()})
 	}
-	if base := os.Getenv("BENCH_BASELINE"); base != "" {
-		if _, err := os.Stat(base); err != nil {
-			b.Fatalf("BENCH_BASELINE: %v", err)
+	if list := os.Getenv("BENCH_BASELINE"); list != "" {
+		for i, base := range strings.Split(list, ",") {
+			if _, err := os.Stat(base); err != nil {
+				b.Fatalf("BENCH_BASELINE: %v", err)
+			}
+			name := "baseline"
+			if i > 0 {
+				name += strconv.Itoa(i + 1)
+			}
+			bins = append(bins, binary{name: name, path: base, timeout: timeout})
 		}
-		bins = append(bins, binary{name: "baseline", path: base, timeout: timeout})
 	}
 
 	planeStart := time.Now()
