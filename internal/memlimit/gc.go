@@ -12,15 +12,18 @@ const GOGC = "GOGC"
 // GCPercent is the collector's pace when GOGC is unset. A sweep's heap is
 // mostly views that stay live until it ends, and the runtime's default
 // (100) lets the garbage of the lists grow the heap to twice what is live
-// before it collects: the peak. At 25 it collects at one and a quarter
+// before it collects: the peak. At 10 it collects at one and a tenth
 // times. Measured (make bench, same worlds, sweeps in turn), 100 to 50 at
 // 100,000 runners: a warm sweep's peak 213 [200-221] to 186 [185-187] MiB,
 // for CPU within the spread (8.7 to 8.8 s); 50 to 25 at 30,000: 81.0
 // [79.5-81.1] to 72.0 [71.2-75.6] MiB warm and 76.8 to 68.0 cold, for CPU
-// within the spread (2.15 [2.04-2.16] against 2.05 [1.99-2.16] s); at
-// 10,000, 46.8 to 45.9 MiB for 0.66 to 0.72 s. The lists' decoding, not
-// the collector, is most of a sweep's CPU.
-const GCPercent = 25
+// within the spread. 25 to 10, once the binary no longer linked the OTLP
+// SDK: at 100,000 runners 108.8 [107.4-111.3] to 100.4 [100.3-101.2] MiB
+// warm and 104.0 to 96.4 cold, for 8.6 [8.5-9.6] against 9.7 [9.3-10.1] s
+// of CPU; at 30,000, 50.0 to 46.9 MiB for 2.1 against 2.4 s; at 10,000,
+// 33.2 to 32.3 MiB for the same CPU (0.78 and 0.74 s). The memory is what
+// a limit kills a sweep for; GOGC=25 in the environment buys the CPU back.
+const GCPercent = 10
 
 // Where the collector's pace in force came from, as logged (gogc_source).
 const (

@@ -14,8 +14,8 @@ func TestApplyGC(t *testing.T) {
 		want     GCDecision
 		wantSets []int
 	}{
-		{"GOGC unset: the sweep's pace", nil, GCDecision{"25", GCFromDefault}, []int{25}},
-		{"an empty GOGC is unset, as the runtime reads it", map[string]string{GOGC: ""}, GCDecision{"25", GCFromDefault}, []int{25}},
+		{"GOGC unset: the sweep's pace", nil, GCDecision{"10", GCFromDefault}, []int{10}},
+		{"an empty GOGC is unset, as the runtime reads it", map[string]string{GOGC: ""}, GCDecision{"10", GCFromDefault}, []int{10}},
 		{"the operator's GOGC stands", map[string]string{GOGC: "200"}, GCDecision{"200", GCFromEnv}, nil},
 		{"GOGC=off stands too", map[string]string{GOGC: "off"}, GCDecision{"off", GCFromEnv}, nil},
 		{"a GOGC the runtime cannot read is its default, and stands", map[string]string{GOGC: "fifty"}, GCDecision{"100", GCFromEnv}, nil},
@@ -31,7 +31,7 @@ func TestApplyGC(t *testing.T) {
 }
 
 func TestApplyGCWithoutRuntime(t *testing.T) {
-	assert.Equal(t, GCDecision{"25", GCFromDefault}, Host{}.ApplyGC())
+	assert.Equal(t, GCDecision{"10", GCFromDefault}, Host{}.ApplyGC())
 }
 
 // TestApplyGCSetsTheRuntime is the one test that changes the process's own
