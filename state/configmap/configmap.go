@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -120,11 +121,34 @@ func (c *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
 	return state.Normalize(l), state.Version(cm.ResourceVersion), nil
 }
 
-// remember keeps cm as the base of the next Save at its resourceVersion.
+// remember keeps cm as the base of the next Save at its resourceVersion,
+// without the marks and the list cache: every Save writes both afresh, and
+// the list cache is most of the object (834 KB at 100,000 registrations),
+// which the sweep would otherwise hold from its start to its end, when it
+// holds the most.
 func (c *Store) remember(cm *corev1.ConfigMap) {
+	base := *cm
+	base.Data, base.BinaryData = nil, nil
+	keep := base.DeepCopy()
+	for k, v := range cm.Data {
+		if k != state.MarksKey {
+			if keep.Data == nil {
+				keep.Data = map[string]string{}
+			}
+			keep.Data[k] = v
+		}
+	}
+	for k, v := range cm.BinaryData {
+		if k != state.ListsKey {
+			if keep.BinaryData == nil {
+				keep.BinaryData = map[string][]byte{}
+			}
+			keep.BinaryData[k] = slices.Clone(v)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.last = cm.DeepCopy()
+	c.last = keep
 }
 
 // base returns a copy of the object at resourceVersion v to update: the one

@@ -339,8 +339,20 @@ func TestConfigMapKeepsWhatOthersPut(t *testing.T) {
 	_, err = env.Client.CoreV1().ConfigMaps(ns).Update(Ctx(t), cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
 
+	require.Contains(t, cm.BinaryData, state.ListsKey, "the sample ledger has a list cache")
 	l, v, err := s.Load(Ctx(t))
 	require.NoError(t, err)
+	require.NotEmpty(t, l.Lists)
+	// The base the store keeps for its next save holds what others put,
+	// but neither the marks nor the list cache, which the save writes
+	// afresh: the sweep would hold them to its end.
+	s.mu.Lock()
+	base := s.last
+	s.mu.Unlock()
+	assert.Equal(t, "see runner-reaper's README", base.Data["README"])
+	assert.Equal(t, []byte{1, 2, 3}, base.BinaryData["blob"])
+	assert.NotContains(t, base.Data, state.MarksKey)
+	assert.NotContains(t, base.BinaryData, state.ListsKey)
 	k, m := Mark(7)
 	l.Marks[k] = m
 	v, err = s.Save(Ctx(t), l, v)
