@@ -172,7 +172,7 @@ func WriteTable(w io.Writer, res sweep.Result) error {
 		}
 	}
 	_, err := fmt.Fprintf(w, "%d pod(s), %d finding(s), %d ready, %d waiting for confirmation\n",
-		len(res.Observation.Pods), len(rows), len(res.Outcomes), len(res.Pending))
+		res.Observed.Pods, len(rows), len(res.Outcomes), len(res.Pending))
 	if err != nil {
 		return fmt.Errorf("write audit table: %w", err)
 	}

@@ -54,7 +54,7 @@ func hostileSweep() sweep.Result {
 			Skipped:    []reconcile.Skip{{ScopeKey: "org:beta", Reason: "502 Bad Gateway\n<html>\x1b]0;owned\x07</html>", Kind: fleet.SkipFailed}},
 			Unobserved: []fleet.UnobservedNamespace{{Namespace: "arc-x", Reason: "forbidden:\nnamespace \u202eevil"}},
 		},
-		Observation: reconcile.Observation{Pods: []fleet.Pod{*dead, *zombie}},
+		Observed: sweep.Observed{Pods: 2},
 		Outcomes: []reap.Outcome{{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: dead,
 			Evidence: "pod phase Failed; reason " + hostile,
 			Exit:     &reconcile.Exit{Code: 137, Reason: "OOMKilled", Class: reconcile.ExitOOMHost}}},

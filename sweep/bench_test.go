@@ -98,8 +98,8 @@ func check(b *testing.B, which string, res sweep.Result, wantGH, want304 int64) 
 	if res.Kube.Requests != podReads+2 {
 		b.Fatalf("%s sweep: %d Kubernetes requests, want %d pod watch-list + 2", which, res.Kube.Requests, podReads)
 	}
-	if len(res.Observation.Pods) != benchPods {
-		b.Fatalf("%s sweep observed %d pods, want %d", which, len(res.Observation.Pods), benchPods)
+	if res.Observed.Pods != benchPods {
+		b.Fatalf("%s sweep observed %d pods, want %d", which, res.Observed.Pods, benchPods)
 	}
 }
 

@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
@@ -57,13 +59,68 @@ func TestSweepSharesThePodsStrings(t *testing.T) {
 	require.NoError(t, res.Err)
 
 	require.Len(t, k.given, 1)
-	assert.Equal(t, res.Observation.Pods, k.given[0], "the pods the sweep listed")
+	assert.Equal(t, 2, res.Observed.Pods, "the pods the sweep listed")
 	regs := res.Observation.Lists[acme.Key()].Runners
 	require.Len(t, regs, 3)
-	pods := res.Observation.Pods
+	pods := k.given[0]
 	require.Len(t, pods, 2)
 	same := func(a, b string) bool { return a == b && unsafe.StringData(a) == unsafe.StringData(b) }
 	assert.True(t, same(regs[0].Name, pods[0].RunnerName), "acme-live is the pod view's string")
 	assert.True(t, same(regs[1].Name, pods[1].RunnerName), "acme-other is the pod view's string")
 	assert.Equal(t, "acme-zombie", regs[2].Name, "a name no pod has is kept")
+}
+
+// TestSweepLetsGoOfItsViews: once judged, the sweep drops the pod views
+// it listed, keeping their number, and what it goes on with (its findings,
+// candidates, outcomes and pending candidates) points at copies of the
+// pods, not into the list, which would keep the whole list live.
+func TestSweepLetsGoOfItsViews(t *testing.T) {
+	w := newWorld()
+	w.addDead()
+	k := &podsSeen{fakeKube: w.kube}
+	s := w.sweeper()
+	s.EphemeralRunners = k
+	s.Policy.ARC = true
+
+	res := s.Run(context.Background(), sweep.DryRun)
+	require.NoError(t, res.Err)
+
+	require.Len(t, k.given, 1)
+	listed := k.given[0]
+	require.Len(t, listed, 2)
+	assert.Nil(t, res.Observation.Pods, "the views are let go of")
+	assert.Equal(t, sweep.Observed{Pods: 2}, res.Observed)
+
+	into := func(p *fleet.Pod) bool {
+		for i := range listed {
+			if p == &listed[i] {
+				return true
+			}
+		}
+		return false
+	}
+	var held []reconcile.Finding
+	held = append(held, res.Class.Findings...)
+	for _, c := range res.Confirmation.Candidates {
+		held = append(held, c.Finding)
+	}
+	for _, o := range res.Outcomes {
+		held = append(held, o.Candidate.Finding)
+	}
+	for _, c := range res.Pending {
+		held = append(held, c.Finding)
+	}
+	pods := 0
+	for _, f := range held {
+		if f.Pod == nil {
+			continue
+		}
+		pods++
+		assert.False(t, into(f.Pod), "%s points into the listed pods", f.Key)
+		i := slices.IndexFunc(listed, func(p fleet.Pod) bool { return p.UID == f.Pod.UID })
+		require.GreaterOrEqual(t, i, 0, f.Key)
+		assert.Equal(t, listed[i], *f.Pod, "%s names the pod as it was listed", f.Key)
+	}
+	require.Positive(t, pods, "the dead pod is found, confirmed and acted on")
+	require.NotEmpty(t, res.Outcomes, "the dead pod is acted on")
 }

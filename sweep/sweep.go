@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
@@ -160,11 +161,15 @@ var ErrDeadline = errors.New("the sweep's deadline (REAPER_SWEEP_TIMEOUT) passed
 
 // Result is everything one sweep did and found.
 type Result struct {
-	Mode         Mode
-	Status       Status
-	Started      time.Time
-	Duration     time.Duration
+	Mode     Mode
+	Status   Status
+	Started  time.Time
+	Duration time.Duration
+	// Observation is what the sweep saw. Its Pods and EphemeralRunners
+	// are let go of once the sweep has judged them (see letGo); Observed
+	// keeps their numbers.
 	Observation  reconcile.Observation
+	Observed     Observed
 	Class        reconcile.Classification
 	Confirmation reconcile.Confirmation
 	// Outcomes holds the fate of every ready candidate.
@@ -294,6 +299,8 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			slog.Int("marks", len(d)), slog.Any("keys", d),
 			slog.String("effect", "the API server's clock and this machine's disagree about how long ago these marks were first seen: one of them lied; each starts again"))
 	}
+	res.Observed = letGo(&res)
+	obs, pods, ers = reconcile.Observation{}, nil, nil
 	var ready []reconcile.Candidate
 	for _, c := range res.Confirmation.Candidates {
 		if c.Ready {
@@ -328,6 +335,56 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 
 	res.Status, res.Err = settle(res)
 	return res
+}
+
+// Observed is how much of the fleet a sweep saw, counted before its views
+// were let go of (see letGo).
+type Observed struct {
+	Pods             int
+	EphemeralRunners int
+}
+
+// letGo drops the observation's pod and EphemeralRunner views, once the
+// sweep has classified and confirmed them, and collects them at once. At
+// 100,000 runners they are about 40 of the 67 MB the sweep holds at its
+// highest, which was during the ledger's save, whose encoding and request
+// were allocated on top of them: collected before it, their room takes the
+// save's allocations instead of new pages. (The registrations stay: the
+// list cache the ledger saves holds them, and they hold the pod views'
+// runner names.) A collection of what is left costs milliseconds.
+//
+// Nothing after reads the views but through the findings and candidates,
+// which point into the views' slices and so would keep each slice whole:
+// they are given copies of the objects they name first. Nothing compares
+// those pointers, only what they point to.
+func letGo(res *Result) Observed {
+	obs := &res.Observation
+	n := Observed{Pods: len(obs.Pods), EphemeralRunners: len(obs.EphemeralRunners)}
+	for i := range res.Class.Findings {
+		detach(&res.Class.Findings[i])
+	}
+	for i := range res.Confirmation.Candidates {
+		detach(&res.Confirmation.Candidates[i].Finding)
+	}
+	obs.Pods, obs.EphemeralRunners = nil, nil
+	runtime.GC()
+	return n
+}
+
+// detach points f at copies of the pod and EphemeralRunners it names.
+func detach(f *reconcile.Finding) {
+	if f.Pod != nil {
+		p := *f.Pod
+		f.Pod = &p
+	}
+	if f.EphemeralRunner != nil {
+		e := *f.EphemeralRunner
+		f.EphemeralRunner = &e
+	}
+	if f.OwnerRunner != nil {
+		e := *f.OwnerRunner
+		f.OwnerRunner = &e
+	}
 }
 
 // listScopes reads the runner list of each scope the budget lets this sweep

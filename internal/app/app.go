@@ -319,7 +319,7 @@ func (r *Runtime) warnMemory(ctx context.Context, res sweep.Result) {
 	// A sweep that ended before it had observed everything (a list failed,
 	// the deadline came) keeps no Observation: its fleet is unknown, not
 	// empty.
-	size := memlimit.Fleet{Pods: int64(len(res.Observation.Pods)), Unobserved: res.Observation.Now.IsZero()}
+	size := memlimit.Fleet{Pods: int64(res.Observed.Pods), Unobserved: res.Observation.Now.IsZero()}
 	for _, l := range res.Observation.Lists {
 		size.Registrations += int64(len(l.Runners))
 	}
