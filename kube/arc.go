@@ -101,9 +101,9 @@ func duplicateUID(ers []fleet.EphemeralRunner) (i, j int, dup bool) {
 
 // view reduces an EphemeralRunner to what the classifier needs. A runner
 // ARC has not written a status for yet has empty status fields, not an
-// error. The views live for the whole sweep, so what a fleet repeats
-// (namespace, scope, phase, reason, the list of finalizers) is one copy
-// all views share; o's own slice of finalizers is reused for the next
+// error. The views live until the sweep has judged them, so what a fleet
+// repeats (namespace, scope, phase, reason, the list of finalizers) is one
+// copy all views share; o's own slice of finalizers is reused for the next
 // item and never kept.
 func (o *erObject) view(memo *listMemo) fleet.EphemeralRunner {
 	s := &o.Status

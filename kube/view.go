@@ -391,7 +391,7 @@ func termination(t *corev1.ContainerStateTerminated) *fleet.Termination {
 // intern returns the one copy of s that all views share. A fleet's pods
 // repeat the same few namespaces, phases, scopes, owner kinds and exit
 // reasons; kept once each rather than once per pod, the views of 10,000
-// pods hold a megabyte less for the rest of the sweep.
+// pods hold a megabyte less until the sweep has judged them.
 func intern(s string) string {
 	if s == "" {
 		return s

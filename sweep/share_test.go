@@ -2,8 +2,10 @@ package sweep_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
@@ -20,11 +22,15 @@ import (
 type podsSeen struct {
 	*fakeKube
 	given [][]fleet.Pod
+	// ers are the EphemeralRunners listed; listed, the list returned.
+	ers    []fleet.EphemeralRunner
+	listed []fleet.EphemeralRunner
 }
 
 func (k *podsSeen) ListEphemeralRunners(_ context.Context, pods []fleet.Pod) ([]fleet.EphemeralRunner, error) {
 	k.given = append(k.given, pods)
-	return nil, nil
+	k.listed = slices.Clone(k.ers)
+	return k.listed, nil
 }
 
 // cachedGitHub answers every list from its cache, as GitHub's 304 does.
@@ -70,57 +76,119 @@ func TestSweepSharesThePodsStrings(t *testing.T) {
 	assert.Equal(t, "acme-zombie", regs[2].Name, "a name no pod has is kept")
 }
 
-// TestSweepLetsGoOfItsViews: once judged, the sweep drops the pod views
-// it listed, keeping their number, and what it goes on with (its findings,
-// candidates, outcomes and pending candidates) points at copies of the
-// pods, not into the list, which would keep the whole list live.
+// TestSweepLetsGoOfItsViews: once judged, the sweep drops the pod and
+// EphemeralRunner views it listed, keeping the pods' number, and what it
+// goes on with (findings, candidates, outcomes, pending candidates) points
+// at copies, one for each object, not into the lists, which would keep
+// them whole. A list most of whose objects are named is kept as it is.
 func TestSweepLetsGoOfItsViews(t *testing.T) {
-	w := newWorld()
-	w.addDead()
-	k := &podsSeen{fakeKube: w.kube}
-	s := w.sweeper()
-	s.EphemeralRunners = k
-	s.Policy.ARC = true
-
-	res := s.Run(context.Background(), sweep.DryRun)
-	require.NoError(t, res.Err)
-
-	require.Len(t, k.given, 1)
-	listed := k.given[0]
-	require.Len(t, listed, 2)
-	assert.Nil(t, res.Observation.Pods, "the views are let go of")
-	assert.Equal(t, sweep.Observed{Pods: 2}, res.Observed)
-
-	into := func(p *fleet.Pod) bool {
-		for i := range listed {
-			if p == &listed[i] {
-				return true
+	owned := func(er string) func(*fleet.Pod) {
+		return func(p *fleet.Pod) {
+			p.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: p.Name, UID: er}
+		}
+	}
+	runner := func(name, uid, phase string) fleet.EphemeralRunner {
+		return fleet.EphemeralRunner{Namespace: "runners", Name: name, UID: uid, ResourceVersion: "1", ScopeKey: acme.Key(), Phase: phase,
+			CreatedAt: fleet.StampOf(t0.Add(-time.Hour)), Finalizers: []string{fleet.ARCRegistrationFinalizer}}
+	}
+	cases := []struct {
+		name string
+		// healthy is the number of live runner pods, each with its
+		// EphemeralRunner and an online registration.
+		healthy int
+		// dead is the number of terminal pods, each with its
+		// EphemeralRunner.
+		dead int
+		kept bool
+	}{
+		{name: "few named: let go", healthy: 8, dead: 1},
+		{name: "most named: kept", healthy: 1, dead: 3, kept: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld()
+			k := &podsSeen{fakeKube: w.kube}
+			for i := range c.healthy {
+				name, uid := fmt.Sprintf("acme-run-%d", i), fmt.Sprintf("er-run-%d", i)
+				w.kube.pods = append(w.kube.pods, fakePod(name, owned(uid)))
+				k.ers = append(k.ers, runner(name, uid, "Running"))
+				w.gh.runners[acme.Key()] = append(w.gh.runners[acme.Key()], fleet.Registration{ID: int64(100 + i), Name: name, Online: true})
 			}
-		}
-		return false
+			for i := range c.dead {
+				name, uid := fmt.Sprintf("acme-dead-%d", i), fmt.Sprintf("er-dead-%d", i)
+				w.kube.pods = append(w.kube.pods, fakePod(name, owned(uid), func(p *fleet.Pod) {
+					p.Phase = "Succeeded"
+					p.Runner = fleet.Container{Found: true, Terminated: &fleet.Termination{ExitCode: 0, Reason: "Completed"}}
+				}))
+				k.ers = append(k.ers, runner(name, uid, "Running"))
+			}
+			// A runner with no pod, failed: judged on its own.
+			k.ers = append(k.ers, runner("acme-failed", "er-failed", "Failed"))
+			s := w.sweeper()
+			s.EphemeralRunners = k
+			s.Policy.ARC = true
+
+			res := s.Run(context.Background(), sweep.DryRun)
+			require.NoError(t, res.Err)
+
+			require.Len(t, k.given, 1)
+			pods, ers := k.given[0], k.listed
+			require.Len(t, pods, 1+c.healthy+c.dead)
+			assert.Equal(t, sweep.Observed{Pods: len(pods)}, res.Observed)
+
+			var held []*reconcile.Finding
+			for i := range res.Class.Findings {
+				held = append(held, &res.Class.Findings[i])
+			}
+			for i := range res.Confirmation.Candidates {
+				held = append(held, &res.Confirmation.Candidates[i].Finding)
+			}
+			for i := range res.Outcomes {
+				held = append(held, &res.Outcomes[i].Candidate.Finding)
+			}
+			for i := range res.Pending {
+				held = append(held, &res.Pending[i].Finding)
+			}
+			podCopy := map[string]*fleet.Pod{}
+			erCopy := map[string]*fleet.EphemeralRunner{}
+			var named []string
+			for _, f := range held {
+				if f.Pod != nil {
+					named = append(named, "pod "+f.Pod.Name)
+					i := slices.IndexFunc(pods, func(p fleet.Pod) bool { return p.UID == f.Pod.UID })
+					require.GreaterOrEqual(t, i, 0, f.Key)
+					assert.Equal(t, pods[i], *f.Pod, "%s names the pod as it was listed", f.Key)
+					assert.Equal(t, c.kept, f.Pod == &pods[i], "%s points into the pods listed: %v", f.Key, c.kept)
+					if prev, ok := podCopy[f.Pod.UID]; ok {
+						assert.Same(t, prev, f.Pod, "%s: one copy of the pod for all that name it", f.Key)
+					}
+					podCopy[f.Pod.UID] = f.Pod
+				}
+				for _, e := range []*fleet.EphemeralRunner{f.EphemeralRunner, f.OwnerRunner} {
+					if e == nil {
+						continue
+					}
+					named = append(named, "er "+e.Name)
+					i := slices.IndexFunc(ers, func(r fleet.EphemeralRunner) bool { return r.UID == e.UID })
+					require.GreaterOrEqual(t, i, 0, f.Key)
+					assert.Equal(t, ers[i], *e, "%s names the runner as it was listed", f.Key)
+					assert.Equal(t, c.kept, e == &ers[i], "%s points into the runners listed: %v", f.Key, c.kept)
+					if prev, ok := erCopy[e.UID]; ok {
+						assert.Same(t, prev, e, "%s: one copy of the runner for all that name it", f.Key)
+					}
+					erCopy[e.UID] = e
+				}
+			}
+			assert.Contains(t, named, "pod acme-dead-0", "the dead pod is found")
+			assert.Contains(t, named, "er acme-dead-0", "with its EphemeralRunner")
+			assert.Contains(t, named, "er acme-failed", "the failed runner is found")
+			if c.kept {
+				assert.Equal(t, pods, res.Observation.Pods, "a list most of whose pods are named is kept")
+			} else {
+				assert.Nil(t, res.Observation.Pods, "the pod views are let go of")
+				assert.Nil(t, res.Observation.EphemeralRunners, "the EphemeralRunner views are let go of")
+			}
+			require.NotEmpty(t, res.Outcomes, "the dead pods are acted on")
+		})
 	}
-	var held []reconcile.Finding
-	held = append(held, res.Class.Findings...)
-	for _, c := range res.Confirmation.Candidates {
-		held = append(held, c.Finding)
-	}
-	for _, o := range res.Outcomes {
-		held = append(held, o.Candidate.Finding)
-	}
-	for _, c := range res.Pending {
-		held = append(held, c.Finding)
-	}
-	pods := 0
-	for _, f := range held {
-		if f.Pod == nil {
-			continue
-		}
-		pods++
-		assert.False(t, into(f.Pod), "%s points into the listed pods", f.Key)
-		i := slices.IndexFunc(listed, func(p fleet.Pod) bool { return p.UID == f.Pod.UID })
-		require.GreaterOrEqual(t, i, 0, f.Key)
-		assert.Equal(t, listed[i], *f.Pod, "%s names the pod as it was listed", f.Key)
-	}
-	require.Positive(t, pods, "the dead pod is found, confirmed and acted on")
-	require.NotEmpty(t, res.Outcomes, "the dead pod is acted on")
 }

@@ -340,8 +340,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 // Observed is how much of the fleet a sweep saw, counted before its views
 // were let go of (see letGo).
 type Observed struct {
-	Pods             int
-	EphemeralRunners int
+	Pods int
 }
 
 // letGo drops the observation's pod and EphemeralRunner views, once the
@@ -355,36 +354,62 @@ type Observed struct {
 //
 // Nothing after reads the views but through the findings and candidates,
 // which point into the views' slices and so would keep each slice whole:
-// they are given copies of the objects they name first. Nothing compares
-// those pointers, only what they point to.
+// they are pointed at copies of the objects they name first (see detach).
+// A list most of whose objects are named (every pod failed at once, a
+// GitHub that lists no one) is kept instead: copies would cost more than
+// the list they free.
 func letGo(res *Result) Observed {
 	obs := &res.Observation
-	n := Observed{Pods: len(obs.Pods), EphemeralRunners: len(obs.EphemeralRunners)}
+	n := Observed{Pods: len(obs.Pods)}
+	fs := make([]*reconcile.Finding, 0, len(res.Class.Findings)+len(res.Confirmation.Candidates))
 	for i := range res.Class.Findings {
-		detach(&res.Class.Findings[i])
+		fs = append(fs, &res.Class.Findings[i])
 	}
 	for i := range res.Confirmation.Candidates {
-		detach(&res.Confirmation.Candidates[i].Finding)
+		fs = append(fs, &res.Confirmation.Candidates[i].Finding)
 	}
-	obs.Pods, obs.EphemeralRunners = nil, nil
+	if detach(fs, len(obs.Pods), func(f *reconcile.Finding) **fleet.Pod { return &f.Pod }) {
+		obs.Pods = nil
+	}
+	if detach(fs, len(obs.EphemeralRunners),
+		func(f *reconcile.Finding) **fleet.EphemeralRunner { return &f.EphemeralRunner },
+		func(f *reconcile.Finding) **fleet.EphemeralRunner { return &f.OwnerRunner }) {
+		obs.EphemeralRunners = nil
+	}
 	runtime.GC()
 	return n
 }
 
-// detach points f at copies of the pod and EphemeralRunners it names.
-func detach(f *reconcile.Finding) {
-	if f.Pod != nil {
-		p := *f.Pod
-		f.Pod = &p
+// detach points the fields of fs at copies of the objects they name, one
+// copy for each object (a finding and its candidate share it, as they
+// shared the original), and reports that it did; or, when the objects
+// named are more than a quarter of the total in their list, changes
+// nothing and reports that it did not. Nothing compares these pointers,
+// only what they point to.
+func detach[T any](fs []*reconcile.Finding, total int, fields ...func(*reconcile.Finding) **T) bool {
+	copies := map[*T]*T{}
+	for _, f := range fs {
+		for _, field := range fields {
+			if p := *field(f); p != nil {
+				copies[p] = nil
+				if len(copies) > total/4 {
+					return false
+				}
+			}
+		}
 	}
-	if f.EphemeralRunner != nil {
-		e := *f.EphemeralRunner
-		f.EphemeralRunner = &e
+	for p := range copies {
+		c := *p
+		copies[p] = &c
 	}
-	if f.OwnerRunner != nil {
-		e := *f.OwnerRunner
-		f.OwnerRunner = &e
+	for _, f := range fs {
+		for _, field := range fields {
+			if p := field(f); *p != nil {
+				*p = copies[*p]
+			}
+		}
 	}
+	return true
 }
 
 // listScopes reads the runner list of each scope the budget lets this sweep
