@@ -167,7 +167,7 @@ type Result struct {
 	Duration time.Duration
 	// Observation is what the sweep saw. Its Pods and EphemeralRunners
 	// are let go of once the sweep has judged them (see letGo); Observed
-	// keeps their numbers.
+	// keeps the number of pods.
 	Observation  reconcile.Observation
 	Observed     Observed
 	Class        reconcile.Classification
@@ -355,9 +355,9 @@ type Observed struct {
 // Nothing after reads the views but through the findings and candidates,
 // which point into the views' slices and so would keep each slice whole:
 // they are pointed at copies of the objects they name first (see detach).
-// A list most of whose objects are named (every pod failed at once, a
-// GitHub that lists no one) is kept instead: copies would cost more than
-// the list they free.
+// A list more than a quarter of whose objects are named (every pod failed
+// at once, a GitHub that lists no one) is kept instead: the copies would
+// cost about as much as the list they free, and more while both live.
 func letGo(res *Result) Observed {
 	obs := &res.Observation
 	n := Observed{Pods: len(obs.Pods)}
