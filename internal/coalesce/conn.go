@@ -6,11 +6,11 @@ import (
 	"net"
 )
 
-// connBuffer is how much a connection reads from its socket at once: two
-// TLS records of the largest size. It is held for the connection's life,
+// connBuffer is how much a connection reads from its socket at once: about
+// two TLS records of the largest size. It is held for the connection's life,
 // idle ones included (client-go keeps some for the next request), so it is
-// no larger than that; a pause of a paced stream (gather) lets in two such
-// reads.
+// no larger than that; a pause of a paced stream lets in one such read
+// (gather).
 const connBuffer = 32 << 10
 
 // DialFunc is the dial of net.Dialer and of client-go's rest.Config.

@@ -10,6 +10,7 @@
 // a stream reader that, after it had to wait for the server, waits a
 // little more before it reads again (Paced), so that the next read finds
 // a batch of events rather than one. The pause is as long as the stream,
-// at its rate, takes to fill half the buffer a socket starts with, so
-// that it never makes a fast server wait.
+// at its rate, takes to fill a quarter of the buffer a socket starts
+// with, and shortens when it filled more, so that it does not hold a fast
+// stream back.
 package coalesce
