@@ -18,7 +18,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
-	"github.com/runner-reaper/runner-reaper/internal/coalesce"
 )
 
 // streamEphemeralRunners reads one namespace's EphemeralRunners (all
@@ -76,7 +75,7 @@ func (c *Client) streamEphemeralRunners(ctx context.Context, ns string, memo *li
 		return out[:start], noERWatchList(err)
 	}
 	defer body.Close()
-	r := &bodyReader{r: coalesce.Paced(ctx, body)}
+	r := &bodyReader{r: body}
 	out, err = readEphemeralRunnerWatch(r, memo, out)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -16,8 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
-
-	"github.com/runner-reaper/runner-reaper/internal/coalesce"
 )
 
 // errNoWatchList is wrapped by streamPods' error when the API server did
@@ -81,9 +79,7 @@ func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping,
 		return fmt.Errorf("%w: %w", errNoWatchList, err)
 	}
 	defer body.Close()
-	// Paced (package coalesce): the server writes the stream an event at
-	// a time, more slowly than it is read.
-	r := bufio.NewReaderSize(coalesce.Paced(ctx, body), 64<<10)
+	r := bufio.NewReaderSize(body, 64<<10)
 	if first, err := r.Peek(1); err == nil && (first[0] == '{' || first[0] == '[') {
 		return fmt.Errorf("%w: the answer is JSON, not a protobuf watch stream", errNoWatchList)
 	}
