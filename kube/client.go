@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
-	"github.com/runner-reaper/runner-reaper/internal/coalesce"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/internal/refclock"
 )
@@ -207,16 +205,6 @@ func New(cfg *rest.Config, opts Options) (*Client, error) {
 	if len(c.TLSClientConfig.NextProtos) == 0 {
 		c.TLSClientConfig.NextProtos = []string{"http/1.1"}
 	}
-	// Every connection reads its socket through a larger buffer, and the
-	// watch-lists are paced (package coalesce): at 10,000 runners a warm
-	// sweep's CPU went from 1.13 to 1.01 s, its wall time within the
-	// spread (make bench, same world, same run; see the README's Scale).
-	dial := c.Dial
-	if dial == nil {
-		// client-go's own dialer when the config names none.
-		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	}
-	c.Dial = coalesce.Dial(dial)
 	counter := &httpcount.Transport{}
 	clock := &refclock.Clock{}
 	// The wrapper runs once, when the single HTTP client below is built;
