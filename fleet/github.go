@@ -17,13 +17,24 @@ type Registration struct {
 	Labels []string `json:"l,omitempty"`
 }
 
-// ErrInconsistent marks a runner list that was read to the end but does not
-// add up (pages disagreeing on total_count, items fewer or more than it, a
-// page missing or changed while the list was read, a runner listed twice,
-// more pages than the list can have). Safety rule 1: such a list is never
-// evidence that a runner is absent. The GitHub adapter returns it; SkipOf
-// reads it, so that a skipped scope can say which kind of skip it was.
+// ErrInconsistent marks a runner list that contradicts itself: a runner
+// listed twice on one read, more runners than a page's own total_count
+// allows, a page that links to another than the next, more pages than the
+// list can have. No list that merely moved while it was read does any of
+// these. Safety rule 1: such a list gives no verdict at all. The GitHub
+// adapter returns it; SkipOf reads it, so that a skipped scope can say
+// which kind of skip it was.
 var ErrInconsistent = errors.New("runner list is inconsistent")
+
+// ErrMoved marks a runner list that was read to its end, every page sound,
+// while runners joined or left: an ephemeral fleet's normal state, not a
+// fault. Such a list proves what it listed (a registration it shows
+// existed, with the status and busy it was shown with) but not what it
+// did not: a runner can slide onto a page already read and go unseen. The
+// GitHub adapter returns it wrapped, together with the registrations and
+// the cache, which are then valid; the sweep uses them for presence and
+// sends every absence to a look-up by name.
+var ErrMoved = errors.New("runner list moved while it was read")
 
 // RateLimitError is GitHub refusing a request for rate: the primary limit
 // (403 or 429 with x-ratelimit-remaining: 0), a secondary limit (403 or 429

@@ -29,43 +29,52 @@ const maxPages = 1000
 // ListRunners reads a scope's whole runner list, one request per page and
 // never one per runner. A page the cache holds with an ETag is asked for
 // with If-None-Match; a 304 (which costs no rate limit) reuses the cached
-// page. After the last page, every earlier page is asked for once more
-// with the ETag this read got for it: a runner that slid back a page while
-// later pages were read would otherwise go unseen with every count still
-// agreeing, and an unchanged page answers 304 at no rate-limit cost.
+// page.
 //
-// What the list proves is membership: which runners exist. So a page read
-// again is consistent when it holds the same runners (the same ids, the same
+// What a list proves depends on whether it moved while it was read (see
+// listCheck). Every registration it shows existed when its page was read,
+// with the status and busy that page gave: that is presence, and it needs
+// nothing more. That a runner is absent needs a list that did not move: a
+// runner can slide onto a page already read and go unseen, with every
+// count still agreeing. So, after the last page, every earlier page is
+// asked for once more with the ETag this read got for it (an unchanged page
+// answers 304 at no rate-limit cost); the list proves absence only when
+// every page agreed on total_count, the runners added up to it, and every
+// page read again holds the same runners (the same ids, the same
 // total_count, the same next link), whatever their busy, status, name or
-// labels now say; in an org of thousands of runners some runner flips busy
-// during any read of its dozens of pages, and a check on bytes would skip
-// that scope on nearly every sweep and never clean its leaks. The page
-// read again replaces the first reading, in the registrations and in the
-// cache, with its own ETag: it is the fresher, and a cache must hold exactly
-// what its ETag stands for, or a later 304 would replay a state GitHub
-// never sent. One field is not simply taken from the fresher read: a
-// runner any read of this call saw busy comes back busy. The list's busy
-// is what spares a runner with a job, and of two readings seconds apart the
-// busy one costs at most one sweep's delay (a job that ended between them),
-// while the idle one could be GitHub's lag or a replica behind; the
-// registration's 422 (safety rule 2) still stands behind it either way.
+// labels now say: in an org of thousands some runner flips busy during any
+// read, and that is no movement of the list. A page read again replaces
+// its first reading, in the registrations and in the cache, with its own
+// ETag: it is the fresher, and a cache must hold exactly what its ETag
+// stands for, or a later 304 would replay a state GitHub never sent.
 //
-// A list whose membership moved under the read (a page read again holds
-// other runners, or a page reports another total_count than page 1) is
-// read once more from the start, with the same checks and its own second
-// look: runners join and leave all the time in a busy org, and one settled
-// read is as good as any. If that read moves too, the list is
-// inconsistent. A list of P pages thus costs P requests and P-1
-// revalidations (304 when nothing changed); at worst two full reads and two
-// revalidation passes, 2P+2(P-1) requests (P the longer of the two reads).
-// A one-page list needs no second look and cannot move under its own read:
-// it costs one request.
+// A list that moved is not read again: in a busy org it would move again,
+// and every read costs the scope's pages. It is returned with its
+// registrations and its cache and an error that wraps fleet.ErrMoved, and
+// the caller takes it for presence and proves each absence it would act on
+// with a look-up by name (FindRunner). Its registrations are every runner
+// this call listed: a page read again that came back with other runners
+// keeps its first reading's runners too (each existed when it was listed),
+// each runner once, at its freshest reading. A list whose first read
+// already moved is not read again page by page either: it proves no
+// absence whatever that pass would show.
 //
-// The registrations and the new cache are returned only when every page
-// was read and the list adds up; otherwise the error says why (it wraps
-// fleet.ErrInconsistent when the pages do not add up, and is a
-// *fleet.RateLimitError when GitHub said rate-limited) and the cache is nil,
-// so that a caller keeps its old cache and draws no conclusion.
+// One field is not simply taken from the fresher read: a runner any read
+// of this call saw busy comes back busy. The list's busy is what spares a
+// runner with a job, and of two readings seconds apart the busy one costs
+// at most one sweep's delay (a job that ended between them), while the
+// idle one could be GitHub's lag or a replica behind; the registration's
+// 422 (safety rule 2) still stands behind it either way.
+//
+// A list of P pages thus costs P requests and, unless it moved during
+// them, at most P-1 revalidations (304 when nothing changed). A one-page
+// list needs no second look: it costs one request.
+//
+// On any other error (a failed request, a rate limit, a list that
+// contradicts itself) the registrations and the cache are nil, so that a
+// caller keeps its old cache and draws no conclusion: it wraps
+// fleet.ErrInconsistent when the pages contradict each other, and is a
+// *fleet.RateLimitError when GitHub said rate-limited.
 func (c *Client) ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	path, err := runnersPath(scope)
 	if err != nil {
@@ -78,25 +87,15 @@ func (c *Client) ListRunners(ctx context.Context, scope fleet.Scope, cache *stat
 	}
 	busy := map[int64]bool{}
 	where := fmt.Sprintf("list runners for %s", scope)
-	pages, moved, err := c.readList(ctx, path, where, cache, busy)
+	read, err := c.readList(ctx, path, where, cache, busy)
 	if err != nil {
 		return nil, nil, err
 	}
-	if moved != nil {
-		// The second read asks with the newest ETag known for each page,
-		// this call's own where it read the page: a page unchanged since
-		// answers 304 and costs no rate limit.
-		again := fmt.Sprintf("list runners for %s (read again: %v)", scope, moved)
-		var movedAgain error
-		pages, movedAgain, err = c.readList(ctx, path, again, newest(pages, cache), busy)
-		if err != nil {
-			return nil, nil, err
-		}
-		if movedAgain != nil {
-			return nil, nil, fmt.Errorf("list runners for %s: %w: %w, and again on a fresh read: %w", scope, fleet.ErrInconsistent, moved, movedAgain)
-		}
+	fresh := &state.ListCache{Pages: read.pages, Label: c.ownerLabel}
+	if read.moved != "" {
+		return union(read.pages, read.earlier, busy), fresh, fmt.Errorf("%s: %w: %s", where, fleet.ErrMoved, read.moved)
 	}
-	return registrations(pages, busy), &state.ListCache{Pages: pages, Label: c.ownerLabel}, nil
+	return registrations(read.pages, busy), fresh, nil
 }
 
 // registrations is the list's runners, each busy if any read saw it busy.
@@ -127,47 +126,80 @@ func registrations(pages []state.CachedPage, busy map[int64]bool) []fleet.Regist
 	return regs
 }
 
-// readList is one read of the whole list and its revalidation pass. It
-// returns the pages, a page read again in place of its first reading; or
-// why the list moved under the read, and then the pages read so far, whose
-// ETags the next read may use. Every runner a page shows busy is noted in
-// busy. Its error is a failed request, or an inconsistency that no moving
-// list explains (a gap, a runner listed twice, runners beyond
-// total_count, too many pages), which reading again would not cure.
-func (c *Client) readList(ctx context.Context, path, where string, cache *state.ListCache, busy map[int64]bool) ([]state.CachedPage, error, error) {
+// union is every runner a moved list showed, once each: the pages as they
+// stand (a page read again first, in page order, and a page read again is
+// fresher than every later page, which were read once, before it), then
+// the runners only an earlier reading of a page showed. Each is busy if any
+// read saw it busy.
+func union(pages []state.CachedPage, earlier []fleet.Registration, busy map[int64]bool) []fleet.Registration {
+	seen := make(map[int64]bool)
+	var regs []fleet.Registration
+	add := func(r fleet.Registration) {
+		if seen[r.ID] {
+			return
+		}
+		seen[r.ID] = true
+		r.Busy = r.Busy || busy[r.ID]
+		regs = append(regs, r)
+	}
+	for _, p := range pages {
+		for _, r := range p.Runners {
+			add(r)
+		}
+	}
+	for _, r := range earlier {
+		add(r)
+	}
+	return regs
+}
+
+// listRead is one read of a whole list.
+type listRead struct {
+	// pages is the list's pages, a page read again in place of its first
+	// reading.
+	pages []state.CachedPage
+	// moved says how the list moved under the read; "" when it did not.
+	moved string
+	// earlier holds the runners of a page's first reading that a reading
+	// again replaced with other runners.
+	earlier []fleet.Registration
+}
+
+// readList is one read of the whole list and, if the read did not move,
+// its revalidation pass, which stops at the first page that moved. Every
+// runner a page shows busy is noted in busy. Its error is a failed request,
+// or a list that contradicts itself (see listCheck), which reading again
+// would not cure.
+func (c *Client) readList(ctx context.Context, path, where string, cache *state.ListCache, busy map[int64]bool) (listRead, error) {
 	list := listCheck{firstPageOn: make(map[int64]int), ceiling: maxPages}
 	for page := 1; ; page++ {
 		p, err := c.fetchPage(ctx, path, page, cachedPage(cache, page))
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s page %d: %w", where, page, err)
+			return listRead{}, fmt.Errorf("%s page %d: %w", where, page, err)
 		}
 		noteBusy(busy, p)
 		if err := list.add(page, p); err != nil {
-			if errors.As(err, new(movedError)) {
-				return append(list.pages, p), err, nil
-			}
-			return nil, nil, fmt.Errorf("%s: %w: %w", where, fleet.ErrInconsistent, err)
+			return listRead{}, fmt.Errorf("%s: %w: %w", where, fleet.ErrInconsistent, err)
 		}
 		if p.NextPage == 0 {
 			break
 		}
 	}
-	if err := list.complete(); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w: %w", where, fleet.ErrInconsistent, err)
-	}
-	for n := 1; n < len(list.pages); n++ {
-		again, err := c.fetchPage(ctx, path, n, &list.pages[n-1])
+	list.complete()
+	read := listRead{pages: list.pages, moved: list.moved}
+	for n := 1; n < len(read.pages) && read.moved == ""; n++ {
+		again, err := c.fetchPage(ctx, path, n, &read.pages[n-1])
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: revalidate page %d: %w", where, n, err)
+			return listRead{}, fmt.Errorf("%s: revalidate page %d: %w", where, n, err)
 		}
 		noteBusy(busy, again)
-		why := sameMembers(list.pages[n-1], again)
-		list.pages[n-1] = again
-		if why != "" {
-			return list.pages, fmt.Errorf("page %d changed while later pages were read: %s", n, why), nil
+		if why := sameMembers(read.pages[n-1], again); why != "" {
+			read.moved = fmt.Sprintf("page %d changed while later pages were read: %s", n, why)
+			read.earlier = read.pages[n-1].Runners
 		}
+		read.pages[n-1] = again
 	}
-	return list.pages, nil, nil
+	return read, nil
 }
 
 // sameMembers says how two readings of a page differ in what the list
@@ -219,16 +251,6 @@ func noteBusy(busy map[int64]bool, p state.CachedPage) {
 			busy[r.ID] = true
 		}
 	}
-}
-
-// newest is the cache a second read asks with: each page this call read,
-// else the caller's.
-func newest(read []state.CachedPage, cache *state.ListCache) *state.ListCache {
-	out := &state.ListCache{Pages: append([]state.CachedPage(nil), read...)}
-	if cache != nil && len(cache.Pages) > len(read) {
-		out.Pages = append(out.Pages, cache.Pages[len(read):]...)
-	}
-	return out
 }
 
 // fetchPage reads one page, conditionally when cached has an ETag.

@@ -191,34 +191,25 @@ func TestListRunnersInconsistent(t *testing.T) {
 		want   string
 	}{
 		{
-			name:  "fewer items than total_count",
-			pages: []fakePage{{total: 3, runners: []map[string]any{r(1), r(2)}}},
-			want:  "2 runners on 1 pages, total_count is 3",
-		},
-		{
 			name:  "more items than total_count",
 			pages: []fakePage{{total: 1, runners: []map[string]any{r(1), r(2)}}},
 			want:  "2 runners by page 1, more than total_count 1",
 		},
 		{
-			name: "pages disagree on total_count",
+			name: "a page holds more runners than its own total_count allows, after a move",
 			pages: []fakePage{
 				{total: 3, runners: []map[string]any{r(1), r(2)}},
-				{total: 4, runners: []map[string]any{r(3)}},
+				{total: 2, runners: []map[string]any{r(3)}},
 			},
-			want: "page 2 reports total_count 4, page 1 reported 3",
+			want: "3 runners by page 2, more than total_count 2",
 		},
 		{
-			name: "a cached page disagrees with a fresh one",
-			cached: []fakePage{
-				{total: 3, etag: `"a"`, runners: []map[string]any{r(1), r(2)}},
-				{total: 3, etag: `"b"`, runners: []map[string]any{r(3)}},
-			},
+			name: "a runner listed twice on one read, after a move",
 			pages: []fakePage{
-				{total: 3, etag: `"a"`, runners: []map[string]any{r(1), r(2)}},
-				{total: 4, etag: `"b2"`, runners: []map[string]any{r(3), r(4)}},
+				{total: 3, runners: []map[string]any{r(1), r(2)}},
+				{total: 4, runners: []map[string]any{r(2), r(4)}},
 			},
-			want: "page 2 reports total_count 4, page 1 reported 3",
+			want: "runner 2 is listed on page 1 and again on page 2",
 		},
 		{
 			name: "page missing: next skips a page",
@@ -266,6 +257,87 @@ func TestListRunnersInconsistent(t *testing.T) {
 			assert.Contains(t, err.Error(), "list runners for org:octo: runner list is inconsistent: "+tc.want)
 			assert.Nil(t, got)
 			assert.Nil(t, newCache)
+		})
+	}
+}
+
+// TestListRunnersMoved: a list read to its end, every page sound, whose
+// counts show that runners came or went while it was read, is no failure:
+// it comes back with every runner it listed and with its cache, and an
+// error that wraps fleet.ErrMoved (never fleet.ErrInconsistent), so that
+// the sweep takes it for presence only.
+func TestListRunnersMoved(t *testing.T) {
+	r := func(id int64) map[string]any { return runner(id, "rr-"+strconv.FormatInt(id, 10), "online", false) }
+	tests := []struct {
+		name  string
+		pages []fakePage
+		// cached, when set, is read first and then replaced by pages.
+		cached    []fakePage
+		want      string
+		ids       []int64
+		cacheTags []string
+	}{
+		{
+			name:      "fewer items than total_count",
+			pages:     []fakePage{{total: 3, etag: `"a"`, runners: []map[string]any{r(1), r(2)}}},
+			want:      "2 runners on 1 pages, total_count is 3",
+			ids:       []int64{1, 2},
+			cacheTags: []string{`"a"`},
+		},
+		{
+			name: "pages disagree on total_count",
+			pages: []fakePage{
+				{total: 3, etag: `"a"`, runners: []map[string]any{r(1), r(2)}},
+				{total: 4, etag: `"b"`, runners: []map[string]any{r(3)}},
+			},
+			want:      "page 2 reports total_count 4, page 1 reported 3",
+			ids:       []int64{1, 2, 3},
+			cacheTags: []string{`"a"`, `"b"`},
+		},
+		{
+			name: "a cached page disagrees with a fresh one",
+			cached: []fakePage{
+				{total: 3, etag: `"a"`, runners: []map[string]any{r(1), r(2)}},
+				{total: 3, etag: `"b"`, runners: []map[string]any{r(3)}},
+			},
+			pages: []fakePage{
+				{total: 3, etag: `"a"`, runners: []map[string]any{r(1), r(2)}},
+				{total: 4, etag: `"b2"`, runners: []map[string]any{r(3), r(4)}},
+			},
+			want:      "page 2 reports total_count 4, page 1 reported 3",
+			ids:       []int64{1, 2, 3, 4},
+			cacheTags: []string{`"a"`, `"b2"`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, mux, _ := setup(t, 0)
+			list := &fakeList{}
+			mux.Handle("GET /orgs/octo/actions/runners", list)
+			var cache *state.ListCache
+			if tc.cached != nil {
+				list.set(tc.cached...)
+				var err error
+				_, cache, err = c.ListRunners(context.Background(), orgScope, nil)
+				require.NoError(t, err)
+			}
+			list.set(tc.pages...)
+
+			got, newCache, err := c.ListRunners(context.Background(), orgScope, cache)
+			require.ErrorIs(t, err, fleet.ErrMoved)
+			assert.NotErrorIs(t, err, fleet.ErrInconsistent)
+			assert.Equal(t, "list runners for org:octo: runner list moved while it was read: "+tc.want, err.Error())
+			var ids []int64
+			for _, g := range got {
+				ids = append(ids, g.ID)
+			}
+			assert.Equal(t, tc.ids, ids)
+			require.NotNil(t, newCache)
+			var tags []string
+			for _, p := range newCache.Pages {
+				tags = append(tags, p.ETag)
+			}
+			assert.Equal(t, tc.cacheTags, tags, "the cache holds each page as its ETag stands for it")
 		})
 	}
 }

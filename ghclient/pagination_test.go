@@ -103,9 +103,10 @@ func (s *shiftingList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // on page 1 is removed and runner 6 registers at the end, so runner 3 moves
 // back from page 2 to page 1. The read sees runners 1, 2, 4, 5 and 6: five
 // runners, total_count 5, no runner twice, every count agreeing, and runner
-// 3 unseen. Revalidating page 1 finds other runners on it, and the list is
-// read once more (with the ETags just seen, so every page of the settled
-// list is a 304): runner 3 is seen, runner 2 is not.
+// 3 unseen. Revalidating page 1 finds other runners on it: the list moved,
+// and is not read again. Every runner either reading of page 1 listed is
+// returned (runner 3, which slid, and runner 2, which existed when page 1
+// was first read), for presence only.
 func TestListRunnersRunnerMovedBackAPage(t *testing.T) {
 	c, mux, _ := setup(t, 0)
 	l := &shiftingList{}
@@ -122,23 +123,25 @@ func TestListRunnersRunnerMovedBackAPage(t *testing.T) {
 	mux.Handle("GET /orgs/octo/actions/runners", l)
 
 	got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
-	require.NoError(t, err)
+	require.ErrorIs(t, err, fleet.ErrMoved)
+	assert.Contains(t, err.Error(), "page 1 changed while later pages were read: runners [2] left it, [3] came")
 	var ids []int64
 	for _, r := range got {
 		ids = append(ids, r.ID)
 	}
-	assert.Equal(t, []int64{1, 3, 4, 5, 6}, ids, "runner 3 seen on the second read")
+	assert.Equal(t, []int64{1, 3, 4, 5, 6, 2}, ids, "runner 3 seen on page 1 read again; runner 2 from its first reading")
 	require.NotNil(t, cache)
 	require.Len(t, cache.Pages, 3)
+	assert.Equal(t, []string{`W/"b1"`, `W/"b2"`, `W/"b3"`}, []string{cache.Pages[0].ETag, cache.Pages[1].ETag, cache.Pages[2].ETag})
 	reqs := l.after.seen()
 	var pages, etags []string
 	for _, r := range reqs {
 		pages = append(pages, strconv.Itoa(r.Page))
 		etags = append(etags, r.IfNoneMatch)
 	}
-	assert.Equal(t, []string{"2", "3", "1", "1", "2", "3", "1", "2"}, pages, "pages 2 and 3, page 1 again (moved), then the list once more and its revalidation")
-	assert.Equal(t, []string{"", "", `W/"a1"`, `W/"b1"`, `W/"b2"`, `W/"b3"`, `W/"b1"`, `W/"b2"`}, etags, "each asked with the newest ETag this call saw")
-	assert.Equal(t, httpcount.Counts{Requests: 9, NotModified: 5}, c.Counts())
+	assert.Equal(t, []string{"2", "3", "1"}, pages, "pages 2 and 3, then page 1 again, which moved: no second read")
+	assert.Equal(t, []string{"", "", `W/"a1"`}, etags)
+	assert.Equal(t, httpcount.Counts{Requests: 4}, c.Counts())
 }
 
 // simClient starts a simulator with scope org:octo and a token client for
@@ -155,63 +158,41 @@ func simClient(t *testing.T) (*ghsim.Sim, *Client) {
 	return sim, c
 }
 
-// TestListRunnersShiftLeft is issue 12's reproduction on the simulator:
-// while page 2 of 3 is read, a registration on page 1 is removed and a new
-// one registers, so runner 101 slides from page 2 to page 1 unseen.
+// TestListRunnersShiftLeft reproduces the slide on the simulator: while
+// page 2 of 3 is read, a registration on page 1 is removed and a new one
+// registers, so runner 101 slides from page 2 to page 1 unseen.
 // total_count, the pages and the items all agree; only revalidating page 1
-// shows the list moved under the read. The list is then read once more, and
-// the runner that slid is in it. A list that moves on every read is
-// inconsistent.
+// shows the list moved under the read. The list is not read again: the
+// page read again brings the runner that slid, its first reading the one
+// that left, and the list is returned as moved, for presence.
 func TestListRunnersShiftLeft(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		times  int
-		want   error
-		counts httpcount.Counts
-	}{
-		// Read, page 1 again (moved); read again: pages 1-3 and the
-		// revalidation of 1 and 2, all 304.
-		{name: "once: read again, and the runner is seen", times: 1, counts: httpcount.Counts{Requests: 9, NotModified: 5}},
-		// The second read: page 1 is 304, page 2 moves again, so pages
-		// 2, 3 and 1 are 200.
-		{name: "on every read: inconsistent", times: 2, want: fleet.ErrInconsistent, counts: httpcount.Counts{Requests: 8, NotModified: 1}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sim, c := simClient(t)
-			scope := orgScope.String()
-			for range 250 {
-				sim.AddRunner(scope, ghsim.Runner{Status: "online"})
-			}
-			slid := sim.Runners(scope)[100] // the first runner of page 2
-			sim.Fault(scope, ghsim.EndpointList, ghsim.Fault{Page: 2, Times: tc.times, Before: func() {
-				require.True(t, sim.RemoveRunner(scope, sim.Runners(scope)[10].ID))
-				sim.AddRunner(scope, ghsim.Runner{Status: "online"})
-			}})
-
-			got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
-			var pages []string
-			for _, r := range sim.Requests() {
-				pages = append(pages, r.Query)
-			}
-			assert.Equal(t, tc.counts, c.Counts())
-			if tc.want != nil {
-				require.Error(t, err, "runner %d slid to page 1 unseen", slid.ID)
-				assert.ErrorIs(t, err, tc.want)
-				assert.Contains(t, err.Error(), "page 1 changed while later pages were read")
-				assert.Contains(t, err.Error(), "and again on a fresh read: page 1 changed while later pages were read")
-				assert.Nil(t, got)
-				assert.Nil(t, cache)
-				return
-			}
-			require.NoError(t, err)
-			assert.Len(t, got, 250)
-			assert.True(t, slices.ContainsFunc(got, func(r fleet.Registration) bool { return r.ID == slid.ID }), "runner %d is listed", slid.ID)
-			assert.Equal(t, []string{
-				"per_page=100&page=1", "per_page=100&page=2", "per_page=100&page=3", "per_page=100&page=1",
-				"per_page=100&page=1", "per_page=100&page=2", "per_page=100&page=3", "per_page=100&page=1", "per_page=100&page=2",
-			}, pages)
-		})
+	sim, c := simClient(t)
+	scope := orgScope.String()
+	for range 250 {
+		sim.AddRunner(scope, ghsim.Runner{Status: "online"})
 	}
+	slid := sim.Runners(scope)[100] // the first runner of page 2
+	left := sim.Runners(scope)[10]
+	sim.Fault(scope, ghsim.EndpointList, ghsim.Fault{Page: 2, Times: 1, Before: func() {
+		require.True(t, sim.RemoveRunner(scope, left.ID))
+		sim.AddRunner(scope, ghsim.Runner{Status: "online"})
+	}})
+
+	got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
+	var pages []string
+	for _, r := range sim.Requests() {
+		pages = append(pages, r.Query)
+	}
+	assert.Equal(t, httpcount.Counts{Requests: 4}, c.Counts())
+	require.ErrorIs(t, err, fleet.ErrMoved)
+	assert.NotErrorIs(t, err, fleet.ErrInconsistent)
+	assert.Contains(t, err.Error(), "page 1 changed while later pages were read")
+	assert.Len(t, got, 251, "every runner listed: the 250, the one that joined")
+	assert.True(t, slices.ContainsFunc(got, func(r fleet.Registration) bool { return r.ID == slid.ID }), "runner %d, which slid, is listed", slid.ID)
+	assert.True(t, slices.ContainsFunc(got, func(r fleet.Registration) bool { return r.ID == left.ID }), "runner %d, listed before it left, is listed", left.ID)
+	require.NotNil(t, cache)
+	assert.Len(t, cache.Pages, 3)
+	assert.Equal(t, []string{"per_page=100&page=1", "per_page=100&page=2", "per_page=100&page=3", "per_page=100&page=1"}, pages)
 }
 
 // TestListRunnersRevalidationCost: an unchanged list of 3 pages costs 3

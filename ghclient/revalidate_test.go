@@ -91,10 +91,10 @@ type list = []map[string]any
 // TestListRunnersMembershipNotBytes: a page read again is judged by its
 // runners' ids, the total and the next link, not by its bytes. Flags that
 // flip between the read and the revalidation are taken from the fresher
-// read, except that a runner either read saw busy comes back busy; a list
-// whose membership moved is read once more, and is inconsistent only if it
-// moves again. Every request is counted: which page, with which ETag, and
-// how it was answered.
+// read, except that a runner either read saw busy comes back busy. A list
+// whose membership moved is not read again: it is returned with
+// fleet.ErrMoved and every runner it listed, for presence. Every request is
+// counted: which page, with which ETag, and how it was answered.
 func TestListRunnersMembershipNotBytes(t *testing.T) {
 	// a: five runners on three pages, runner 4 busy, runner 5 offline.
 	a := pagesOf("a", 5, list{rv(1, true, false), rv(2, true, false)}, list{rv(3, true, false), rv(4, true, true)}, list{rv(5, false, false)})
@@ -102,7 +102,6 @@ func TestListRunnersMembershipNotBytes(t *testing.T) {
 	// moved: runner 2 left and runner 6 joined, so runner 3 slid back to
 	// page 1; pages 2 and 3 changed with it.
 	moved := pagesOf("m", 5, list{rv(1, true, false), rv(3, true, false)}, list{rv(4, true, true), rv(5, false, false)}, list{rv(6, true, false)})
-	movedWant := []fleet.Registration{reg(1, true, false), reg(3, true, false), reg(4, true, true), reg(5, false, false), reg(6, true, false)}
 
 	tests := []struct {
 		name     string
@@ -113,8 +112,10 @@ func TestListRunnersMembershipNotBytes(t *testing.T) {
 		// busy runners it holds.
 		wantCache []string
 		wantErr   string
-		served    []string
-		counts    httpcount.Counts
+		// moved is why the list moved, when it did.
+		moved  string
+		served []string
+		counts httpcount.Counts
 	}{
 		{
 			name:     "busy and status flip on page 1 between the read and its revalidation",
@@ -156,75 +157,58 @@ func TestListRunnersMembershipNotBytes(t *testing.T) {
 			counts:    httpcount.Counts{Requests: 5, NotModified: 1},
 		},
 		{
-			name:      "membership moves on revalidation, then one clean fresh read: the fresh read's runners",
+			name:      "membership moves on revalidation: moved, every runner either reading listed, not read again",
 			switches:  []int{3},
 			versions:  [][]fakePage{a, moved},
-			want:      movedWant,
-			wantCache: []string{`"m1" busy []`, `"m2" busy [4]`, `"m3" busy []`},
-			served: []string{
-				`p1  200`, `p2  200`, `p3  200`, `p1 "a1" 200`, // read, and page 1 moved
-				`p1 "m1" 304`, `p2 "a2" 200`, `p3 "a3" 200`, `p1 "m1" 304`, `p2 "m2" 304`, // read again, with its revalidation
-			},
-			counts: httpcount.Counts{Requests: 9, NotModified: 3},
+			want:      []fleet.Registration{reg(1, true, false), reg(3, true, false), reg(4, true, true), reg(5, false, false), reg(2, true, false)},
+			wantCache: []string{`"m1" busy []`, `"a2" busy [4]`, `"a3" busy []`},
+			moved:     "page 1 changed while later pages were read: runners [2] left it, [3] came",
+			served:    []string{`p1  200`, `p2  200`, `p3  200`, `p1 "a1" 200`},
+			counts:    httpcount.Counts{Requests: 4},
 		},
 		{
-			name:      "busy in the first read, idle in the fresh read after a move: busy",
-			switches:  []int{3},
-			versions:  [][]fakePage{a, pagesOf("m", 5, list{rv(1, true, false), rv(3, true, false)}, list{rv(4, true, false), rv(5, false, false)}, list{rv(6, true, false)})},
-			want:      movedWant,
-			wantCache: []string{`"m1" busy []`, `"m2" busy []`, `"m3" busy []`},
-			served: []string{
-				`p1  200`, `p2  200`, `p3  200`, `p1 "a1" 200`,
-				`p1 "m1" 304`, `p2 "a2" 200`, `p3 "a3" 200`, `p1 "m1" 304`, `p2 "m2" 304`,
+			name:     "busy on its first reading, idle where it slid to: busy; the cache holds what its ETag stands for",
+			switches: []int{3},
+			versions: [][]fakePage{
+				pagesOf("a", 5, list{rv(1, true, false), rv(2, true, false)}, list{rv(3, true, true), rv(4, true, true)}, list{rv(5, false, false)}),
+				moved,
 			},
-			counts: httpcount.Counts{Requests: 9, NotModified: 3},
+			want:      []fleet.Registration{reg(1, true, false), reg(3, true, true), reg(4, true, true), reg(5, false, false), reg(2, true, false)},
+			wantCache: []string{`"m1" busy []`, `"a2" busy [3 4]`, `"a3" busy []`},
+			moved:     "page 1 changed while later pages were read: runners [2] left it, [3] came",
+			served:    []string{`p1  200`, `p2  200`, `p3  200`, `p1 "a1" 200`},
+			counts:    httpcount.Counts{Requests: 4},
 		},
 		{
-			name:      "membership moves, and a flag flips during the fresh read's revalidation: consistent",
-			switches:  []int{3, 7},
-			versions:  [][]fakePage{a, moved, append(pagesOf("f", 5, list{rv(1, false, false), rv(3, true, true)}), moved[1:]...)},
-			want:      []fleet.Registration{reg(1, false, false), reg(3, true, true), reg(4, true, true), reg(5, false, false), reg(6, true, false)},
-			wantCache: []string{`"f1" busy [3]`, `"m2" busy [4]`, `"m3" busy []`},
-			served: []string{
-				`p1  200`, `p2  200`, `p3  200`, `p1 "a1" 200`,
-				`p1 "m1" 304`, `p2 "a2" 200`, `p3 "a3" 200`, `p1 "m1" 200`, `p2 "m2" 304`,
-			},
-			counts: httpcount.Counts{Requests: 9, NotModified: 2},
-		},
-		{
-			name:      "a runner joins while page 2 is read: total_count disagrees, the list is read again",
+			name:      "a runner joins while page 2 is read: total_count disagrees, moved, no revalidation",
 			switches:  []int{1},
 			versions:  [][]fakePage{a, pagesOf("j", 6, list{rv(1, true, false), rv(2, true, false)}, list{rv(3, true, false), rv(4, true, true)}, list{rv(5, false, false), rv(6, true, false)})},
 			want:      append(append([]fleet.Registration(nil), aWant...), reg(6, true, false)),
-			wantCache: []string{`"j1" busy []`, `"j2" busy [4]`, `"j3" busy []`},
-			served: []string{
-				`p1  200`, `p2  200`, // page 2 says 6, page 1 said 5
-				`p1 "a1" 200`, `p2 "j2" 304`, `p3  200`, `p1 "j1" 304`, `p2 "j2" 304`,
-			},
-			counts: httpcount.Counts{Requests: 7, NotModified: 3},
+			wantCache: []string{`"a1" busy []`, `"j2" busy [4]`, `"j3" busy []`},
+			moved:     "page 2 reports total_count 6, page 1 reported 5",
+			served:    []string{`p1  200`, `p2  200`, `p3  200`},
+			counts:    httpcount.Counts{Requests: 3},
 		},
 		{
-			name:     "membership moves twice: inconsistent",
-			switches: []int{3, 5},
-			versions: [][]fakePage{a, moved, pagesOf("n", 5, list{rv(3, true, false), rv(4, true, true)}, list{rv(5, false, false), rv(6, true, false)}, list{rv(7, true, false)})},
-			wantErr:  "list runners for org:octo: runner list is inconsistent: page 1 changed while later pages were read: runners [2] left it, [3] came, and again on a fresh read: page 1 changed while later pages were read: runners [1] left it, [4] came",
-			served: []string{
-				`p1  200`, `p2  200`, `p3  200`, `p1 "a1" 200`,
-				`p1 "m1" 304`, `p2 "a2" 200`, `p3 "a3" 200`, `p1 "m1" 200`,
-			},
-			counts: httpcount.Counts{Requests: 8, NotModified: 1},
+			name:     "a runner leaves while page 2 is read and runner 3 slides onto page 1, read already: moved, runner 3 unseen",
+			switches: []int{1},
+			versions: [][]fakePage{a, pagesOf("l", 4, list{rv(1, true, false), rv(3, true, false)}, list{rv(4, true, true), rv(5, false, false)})},
+			want:     []fleet.Registration{reg(1, true, false), reg(2, true, false), reg(4, true, true), reg(5, false, false)},
+			// Page 2 is the last of the moved list: it links to no page 3.
+			wantCache: []string{`"a1" busy []`, `"l2" busy [4]`},
+			moved:     "page 2 reports total_count 4, page 1 reported 5",
+			served:    []string{`p1  200`, `p2  200`},
+			counts:    httpcount.Counts{Requests: 2},
 		},
 		{
-			name:     "a join on each read: inconsistent",
-			switches: []int{1, 3},
-			versions: [][]fakePage{
-				a,
-				pagesOf("j", 6, list{rv(1, true, false), rv(2, true, false)}, list{rv(3, true, false), rv(4, true, true)}, list{rv(5, false, false), rv(6, true, false)}),
-				pagesOf("k", 7, list{rv(1, true, false), rv(2, true, false)}, list{rv(3, true, false), rv(4, true, true)}, list{rv(5, false, false), rv(6, true, false)}, list{rv(7, true, false)}),
-			},
-			wantErr: "list runners for org:octo: runner list is inconsistent: page 2 reports total_count 6, page 1 reported 5, and again on a fresh read: page 2 reports total_count 7, page 1 reported 6",
-			served:  []string{`p1  200`, `p2  200`, `p1 "a1" 200`, `p2 "j2" 200`},
-			counts:  httpcount.Counts{Requests: 4},
+			name:      "a join and a leave between two pages, total_count unchanged: the revalidation finds the runner that slid",
+			switches:  []int{1},
+			versions:  [][]fakePage{a, pagesOf("s", 5, list{rv(1, true, false), rv(3, true, false)}, list{rv(4, true, true), rv(5, false, false)}, list{rv(6, true, false)})},
+			want:      []fleet.Registration{reg(1, true, false), reg(3, true, false), reg(4, true, true), reg(5, false, false), reg(6, true, false), reg(2, true, false)},
+			wantCache: []string{`"s1" busy []`, `"s2" busy [4]`, `"s3" busy []`},
+			moved:     "page 1 changed while later pages were read: runners [2] left it, [3] came",
+			served:    []string{`p1  200`, `p2  200`, `p3  200`, `p1 "a1" 200`},
+			counts:    httpcount.Counts{Requests: 4},
 		},
 		{
 			name:      "a one-page list whose flags flip needs no second look",
@@ -253,7 +237,13 @@ func TestListRunnersMembershipNotBytes(t *testing.T) {
 				assert.Nil(t, cache)
 				return
 			}
-			require.NoError(t, err)
+			if tc.moved != "" {
+				require.ErrorIs(t, err, fleet.ErrMoved)
+				assert.NotErrorIs(t, err, fleet.ErrInconsistent)
+				assert.Equal(t, "list runners for org:octo: runner list moved while it was read: "+tc.moved, err.Error())
+			} else {
+				require.NoError(t, err)
+			}
 			assert.Equal(t, tc.want, got)
 			require.NotNil(t, cache)
 			var pages []string

@@ -140,7 +140,7 @@ type Label struct {
 // stands between a client and GitHub, does. Hang applies first (then the
 // answer is given as otherwise configured, or normally); then PrimaryLimit,
 // Secondary, Redirect, Echo and Status answer in that order of precedence;
-// DropItems and EmptyList alter an otherwise normal list answer. Faulted
+// DropItems, EmptyList and RepeatItems alter an otherwise normal list answer. Faulted
 // answers spend no rate limit.
 type Fault struct {
 	// Status answers this status with a GitHub-style JSON error body.
@@ -171,6 +171,10 @@ type Fault struct {
 	DropItems int
 	// EmptyList answers total_count 0 and no runners while runners exist.
 	EmptyList bool
+	// RepeatItems lists this many of each list page's runners a second
+	// time at its end: a list that contradicts itself, which no runner
+	// joining or leaving explains.
+	RepeatItems int
 	// Before runs once the fault matches a request, after Hang and before
 	// the answer is prepared, outside the sim's lock, so that it may change
 	// the sim (AddRunner, RemoveRunner, SetRunner): the way to make runners

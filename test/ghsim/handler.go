@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -401,6 +402,9 @@ func (s *Sim) answerLocked(r *http.Request, rt route, installation bool, perPage
 	items := all[from:to]
 	if f.DropItems > 0 {
 		items = items[:max(0, len(items)-f.DropItems)]
+	}
+	if f.RepeatItems > 0 {
+		items = append(slices.Clone(items), items[:min(f.RepeatItems, len(items))]...)
 	}
 	out := listJSON{TotalCount: total, Runners: make([]runnerJSON, 0, len(items))}
 	for _, run := range items {
