@@ -51,6 +51,7 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 		// found answers the re-check by name; wantFind, when set, are the
 		// re-checks made.
 		found    map[string]*fleet.Registration
+		findErr  map[string]error
 		wantFind []string
 	}{
 		{
@@ -151,10 +152,52 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 			name: "stuck deleting, no proof: reported only", c: stuck(false),
 			want: fleet.Reported,
 		},
+		{
+			name: "registration unlisted by a list that moved: the re-check by name proves it gone, then released",
+			c: func() reconcile.Candidate {
+				c := arcPod(fleet.Zombie, "g", 0)
+				c.Gone, c.AbsenceUnproven, c.Pod.RunnerName = true, true, "g"
+				return c
+			}(),
+			want: fleet.Deleted, wantFinal: fleet.Deleted,
+			wantWrites: []string{"er:g-er", "release:g-er"}, wantFind: []string{"gh-find:g"},
+		},
+		{
+			name: "terminal, registration unlisted by a list that moved: looked up by name, not found, released",
+			c:    unproven(arcPod(fleet.Terminal, "t", 0)),
+			want: fleet.Deleted, wantFinal: fleet.Deleted,
+			wantWrites: []string{"er:t-er", "release:t-er"}, wantFind: []string{"gh-find:t-er"},
+		},
+		{
+			name:  "terminal, list moved, the look-up finds the runner: the EphemeralRunner goes, ARC keeps its finalizer",
+			c:     unproven(arcPod(fleet.Terminal, "t", 0)),
+			found: map[string]*fleet.Registration{"t-er": {ID: 7, Name: "t-er"}},
+			want:  fleet.Deleted, wantWrites: []string{"er:t-er"}, wantFind: []string{"gh-find:t-er"},
+		},
+		{
+			name:    "terminal, list moved, the look-up fails: the EphemeralRunner goes, ARC keeps its finalizer",
+			c:       unproven(arcPod(fleet.Terminal, "t", 0)),
+			findErr: map[string]error{"t-er": errors.New("502 Bad Gateway")},
+			want:    fleet.Deleted, wantWrites: []string{"er:t-er"}, wantFind: []string{"gh-find:t-er"},
+		},
+		{
+			name: "stuck deleting, list moved: looked up by name, not found, only its finalizer", c: unproven(stuck(false)),
+			want: fleet.Deleted, wantWrites: []string{"release:stuck"}, wantFind: []string{"gh-find:stuck"},
+		},
+		{
+			name: "stuck deleting, list moved, the look-up finds the runner: left alone", c: unproven(stuck(false)),
+			found: map[string]*fleet.Registration{"stuck": {ID: 9, Name: "stuck"}},
+			want:  fleet.SkippedRegistered, wantFind: []string{"gh-find:stuck"},
+		},
+		{
+			name: "stuck deleting, list moved, the look-up fails: failed, nothing written", c: unproven(stuck(false)),
+			findErr: map[string]error{"stuck": errors.New("502 Bad Gateway")},
+			want:    fleet.Failed, wantFind: []string{"gh-find:stuck"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := &recorder{releaseErr: tt.releaseErr, ghResult: map[int64]fleet.Result{}, found: tt.found}
+			rec := &recorder{releaseErr: tt.releaseErr, ghResult: map[int64]fleet.Result{}, found: tt.found, findErr: tt.findErr}
 			if tt.ghResult != "" {
 				rec.ghResult[7] = tt.ghResult
 			}
@@ -167,6 +210,13 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unproven is a candidate whose registration a list that moved did not
+// list: its absence is unproven until a look-up by name.
+func unproven(c reconcile.Candidate) reconcile.Candidate {
+	c.RegistrationAbsent, c.AbsenceUnproven = false, true
+	return c
 }
 
 // The release is proved in the pre-flight too: a reaper that may not patch

@@ -161,7 +161,10 @@ func (r *Reaper) Action(c reconcile.Candidate) Action {
 	}
 	switch {
 	case c.EphemeralRunner != nil && c.Verdict == fleet.ARCStuckDeleting:
-		if c.RegistrationAbsent && slices.Contains(c.EphemeralRunner.Finalizers, fleet.ARCRegistrationFinalizer) {
+		// An absence a moved list could not prove is looked up by name
+		// before the release (proveAbsence); without that proof the
+		// release is not made.
+		if (c.RegistrationAbsent || c.AbsenceUnproven) && slices.Contains(c.EphemeralRunner.Finalizers, fleet.ARCRegistrationFinalizer) {
 			return ReleaseRegistration
 		}
 		if r.opts.RemoveFinalizers {
@@ -215,6 +218,11 @@ type Outcome struct {
 	// Finalizer is what releasing ARC's registration finalizer answered,
 	// after the EphemeralRunner's delete (see releases).
 	Finalizer fleet.Result
+	// AbsentByName is true when this action's look-up by name found no
+	// such runner on GitHub: proof that the registration is gone, where
+	// the candidate's list moved while it was read and could not prove it
+	// (reconcile.Finding.AbsenceUnproven).
+	AbsentByName bool
 	// EventErr is set when the Event could not be recorded. The Event is
 	// written after the object's writes and never decides their fate;
 	// the report says what became of it.
@@ -325,12 +333,18 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// proved holds only for as long as nobody can register
 			// under the name.
 			found := r.recheckAbsence(actx, o)
+			o.AbsentByName = found
 			cancel()
 			if found {
 				r.removeWithin(ctx, o)
 			}
 			<-sem
 			r.later(ctx, &wg, o)
+			continue
+		}
+		if r.needsProof(o.Candidate) && !r.proveAbsence(actx, o) {
+			cancel()
+			<-sem
 			continue
 		}
 		if !r.unregister(actx, o) {
@@ -379,8 +393,10 @@ func alreadyDeleting(c reconcile.Candidate) bool {
 // remove it only then), and only with proof that the registration is gone
 // or about to be: the candidate's own registration delete (which must then
 // answer 204 or 404) of the very runner the EphemeralRunner holds, or a
-// complete list of the EphemeralRunner's own scope without it. ARC v0.27.6
-// would otherwise ask the service for ever and take its 404 for a failure.
+// complete list of the EphemeralRunner's own scope without it, or, where
+// that list moved while it was read, a look-up by name that finds no such
+// runner (release checks that it was made). ARC v0.27.6 would otherwise
+// ask the service for ever and take its 404 for a failure.
 func releases(c reconcile.Candidate) bool {
 	er := target(c)
 	if er == nil || c.Verdict == fleet.ARCStuckDeleting || er.RunnerID == 0 || er.ScopeKey != c.ScopeKey {
@@ -396,7 +412,15 @@ func releases(c reconcile.Candidate) bool {
 	if c.Registration != nil {
 		return c.Registration.ID == er.RunnerID
 	}
-	return c.RegistrationAbsent
+	return c.RegistrationAbsent || c.AbsenceUnproven
+}
+
+// proven reports whether the candidate's registration is proven gone or
+// about to be, as its release needs: its own delete, its scope's complete
+// list, or this action's look-up by name.
+func proven(o *Outcome) bool {
+	c := o.Candidate
+	return c.Registration != nil || c.RegistrationAbsent || o.AbsentByName
 }
 
 // target is the EphemeralRunner the candidate's action deletes, or nil.
@@ -433,7 +457,7 @@ const minLeft = ReportReserve + ObjectRoom + 500*time.Millisecond
 // needsGitHub reports whether the candidate's protocol calls GitHub: a
 // registration to delete, or an absence to re-check by name.
 func (r *Reaper) needsGitHub(c reconcile.Candidate) bool {
-	return c.Registration != nil || r.needsRecheck(c)
+	return c.Registration != nil || r.needsRecheck(c) || r.needsProof(c) && c.Verdict == fleet.ARCStuckDeleting
 }
 
 // held reports whether GitHub's rate limit holds the candidate back in this
@@ -566,6 +590,21 @@ func lastMoment(ctx context.Context) (time.Time, bool) {
 // EphemeralRunner's has no pod to run in.
 func (r *Reaper) needsRecheck(c reconcile.Candidate) bool {
 	return c.Registration == nil && c.Pod != nil && c.Verdict != fleet.Terminal
+}
+
+// needsProof reports whether the candidate's action would release ARC's
+// registration finalizer on an absence that its scope's list, which moved
+// while it was read, could not prove, and that no re-check by name proves
+// already: a terminal pod's EphemeralRunner, one of ARC's own leaks
+// without a pod. It costs one look-up, for a candidate that acts.
+func (r *Reaper) needsProof(c reconcile.Candidate) bool {
+	if !c.AbsenceUnproven || r.needsRecheck(c) {
+		return false
+	}
+	if c.Verdict == fleet.ARCStuckDeleting {
+		return c.EphemeralRunner != nil && slices.Contains(c.EphemeralRunner.Finalizers, fleet.ARCRegistrationFinalizer)
+	}
+	return releases(c)
 }
 
 // preflight sends the candidate's Kubernetes write, and the ServiceAccount
@@ -735,6 +774,61 @@ func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
 	}
 }
 
+// proveAbsence looks the candidate's runner up by name, for a release of
+// ARC's registration finalizer that rests on an absence its scope's moved
+// list could not prove (needsProof), and reports whether the action goes
+// on. Only a definite "no such runner" proves the absence (AbsentByName).
+// The runner is dead or has no pod, so no job rides on the answer: where
+// the release is one step of a delete, any other answer lets the delete go
+// on without it (ARC then removes a registration that exists itself, and
+// one stuck on a registration that is gone comes back as
+// arc-stuck-deleting). Where the release is the whole action (a stuck
+// deletion), a runner found leaves it alone and an error fails it, its
+// mark kept for a later sweep.
+func (r *Reaper) proveAbsence(ctx context.Context, o *Outcome) bool {
+	c := o.Candidate
+	whole := o.Action == ReleaseRegistration
+	name := target(c).Name
+	if c.Pod != nil && c.Pod.RunnerName != "" {
+		name = c.Pod.RunnerName
+	}
+	scope, ok := r.opts.Scopes[c.ScopeKey]
+	if !ok {
+		if whole {
+			o.Result, o.Err = fleet.Failed, fmt.Errorf("look up runner %q: scope %q is not configured", name, c.ScopeKey)
+		}
+		return !whole
+	}
+	if r.limit != nil {
+		// GitHub's limit holds every call: no look-up, so no proof.
+		if whole {
+			r.held(o)
+			return false
+		}
+		return true
+	}
+	found, err := r.gh.FindRunner(ctx, scope, name)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("look up runner %q in %s to prove its registration gone: %w", name, scope, err)
+		if rl := fleet.AsRateLimit(err); rl != nil {
+			r.limit = rl
+		}
+		if whole && !r.limited(o, err) {
+			o.Result, o.Err = fleet.Failed, err
+		}
+		return !whole
+	case found != nil:
+		if whole {
+			o.Result = fleet.SkippedRegistered
+		}
+		return !whole
+	default:
+		o.AbsentByName = true
+		return true
+	}
+}
+
 // remove carries out the candidate's Kubernetes writes; in dry-run they are
 // where it stops.
 func (r *Reaper) remove(ctx context.Context, o *Outcome) {
@@ -798,6 +892,13 @@ func (r *Reaper) removeEphemeralRunner(ctx context.Context, o *Outcome) {
 	case RemoveFinalizers:
 		res, err = r.kube.RemoveFinalizers(ctx, er)
 	case ReleaseRegistration:
+		if !proven(o) {
+			// Never reached: the loop proves the absence first. A
+			// release without proof would let ARC forget a
+			// registration that may exist.
+			o.Result, o.Err = fleet.Failed, fmt.Errorf("release %s: its registration is not proven gone", Object(o.Candidate))
+			return
+		}
 		res, err = r.kube.ReleaseRegistration(ctx, er)
 	default:
 		res, err = r.kube.DeleteEphemeralRunner(ctx, er)
@@ -827,7 +928,7 @@ func (r *Reaper) deleteOwner(ctx context.Context, w fleet.Writes, c reconcile.Ca
 // EphemeralRunner, deleting, comes back as arc-stuck-deleting.
 func (r *Reaper) release(ctx context.Context, o *Outcome) {
 	c := o.Candidate
-	if !releases(c) || o.ObjectResult != fleet.Deleted {
+	if !releases(c) || !proven(o) || o.ObjectResult != fleet.Deleted {
 		return
 	}
 	if c.Registration != nil && o.Registration != fleet.Deleted && o.Registration != fleet.AlreadyGone {

@@ -86,6 +86,13 @@ type Finding struct {
 	// is gone, which lets the choke point release ARC's registration
 	// finalizer (fleet.ARCRegistrationFinalizer).
 	RegistrationAbsent bool
+	// AbsenceUnproven is true when the verdict, or the release of ARC's
+	// registration finalizer, rests on the runner not being listed, and
+	// its scope's list moved while it was read (ScopeList.Moved): the
+	// runner may have slid onto a page already read. The choke point then
+	// looks the runner up by name before it acts on that absence, and only
+	// a definite "no such runner" proves it.
+	AbsenceUnproven bool
 	// Job is the job the runner is known to have held: its
 	// EphemeralRunner's, else its pod's (REAPER_JOB_FROM); nil when none
 	// is known. The choke point asks GitHub about it before deleting a
@@ -214,7 +221,7 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		if l := obs.Lists[key]; !l.Complete {
+		if l := obs.Lists[key]; !l.Listed() {
 			out.Skipped = append(out.Skipped, Skip{ScopeKey: key, Reason: l.Problem, Kind: cmp.Or(l.Skip, fleet.SkipFailed), Until: l.Until})
 		}
 	}
@@ -249,7 +256,7 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 	if pol.GhostsEnabled() && len(obs.Unobserved) == 0 {
 		for _, key := range keys {
 			l := obs.Lists[key]
-			if !l.Complete {
+			if !l.Listed() {
 				continue
 			}
 			for i := range l.Runners {
@@ -297,20 +304,25 @@ type identities struct {
 	// still backs its registration, which must not look like a ghost.
 	runners     positions[scoped[int64]]
 	runnerNames positions[scoped[string]]
-	// lists holds the complete lists only.
+	// lists holds the lists that serve verdicts: complete ones, and
+	// those that moved (ScopeList.Listed).
 	lists map[string]listIndex
 }
 
-// listIndex is one complete list's registrations by name and by id.
+// listIndex is one listed scope's registrations by name and by id.
 type listIndex struct {
 	runners []fleet.Registration
 	byName  positions[string]
 	ids     positions[int64]
+	// proves is whether the list proves absence (ScopeList.Complete): a
+	// list that moved proves only what it holds.
+	proves bool
 }
 
-func newListIndex(runners []fleet.Registration) listIndex {
+func newListIndex(runners []fleet.Registration, proves bool) listIndex {
 	return listIndex{
 		runners: runners,
+		proves:  proves,
 		byName:  newPositions(len(runners), nil, func(i int32) string { return runners[i].Name }, strings.Compare),
 		ids:     newPositions(len(runners), nil, func(i int32) int64 { return runners[i].ID }, cmp.Compare[int64]),
 	}
@@ -352,8 +364,8 @@ func index(obs Observation, runnerID func(*fleet.Pod) int64, ghosts bool) identi
 			func(i int32) scoped[string] { return scoped[string]{ers[i].ScopeKey, ers[i].Name} }, compareScoped[string])
 	}
 	for key, l := range obs.Lists {
-		if l.Complete {
-			ix.lists[key] = newListIndex(l.Runners)
+		if l.Listed() {
+			ix.lists[key] = newListIndex(l.Runners, l.Complete)
 		}
 	}
 	return ix
@@ -635,8 +647,11 @@ func startedAt(now time.Time, p *fleet.Pod) (t time.Time, ok bool) {
 }
 
 // judgeRunning classifies a running pod, its runner container running,
-// whose scope's list is complete and whose registration is unambiguous.
-func judgeRunning(now time.Time, p *fleet.Pod, runnerID int64, reg *fleet.Registration, pol Policy, claimed func(fleet.Pod, *fleet.Registration) bool, marks map[string]fleet.Mark) (*Finding, bool) {
+// whose scope's list serves verdicts and whose registration is
+// unambiguous. proves is whether that list proves absence: where it does
+// not (it moved while it was read), a verdict that rests on the
+// registration not being listed carries AbsenceUnproven.
+func judgeRunning(now time.Time, p *fleet.Pod, runnerID int64, reg *fleet.Registration, proves bool, pol Policy, claimed func(fleet.Pod, *fleet.Registration) bool, marks map[string]fleet.Mark) (*Finding, bool) {
 	// Rule 2: a runner GitHub reports busy is never a suspect.
 	if reg != nil && reg.Busy {
 		return nil, true
@@ -646,7 +661,7 @@ func judgeRunning(now time.Time, p *fleet.Pod, runnerID int64, reg *fleet.Regist
 	if reg != nil && reg.Online && !(pol.StampEnabled && p.Stamped) {
 		return nil, false
 	}
-	f := &Finding{Key: fleet.PodMarkKey(p.UID), ScopeKey: p.ScopeKey, Pod: p, Registration: reg, Since: p.CreatedAt.Time()}
+	f := &Finding{Key: fleet.PodMarkKey(p.UID), ScopeKey: p.ScopeKey, Pod: p, Registration: reg, Since: p.CreatedAt.Time(), AbsenceUnproven: reg == nil && !proves}
 	start, known := startedAt(now, p)
 	switch {
 	case pol.StampEnabled && p.Stamped:
@@ -666,10 +681,10 @@ func judgeRunning(now time.Time, p *fleet.Pod, runnerID int64, reg *fleet.Regist
 		return nil, false
 	case runnerID != 0:
 		f.Verdict, f.Gone = fleet.Zombie, true
-		f.Evidence = fmt.Sprintf("pod running; its registration %d %q was registered (runner id known from Kubernetes) and is gone from the complete list", runnerID, p.RunnerName)
+		f.Evidence = fmt.Sprintf("pod running; its registration %d %q was registered (runner id known from Kubernetes) and is gone from the %s", runnerID, p.RunnerName, listWord(proves))
 	case marks[f.Key].Verdict == fleet.Zombie:
 		f.Verdict, f.Gone = fleet.Zombie, true
-		f.Evidence = fmt.Sprintf("pod running; its registration %q was seen offline and is now gone from the complete list", p.RunnerName)
+		f.Evidence = fmt.Sprintf("pod running; its registration %q was seen offline and is now gone from the %s", p.RunnerName, listWord(proves))
 	case now.Sub(start) > pol.RegistrationDeadline:
 		f.Verdict = fleet.Unregistered
 		f.Evidence = fmt.Sprintf("runner running for %s (pod created %s ago), past the %s registration deadline; runner %q never appeared",
@@ -682,6 +697,15 @@ func judgeRunning(now time.Time, p *fleet.Pod, runnerID int64, reg *fleet.Regist
 		return nil, false
 	}
 	return f, false
+}
+
+// listWord names the list an absence was read from: a list that moved
+// proves none until the runner is looked up by name.
+func listWord(proves bool) string {
+	if proves {
+		return "complete list"
+	}
+	return "list, which moved while it was read (to be proven by a look-up by name)"
 }
 
 func onlineWord(online bool) string {
@@ -733,13 +757,13 @@ func (j podJudge) judge(p *fleet.Pod, runnerID int64, out *Classification) {
 		return
 	}
 	var m match
-	_, complete := j.ix.lists[p.ScopeKey]
-	if complete {
+	list, listed := j.ix.lists[p.ScopeKey]
+	if listed {
 		m = j.ix.match(p, runnerID)
 	}
 	if f, ok := terminal(p, m.reg); ok {
 		f.OwnerRunner, f.Job = owner, jobOf(p, owner)
-		f.RunnerID, f.RegistrationAbsent = known(runnerID, m, complete)
+		f.RunnerID, f.RegistrationAbsent, f.AbsenceUnproven = known(runnerID, m, listed, list.proves)
 		if m.ambiguous {
 			f.Evidence += fmt.Sprintf("; no registration is deleted: runner %q is ambiguous in %s", p.RunnerName, p.ScopeKey)
 		}
@@ -761,7 +785,7 @@ func (j podJudge) judge(p *fleet.Pod, runnerID int64, out *Classification) {
 		return
 	}
 	out.ScopePods[p.ScopeKey]++
-	if !complete {
+	if !listed {
 		return
 	}
 	if m.ambiguous {
@@ -770,13 +794,13 @@ func (j podJudge) judge(p *fleet.Pod, runnerID int64, out *Classification) {
 		}
 		return
 	}
-	f, protected := judgeRunning(j.obs.Now, p, runnerID, m.reg, j.pol, j.claimed, j.marks)
+	f, protected := judgeRunning(j.obs.Now, p, runnerID, m.reg, list.proves, j.pol, j.claimed, j.marks)
 	if protected {
 		out.Protected++
 	}
 	if f != nil {
 		f.OwnerRunner, f.Job = owner, jobOf(p, owner)
-		f.RunnerID, f.RegistrationAbsent = known(runnerID, m, complete)
+		f.RunnerID, f.RegistrationAbsent, _ = known(runnerID, m, listed, list.proves)
 		out.Findings = append(out.Findings, *f)
 	}
 }
@@ -840,16 +864,19 @@ func ownerRunner(ers runnerIndex, p *fleet.Pod) *fleet.EphemeralRunner {
 	return nil
 }
 
-// known is the runner id a pod's finding carries, and whether its scope's
-// complete list proves that registration gone: the id is known, the list
-// complete, and neither it nor the runner's name matched a registration.
-func known(id int64, m match, complete bool) (int64, bool) {
+// known is the runner id a pod's finding carries, whether its scope's list
+// proves that registration gone (the id is known, the list complete, and
+// neither it nor the runner's name matched a registration), and whether
+// the same holds of a list that moved, which proves no absence: then a
+// look-up by name must prove it before anything rests on it.
+func known(id int64, m match, listed, proves bool) (int64, bool, bool) {
 	if m.reg != nil {
-		return m.reg.ID, false
+		return m.reg.ID, false, false
 	}
 	// The list that proves it is the pod's scope's, which is its
 	// EphemeralRunner's where one was observed (scopeFromOwners).
-	return id, id != 0 && complete && !m.ambiguous
+	absent := id != 0 && listed && !m.ambiguous
+	return id, absent && proves, absent && !proves
 }
 
 // runnerIndex is the observed EphemeralRunners by UID, which is how a
@@ -916,7 +943,9 @@ func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Find
 				}
 				f.Registration = nil
 			} else {
-				f.RunnerID, f.RegistrationAbsent = er.RunnerID, f.Registration == nil
+				f.RunnerID = er.RunnerID
+				f.RegistrationAbsent = f.Registration == nil && list.proves
+				f.AbsenceUnproven = f.Registration == nil && !list.proves
 			}
 		}
 		name := fmt.Sprintf("EphemeralRunner %s/%s", er.Namespace, er.Name)

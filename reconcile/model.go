@@ -13,10 +13,19 @@ import (
 // ScopeList is one scope's runner list as one sweep saw it.
 type ScopeList struct {
 	Scope fleet.Scope
-	// Complete is true only when every page was read and the items add up
-	// to total_count. An incomplete list is never evidence of absence.
+	// Complete is true only when the list proves absence: every page was
+	// read, the items add up to total_count, and nothing moved under the
+	// read. An incomplete list is never evidence of absence.
 	Complete bool
-	// Problem says why the list is not complete, for the log.
+	// Moved, when set, says how the list moved while it was read: it was
+	// read to its end with every page sound, runners joined or left, and
+	// Runners holds every runner it listed. Such a list proves presence
+	// (a runner listed existed, with the status and busy it was listed
+	// with) and not absence: a verdict that rests on a runner not being
+	// listed is made, but carries AbsenceUnproven, and acts only once a
+	// look-up by name has proven it.
+	Moved string
+	// Problem says why the list gave no verdict, for the log.
 	Problem string
 	// Skip says why the list is not complete, as the sweep classified it
 	// where it asked (fleet.SkipOf); an incomplete list that names no kind
@@ -26,6 +35,10 @@ type ScopeList struct {
 	Until   time.Time
 	Runners []fleet.Registration
 }
+
+// Listed reports whether the list serves verdicts: it proves absence, or
+// it moved and proves presence.
+func (l ScopeList) Listed() bool { return l.Complete || l.Moved != "" }
 
 // Observation is everything one sweep saw.
 type Observation struct {

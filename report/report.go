@@ -32,6 +32,13 @@ func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 		attrs = append(attrs, slog.String("effect", "no GitHub-based verdict for this scope's pods; their marks are held"))
 		log.LogAttrs(ctx, slog.LevelWarn, "scope skipped", attrs...)
 	}
+	if len(res.Moved) > 0 {
+		// Info, not a warning: an ephemeral fleet's list moves while it
+		// is read, and the scope is judged all the same.
+		log.LogAttrs(ctx, slog.LevelInfo, "runner lists moved while read",
+			slog.Any("scopes", res.Moved),
+			slog.String("effect", "judged: every runner listed counts as listed; an absence is acted on only once a look-up by name has found no such runner"))
+	}
 	if len(res.Deferred) > 0 {
 		// Info, not a warning: the budget working as configured.
 		log.LogAttrs(ctx, slog.LevelInfo, "scopes deferred",
@@ -253,7 +260,8 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Int("registrations_observed", registrations),
 		slog.Int("scopes", len(res.Observation.Lists)),
 		slog.Any("scopes_skipped", skipped),
-		slog.Any("scopes_deferred", deferred(res)),
+		slog.Any("scopes_deferred", nonNil(res.Deferred)),
+		slog.Any("scopes_moved", nonNil(res.Moved)),
 		slog.Any("namespaces_unobserved", unobserved),
 		countsGroup("verdicts", verdicts),
 		countsGroup("results", results),
@@ -343,14 +351,6 @@ func attrsMap(attrs []slog.Attr) map[string]any {
 		m[a.Key] = v.Any()
 	}
 	return m
-}
-
-// deferred is never null in the summary, like the other scope lists.
-func deferred(res sweep.Result) []string {
-	if res.Deferred == nil {
-		return []string{}
-	}
-	return res.Deferred
 }
 
 // age is how long before now t was, in seconds, and never less than none:

@@ -35,8 +35,10 @@ type NamespaceChecker interface {
 	UnobservedNamespaces(ctx context.Context, pods []fleet.Pod) []fleet.UnobservedNamespace
 }
 
-// RunnerLister reads one scope's complete runner list, using and renewing
-// the conditional-request cache.
+// RunnerLister reads one scope's runner list, using and renewing the
+// conditional-request cache. A list that moved while it was read comes
+// with its registrations and cache and an error wrapping fleet.ErrMoved;
+// any other error comes with neither.
 type RunnerLister interface {
 	ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error)
 }
@@ -188,6 +190,9 @@ type Result struct {
 	// sweep starts (empty when this one reached every scope).
 	Deferred  []string
 	NextScope string
+	// Moved are the keys of the scopes whose list moved while it was read:
+	// listed, so judged, with each absence acted on looked up by name.
+	Moved []string
 	// LedgerTrim is what the sweep's last successful save of the ledger
 	// left out to fit the backend's size limit; zero when nothing was left
 	// out, or the backend has no limit.
@@ -448,6 +453,15 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 		began := time.Now()
 		runners, fresh, err := s.Runners.ListRunners(ctx, scope, cache)
 		b.spent(time.Since(began))
+		if errors.Is(err, fleet.ErrMoved) && fresh != nil {
+			// Runners came or went while it was read: the list serves
+			// what it listed, and each absence acted on is looked up
+			// by name (reconcile.ScopeList.Moved).
+			out[key] = reconcile.ScopeList{Scope: scope, Moved: err.Error(), Runners: runners}
+			lists[key] = *fresh
+			res.Moved = append(res.Moved, key)
+			continue
+		}
 		if err != nil {
 			l := reconcile.ScopeList{Scope: scope, Problem: err.Error()}
 			l.Skip, limit = fleet.SkipOf(err)

@@ -75,8 +75,8 @@ func (w *world) podCount() int {
 }
 
 // Safety rules 1 and 3: a scope whose list failed (5xx, timeout), was
-// rate-limited (primary or secondary) or is short of total_count yields no
-// verdict for its pods; the zombie's mature mark is neither confirmed nor
+// rate-limited (primary or secondary) or contradicts itself (a runner
+// listed twice) yields no verdict for its pods; the zombie's mature mark is neither confirmed nor
 // cleared (the ledger's marks.json is byte-identical before and after), and
 // the run exits 3. A terminal pod still goes: the kubelet's word needs no
 // list. Once the list reads whole again, the held mark acts at once.
@@ -90,7 +90,7 @@ func TestScopeFaultHoldsMarks(t *testing.T) {
 		{"500", ghsim.Fault{Status: 500}, nil},
 		{"primary rate limit", ghsim.Fault{PrimaryLimit: true}, nil},
 		{"secondary rate limit 429", ghsim.Fault{Secondary: 429}, nil},
-		{"short of total_count", ghsim.Fault{DropItems: 1}, nil},
+		{"a runner listed twice", ghsim.Fault{RepeatItems: 1}, nil},
 		// The hang ends as soon as the client gives up, so it costs
 		// the test only the timeout.
 		{"timeout", ghsim.Fault{Hang: time.Minute}, map[string]string{"REAPER_GITHUB_TIMEOUT": "2s"}},
