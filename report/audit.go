@@ -166,6 +166,11 @@ func WriteTable(w io.Writer, res sweep.Result) error {
 			return fmt.Errorf("write audit table: %w", err)
 		}
 	}
+	for _, key := range res.Moved {
+		if _, err := fmt.Fprintf(w, "scope %s judged: its runner list moved while it was read; what it listed counts, and an absence is acted on only once a look-up by name finds no such runner\n", safetext.String(key)); err != nil {
+			return fmt.Errorf("write audit table: %w", err)
+		}
+	}
 	for _, u := range res.Class.Unobserved {
 		if _, err := fmt.Fprintf(w, "namespace %s not observed, no ghost verdicts: %s\n", safetext.String(u.Namespace), safetext.String(u.Reason)); err != nil {
 			return fmt.Errorf("write audit table: %w", err)

@@ -78,6 +78,27 @@ func TestUnobservedNamespaceIsWarnedAndSummarised(t *testing.T) {
 	assert.Contains(t, table.String(), "namespace arc-runnres not observed, no ghost verdicts: namespace arc-runnres does not exist\n")
 }
 
+// A scope whose list moved while it was read was judged: an info line, not
+// a warning, the summary's scopes_moved (never scopes_skipped), and a line
+// of the audit that says what the list proved.
+func TestMovedScopeIsJudgedAndSaysSo(t *testing.T) {
+	res := sweep.Result{Status: sweep.StatusComplete, Moved: []string{"org:acme"}}
+	lines := logged(t, res)
+	require.Len(t, lines, 2)
+	assert.Equal(t, "runner lists moved while read", lines[0]["msg"])
+	assert.Equal(t, "INFO", lines[0]["level"])
+	assert.Equal(t, []any{"org:acme"}, lines[0]["scopes"])
+	assert.Contains(t, lines[0]["effect"], "look-up by name")
+	assert.Equal(t, "sweep", lines[1]["msg"])
+	assert.Equal(t, []any{"org:acme"}, lines[1]["scopes_moved"])
+	assert.Equal(t, []any{}, lines[1]["scopes_skipped"])
+
+	var table bytes.Buffer
+	require.NoError(t, WriteTable(&table, res))
+	assert.Contains(t, table.String(), "scope org:acme judged: its runner list moved while it was read")
+	assert.NotContains(t, table.String(), "skipped")
+}
+
 // Issue 8: every ambiguous runner name is a warning of its own, before the
 // summary, and the summary counts them and the pods that are not runners.
 func TestLogAmbiguitiesAndNotRunners(t *testing.T) {
