@@ -13,9 +13,11 @@ import (
 // FindRunner looks one runner up by its exact name, with GitHub's name
 // filter. The reaper calls it only at act time, for the few admitted
 // candidates that have no registration to delete first: absence from a
-// list that looked complete is re-checked right before a pod goes, so a
-// list that was wrong yet consistent (say, empty) can never cost a job. It
-// returns nil when GitHub has no such runner.
+// list is re-checked right before a pod goes, so a list that was wrong yet
+// consistent (say, empty) can never cost a job; and an absence that a list
+// which moved while it was read could not prove is proven by it before
+// ARC's registration finalizer is released. It returns nil when GitHub has
+// no such runner.
 func (c *Client) FindRunner(ctx context.Context, scope fleet.Scope, name string) (*fleet.Registration, error) {
 	path, err := runnersPath(scope)
 	if err != nil {

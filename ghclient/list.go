@@ -93,7 +93,7 @@ func (c *Client) ListRunners(ctx context.Context, scope fleet.Scope, cache *stat
 	}
 	fresh := &state.ListCache{Pages: read.pages, Label: c.ownerLabel}
 	if read.moved != "" {
-		return union(read.pages, read.earlier, busy), fresh, fmt.Errorf("%s: %w: %s", where, fleet.ErrMoved, read.moved)
+		return union(read, busy), fresh, fmt.Errorf("%s: %w: %s", where, fleet.ErrMoved, read.moved)
 	}
 	return registrations(read.pages, busy), fresh, nil
 }
@@ -126,29 +126,41 @@ func registrations(pages []state.CachedPage, busy map[int64]bool) []fleet.Regist
 	return regs
 }
 
-// union is every runner a moved list showed, once each: the pages as they
-// stand (a page read again first, in page order, and a page read again is
-// fresher than every later page, which were read once, before it), then
-// the runners only an earlier reading of a page showed. Each is busy if any
-// read saw it busy.
-func union(pages []state.CachedPage, earlier []fleet.Registration, busy map[int64]bool) []fleet.Registration {
-	seen := make(map[int64]bool)
-	var regs []fleet.Registration
-	add := func(r fleet.Registration) {
-		if seen[r.ID] {
-			return
-		}
-		seen[r.ID] = true
-		r.Busy = r.Busy || busy[r.ID]
-		regs = append(regs, r)
+// union is every runner a moved list showed, once each, busy if any read
+// saw it busy: the pages as they stand, then the runners only the first
+// reading of the page read again showed. A runner can be listed twice only
+// where that page is concerned: it slid onto the page read again from a
+// later one (its reading there is the fresher), or the page's first
+// reading showed it too. Every other pair of pages is one read, which
+// listCheck holds to no runner twice.
+func union(read listRead, busy map[int64]bool) []fleet.Registration {
+	if read.changed == 0 {
+		return registrations(read.pages, busy)
 	}
-	for _, p := range pages {
+	changed := read.pages[read.changed-1].Runners
+	fresh := make(map[int64]bool, len(changed))
+	for _, r := range changed {
+		fresh[r.ID] = true
+	}
+	n := len(read.earlier)
+	for _, p := range read.pages {
+		n += len(p.Runners)
+	}
+	regs := make([]fleet.Registration, 0, n)
+	for i, p := range read.pages {
 		for _, r := range p.Runners {
-			add(r)
+			if i >= read.changed && fresh[r.ID] {
+				continue
+			}
+			r.Busy = r.Busy || busy[r.ID]
+			regs = append(regs, r)
 		}
 	}
-	for _, r := range earlier {
-		add(r)
+	for _, r := range read.earlier {
+		if !fresh[r.ID] {
+			r.Busy = r.Busy || busy[r.ID]
+			regs = append(regs, r)
+		}
 	}
 	return regs
 }
@@ -160,8 +172,9 @@ type listRead struct {
 	pages []state.CachedPage
 	// moved says how the list moved under the read; "" when it did not.
 	moved string
-	// earlier holds the runners of a page's first reading that a reading
-	// again replaced with other runners.
+	// changed is the page (from 1) that, read again, held other runners,
+	// and earlier its first reading's runners; 0 and nil when no page did.
+	changed int
 	earlier []fleet.Registration
 }
 
@@ -192,10 +205,13 @@ func (c *Client) readList(ctx context.Context, path, where string, cache *state.
 		if err != nil {
 			return listRead{}, fmt.Errorf("%s: revalidate page %d: %w", where, n, err)
 		}
+		if err := list.again(n, again); err != nil {
+			return listRead{}, fmt.Errorf("%s: %w: %w", where, fleet.ErrInconsistent, err)
+		}
 		noteBusy(busy, again)
 		if why := sameMembers(read.pages[n-1], again); why != "" {
 			read.moved = fmt.Sprintf("page %d changed while later pages were read: %s", n, why)
-			read.earlier = read.pages[n-1].Runners
+			read.changed, read.earlier = n, read.pages[n-1].Runners
 		}
 		read.pages[n-1] = again
 	}

@@ -193,7 +193,7 @@ func TestListRunnersInconsistent(t *testing.T) {
 		{
 			name:  "more items than total_count",
 			pages: []fakePage{{total: 1, runners: []map[string]any{r(1), r(2)}}},
-			want:  "2 runners by page 1, more than total_count 1",
+			want:  "page 1 holds 2 runners, more than its total_count 1 leaves for it (1)",
 		},
 		{
 			name: "a page holds more runners than its own total_count allows, after a move",
@@ -201,7 +201,7 @@ func TestListRunnersInconsistent(t *testing.T) {
 				{total: 3, runners: []map[string]any{r(1), r(2)}},
 				{total: 2, runners: []map[string]any{r(3)}},
 			},
-			want: "3 runners by page 2, more than total_count 2",
+			want: "page 2 holds 1 runners, more than its total_count 2 leaves for it (0)",
 		},
 		{
 			name: "a runner listed twice on one read, after a move",

@@ -19,9 +19,10 @@ import (
 )
 
 // endlessList serves pages that never end: every page links to a next one
-// and claims total, with size runners on page 1 and later runners on every
-// later page, each runner new. It counts the requests it served.
-func endlessList(total, size, later int, served *atomic.Int64) http.HandlerFunc {
+// and claims total, grown by grow a page, with size runners on page 1 and
+// later runners on every later page, each runner new. It counts the
+// requests it served.
+func endlessList(total, grow, size, later int, served *atomic.Int64) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		served.Add(1)
 		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
@@ -37,40 +38,49 @@ func endlessList(total, size, later int, served *atomic.Int64) http.HandlerFunc 
 		next := fmt.Sprintf("<http://%s%s?per_page=100&page=%d>", r.Host, r.URL.Path, page+1)
 		w.Header().Set("Link", next+`; rel="next"`)
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		_ = json.NewEncoder(w).Encode(map[string]any{"total_count": total, "runners": runners})
+		_ = json.NewEncoder(w).Encode(map[string]any{"total_count": total + grow*(page-1), "runners": runners})
 	}
 }
 
-// TestListRunnersPageCap: a list whose next links never end is cut off at
-// the pages total_count implies plus one, and at the hard ceiling whatever
-// total_count says, and is then inconsistent. Before the cap, a total_count
-// of 1,000,000 with a next link on every page ran tens of thousands of
-// pages.
+// TestListRunnersPageCap: a list whose next links never end is cut off,
+// and is then inconsistent: at the first page its own total_count leaves
+// no room for, at the pages page 1's total_count implies plus one plus a
+// tenth however the later pages' total_count grows, and at the hard
+// ceiling whatever total_count says. Before the cap, a total_count of
+// 1,000,000 with a next link on every page ran tens of thousands of pages.
 func TestListRunnersPageCap(t *testing.T) {
 	tests := []struct {
-		name               string
-		total, size, later int
-		wantRequests       int64
-		want               string
+		name                     string
+		total, grow, size, later int
+		wantRequests             int64
+		want                     string
 	}{
 		{
 			name: "total_count 1,000,000: the hard ceiling", total: 1_000_000, size: 100, later: 100,
 			wantRequests: maxPages, want: "page 1000 links to a next page, but total_count 1000000 allows at most 1000 pages",
 		},
 		{
-			name: "total_count 250 at 100 a page: 3 pages, plus one", total: 250, size: 100, later: 1,
+			name: "total_count 250 at 100 a page: no room on page 4", total: 250, size: 100, later: 1,
+			wantRequests: 4, want: "page 4 holds 1 runners, more than its total_count 250 leaves for it (0)",
+		},
+		{
+			name: "a server paging by 10: total_count 50 leaves no room on page 6", total: 50, size: 10, later: 1,
+			wantRequests: 6, want: "page 6 holds 1 runners, more than its total_count 50 leaves for it (0)",
+		},
+		{
+			name: "a total_count that grows a page a page: 3 pages, plus one", total: 250, grow: 100, size: 100, later: 100,
 			wantRequests: 4, want: "page 4 links to a next page, but total_count 250 allows at most 4 pages",
 		},
 		{
-			name: "a server paging by 10: total_count 50 allows 6", total: 50, size: 10, later: 1,
-			wantRequests: 6, want: "page 6 links to a next page, but total_count 50 allows at most 6 pages",
+			name: "a total_count of 10,000 that grows a page a page: 100 pages, plus one, plus a tenth", total: 10_000, grow: 100, size: 100, later: 100,
+			wantRequests: 111, want: "page 111 links to a next page, but total_count 10000 allows at most 111 pages",
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c, mux, _ := setup(t, 0)
 			var served atomic.Int64
-			mux.Handle("GET /orgs/octo/actions/runners", endlessList(tc.total, tc.size, tc.later, &served))
+			mux.Handle("GET /orgs/octo/actions/runners", endlessList(tc.total, tc.grow, tc.size, tc.later, &served))
 
 			got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
 			require.Error(t, err)
@@ -230,4 +240,31 @@ func TestListRunnersRevalidationCost(t *testing.T) {
 	_, _, err = c.ListRunners(ctx, one, nil)
 	require.NoError(t, err)
 	assert.Equal(t, httpcount.Counts{Requests: 11, NotModified: 7}, c.Counts(), "a one-page list needs no revalidation")
+}
+
+// TestListRunnersShrinkPastTheRead: 201 runners on three pages, and two of
+// them go while page 3 is asked for: page 3 comes back empty, its
+// total_count 199 leaving no room for it, and no next link. That is a list
+// that moved, not one that contradicts itself: the 200 runners read are
+// served, for presence.
+func TestListRunnersShrinkPastTheRead(t *testing.T) {
+	sim, c := simClient(t)
+	scope := orgScope.String()
+	for range 201 {
+		sim.AddRunner(scope, ghsim.Runner{Status: "online"})
+	}
+	all := sim.Runners(scope)
+	sim.Fault(scope, ghsim.EndpointList, ghsim.Fault{Page: 3, Times: 1, Before: func() {
+		require.True(t, sim.RemoveRunner(scope, all[0].ID))
+		require.True(t, sim.RemoveRunner(scope, all[1].ID))
+	}})
+
+	got, cache, err := c.ListRunners(context.Background(), orgScope, nil)
+	require.ErrorIs(t, err, fleet.ErrMoved)
+	assert.NotErrorIs(t, err, fleet.ErrInconsistent)
+	assert.Contains(t, err.Error(), "page 3 reports total_count 199, page 1 reported 201")
+	assert.Len(t, got, 200)
+	require.NotNil(t, cache)
+	assert.Len(t, cache.Pages, 3)
+	assert.Equal(t, httpcount.Counts{Requests: 3}, c.Counts(), "a read that moved needs no revalidation")
 }

@@ -211,6 +211,14 @@ func TestListRunnersMembershipNotBytes(t *testing.T) {
 			counts:    httpcount.Counts{Requests: 4},
 		},
 		{
+			name:     "a page read again that lists a runner twice: inconsistent",
+			switches: []int{3},
+			versions: [][]fakePage{a, append(pagesOf("d", 5, list{rv(1, true, false), rv(1, true, false)}), a[1:]...)},
+			wantErr:  "list runners for org:octo: runner list is inconsistent: page 1 read again: runner 1 is listed twice on page 1",
+			served:   []string{`p1  200`, `p2  200`, `p3  200`, `p1 "a1" 200`},
+			counts:   httpcount.Counts{Requests: 4},
+		},
+		{
 			name:      "a one-page list whose flags flip needs no second look",
 			switches:  []int{1},
 			versions:  [][]fakePage{pagesOf("o", 2, list{rv(1, true, false), rv(2, true, true)}), pagesOf("p", 2, list{rv(1, true, true), rv(2, false, false)})},

@@ -53,6 +53,9 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 		found    map[string]*fleet.Registration
 		findErr  map[string]error
 		wantFind []string
+		// wantErr is in the outcome's error, which says why ARC keeps its
+		// finalizer where the look-up gave no proof.
+		wantErr string
 	}{
 		{
 			name: "offline zombie: registration, EphemeralRunner, finalizer", c: arcPod(fleet.Zombie, "z", 7),
@@ -156,11 +159,11 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 			name: "registration unlisted by a list that moved: the re-check by name proves it gone, then released",
 			c: func() reconcile.Candidate {
 				c := arcPod(fleet.Zombie, "g", 0)
-				c.Gone, c.AbsenceUnproven, c.Pod.RunnerName = true, true, "g"
+				c.Gone, c.AbsenceUnproven, c.Pod.RunnerName = true, true, "g-er"
 				return c
 			}(),
 			want: fleet.Deleted, wantFinal: fleet.Deleted,
-			wantWrites: []string{"er:g-er", "release:g-er"}, wantFind: []string{"gh-find:g"},
+			wantWrites: []string{"er:g-er", "release:g-er"}, wantFind: []string{"gh-find:g-er"},
 		},
 		{
 			name: "terminal, registration unlisted by a list that moved: looked up by name, not found, released",
@@ -169,16 +172,54 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 			wantWrites: []string{"er:t-er", "release:t-er"}, wantFind: []string{"gh-find:t-er"},
 		},
 		{
-			name:  "terminal, list moved, the look-up finds the runner: the EphemeralRunner goes, ARC keeps its finalizer",
+			name:  "terminal, list moved, the look-up finds a runner of another id: the EphemeralRunner goes, ARC keeps its finalizer",
+			c:     unproven(arcPod(fleet.Terminal, "t", 0)),
+			found: map[string]*fleet.Registration{"t-er": {ID: 8, Name: "t-er"}}, wantErr: "left to ARC: runner \"t-er\" is registered with id 8",
+			want: fleet.Deleted, wantWrites: []string{"er:t-er"}, wantFind: []string{"gh-find:t-er"},
+		},
+		{
+			name:  "terminal, list moved, the look-up finds the runner busy: spared, nothing written",
+			c:     unproven(arcPod(fleet.Terminal, "t", 0)),
+			found: map[string]*fleet.Registration{"t-er": {ID: 7, Name: "t-er", Busy: true}},
+			want:  fleet.SparedBusy, wantFind: []string{"gh-find:t-er"},
+		},
+		{
+			name:  "terminal, list moved, the look-up finds its registration idle: deleted first, then the EphemeralRunner, then released",
 			c:     unproven(arcPod(fleet.Terminal, "t", 0)),
 			found: map[string]*fleet.Registration{"t-er": {ID: 7, Name: "t-er"}},
-			want:  fleet.Deleted, wantWrites: []string{"er:t-er"}, wantFind: []string{"gh-find:t-er"},
+			want:  fleet.Deleted, wantFinal: fleet.Deleted,
+			wantWrites: []string{"gh:org:acme:7", "er:t-er", "release:t-er"}, wantFind: []string{"gh-find:t-er"},
+		},
+		{
+			name:     "terminal, list moved, the look-up finds its registration, which answers 422: spared",
+			c:        unproven(arcPod(fleet.Terminal, "t", 0)),
+			found:    map[string]*fleet.Registration{"t-er": {ID: 7, Name: "t-er"}},
+			ghResult: fleet.Busy,
+			want:     fleet.SparedBusy, wantWrites: []string{"gh:org:acme:7"}, wantFind: []string{"gh-find:t-er"},
+		},
+		{
+			name: "terminal, list moved, its pod says another runner name: no look-up proves anything, ARC keeps its finalizer",
+			c: func() reconcile.Candidate {
+				c := unproven(arcPod(fleet.Terminal, "t", 0))
+				c.Pod.RunnerName = "someone-else"
+				return c
+			}(),
+			want: fleet.Deleted, wantWrites: []string{"er:t-er"}, wantFind: []string{},
+		},
+		{
+			name: "zombie gone from a moved list, its pod says another runner name: re-checked by that name, ARC keeps its finalizer",
+			c: func() reconcile.Candidate {
+				c := arcPod(fleet.Zombie, "g", 0)
+				c.Gone, c.AbsenceUnproven, c.Pod.RunnerName = true, true, "someone-else"
+				return c
+			}(),
+			want: fleet.Deleted, wantWrites: []string{"er:g-er"}, wantFind: []string{"gh-find:someone-else"},
 		},
 		{
 			name:    "terminal, list moved, the look-up fails: the EphemeralRunner goes, ARC keeps its finalizer",
 			c:       unproven(arcPod(fleet.Terminal, "t", 0)),
-			findErr: map[string]error{"t-er": errors.New("502 Bad Gateway")},
-			want:    fleet.Deleted, wantWrites: []string{"er:t-er"}, wantFind: []string{"gh-find:t-er"},
+			findErr: map[string]error{"t-er": errors.New("502 Bad Gateway")}, wantErr: "left to ARC: look up runner \"t-er\"",
+			want: fleet.Deleted, wantWrites: []string{"er:t-er"}, wantFind: []string{"gh-find:t-er"},
 		},
 		{
 			name: "stuck deleting, list moved: looked up by name, not found, only its finalizer", c: unproven(stuck(false)),
@@ -206,7 +247,10 @@ func TestReapReleasesARCRegistrationFinalizer(t *testing.T) {
 			assert.Equal(t, tt.wantWrites, withoutEvents(rec.writes()))
 			assert.Equal(t, tt.wantFinal, outs[0].Finalizer)
 			if tt.wantFind != nil {
-				assert.Equal(t, tt.wantFind, rec.finds())
+				assert.Equal(t, tt.wantFind, append([]string{}, rec.finds()...))
+			}
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, outs[0].Err, tt.wantErr)
 			}
 		})
 	}

@@ -219,9 +219,10 @@ type Outcome struct {
 	// after the EphemeralRunner's delete (see releases).
 	Finalizer fleet.Result
 	// AbsentByName is true when this action's look-up by name found no
-	// such runner on GitHub: proof that the registration is gone, where
-	// the candidate's list moved while it was read and could not prove it
-	// (reconcile.Finding.AbsenceUnproven).
+	// such runner on GitHub under the name ARC registered it by: proof that
+	// the registration is gone, whatever the candidate's list proved (it
+	// is what proves it where the list moved while it was read:
+	// reconcile.Finding.AbsenceUnproven).
 	AbsentByName bool
 	// EventErr is set when the Event could not be recorded. The Event is
 	// written after the object's writes and never decides their fate;
@@ -333,7 +334,10 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// proved holds only for as long as nobody can register
 			// under the name.
 			found := r.recheckAbsence(actx, o)
-			o.AbsentByName = found
+			// The look-up was by the pod's name: it proves the
+			// EphemeralRunner's registration gone only under ARC's
+			// own name for it.
+			o.AbsentByName = found && (target(o.Candidate) == nil || target(o.Candidate).Name == o.Candidate.Pod.RunnerName)
 			cancel()
 			if found {
 				r.removeWithin(ctx, o)
@@ -714,10 +718,11 @@ func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 		return true
 	}
 	// A 404 answers "already gone" only because this credential has just
-	// listed the scope completely in this sweep: a candidate with a
-	// registration comes only from a complete list, never from a scope
-	// whose list failed, was rate-limited or inconsistent. Were that not
-	// so, a 404 could as well mean a wrong scope or no access.
+	// listed the scope in this sweep: a candidate's registration comes
+	// only from a list read to its end (complete, or moved while it was
+	// read) or from a look-up by name in it, never from a scope whose list
+	// failed, was rate-limited or contradicted itself. Were that not so, a
+	// 404 could as well mean a wrong scope or no access.
 	res, err := r.gh.DeleteRunner(ctx, scope, c.Registration.ID)
 	o.Registration = res
 	switch {
@@ -777,27 +782,42 @@ func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
 // proveAbsence looks the candidate's runner up by name, for a release of
 // ARC's registration finalizer that rests on an absence its scope's moved
 // list could not prove (needsProof), and reports whether the action goes
-// on. Only a definite "no such runner" proves the absence (AbsentByName).
-// The runner is dead or has no pod, so no job rides on the answer: where
-// the release is one step of a delete, any other answer lets the delete go
-// on without it (ARC then removes a registration that exists itself, and
-// one stuck on a registration that is gone comes back as
-// arc-stuck-deleting). Where the release is the whole action (a stuck
-// deletion), a runner found leaves it alone and an error fails it, its
-// mark kept for a later sweep.
+// on. The name looked up is the EphemeralRunner's, which ARC registers the
+// runner under; a pod that says another name gives no proof, since the
+// look-up would be about another runner. Only a definite "no such runner"
+// proves the absence (AbsentByName).
+//
+// Where the release is one step of a delete (a terminal pod's
+// EphemeralRunner, one without a pod): a registration found with the
+// EphemeralRunner's runner id becomes the candidate's registration, deleted
+// first like any other, so that GitHub's 422 protects a job ARC may have
+// given the runner since and a 204 or 404 proves it gone; a busy one, or
+// one of another id, is no proof, and a busy one spares the candidate. A
+// look-up that fails lets the delete go on without the release (ARC then
+// removes a registration that exists itself, and one stuck on a
+// registration that is gone comes back as arc-stuck-deleting), and says
+// so. Where the release is the whole action (a stuck deletion), a runner
+// found leaves it alone and an error fails it, its mark kept for a later
+// sweep.
 func (r *Reaper) proveAbsence(ctx context.Context, o *Outcome) bool {
 	c := o.Candidate
 	whole := o.Action == ReleaseRegistration
-	name := target(c).Name
-	if c.Pod != nil && c.Pod.RunnerName != "" {
-		name = c.Pod.RunnerName
+	er := target(c)
+	name := er.Name
+	noProof := func(why error) bool {
+		if whole {
+			o.Result, o.Err = fleet.Failed, why
+			return false
+		}
+		o.Err = fmt.Errorf("ARC's registration finalizer is left to ARC: %w", why)
+		return true
+	}
+	if c.Pod != nil && c.Pod.RunnerName != "" && c.Pod.RunnerName != name {
+		return noProof(fmt.Errorf("pod %s/%s says runner %q, its EphemeralRunner %q: no look-up proves the registration gone", c.Pod.Namespace, c.Pod.Name, c.Pod.RunnerName, name))
 	}
 	scope, ok := r.opts.Scopes[c.ScopeKey]
 	if !ok {
-		if whole {
-			o.Result, o.Err = fleet.Failed, fmt.Errorf("look up runner %q: scope %q is not configured", name, c.ScopeKey)
-		}
-		return !whole
+		return noProof(fmt.Errorf("look up runner %q: scope %q is not configured", name, c.ScopeKey))
 	}
 	if r.limit != nil {
 		// GitHub's limit holds every call: no look-up, so no proof.
@@ -805,24 +825,31 @@ func (r *Reaper) proveAbsence(ctx context.Context, o *Outcome) bool {
 			r.held(o)
 			return false
 		}
-		return true
+		return noProof(fmt.Errorf("no look-up of runner %q: %w", name, r.limit))
 	}
 	found, err := r.gh.FindRunner(ctx, scope, name)
 	switch {
 	case err != nil:
 		err = fmt.Errorf("look up runner %q in %s to prove its registration gone: %w", name, scope, err)
+		if whole && r.limited(o, err) {
+			return false
+		}
 		if rl := fleet.AsRateLimit(err); rl != nil {
 			r.limit = rl
 		}
-		if whole && !r.limited(o, err) {
-			o.Result, o.Err = fleet.Failed, err
-		}
-		return !whole
+		return noProof(err)
+	case found != nil && found.Busy:
+		o.Registration, o.Result = fleet.Busy, fleet.SparedBusy
+		return false
+	case found != nil && whole:
+		o.Result = fleet.SkippedRegistered
+		return false
+	case found != nil && found.ID == er.RunnerID:
+		o.Candidate.Registration = found
+		o.Action = r.Action(o.Candidate)
+		return true
 	case found != nil:
-		if whole {
-			o.Result = fleet.SkippedRegistered
-		}
-		return !whole
+		return noProof(fmt.Errorf("runner %q is registered with id %d, its EphemeralRunner says %d", name, found.ID, er.RunnerID))
 	default:
 		o.AbsentByName = true
 		return true

@@ -280,7 +280,7 @@ func Classify(obs Observation, pol Policy, marks map[string]fleet.Mark) Classifi
 }
 
 // identities indexes, per scope, who claims which runner: the observed pods
-// by runner name and id, and the complete lists' registrations by name and
+// by runner name and id, and the listed scopes' registrations by name and
 // id. It is how a pod is tied to its own registration and never to a
 // namesake's.
 type identities struct {
@@ -329,7 +329,7 @@ func newListIndex(runners []fleet.Registration, proves bool) listIndex {
 }
 
 // byID is the registration with the id (the last, were the list to hold it
-// twice, which a complete list never does), or nil.
+// twice, which a list read to its end never does), or nil.
 func (l listIndex) byID(id int64) *fleet.Registration {
 	if at, ok := l.ids.last(id); ok {
 		return &l.runners[at]
@@ -437,7 +437,7 @@ func (ix identities) backed(scope string, r *fleet.Registration) bool {
 		ix.runners.n(scoped[int64]{scope, r.ID}) > 0 || ix.runnerNames.n(scoped[string]{scope, r.Name}) > 0
 }
 
-// match is what a pod's scope's complete list says of its registration.
+// match is what a pod's scope's list says of its registration.
 type match struct {
 	reg *fleet.Registration
 	// ambiguous: the pod cannot be tied to one registration, so no
@@ -509,8 +509,8 @@ func (ix identities) matchName(p *fleet.Pod) match {
 }
 
 // ambiguities lists, for the observed scopes (sorted keys), every name or
-// id claimed by more than one pod of that scope, and every name a complete
-// list holds more than once.
+// id claimed by more than one pod of that scope, and every name a listed
+// scope's list holds more than once.
 func (ix identities) ambiguities(keys []string) []Ambiguity {
 	podNames := func(ps []*fleet.Pod) []string {
 		names := make([]string, 0, len(ps))
@@ -918,8 +918,8 @@ func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Find
 		if pod != nil && er.DeletingSince.IsZero() {
 			continue
 		}
-		// Only an EphemeralRunner of a configured scope whose list is
-		// complete this sweep is judged: one of another scope (another
+		// Only an EphemeralRunner of a configured scope whose list
+		// serves verdicts this sweep is judged: one of another scope (another
 		// team's, in a shared namespace) is none of the reaper's, and
 		// without the list there is no busy check for rule 2.
 		list, listed := lists[er.ScopeKey]

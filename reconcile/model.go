@@ -27,9 +27,9 @@ type ScopeList struct {
 	Moved string
 	// Problem says why the list gave no verdict, for the log.
 	Problem string
-	// Skip says why the list is not complete, as the sweep classified it
-	// where it asked (fleet.SkipOf); an incomplete list that names no kind
-	// is a failure.
+	// Skip says why the list gives no verdict, as the sweep classified it
+	// where it asked (fleet.SkipOf); a list that is neither listed nor
+	// names a kind is a failure.
 	Skip fleet.SkipKind
 	// Until is when GitHub takes requests again, for a rate-limited list.
 	Until   time.Time
