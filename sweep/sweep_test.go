@@ -156,7 +156,7 @@ func TestSafetyRule1ScopeFaultHoldsMarks(t *testing.T) {
 		"502 on page 2":  {Status: 502, Page: 2},
 		"primary limit":  {PrimaryLimit: true},
 		"secondary 429":  {Secondary: 429},
-		"a runner twice":  {RepeatItems: 1},
+		"a runner twice": {RepeatItems: 1},
 		"timeout":        {Hang: 3 * time.Second},
 	}
 	for name, fault := range faults {
