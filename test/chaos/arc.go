@@ -530,11 +530,6 @@ func (w *world) afterARC(sc *sweepCtx, res sweep.Result, excuseAll bool) {
 		if excuseAll || res.Class.SkippedScope(l.scope) {
 			excuseARC(l, sc.at)
 		}
-		for _, s := range sc.slid {
-			if s.scope == l.scope {
-				excuseARC(l, sc.at)
-			}
-		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -90,6 +91,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if strict != nil {
 		strict.after(resp)
 	}
+	if pageList && scope == busyScope && page == 1 && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotModified) {
+		sc.org.pages = lastPage(resp.Header.Get("Link"))
+	}
 
 	switch {
 	case kind == ghsim.EndpointDelete:
@@ -122,6 +126,10 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			sc.acted[key] = true
 		}
 	case kind == ghsim.EndpointList && name != "":
+		w.stats.BusyOrg.AllLookups++
+		if scope == busyScope {
+			w.stats.BusyOrg.Lookups++
+		}
 		// A by-name re-check that found nothing arms the race.
 		if resp.StatusCode == http.StatusOK && w.cfg.Hazards.Has(RecheckRace) && w.rng.Float64() < 0.5 {
 			if p := w.byKey[nsRunners+"/"+name]; p != nil && p.regID == 0 && p.er == nil {
@@ -131,22 +139,49 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case kind == ghsim.EndpointList:
 		if f, ok := sc.listFault[scope]; ok && page == 1 {
 			delete(sc.listFault, scope)
-			sc.noteFault(scope)
 			switch f {
 			case faultRate:
+				sc.noteFault(scope)
 				sc.rateLimited = true
 			case faultShift:
+				// Movement, not a broken answer: the list is
+				// served as moved.
 				if w.shift(scope) {
 					sc.shifted = true
 					w.stats.Shifts++
 				}
+			case faultShort:
+				sc.noteFault(scope)
+				sc.shortPage = true
+			case faultRepeat:
+				sc.noteFault(scope)
+				sc.repeatPage = true
+				w.stats.Repeats++
 			default:
+				sc.noteFault(scope)
 				sc.skipFault = true
-				sc.org.faultElsewhere = sc.org.faultElsewhere || scope != busyScope
 			}
 		}
 	}
 	return resp, nil
+}
+
+// lastPage is the page number a Link header gives as rel="last"; 1 when
+// it gives none (a list of one page).
+func lastPage(link string) int {
+	for _, part := range strings.Split(link, ",") {
+		target, rel, _ := strings.Cut(part, ";")
+		if !strings.Contains(rel, `rel="last"`) {
+			continue
+		}
+		u, err := url.Parse(strings.Trim(strings.TrimSpace(target), "<>"))
+		if err != nil {
+			return 1
+		}
+		n, _ := strconv.Atoi(u.Query().Get("page"))
+		return max(n, 1)
+	}
+	return 1
 }
 
 // shift removes a registration from the first page and adds one at the
@@ -162,6 +197,7 @@ func (w *world) shift(scope string) bool {
 		// once its first runners have come and gone).
 		if strings.HasPrefix(r.Name, "theirs-") || strings.HasPrefix(r.Name, busyPrefix) {
 			w.sim.RemoveRunner(scope, r.ID)
+			w.busyGone(r.ID)
 			w.addTheirs(scope)
 			w.top().slid = append(w.top().slid, slid{scope: scope, id: regs[100].ID})
 			return true

@@ -34,8 +34,9 @@ const (
 	OthersDelete                       // someone else cleans up terminal pods
 	Skew                               // for one sweep a clock lies: the API server's Date, or this machine's
 	ARC                                // EphemeralRunnerSets and ARC's controller; ERs evicted, deleted by someone, Failed
-	BusyOrg                            // the first scope is a busy org: other teams' runners (thousands with -busy-org-runners) flip busy or status every second, join and leave, while each GitHub request takes 150 ms
+	BusyOrg                            // the first scope is a busy org: thousands of other teams' runners over 20 and more pages, two to four joining or leaving every second, jobs starting and ending on them, while each GitHub request takes 150 ms
 	BusyLies                           // GitHub lies about a runner running a job (issue 20): busy:false for up to 60 s after it starts, or for minutes in its middle, its DELETE answered 204 meanwhile; or offline while it runs
+	RepeatPage                         // a list page lists a runner a second time: a list that contradicts itself, which no runner joining or leaving explains
 	hazardEnd
 )
 
@@ -46,7 +47,7 @@ var hazardNames = []string{
 	"job-lag", "invalidate-one", "invalidate-scope", "list-error", "rate-limit", "short-page", "shift",
 	"kube-race", "late-start", "late-register", "never-register", "orphan-stamp", "other-teams", "overlap",
 	"wipe", "recheck-race", "delete-fault", "refuse", "pod-list-fault", "node-loss", "crash", "others-delete",
-	"skew", "arc", "busy-org", "busy-lies",
+	"skew", "arc", "busy-org", "busy-lies", "repeat-page",
 }
 
 // Has reports whether x is enabled.
@@ -133,8 +134,9 @@ const (
 	ReleaseOn422
 	// ByteStrictRevalidation: a runner list that calls a scope
 	// inconsistent when a page read again differs in any byte the reaper
-	// reads, busy and status included, as before issue 20: in a busy org
-	// some runner flips during nearly every read, and the scope is skipped
+	// reads, busy and status included, or when the list moved at all, as
+	// the list did before it read through flags: in a busy org some runner
+	// flips or moves during nearly every read, and the scope is skipped
 	// sweep after sweep.
 	ByteStrictRevalidation
 	// NoJobGuard: the product before the job guard. Not reap.Options.Jobs
@@ -143,13 +145,18 @@ const (
 	// job evidence rests on busy, status and the 422 alone, as every
 	// runner did before.
 	NoJobGuard
+	// SkipMoved: a runner lister that turns a list the product served as
+	// moved (fleet.ErrMoved: runners joined or left while it was read) into
+	// a failure wrapping fleet.ErrInconsistent, as the product did before
+	// it served moved lists: a busy org is skipped sweep after sweep.
+	SkipMoved
 	breakEnd
 )
 
 var breakNames = []string{
 	"none", "no-bounds", "trust-busy-false", "confirm-zero", "defer-deletes", "list-all-namespaces", "ghost-all",
 	"swallow-list-errors", "lying-deletes", "no-recheck", "one-clock", "release-nothing", "delete-by-uid-only",
-	"release-on-422", "byte-strict-revalidation", "no-job-guard",
+	"release-on-422", "byte-strict-revalidation", "no-job-guard", "skip-moved",
 }
 
 // String is the Break's name, as the chaos command's -break takes it.
@@ -199,7 +206,28 @@ const (
 	// deadline if later.
 	StaysDeleting Invariant = "no EphemeralRunner the reaper deleted or released stays deleting past its bound"
 	NoopReported  Invariant = "no write is reported deleted that changed nothing"
+	// SkippedForMovement: a scope is skipped as inconsistent or failed
+	// only in a sweep in which an armed fault of the world (a 500, a
+	// short page, a page listing a runner twice, a rate limit) met that
+	// scope's list. Runners joining or leaving while the list is read, or
+	// flipping busy or status, are an ephemeral fleet's normal state: the
+	// product serves such a list as moved, and judges the scope.
+	SkippedForMovement Invariant = "a scope is skipped as inconsistent or failed only when the world broke an answer of its list in that sweep, never for runners joining, leaving or flipping"
 )
+
+var invariantNames = map[Invariant]string{
+	JobKilled: "JobKilled", HealthyKilled: "HealthyKilled", WrongTarget: "WrongTarget", Bounds: "Bounds",
+	ExitStatus: "ExitStatus", Unconfirmed: "Unconfirmed", Liveness: "Liveness", ARCLeakEnds: "ARCLeakEnds",
+	StaysDeleting: "StaysDeleting", NoopReported: "NoopReported", SkippedForMovement: "SkippedForMovement",
+}
+
+// Name is the invariant's name in this package (Liveness, ...).
+func (i Invariant) Name() string {
+	if n, ok := invariantNames[i]; ok {
+		return n
+	}
+	return string(i)
+}
 
 // wrongful reports whether the invariant is about deleting the wrong thing.
 func (i Invariant) wrongful() bool { return i == JobKilled || i == HealthyKilled || i == WrongTarget }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,6 +66,9 @@ type Stats struct {
 	// verdicts of unregistered or zombie on a pod whose runner is in fact
 	// registered and online.
 	Shifts int
+	// Repeats counts lists that met a page listing a runner twice
+	// (hazard RepeatPage).
+	Repeats int
 	// RateLimitFailed counts rate-limited sweeps that exited 1 rather
 	// than 3 (go-github's remembered limit failing later GitHub work).
 	RateLimitFailed int
@@ -100,6 +104,28 @@ func (s *Stats) Summary() string {
 		all = append(all, v...)
 	}
 	return fmt.Sprintf("chaos: %d sweeps, %d wrongful, %d leaks cleaned, p95 time-to-clean %d sweeps", s.Sweeps, s.Wrongful, s.Cleaned, percentile(all, 0.95))
+}
+
+// ViolationCounts is the run's violations counted by invariant, in the
+// order each first broke: "Liveness 3, ExitStatus 1"; "none" when there
+// are none.
+func (s *Stats) ViolationCounts() string {
+	var order []Invariant
+	n := map[Invariant]int{}
+	for _, v := range s.Violations {
+		if n[v.Invariant] == 0 {
+			order = append(order, v.Invariant)
+		}
+		n[v.Invariant]++
+	}
+	if len(order) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(order))
+	for i, inv := range order {
+		parts[i] = fmt.Sprintf("%s %d", inv.Name(), n[inv])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // ARCSummary is the ARC side's line: the leaks that ended, how long they
@@ -144,6 +170,7 @@ const (
 	faultRate
 	faultShort
 	faultShift
+	faultRepeat
 )
 
 type slid struct {
@@ -162,14 +189,17 @@ type sweepCtx struct {
 	erListFault  bool
 	overlap      bool
 	skipFault    bool
-	rateLimited  bool
-	shifted      bool
-	slid         []slid
-	mustFail     string
-	managed      int
-	podDeletes   int
-	acted        map[string]bool
-	deferred     []fleet.Pod
+	// shortPage: a list page met a fault that drops an item;
+	// repeatPage one that lists a runner twice.
+	shortPage, repeatPage bool
+	rateLimited           bool
+	shifted               bool
+	slid                  []slid
+	mustFail              string
+	managed               int
+	podDeletes            int
+	acted                 map[string]bool
+	deferred              []fleet.Pod
 	// raced holds the pods whose runners registered after the lists
 	// were read, in the re-check race: their verdicts were right then.
 	raced []string
@@ -212,14 +242,17 @@ func (sc *sweepCtx) allowed() []sweep.Status {
 		// A rate limit holds the rest of the sweep's GitHub work: the
 		// sweep is degraded, never failed.
 		return []sweep.Status{sweep.StatusDegraded}
-	case sc.skipFault && !sc.org.curable():
+	case sc.skipFault || sc.repeatPage:
+		// A failed list, or one that contradicts itself, is skipped.
 		return []sweep.Status{sweep.StatusDegraded}
-	case sc.org.moved:
-		// A busy org's runner joined or left while its list was read:
-		// the list is read again, and skipped if it moves again. A
-		// shift alone is read again and completes.
+	case sc.shortPage:
+		// A page short of an item lists fewer runners than total_count,
+		// as a list does that a runner slid back on while it was read:
+		// served as moved, or skipped as inconsistent.
 		return []sweep.Status{sweep.StatusComplete, sweep.StatusDegraded}
 	}
+	// Runners joining or leaving while a list is read (a busy org, a
+	// shift) are no cause for a skip: the list is served as moved.
 	return []sweep.Status{sweep.StatusComplete}
 }
 
@@ -254,7 +287,13 @@ func (l *ledger) Save(ctx context.Context, led state.Ledger, v state.Version) (s
 }
 
 // observedLister passes lists through and counts a list taken as complete
-// though a runner slid unseen while it was read.
+// though a runner slid unseen while it was read. Of a list served as moved
+// it notes the runners of ours that it did not show though they were
+// registered throughout the read (none of ours joins or leaves during a
+// list call): each slid onto a page already read, which a moved list
+// allows, so its leak, if it has one, may wait a sweep (a documented
+// delay: the list proves no absence, and what it did not show it cannot
+// judge by presence).
 type observedLister struct {
 	inner runnerLister
 	w     *world
@@ -262,6 +301,12 @@ type observedLister struct {
 
 func (o observedLister) ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	regs, c, err := o.inner.ListRunners(ctx, scope, cache)
+	if errors.Is(err, fleet.ErrMoved) && c != nil {
+		o.w.mu.Lock()
+		defer o.w.mu.Unlock()
+		o.w.noteMoved(scope.Key(), regs)
+		return regs, c, err
+	}
 	if err != nil {
 		return regs, c, err
 	}
@@ -280,6 +325,34 @@ func (o observedLister) ListRunners(ctx context.Context, scope fleet.Scope, cach
 		}
 	}
 	return regs, c, err
+}
+
+// noteMoved records a list of scope served as moved, with its
+// registrations: the runners of ours it did not show.
+func (w *world) noteMoved(scope string, regs []fleet.Registration) {
+	sc := w.top()
+	shown := make(map[int64]bool, len(regs))
+	for _, r := range regs {
+		shown[r.ID] = true
+	}
+	if scope == busyScope {
+		sc.org.servedMoved = true
+	}
+	for _, r := range w.sim.Runners(scope) {
+		if shown[r.ID] || !strings.HasPrefix(r.Name, ourPrefix) {
+			continue
+		}
+		key := fleet.RegistrationMarkKey(scope, r.ID)
+		if p := w.owner[r.ID]; p != nil && !p.gone {
+			key = fleet.PodMarkKey(p.uid)
+		} else if e := w.erOfRunner(scope, r.ID); e != nil {
+			sc.org.unseenARC = append(sc.org.unseenARC, e.uid)
+		}
+		sc.org.unseen = append(sc.org.unseen, key)
+		if scope == busyScope {
+			sc.org.unseenBusy++
+		}
+	}
 }
 
 // swallowed is the broken lister that reads a failed list as empty.
@@ -395,6 +468,8 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		lister = byteStrict{inner: lister, w: w}
 	case NoJobGuard:
 		jobs = finishedJobs{}
+	case SkipMoved:
+		lister = skipMoved{inner: lister}
 	}
 	if w.arcOn() {
 		pol.ARC, pol.ARCStuckDeletingAfter = true, arcStuckAfter
@@ -462,6 +537,9 @@ func (w *world) arm(sc *sweepCtx) {
 			sc.listFault[key] = faultShort
 		case x < 0.10 && w.cfg.Hazards.Has(Shift) && len(w.sim.Runners(key)) > 100:
 			sc.listFault[key] = faultShift
+		case x >= 0.10 && x < 0.11 && w.cfg.Hazards.Has(RepeatPage) && len(w.sim.Runners(key)) > 0:
+			w.sim.Fault(key, ghsim.EndpointList, ghsim.Fault{RepeatItems: 1, Page: 1, Times: 1})
+			sc.listFault[key] = faultRepeat
 		}
 	}
 	if w.chance(DeleteFault, 0.03) {
@@ -508,6 +586,8 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 	if len(sc.acted) > maxActions {
 		w.violateAt(sc, Bounds, "%d objects acted on, more than %d", len(sc.acted), maxActions)
 	}
+	// No scope skipped for runners moving or flipping.
+	w.checkSkips(sc)
 	// The exit status.
 	ok := false
 	for _, s := range sc.allowed() {
@@ -599,9 +679,6 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 			w.excusedAt[sk.ScopeKey] = sc.at
 		}
 	}
-	for _, s := range sc.slid {
-		w.excusedAt[s.scope] = sc.at
-	}
 	for _, l := range w.sortedLeaks() {
 		if l.cleaned {
 			// Cleaned by a sweep whose outcomes did not name it (a
@@ -618,11 +695,24 @@ func (w *world) after(c *checker, sc *sweepCtx) {
 			w.excuse(l, sc.at)
 		}
 	}
-	for _, s := range sc.slid {
-		for _, l := range w.sortedLeaks() {
-			if l.scope == s.scope {
-				w.excuse(l, sc.at)
-			}
+	// A runner of ours a moved list did not show (one that slid onto a
+	// page already read, in a busy org or a shift): its leak waits. Not
+	// twice in a row: a runner slides back unseen only when a removal
+	// ahead of it lands between two page reads, which is rare; a list
+	// that loses it sweep after sweep is no movement.
+	prev := w.unseenPrev
+	w.unseenPrev = map[string]bool{}
+	for _, key := range sc.org.unseen {
+		w.unseenPrev[key] = true
+		if l := w.leaks[key]; l != nil && !l.cleaned && !prev[key] {
+			w.excuse(l, sc.at)
+		}
+	}
+	for _, uid := range sc.org.unseenARC {
+		key := fleet.EphemeralRunnerMarkKey(uid)
+		w.unseenPrev[key] = true
+		if l := w.arc.leaks[uid]; l != nil && !prev[key] {
+			excuseARC(l, sc.at)
 		}
 	}
 }
@@ -652,6 +742,14 @@ func (w *world) sortedLeaks() []*leak {
 	return out
 }
 
+// track brings the leak tables up to date, on one snapshot of the
+// simulator (neither changes it).
+func (w *world) track() {
+	defer w.snapshot()()
+	w.trackLeaks()
+	w.trackARC()
+}
+
 // liveness reports every open leak past its deadline, once.
 func (w *world) liveness(sc *sweepCtx) {
 	for _, l := range w.sortedLeaks() {
@@ -670,14 +768,12 @@ func Run(cfg Config) (*Stats, error) {
 	w := newWorld(cfg, st)
 	store := &ledger{w: w, mem: memory.New()}
 	c := &checker{first: map[string]firstSeen{}}
-	w.trackLeaks()
-	w.trackARC()
+	w.track()
 	var failed error
 	for i := 0; i < cfg.Sweeps && failed == nil; i++ {
 		st.Sweeps++
 		w.step()
-		w.trackLeaks()
-		w.trackARC()
+		w.track()
 		sc := &sweepCtx{no: i, at: w.now, listFault: map[string]faultKind{}, acted: map[string]bool{}}
 		// One clock lies at a time: the reference (a proxy's or one API
 		// server replica's Date) or this machine's. Two that lie alike
@@ -714,8 +810,7 @@ func Run(cfg Config) (*Stats, error) {
 		}
 		w.sim.ClearFaults()
 		w.after(c, sc)
-		w.trackLeaks()
-		w.trackARC()
+		w.track()
 		w.liveness(sc)
 		w.livenessARC(sc)
 		if cfg.StopAtFirst && len(st.Violations) > 0 {

@@ -165,23 +165,37 @@ type world struct {
 	// or stalled, so a leak opening later still gets a whole hold from it.
 	excusedAt map[string]time.Time
 	// snap, while set, is the simulator's registrations by scope and id,
-	// for loops that read many and change none.
-	snap map[string]map[int64]ghsim.Runner
+	// and snapList the same by scope in the simulator's order, for loops
+	// that read many and change none.
+	snap     map[string]map[int64]ghsim.Runner
+	snapList map[string][]ghsim.Runner
 	// arc is ARC's objects and what the checks know of them.
 	arc *arcRun
+	// org is the busy org's runners and clock (hazard BusyOrg), made at
+	// the first GitHub request.
+	org *busyOrg
+	// unseenPrev holds the leak keys of the runners of ours that the
+	// last sweep's moved lists did not show (see after).
+	unseenPrev map[string]bool
 }
 
-// snapshot sets snap and returns the function that clears it.
+// snapshot sets snap and returns the function that clears it; while one
+// is set, it is kept, and the function returned does nothing.
 func (w *world) snapshot() func() {
+	if w.snap != nil {
+		return func() {}
+	}
 	w.snap = map[string]map[int64]ghsim.Runner{}
+	w.snapList = map[string][]ghsim.Runner{}
 	for _, s := range shapes {
-		m := map[int64]ghsim.Runner{}
-		for _, r := range w.sim.Runners(s.key) {
+		rs := w.sim.Runners(s.key)
+		m := make(map[int64]ghsim.Runner, len(rs))
+		for _, r := range rs {
 			m[r.ID] = r
 		}
-		w.snap[s.key] = m
+		w.snap[s.key], w.snapList[s.key] = m, rs
 	}
-	return func() { w.snap = nil }
+	return func() { w.snap, w.snapList = nil, nil }
 }
 
 func (w *world) lastExcuse(scope string) time.Time {
@@ -678,7 +692,7 @@ func (w *world) trackLeaks() {
 		if !s.configured {
 			continue
 		}
-		for _, r := range w.sim.Runners(s.key) {
+		for _, r := range w.snapList[s.key] {
 			since, ok := w.ghostOf(s.key, r)
 			if !ok {
 				continue

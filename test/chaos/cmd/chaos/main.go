@@ -20,6 +20,7 @@ func main() {
 	brk := flag.String("break", "none", "run a product broken on purpose, by name (no-job-guard: the product before the job guard); none is the product as it is")
 	busyOrg := flag.Int("busy-org-runners", 0, fmt.Sprintf("the busy org's size under hazard busy-org; %d when 0", chaos.DefaultBusyOrgRunners))
 	flag.Parse()
+	chaos.TuneGC()
 	if *seed == 0 {
 		*seed = rand.Uint64()
 	}
@@ -53,11 +54,12 @@ func main() {
 	}
 	fmt.Print(st.JobSummary())
 	fmt.Printf("chaos: %d of the cleaned leaks waited on a documented cause (bound, skipped scope, refused delete, ledger wipe or overlap)\n", st.Delayed)
-	fmt.Printf("chaos: %d shifts, %d lists taken as complete after one, %d wrong marks, %d rate-limited sweeps exited 1, run time %s\n",
-		st.Shifts, st.Undetected, st.WrongMarks, st.RateLimitFailed, st.Duration.Round(1e6))
+	fmt.Printf("chaos: %d shifts, %d lists taken as complete after one, %d pages listing a runner twice, %d wrong marks, %d rate-limited sweeps exited 1, run time %s\n",
+		st.Shifts, st.Undetected, st.Repeats, st.WrongMarks, st.RateLimitFailed, st.Duration.Round(1e6))
 	if len(st.Violations) == 0 {
 		return
 	}
+	fmt.Printf("chaos: %d violations by invariant: %s\n", len(st.Violations), st.ViolationCounts())
 	for i, v := range st.Violations {
 		if i == 10 {
 			fmt.Printf("... and %d more\n", len(st.Violations)-10)
