@@ -155,16 +155,27 @@ unit:
 # (BENCH_SIZES=1000,10000 for a quick one, BENCH_BASELINE=old-binary to
 # measure a change before and after on the same world, BENCH_LEDGER=file
 # for the CLI's default ledger instead of the CronJob's ConfigMap; see
-# test/scale); and the sweep time against the number of scopes at 150 ms
-# a GitHub request. About an hour on 2 cores: 25 minutes building the
-# 100,000 runners (four writes each, about 15 ms of the API server's CPU),
-# the rest sweeping them.
+# test/scale); the sweep time against the number of scopes at 150 ms
+# a GitHub request; and the compiled binary's sweeps of one org whose
+# runner list moves while it is read (orgs of 300, 2,000 and 10,000
+# runners on the GitHub simulator at 150 ms a request, registering and
+# removing runners 1, 5 and 20 times a second, beside a planted zombie and
+# a planted unregistered pod on the real API server), with their table of
+# the sweeps that judged the org, the requests a sweep (pages read, 304s,
+# look-ups by name) against a quiet org's floor, and the sweeps and
+# seconds the planted pods took to go (BENCH_CHURN_SIZES=300 and
+# BENCH_CHURN_RATES=5 for a quick one; BENCH_BASELINE sweeps it too; see
+# test/churn). About an hour on 2 cores: 25 minutes building the 100,000
+# runners (four writes each, about 15 ms of the API server's CPU), most of
+# the rest sweeping them, and 5 minutes the churning org (7 with a
+# baseline).
 bench: envtest-assets
 	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
 	$(GO) test -run '^$$' -bench FileLedger -benchmem -count 3 ./state/file/
 	$(GO) test -count=1 -timeout 15m -run '^$$' -bench 'SweepFleet' -benchtime 10x -benchmem ./sweep/
 	BENCH_MEMORY_LIMIT=$${BENCH_MEMORY_LIMIT-128Mi} $(GO) test -count=1 -timeout 150m -v -run '^$$' -bench 'SweepScale' -benchtime 5x ./test/scale/
 	SCALE_FULL_LATENCY=1 $(GO) test -count=1 -v -run '^TestSweepTimeAgainstScopeCount$$' ./sweep/
+	BENCH_CHURN=1 $(GO) test -count=1 -timeout 90m -v -run '^TestChurnTable$$' ./test/churn/
 
 # A local control plane, a simulated GitHub, a fleet in every failure state,
 # and the real binary: audit, a sweep that marks, a sweep that reaps; the
