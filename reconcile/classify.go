@@ -651,7 +651,8 @@ func startedAt(now time.Time, p *fleet.Pod) (t time.Time, ok bool) {
 // unambiguous. proves is whether that list proves absence: where it does
 // not (it moved while it was read), a verdict that rests on the
 // registration not being listed carries AbsenceUnproven.
-func judgeRunning(now time.Time, p *fleet.Pod, runnerID int64, reg *fleet.Registration, proves bool, pol Policy, claimed func(fleet.Pod, *fleet.Registration) bool, marks map[string]fleet.Mark) (*Finding, bool) {
+func judgeRunning(obs Observation, p *fleet.Pod, runnerID int64, reg *fleet.Registration, proves bool, pol Policy, claimed func(fleet.Pod, *fleet.Registration) bool, marks map[string]fleet.Mark) (*Finding, bool) {
+	now := obs.Now
 	// Rule 2: a runner GitHub reports busy is never a suspect.
 	if reg != nil && reg.Busy {
 		return nil, true
@@ -685,11 +686,15 @@ func judgeRunning(now time.Time, p *fleet.Pod, runnerID int64, reg *fleet.Regist
 	case marks[f.Key].Verdict == fleet.Zombie:
 		f.Verdict, f.Gone = fleet.Zombie, true
 		f.Evidence = fmt.Sprintf("pod running; its registration %q was seen offline and is now gone from the %s", p.RunnerName, listWord(proves))
-	case now.Sub(start) > pol.RegistrationDeadline:
+	case obs.past(start, pol.RegistrationDeadline):
 		f.Verdict = fleet.Unregistered
 		f.Evidence = fmt.Sprintf("runner running for %s (pod created %s ago), past the %s registration deadline; runner %q never appeared",
-			now.Sub(start).Round(time.Second), max(now.Sub(p.CreatedAt.Time()), 0).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
-		if !known {
+			max(now.Sub(start), 0).Round(time.Second), max(now.Sub(p.CreatedAt.Time()), 0).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
+		switch {
+		case !obs.ClocksAgree():
+			f.MinHold = pol.RegistrationDeadline
+			f.Evidence += fmt.Sprintf("; %s, so the verdict must hold for the whole %s deadline from this reaper's first sighting before it acts", obs.skewWords(), pol.RegistrationDeadline)
+		case !known:
 			f.MinHold = pol.RegistrationDeadline
 			f.Evidence += fmt.Sprintf("; its start lies in the future by its node's clock, so it counts from the pod's creation, and the verdict must hold for the whole %s deadline before it acts", pol.RegistrationDeadline)
 		}
@@ -794,7 +799,7 @@ func (j podJudge) judge(p *fleet.Pod, runnerID int64, out *Classification) {
 		}
 		return
 	}
-	f, protected := judgeRunning(j.obs.Now, p, runnerID, m.reg, list.proves, j.pol, j.claimed, j.marks)
+	f, protected := judgeRunning(j.obs, p, runnerID, m.reg, list.proves, j.pol, j.claimed, j.marks)
 	if protected {
 		out.Protected++
 	}
@@ -951,9 +956,14 @@ func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Find
 		name := fmt.Sprintf("EphemeralRunner %s/%s", er.Namespace, er.Name)
 		switch {
 		case !er.DeletingSince.IsZero():
-			waited := obs.Now.Sub(er.DeletingSince.Time())
-			if waited <= pol.ARCStuckDeletingAfter || len(er.Finalizers) == 0 {
+			waited := max(obs.Now.Sub(er.DeletingSince.Time()), 0)
+			if !obs.past(er.DeletingSince.Time(), pol.ARCStuckDeletingAfter) || len(er.Finalizers) == 0 {
 				continue
+			}
+			if !obs.ClocksAgree() {
+				// Neither clock alone may hurry it: the deletion must
+				// have waited the whole limit in this reaper's sight.
+				f.MinHold = pol.ARCStuckDeletingAfter
 			}
 			// With its pod still there, a registration that exists may
 			// be running a job, which ARC waits for (the service's

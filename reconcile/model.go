@@ -5,6 +5,7 @@
 package reconcile
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
@@ -42,8 +43,12 @@ func (l ScopeList) Listed() bool { return l.Complete || l.Moved != "" }
 
 // Observation is everything one sweep saw.
 type Observation struct {
-	Now  time.Time
-	Pods []fleet.Pod
+	// Now is the sweep's time on the reference clock (the API server's,
+	// read from the Date of its answers), and Local on the sweeping
+	// machine's; Local zero means the reference alone.
+	Now   time.Time
+	Local time.Time
+	Pods  []fleet.Pod
 	// EphemeralRunners is set only when ARC's leaks are watched.
 	EphemeralRunners []fleet.EphemeralRunner
 	// Lists holds one entry per configured scope, by Scope.Key.
@@ -51,4 +56,40 @@ type Observation struct {
 	// Unobserved lists the configured namespaces whose pods were not seen:
 	// the namespace does not exist, or its existence could not be checked.
 	Unobserved []fleet.UnobservedNamespace
+}
+
+// ClocksAgree reports whether the sweep's two clocks agree, within
+// FutureTolerance. Where they do not, one of them lies (a Date a proxy
+// rewrote, an API server or a machine whose clock is off), and nothing
+// tells which.
+func (o Observation) ClocksAgree() bool {
+	if o.Local.IsZero() {
+		return true
+	}
+	d := o.Now.Sub(o.Local)
+	return d <= FutureTolerance && d >= -FutureTolerance
+}
+
+// past reports whether t, a time the API server or a kubelet wrote, lies
+// more than d before the sweep: an age that gates a verdict. Where the
+// clocks agree the reference clock says, as for every time the reaper
+// compares. Where they disagree, either clock saying so makes the verdict
+// (a clock behind for good would otherwise hide every leak for the length
+// of its lie), and the verdict must then hold for the whole d from the
+// reaper's own first sighting, on both clocks (Finding.MinHold, which the
+// caller sets): a lie on either clock may delay an action, never hurry it.
+func (o Observation) past(t time.Time, d time.Duration) bool {
+	if o.Now.Sub(t) > d {
+		return true
+	}
+	return !o.ClocksAgree() && o.Local.Sub(t) > d
+}
+
+// skewWords says how the clocks disagree, for a verdict's evidence.
+func (o Observation) skewWords() string {
+	ahead := o.Now.Sub(o.Local).Round(time.Second)
+	if ahead < 0 {
+		return fmt.Sprintf("the API server's clock is %s behind this machine's", -ahead)
+	}
+	return fmt.Sprintf("the API server's clock is %s ahead of this machine's", ahead)
 }

@@ -222,3 +222,76 @@ func TestNoDateIsWarned(t *testing.T) {
 	require.NotEqual(t, sweep.StatusFailed, res.Status, "%v", res.Err)
 	require.Len(t, r.lines("no clock from the API server"), 1)
 }
+
+// dateShift rewrites the Date of every answer to now() plus shift, as a
+// proxy whose clock is off, or a hostile one, would.
+type dateShift struct {
+	base  http.RoundTripper
+	now   func() time.Time
+	shift time.Duration
+}
+
+func (d dateShift) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := d.base.RoundTrip(req)
+	if err == nil {
+		resp.Header.Set("Date", d.now().Add(d.shift).UTC().Format(http.TimeFormat))
+	}
+	return resp, err
+}
+
+// lyingDateSweeper is the sweeper of a reaper whose clock is the rig's and
+// whose API server's Date lies by shift, for good.
+func (r *rig) lyingDateSweeper(shift time.Duration) *sweep.Sweeper {
+	r.t.Helper()
+	clk := &refclock.Clock{Local: r.clock.Now}
+	cfg := restclient.CopyConfig(r.env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return refclock.Transport{Base: dateShift{base: rt, now: r.clock.Now, shift: shift}, Clock: clk}
+	})
+	s, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+	require.NoError(r.t, err)
+	s.Now, s.Local, s.Skew = clk.Now, r.clock.Now, clk.Skew
+	return s
+}
+
+// On the real API server, a Date that lies by a year, for good: ahead, it
+// makes a runner that has just started look a year old; behind, it makes
+// every start lie in the future. Neither hurries a delete nor holds a leak
+// for ever: the verdict must hold for the whole registration deadline in
+// this reaper's own sight, then it acts.
+func TestLyingDateHurriesNoDelete(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		shift time.Duration
+		// before is how long the runner has run when the first sweep
+		// sees it.
+		before time.Duration
+	}{
+		{name: "a year ahead", shift: 365 * 24 * time.Hour},
+		{name: "a year behind", shift: -365 * 24 * time.Hour, before: 11 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.pod("acme-new", testenv.Running())
+			r.clock.Add(tc.before)
+			first := r.sweepWith(r.lyingDateSweeper(tc.shift), sweep.Act)
+			require.Equal(t, sweep.StatusComplete, first.Status, "%v", first.Err)
+			require.Len(t, first.Pending, 1, "a verdict on either clock's word")
+			assert.Equal(t, fleet.Unregistered, first.Pending[0].Verdict)
+			assert.Contains(t, first.Pending[0].Evidence, "must hold for the whole 10m0s deadline from this reaper's first sighting")
+
+			r.clock.Add(r.cfg.Hold.ConfirmAfter + time.Second)
+			held := r.sweepWith(r.lyingDateSweeper(tc.shift), sweep.Act)
+			require.Equal(t, sweep.StatusComplete, held.Status, "%v", held.Err)
+			assert.Empty(t, held.Outcomes, "confirm-after is not enough where the clocks disagree")
+			assert.True(t, r.podExists("acme-new"))
+
+			r.clock.Add(r.cfg.Policy.RegistrationDeadline)
+			acted := r.sweepWith(r.lyingDateSweeper(tc.shift), sweep.Act)
+			require.Equal(t, sweep.StatusComplete, acted.Status, "%v", acted.Err)
+			require.Len(t, acted.Outcomes, 1, "a lasting lie holds no leak for ever")
+			assert.Equal(t, fleet.Deleted, acted.Outcomes[0].Result)
+			assert.False(t, r.podExists("acme-new"))
+		})
+	}
+}

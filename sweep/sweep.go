@@ -272,7 +272,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			return res
 		}
 	}
-	obs := reconcile.Observation{Now: now, Pods: pods, EphemeralRunners: ers, Unobserved: unobserved}
+	obs := reconcile.Observation{Now: now, Local: local, Pods: pods, EphemeralRunners: ers, Unobserved: unobserved}
 	var lists map[string]state.ListCache
 	var limit *fleet.RateLimitError
 	obs.Lists, lists, limit = s.listScopes(ctx, ledger, &res)
