@@ -70,6 +70,28 @@ const (
 // secret, is left for ARC to finish.
 const ARCRegistrationFinalizer = "ephemeralrunner.actions.github.com/runner-registration-finalizer"
 
+// ARCFinalizer is ARC's controller's other finalizer on an EphemeralRunner:
+// it holds the object until ARC has deleted its pod and JIT secret.
+const ARCFinalizer = "ephemeralrunner.actions.github.com/finalizer"
+
+// IsARCFinalizer reports whether a finalizer is one of ARC's own on an
+// EphemeralRunner: the only ones the reaper ever removes. Any other is
+// another controller's, guarding that controller's own cleanup.
+func IsARCFinalizer(name string) bool {
+	return name == ARCRegistrationFinalizer || name == ARCFinalizer
+}
+
+// ForeignFinalizers is the finalizers of the list that are not ARC's.
+func ForeignFinalizers(finalizers []string) []string {
+	var out []string
+	for _, f := range finalizers {
+		if !IsARCFinalizer(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // ARCOwned reports whether the owner is an ARC runner object whose deletion
 // is the right way to remove its pod.
 func (o *Owner) ARCOwned() bool {

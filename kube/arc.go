@@ -264,24 +264,38 @@ func (c *Client) deleteARC(ctx context.Context, gvr schema.GroupVersionResource,
 	return result(err)
 }
 
-// RemoveFinalizers clears the finalizers of an EphemeralRunner that is
-// stuck deleting, so that the API server can finish the deletion. It is a
-// JSON merge patch that carries the observed resourceVersion, so it applies
-// only to the object as it was judged: anything written since (ARC's
-// controller coming back, a recreated object) is Changed. Only a view that
-// was already deleting is accepted; clearing the finalizers of a live
-// EphemeralRunner would skip ARC's cleanup of its runner.
+// RemoveFinalizers removes ARC's own finalizers (fleet.IsARCFinalizer), by
+// name and no other, from an EphemeralRunner that is stuck deleting, so
+// that the API server can finish the deletion once nothing else holds it.
+// Another controller's finalizer guards that controller's own cleanup:
+// removing it would leak what that controller manages, so it stays, and
+// the object with it. It is a JSON merge patch that writes the observed
+// finalizers less ARC's and carries the observed resourceVersion, so it
+// applies only to the object as it was judged, whose finalizers are the
+// ones observed: anything written since (ARC's controller coming back,
+// another controller, a recreated object) is Changed. Only a view that
+// was already deleting is accepted; removing the finalizers of a live
+// EphemeralRunner would skip ARC's cleanup of its runner. A view that
+// holds none of ARC's finalizers changes nothing and sends nothing:
+// AlreadyGone.
 func (c *Client) RemoveFinalizers(ctx context.Context, er fleet.EphemeralRunner) (fleet.Result, error) {
-	what := verb("remove", c.dryRun) + " finalizers of ephemeralrunner"
+	what := verb("remove", c.dryRun) + " ARC's finalizers of ephemeralrunner"
 	if er.ResourceVersion == "" {
 		return "", fmt.Errorf("%s %s/%s: the view has no resourceVersion to hold the patch to, refusing an unconditional patch", what, er.Namespace, er.Name)
 	}
 	if er.DeletingSince.IsZero() {
 		return "", fmt.Errorf("%s %s/%s: it was not being deleted when observed, refusing", what, er.Namespace, er.Name)
 	}
+	keep := fleet.ForeignFinalizers(er.Finalizers)
+	if len(keep) == len(er.Finalizers) {
+		return fleet.AlreadyGone, nil
+	}
+	if keep == nil {
+		keep = []string{}
+	}
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{
-			"finalizers":      nil,
+			"finalizers":      keep,
 			"resourceVersion": er.ResourceVersion,
 		},
 	})

@@ -659,6 +659,35 @@ func TestRemoveFinalizers(t *testing.T) {
 		})
 	}
 
+	t.Run("another controller's finalizer stays, and the object with it", func(t *testing.T) {
+		ns := env.Namespace(t, "arc")
+		fins := []string{fleet.ARCFinalizer, "example.com/keep", fleet.ARCRegistrationFinalizer}
+		env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: erName, Finalizers: fins, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234}})
+		env.DeleteARC(t, testenv.EphemeralRunners, ns, erName)
+		c := newClient(t, Options{})
+		ers, err := c.ListEphemeralRunners(ctx, []string{ns}, nil)
+		require.NoError(t, err)
+		require.Len(t, ers, 1)
+		require.Equal(t, fins, ers[0].Finalizers)
+		checkThenWrite(t, c, fleet.Deleted,
+			func() (fleet.Result, error) { return c.DryRun().RemoveFinalizers(ctx, ers[0]) },
+			func() (fleet.Result, error) { return c.RemoveFinalizers(ctx, ers[0]) })
+		left := env.ARCObject(t, testenv.EphemeralRunners, ns, erName)
+		require.NotNil(t, left, "held by the other controller's finalizer")
+		assert.Equal(t, []string{"example.com/keep"}, left.GetFinalizers(), "only ARC's finalizers went")
+		assert.NotNil(t, left.GetDeletionTimestamp())
+
+		// Nothing of ARC's is left: nothing is written, nothing sent.
+		ers, err = c.ListEphemeralRunners(ctx, []string{ns}, nil)
+		require.NoError(t, err)
+		before := c.Counts()
+		got, err := c.RemoveFinalizers(ctx, ers[0])
+		require.NoError(t, err)
+		assert.Equal(t, fleet.AlreadyGone, got)
+		assert.Zero(t, c.Counts().Sub(before).Requests)
+		clearFinalizersAsAdmin(t, ns, erName)
+	})
+
 	t.Run("refused without a request", func(t *testing.T) {
 		ns := env.Namespace(t, "arc")
 		env.EphemeralRunner(t, ns, testenv.EphemeralRunner{Name: erName, Finalizers: []string{testenv.EphemeralRunnerFinalizer}, Status: &testenv.EphemeralRunnerStatus{Phase: "Running", RunnerID: 1234}})

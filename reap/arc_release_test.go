@@ -299,3 +299,47 @@ func (r *recorder) finds() []string {
 	}
 	return out
 }
+
+// What an EphemeralRunner stuck deleting gets: ARC's registration finalizer
+// released on proof, ARC's finalizers removed only where the operator
+// allows it and the registration is not known to be gone, and in every
+// other case a report (another controller's finalizer, a registration
+// finalizer released already, a pod and a registration both still there).
+// REAPER_ARC_REMOVE_FINALIZERS never reaches another controller's
+// finalizer (kube's RemoveFinalizers keeps it).
+func TestStuckDeletingAction(t *testing.T) {
+	stuck := func(absent, reportOnly bool, fins ...string) reconcile.Candidate {
+		c := cand(fleet.Ghost, "stuck", 0)
+		c.Verdict, c.RegistrationAbsent, c.ReportOnly, c.RunnerID = fleet.ARCStuckDeleting, absent, reportOnly, 9
+		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: "stuck", UID: "u-stuck", ResourceVersion: "3", RunnerID: 9, ScopeKey: scope.Key(),
+			DeletingSince: fleet.StampOf(time.Now().Add(-time.Hour)), Finalizers: fins}
+		return c
+	}
+	const keep = "example.com/keep"
+	for _, tc := range []struct {
+		name   string
+		c      reconcile.Candidate
+		remove bool
+		want   Action
+	}{
+		{"registration proven gone: released", stuck(true, false, fleet.ARCFinalizer, fleet.ARCRegistrationFinalizer), true, ReleaseRegistration},
+		{"not known gone, removal allowed: ARC's finalizers removed", stuck(false, false, fleet.ARCFinalizer, fleet.ARCRegistrationFinalizer, keep), true, RemoveFinalizers},
+		{"not known gone, removal not allowed: reported", stuck(false, false, fleet.ARCFinalizer, fleet.ARCRegistrationFinalizer), false, Report},
+		{"registration finalizer released already, ARC's other and a foreign one left: reported, even with removal allowed", stuck(true, false, fleet.ARCFinalizer, keep), true, Report},
+		{"only another controller's finalizer: reported", stuck(false, false, keep), true, Report},
+		{"its pod and registration still there: reported", stuck(false, true, fleet.ARCFinalizer, fleet.ARCRegistrationFinalizer), true, Report},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := opts()
+			o.RemoveFinalizers = tc.remove
+			rec := &recorder{}
+			r := New(rec, rec, o)
+			assert.Equal(t, tc.want, r.Action(tc.c))
+			outs := r.Reap(context.Background(), 10, []reconcile.Candidate{tc.c})
+			if tc.want == Report {
+				assert.Equal(t, fleet.Reported, outs[0].Result)
+				assert.Empty(t, withoutEvents(rec.writes()), "a report writes nothing")
+			}
+		})
+	}
+}

@@ -161,13 +161,21 @@ func (r *Reaper) Action(c reconcile.Candidate) Action {
 	}
 	switch {
 	case c.EphemeralRunner != nil && c.Verdict == fleet.ARCStuckDeleting:
-		// An absence a moved list could not prove is looked up by name
-		// before the release (proveAbsence); without that proof the
-		// release is not made.
-		if (c.RegistrationAbsent || c.AbsenceUnproven) && slices.Contains(c.EphemeralRunner.Finalizers, fleet.ARCRegistrationFinalizer) {
+		// ARC's registration finalizer still waits on the Actions
+		// service: it is released on proof that the registration is
+		// gone (an absence a moved list could not prove is looked up by
+		// name first, proveAbsence), or, where the operator allows it,
+		// removed with ARC's other finalizer while the registration is
+		// not known to be gone. Anything else (a registration finalizer
+		// already released, another controller's finalizer, a pod and a
+		// registration both still there) is reported with what holds it.
+		waiting := slices.Contains(c.EphemeralRunner.Finalizers, fleet.ARCRegistrationFinalizer)
+		switch {
+		case c.ReportOnly || !waiting:
+			return Report
+		case c.RegistrationAbsent || c.AbsenceUnproven:
 			return ReleaseRegistration
-		}
-		if r.opts.RemoveFinalizers {
+		case r.opts.RemoveFinalizers:
 			return RemoveFinalizers
 		}
 		return Report

@@ -358,7 +358,8 @@ func TestReapARCOwnerAware(t *testing.T) {
 	arcLeak := func(v fleet.Verdict, name string, regID int64) reconcile.Candidate {
 		c := cand(fleet.Ghost, name, regID) // no pod
 		c.Verdict = v
-		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name}
+		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name,
+			Finalizers: []string{fleet.ARCFinalizer, fleet.ARCRegistrationFinalizer}}
 		return c
 	}
 	for _, removeFinalizers := range []bool{false, true} {
@@ -534,7 +535,8 @@ func TestReapPreflightGuardsEveryFirstWrite(t *testing.T) {
 	arcLeak := func(v fleet.Verdict, name string, regID int64) reconcile.Candidate {
 		c := cand(fleet.Ghost, name, regID)
 		c.Verdict = v
-		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name}
+		c.EphemeralRunner = &fleet.EphemeralRunner{Namespace: "ns", Name: name, UID: "u-" + name,
+			Finalizers: []string{fleet.ARCFinalizer, fleet.ARCRegistrationFinalizer}}
 		if v == fleet.ARCStuckDeleting {
 			c.EphemeralRunner.DeletingSince = fleet.StampOf(time.Now())
 		}

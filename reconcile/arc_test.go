@@ -209,16 +209,21 @@ func TestClassifyARCDeletion(t *testing.T) {
 		want        fleet.Verdict
 		wantAbsent  bool
 		wantDeleted int
+		// reportOnly, when set, is in the evidence of a finding that is
+		// only reported: nothing is done for it, and it carries no pod.
+		reportOnly string
 	}{
 		{name: "deleting a moment ago: the pod waits for ARC", er: er("set-runner-a", stuckFor(time.Minute, 42)), wantDeleted: 1},
 		{name: "stuck, registration gone: judged with its pod", er: er("set-runner-a", stuckFor(time.Hour, 42)),
 			want: fleet.ARCStuckDeleting, wantAbsent: true, wantDeleted: 1},
 		{name: "stuck, never registered: judged", er: er("set-runner-a", stuckFor(time.Hour, 0)),
 			want: fleet.ARCStuckDeleting, wantDeleted: 1},
-		{name: "stuck, its registration busy: ARC waits for the job", er: er("set-runner-a", stuckFor(time.Hour, 42)),
-			regs: []fleet.Registration{reg(42, "set-runner-a", true, true)}, wantDeleted: 1},
-		{name: "stuck, its registration idle but there: ARC removes it", er: er("set-runner-a", stuckFor(time.Hour, 42)),
-			regs: []fleet.Registration{reg(42, "set-runner-a", false, false)}, wantDeleted: 1},
+		{name: "stuck, its registration busy: ARC waits for the job; reported, with what holds it", er: er("set-runner-a", stuckFor(time.Hour, 42)),
+			regs: []fleet.Registration{reg(42, "set-runner-a", true, true)}, wantDeleted: 1,
+			want: fleet.ARCStuckDeleting, reportOnly: "its registration 42, listed online and busy on the complete list; its pod runners/set-runner-a (phase Running)"},
+		{name: "stuck, its registration idle but there: ARC's removal keeps failing; reported, with what holds it", er: er("set-runner-a", stuckFor(time.Hour, 42)),
+			regs: []fleet.Registration{reg(42, "set-runner-a", false, false)}, wantDeleted: 1,
+			want: fleet.ARCStuckDeleting, reportOnly: "its registration 42, listed offline and idle on the complete list; its pod runners/set-runner-a (phase Running)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,6 +242,12 @@ func TestClassifyARCDeletion(t *testing.T) {
 			f := c.Findings[0]
 			assert.Equal(t, tt.want, f.Verdict)
 			require.NotNil(t, f.EphemeralRunner, "one finding, on the EphemeralRunner: the pod has no verdict of its own")
+			assert.Equal(t, tt.reportOnly != "", f.ReportOnly)
+			if tt.reportOnly != "" {
+				assert.Contains(t, f.Evidence, tt.reportOnly)
+				assert.Nil(t, f.Pod, "a report takes no place in the bound")
+				return
+			}
 			require.NotNil(t, f.Pod, "its pod is carried, to count in the bound and in rule 4, and to be re-checked by name")
 			assert.Equal(t, owned.UID, f.Pod.UID)
 			assert.Equal(t, tt.wantAbsent, f.RegistrationAbsent)

@@ -105,6 +105,11 @@ type Finding struct {
 	// Gone is true for a zombie whose registration was seen or known and is
 	// now absent, as opposed to one that is offline.
 	Gone bool
+	// ReportOnly is true for a verdict that is reported and acts on
+	// nothing: an EphemeralRunner stuck deleting whose pod and
+	// registration are both still there, which may be running the job
+	// ARC waits for.
+	ReportOnly bool
 	// MinHold, when set, is the least time the verdict's mark must hold,
 	// beyond its verdict's own hold: an unregistered runner whose start
 	// cannot be read (its node's clock runs ahead) gets the whole
@@ -884,6 +889,39 @@ func known(id int64, m match, listed, proves bool) (int64, bool, bool) {
 	return id, absent && proves, absent && !proves
 }
 
+// stuckHolders says what holds an EphemeralRunner stuck deleting: ARC's
+// finalizers, another controller's (which the reaper never removes), its
+// registration as the list showed it, its pod, and the job ARC recorded.
+func stuckHolders(er *fleet.EphemeralRunner, pod *fleet.Pod, reg *fleet.Registration, list string) string {
+	var held []string
+	var arc []string
+	for _, f := range er.Finalizers {
+		if fleet.IsARCFinalizer(f) {
+			arc = append(arc, f)
+		}
+	}
+	if len(arc) > 0 {
+		held = append(held, fmt.Sprintf("ARC's finalizers %v", arc))
+	}
+	if foreign := fleet.ForeignFinalizers(er.Finalizers); len(foreign) > 0 {
+		held = append(held, fmt.Sprintf("other controllers' finalizers %v, which the reaper never removes", foreign))
+	}
+	if reg != nil {
+		busy := "idle"
+		if reg.Busy {
+			busy = "busy"
+		}
+		held = append(held, fmt.Sprintf("its registration %d, listed %s and %s on the %s", reg.ID, onlineWord(reg.Online), busy, list))
+	}
+	if pod != nil {
+		held = append(held, fmt.Sprintf("its pod %s/%s (phase %s)", pod.Namespace, pod.Name, pod.Phase))
+	}
+	if er.Job != nil {
+		held = append(held, "a job ARC recorded on it")
+	}
+	return strings.Join(held, "; ")
+}
+
 // runnerIndex is the observed EphemeralRunners by UID, which is how a
 // pod's owner reference names its EphemeralRunner.
 type runnerIndex struct {
@@ -965,26 +1003,26 @@ func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Find
 				// have waited the whole limit in this reaper's sight.
 				f.MinHold = pol.ARCStuckDeletingAfter
 			}
+			held := stuckHolders(er, pod, f.Registration, listWord(list.proves))
 			// With its pod still there, a registration that exists may
 			// be running a job, which ARC waits for (the service's
-			// JobStillRunning): only the deletion of a runner whose
-			// registration is gone, or never was, is judged.
-			if pod != nil && f.Registration != nil {
-				continue
-			}
-			// Its pod goes with it once ARC can finish: it is carried on
-			// the finding, so that the pod counts in the bound and in
-			// rule 4's alarm, and its runner is looked up by name right
-			// before (a list can be complete and still wrong).
-			if pod != nil && pod.Namespace == er.Namespace {
+			// JobStillRunning): such a deletion is reported, with what
+			// holds it, and nothing is done for it.
+			reportOnly := pod != nil && f.Registration != nil
+			// Otherwise its pod goes with it once ARC can finish: it is
+			// carried on the finding, so that the pod counts in the
+			// bound and in rule 4's alarm, and its runner is looked up
+			// by name right before (a list can be complete and still
+			// wrong).
+			if pod != nil && pod.Namespace == er.Namespace && !reportOnly {
 				f.Pod = pod
-			} else if pod != nil {
+			} else if pod != nil && !reportOnly {
 				continue
 			}
 			// Deleting already: there is no registration to remove
 			// first, only a finalizer that cannot finish.
-			f.Verdict, f.Registration, f.Since = fleet.ARCStuckDeleting, nil, er.DeletingSince.Time()
-			f.Evidence = fmt.Sprintf("%s deleted %s ago, still held by finalizers %v", name, waited.Round(time.Second), er.Finalizers)
+			f.Verdict, f.Registration, f.Since, f.ReportOnly = fleet.ARCStuckDeleting, nil, er.DeletingSince.Time(), reportOnly
+			f.Evidence = fmt.Sprintf("%s deleted %s ago, still held by %s", name, waited.Round(time.Second), held)
 		case f.Registration != nil && f.Registration.Busy:
 			continue // rule 2: GitHub says a job runs on it
 		case er.Phase == "Failed":
