@@ -3,6 +3,7 @@ package sweep_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -20,6 +21,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reap"
+	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/sweep"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 	"github.com/runner-reaper/runner-reaper/test/testenv"
@@ -230,4 +232,54 @@ func TestDryRunRechecksLikeARealSweep(t *testing.T) {
 			r.sim.RemoveRunner(orgScope, x.ID)
 		}
 	}
+}
+
+// secondSaveFails is a ledger whose saves after the first fail, as a file
+// system that filled up, or a ConfigMap write refused, while the sweep
+// acted.
+type secondSaveFails struct {
+	state.Store
+	saves int
+}
+
+func (s *secondSaveFails) Save(ctx context.Context, l state.Ledger, v state.Version) (state.Version, error) {
+	s.saves++
+	if s.saves > 1 {
+		return v, errors.New("write ledger.json: no space left on device")
+	}
+	return s.Store.Save(ctx, l, v)
+}
+
+// A ledger that cannot be saved after acting fails the sweep (exit 1, as
+// the exit table says of any ledger not saved), with the actions still
+// reported as done and the error naming what the ledger lost and what the
+// next sweep redoes; the next sweep, with its ledger back, finds the pod
+// gone and drops the mark.
+func TestLedgerNotSavedAfterActingFailsTheSweep(t *testing.T) {
+	r := newRig(t)
+	r.runner("acme-zombie", "offline", false)
+	r.pod("acme-zombie", testenv.Running())
+	require.NoError(t, r.run(sweep.Act).Err)
+	r.clock.Add(6 * time.Minute)
+
+	s := r.sweeper()
+	failing := &secondSaveFails{Store: s.Ledger}
+	s.Ledger = failing
+	res := app.Sweep(context.Background(), s, sweep.Act, s.Log)
+	require.Len(t, res.Outcomes, 1)
+	assert.Equal(t, fleet.Deleted, res.Outcomes[0].Result, "the action is done and reported as done")
+	assert.False(t, r.podExists("acme-zombie"))
+	assert.Equal(t, sweep.StatusFailed, res.Status)
+	require.Error(t, res.Err)
+	assert.Contains(t, res.Err.Error(), "save ledger after acting: the actions above were done")
+	assert.Contains(t, res.Err.Error(), "the 1 mark(s) of what was acted on")
+	assert.Contains(t, res.Err.Error(), "no space left on device")
+	acted := r.lines("action")
+	require.NotEmpty(t, acted)
+	assert.Equal(t, "deleted", acted[len(acted)-1]["result"])
+
+	next := r.run(sweep.Act)
+	require.NoError(t, next.Err)
+	assert.Equal(t, sweep.StatusComplete, next.Status)
+	assert.Empty(t, next.Confirmation.Marks, "the next sweep drops the mark of what is gone")
 }

@@ -54,8 +54,9 @@ func TestSettleMarksRecordsAnUnansweredJobCheck(t *testing.T) {
 	}
 	outs := []reap.Outcome{out("unchecked", fleet.JobUnchecked), out("deleted", fleet.Deleted), out("deferred", fleet.Deferred)}
 	dry := maps.Clone(marks)
-	n := settleMarks(marks, outs, now, true)
-	assert.Equal(t, 2, n)
+	cleared, asked := settleMarks(marks, outs, now, true)
+	assert.Equal(t, 1, cleared)
+	assert.Equal(t, 1, asked)
 	assert.Equal(t, map[string]fleet.Mark{
 		"unchecked": {Verdict: fleet.Zombie, FirstSeen: first, JobCheckedAt: now},
 		"deferred":  {Verdict: fleet.Zombie, FirstSeen: first},
@@ -63,8 +64,9 @@ func TestSettleMarksRecordsAnUnansweredJobCheck(t *testing.T) {
 
 	// A dry run finished nothing ("deleted" there is would-delete, but
 	// the rule must not lean on that): it only records the check.
-	n = settleMarks(dry, outs, now, false)
-	assert.Equal(t, 1, n)
+	cleared, asked = settleMarks(dry, outs, now, false)
+	assert.Equal(t, 0, cleared)
+	assert.Equal(t, 1, asked)
 	assert.Equal(t, now, dry["unchecked"].JobCheckedAt)
 	assert.Contains(t, dry, "deleted")
 }

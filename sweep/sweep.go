@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
@@ -334,11 +335,17 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	res.Outcomes = reaper.Reap(ctx, res.Class.ManagedPods, ready)
 	res.Streaks.Bound = boundStreak(ledger.Streaks.Bound, res.Outcomes)
 
+	var lost error
 	if mode != Audit {
-		s.saveActed(ctx, ledger, version, &res, mode == Act)
+		lost = s.saveActed(ctx, ledger, version, &res, mode == Act)
 	}
 
 	res.Status, res.Err = settle(res)
+	if lost != nil {
+		// The actions are done and reported as done; what the ledger
+		// could not keep is a failure of the sweep all the same.
+		res.Status, res.Err = StatusFailed, errors.Join(res.Err, lost)
+	}
 	return res
 }
 
@@ -485,30 +492,42 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 // so that its job checks take turns as a real sweep's do. It runs
 // detached, like the actions it records (a signal that came during them
 // must not lose what they did), and bounded like their writes: never into
-// the time the report needs before the deadline. A failed save is a
-// warning: the marks only point at objects that are gone or busy now, and
-// the next sweep clears them anyway; a stamp lost only reorders the next
-// sweep's checks.
-func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result, acted bool) {
-	changed := settleMarks(ledger.Marks, res.Outcomes, res.Started, acted)
-	if res.Streaks.Bound != ledger.Streaks.Bound {
+// the time the report needs before the deadline. A failed save fails the
+// sweep (exit 1, as for any ledger not saved), its actions still reported
+// as done: its error says what the ledger lost and what the next sweep
+// will redo (the marks only point at objects that are gone or busy now,
+// which the next sweep drops; a stamp lost only reorders its checks).
+func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result, acted bool) error {
+	cleared, asked := settleMarks(ledger.Marks, res.Outcomes, res.Started, acted)
+	streak := res.Streaks.Bound != ledger.Streaks.Bound
+	if streak {
 		ledger.Streaks.Bound = res.Streaks.Bound
-		changed++
 	}
-	if changed > 0 {
-		end := time.Now().Add(reap.DefaultSpare)
-		if d, ok := ctx.Deadline(); ok && d.Add(-reap.ReportReserve).Before(end) {
-			end = d.Add(-reap.ReportReserve)
-		}
-		sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
-		_, err := s.Ledger.Save(sctx, ledger, version)
-		cancel()
-		if err != nil {
-			s.Log.Warn("save ledger after acting", slog.String("error", err.Error()))
-		} else {
-			res.LedgerTrim = s.lastTrim()
-		}
+	if cleared == 0 && asked == 0 && !streak {
+		return nil
 	}
+	end := time.Now().Add(reap.DefaultSpare)
+	if d, ok := ctx.Deadline(); ok && d.Add(-reap.ReportReserve).Before(end) {
+		end = d.Add(-reap.ReportReserve)
+	}
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+	_, err := s.Ledger.Save(sctx, ledger, version)
+	cancel()
+	if err == nil {
+		res.LedgerTrim = s.lastTrim()
+		return nil
+	}
+	var lost []string
+	if cleared > 0 {
+		lost = append(lost, fmt.Sprintf("the %d mark(s) of what was acted on, which the next sweep drops when it finds their objects gone or judges them again", cleared))
+	}
+	if asked > 0 {
+		lost = append(lost, fmt.Sprintf("when %d unanswered job check(s) were asked, so the next sweep may ask about them first again", asked))
+	}
+	if streak {
+		lost = append(lost, "the action bound's streak, which the next sweep counts from the one saved before")
+	}
+	return fmt.Errorf("save ledger after acting: the actions above were done, but the ledger keeps the state saved before them; lost: %s: %w", strings.Join(lost, "; "), err)
 }
 
 // settle is how the sweep ended once it has acted: degraded when a scope
@@ -570,23 +589,22 @@ func notListed(scope fleet.Scope, limit *fleet.RateLimitError) reconcile.ScopeLi
 }
 
 // settleMarks records what acting taught the ledger and reports how many
-// marks it changed: the marks of candidates that are finished with are
+// marks it cleared and how many it stamped with a job check: the marks of candidates that are finished with are
 // dropped (see clearActed), and a mark whose job could not be asked about
 // records when, so that the next sweep's bounded checks go to the others
 // first (reap's jobCheckTurns).
-func settleMarks(marks map[string]fleet.Mark, outs []reap.Outcome, now time.Time, acted bool) int {
-	n := 0
+func settleMarks(marks map[string]fleet.Mark, outs []reap.Outcome, now time.Time, acted bool) (cleared, asked int) {
 	if acted {
-		n = clearActed(marks, outs)
+		cleared = clearActed(marks, outs)
 	}
 	for _, o := range outs {
 		if m, ok := marks[o.Candidate.Key]; ok && o.Result == fleet.JobUnchecked {
 			m.JobCheckedAt = now
 			marks[o.Candidate.Key] = m
-			n++
+			asked++
 		}
 	}
-	return n
+	return cleared, asked
 }
 
 // clearActed drops the marks of candidates that are finished with: deleted,

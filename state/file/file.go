@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -282,9 +283,13 @@ func (f *Store) lock(ctx context.Context) (unlock func(), err error) {
 
 // replace writes with write to a temporary file in the ledger's directory
 // and renames it over the ledger, so the old ledger stays whole until the
-// new one is.
+// new one is. It runs under the lock, so any temporary file of this ledger
+// already there is a stale one, left by a save that was killed before it
+// could remove its own: it is removed first, or every SIGKILL mid-save
+// would leave one for good.
 func (f *Store) replace(write func(io.Writer) error) error {
 	dir := filepath.Dir(f.path)
+	removeStale(dir, filepath.Base(f.path)+".tmp-")
 	tmp, err := os.CreateTemp(dir, filepath.Base(f.path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("create temporary ledger file in %s: %w", dir, err)
@@ -316,4 +321,21 @@ func (f *Store) replace(write func(io.Writer) error) error {
 	}
 	done = true
 	return nil
+}
+
+// removeStale removes the files in dir named prefix and digits, the names
+// os.CreateTemp gives the ledger's temporary files, and nothing else. A
+// file it cannot remove is left for the next save to try again.
+func removeStale(dir, prefix string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		_ = os.Remove(filepath.Join(dir, e.Name()))
+	}
 }

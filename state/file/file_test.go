@@ -324,3 +324,36 @@ func TestFileSaveKeepsTheLedgerItWasGiven(t *testing.T) {
 	assert.Equal(t, v, gotV)
 	assert.Equal(t, second, got)
 }
+
+// A save killed before it could remove its temporary file (SIGKILL
+// mid-save) leaves ledger.json.tmp-NNN behind; the next save removes it,
+// and only files of that exact name: another file, another ledger's, a
+// directory of that name, stay.
+func TestFileSaveRemovesStaleTemporaryFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.json")
+	stale := []string{"ledger.json.tmp-123", "ledger.json.tmp-4567890"}
+	kept := []string{"ledger.json.tmp-", "ledger.json.tmp-12x", "other.json.tmp-123", "ledger.json.lock", "notes.txt"}
+	for _, name := range append(append([]string{}, stale...), kept...) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("{"), 0o600))
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "ledger.json.tmp-999"), 0o700))
+	kept = append(kept, "ledger.json.tmp-999")
+
+	f := New(path)
+	_, err := f.Save(Ctx(t), Sample(), "")
+	require.NoError(t, err)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	for _, name := range stale {
+		assert.NotContains(t, names, name, "a stale temporary file is removed")
+	}
+	for _, name := range kept {
+		assert.Contains(t, names, name, "only the ledger's own temporary files go")
+	}
+	assert.Contains(t, names, "ledger.json")
+}
