@@ -46,7 +46,8 @@ import (
 // the pages then ask again, and give the error that fails the list, if
 // any (a Role from before the watch right lists in pages, one refused
 // request later). Only a cancelled sweep, or a server that did not answer
-// the request at all within the timeout, ends the list here.
+// the request at all (within the timeout, or at all: unanswered), ends the
+// list here.
 func (c *Client) streamEphemeralRunners(ctx context.Context, ns string, memo *listMemo, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, error) {
 	start := len(out)
 	path, err := ephemeralRunnersPath(ns)
@@ -69,7 +70,7 @@ func (c *Client) streamEphemeralRunners(ctx context.Context, ns string, memo *li
 		SetHeader("Accept", "application/json").
 		Stream(ctx)
 	if err != nil {
-		if ctx.Err() != nil || errors.Is(err, ErrTimeout) {
+		if ctx.Err() != nil || errors.Is(err, ErrTimeout) || unanswered(err) {
 			return out[:start], err
 		}
 		return out[:start], noERWatchList(err)

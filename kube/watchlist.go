@@ -18,6 +18,15 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// unanswered reports whether a request's error is one no HTTP answer came
+// with (the connection refused, a name that does not resolve, a TLS
+// handshake refused): the API server cannot be reached, which no list in
+// pages cures, and which is not the API server declining a watch-list.
+func unanswered(err error) bool {
+	var status apierrors.APIStatus
+	return !errors.As(err, &status)
+}
+
 // errNoWatchList is wrapped by streamPods' error when the API server did
 // not give a complete watch-list (it refused the request, the reaper may
 // not watch pods, or the stream ended or broke the contract before its
@@ -73,7 +82,7 @@ func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping,
 		VersionedParams(&opts, c.cs.params).
 		Stream(ctx)
 	if err != nil {
-		if ctx.Err() != nil || errors.Is(err, ErrTimeout) {
+		if ctx.Err() != nil || errors.Is(err, ErrTimeout) || unanswered(err) {
 			return err
 		}
 		return fmt.Errorf("%w: %w", errNoWatchList, err)

@@ -123,6 +123,13 @@ func row(now time.Time, c reconcile.Candidate) Row {
 // laid out, so that one row is one line and each column holds what it
 // says.
 func WriteTable(w io.Writer, res sweep.Result) error {
+	if !res.Looked {
+		_, err := fmt.Fprintf(w, "audit could not look, so it shows nothing: %s\n", safetext.String(blindWhy(res)))
+		if err != nil {
+			return fmt.Errorf("write audit table: %w", err)
+		}
+		return nil
+	}
 	rows := Rows(res)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERDICT\tPOD\tRUNNER\tSCOPE\tAGE\tJOB\tWOULD\tMATURES\tEVIDENCE")
@@ -184,11 +191,25 @@ func WriteTable(w io.Writer, res sweep.Result) error {
 	return nil
 }
 
-// WriteJSON prints the audit rows for machines.
+// blindWhy says why a sweep could not look.
+func blindWhy(res sweep.Result) string {
+	if res.Err != nil {
+		return res.Err.Error()
+	}
+	return "the sweep ended before it had observed the fleet"
+}
+
+// WriteJSON prints the audit rows for machines; for an audit that could not
+// look, an error object instead, never an empty list that would read as a
+// clean fleet.
 func WriteJSON(w io.Writer, res sweep.Result) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(Rows(res)); err != nil {
+	var v any = Rows(res)
+	if !res.Looked {
+		v = map[string]string{"error": "audit could not look, so it shows nothing: " + blindWhy(res)}
+	}
+	if err := enc.Encode(v); err != nil {
 		return fmt.Errorf("write audit json: %w", err)
 	}
 	return nil

@@ -20,7 +20,7 @@ import (
 func TestActionLineNamesTheJob(t *testing.T) {
 	job := &fleet.Job{Owner: "acme", Repo: "api", RunID: 4242, Name: "build (linux)", RequestID: 991}
 	pod := func(name string) *fleet.Pod { return &fleet.Pod{Namespace: "arc", Name: name, RunnerName: name} }
-	res := sweep.Result{WebHost: "ghe.example.com", Outcomes: []reap.Outcome{
+	res := sweep.Result{Looked: true, WebHost: "ghe.example.com", Outcomes: []reap.Outcome{
 		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: pod("held"), Job: job}},
 			Action: reap.DeleteEphemeralRunner, Result: fleet.Deleted},
 		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Zombie, Pod: pod("guarded"), Job: job}},
@@ -67,7 +67,7 @@ func TestActionLineNamesTheJob(t *testing.T) {
 func TestAuditShowsTheJob(t *testing.T) {
 	job := &fleet.Job{Owner: "acme", Repo: "api", RunID: 4711, Name: "build\x1b[31m"}
 	pod := func(name string) *fleet.Pod { return &fleet.Pod{Namespace: "arc", Name: name, RunnerName: name} }
-	res := sweep.Result{Outcomes: []reap.Outcome{
+	res := sweep.Result{Looked: true, Outcomes: []reap.Outcome{
 		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Zombie, Pod: pod("guarded"), Job: job}},
 			Result: fleet.ProtectedJob, Job: &fleet.JobStatus{Status: "in_progress"}},
 		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Zombie, Pod: pod("over"), Job: job}},

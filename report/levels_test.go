@@ -22,7 +22,7 @@ import (
 // one that failed (ERROR), and a complete summary (INFO).
 func levelled() sweep.Result {
 	pod := &fleet.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: "acme-dead"}
-	return sweep.Result{
+	return sweep.Result{Looked: true,
 		Status:   sweep.StatusComplete,
 		Deferred: []string{"org:later"},
 		Class:    reconcile.Classification{Skipped: []reconcile.Skip{{ScopeKey: "org:beta", Reason: "502", Kind: fleet.SkipFailed}}},

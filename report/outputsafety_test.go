@@ -46,7 +46,7 @@ func hostileSweep() sweep.Result {
 	started := time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
 	dead := &fleet.Pod{Namespace: "arc", Name: "acme-dead", RunnerName: hostile, CreatedAt: fleet.StampOf(started.Add(-time.Hour))}
 	zombie := &fleet.Pod{Namespace: "arc", Name: "acme-zombie", RunnerName: hostile, CreatedAt: fleet.StampOf(started.Add(-time.Hour))}
-	return sweep.Result{
+	return sweep.Result{Looked: true,
 		Mode:    sweep.Audit,
 		Status:  sweep.StatusDegraded,
 		Started: started,

@@ -256,6 +256,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Bool("dry_run", res.Mode != sweep.Act),
 		slog.Int("status", int(res.Status)),
 		slog.Int64("duration_ms", res.Duration.Milliseconds()),
+		slog.Bool("observed", res.Looked),
 		slog.Int("pods_observed", res.Observed.Pods),
 		slog.Int("registrations_observed", registrations),
 		slog.Int("scopes", len(res.Observation.Lists)),

@@ -24,7 +24,7 @@ import (
 // The Lambda's response and the summary log line carry the same keys and
 // values, so one dashboard reads both.
 func TestSummaryMatchesTheLogLine(t *testing.T) {
-	res := sweep.Result{
+	res := sweep.Result{Looked: true,
 		Status: sweep.StatusDegraded,
 		Class:  reconcile.Classification{Skipped: []reconcile.Skip{{ScopeKey: "org:acme", Reason: "502"}}},
 		Confirmation: reconcile.Confirmation{Candidates: []reconcile.Candidate{
@@ -55,7 +55,7 @@ func TestSummaryMatchesTheLogLine(t *testing.T) {
 // An unobserved namespace is warned about before the actions, by name and
 // with the reason, and the summary lists it.
 func TestUnobservedNamespaceIsWarnedAndSummarised(t *testing.T) {
-	res := sweep.Result{
+	res := sweep.Result{Looked: true,
 		Status: sweep.StatusDegraded,
 		Class: reconcile.Classification{Unobserved: []fleet.UnobservedNamespace{
 			{Namespace: "arc-runnres", Reason: "namespace arc-runnres does not exist"}}},
@@ -82,7 +82,7 @@ func TestUnobservedNamespaceIsWarnedAndSummarised(t *testing.T) {
 // a warning, the summary's scopes_moved (never scopes_skipped), and a line
 // of the audit that says what the list proved.
 func TestMovedScopeIsJudgedAndSaysSo(t *testing.T) {
-	res := sweep.Result{Status: sweep.StatusComplete, Moved: []string{"org:acme"}}
+	res := sweep.Result{Looked: true, Status: sweep.StatusComplete, Moved: []string{"org:acme"}}
 	lines := logged(t, res)
 	require.Len(t, lines, 2)
 	assert.Equal(t, "runner lists moved while read", lines[0]["msg"])
@@ -102,7 +102,7 @@ func TestMovedScopeIsJudgedAndSaysSo(t *testing.T) {
 // Issue 8: every ambiguous runner name is a warning of its own, before the
 // summary, and the summary counts them and the pods that are not runners.
 func TestLogAmbiguitiesAndNotRunners(t *testing.T) {
-	res := sweep.Result{
+	res := sweep.Result{Looked: true,
 		Status: sweep.StatusComplete,
 		Class: reconcile.Classification{
 			NotRunner: 2,
@@ -140,7 +140,7 @@ func TestRateLimitSaysUntilWhen(t *testing.T) {
 	until := time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
 	later := until.Add(time.Minute)
 	limit := &fleet.RateLimitError{Until: later, Secondary: true, Err: errors.New("429")}
-	res := sweep.Result{
+	res := sweep.Result{Looked: true,
 		Mode:   sweep.Audit,
 		Status: sweep.StatusDegraded,
 		Class: reconcile.Classification{Skipped: []reconcile.Skip{
@@ -177,7 +177,7 @@ func TestActionLineNamesItsObject(t *testing.T) {
 	finished := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	pod := &fleet.Pod{Namespace: "arc", Name: "p", CreatedAt: fleet.StampOf(finished.Add(-90 * time.Minute))}
 	er := &fleet.EphemeralRunner{Namespace: "arc", Name: "e"}
-	res := sweep.Result{Started: finished.Add(30 * time.Second), Outcomes: []reap.Outcome{
+	res := sweep.Result{Looked: true, Started: finished.Add(30 * time.Second), Outcomes: []reap.Outcome{
 		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: pod,
 			Exit: &reconcile.Exit{Code: 137, Reason: "OOMKilled", Class: reconcile.ExitOOMHost, FinishedAt: finished}}},
 			Action: reap.DeletePod, Result: fleet.Deleted, ObjectResult: fleet.Deleted},
@@ -216,7 +216,7 @@ func TestSummaryReportsATrimmedLedger(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res := sweep.Result{Status: sweep.StatusComplete, LedgerTrim: c.trim}
+			res := sweep.Result{Looked: true, Status: sweep.StatusComplete, LedgerTrim: c.trim}
 			var buf bytes.Buffer
 			Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
 			var line map[string]any
@@ -259,7 +259,7 @@ func logged(t *testing.T, res sweep.Result) []map[string]any {
 func TestAgesAreNeverNegative(t *testing.T) {
 	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	pod := &fleet.Pod{Namespace: "arc", Name: "p", CreatedAt: fleet.StampOf(now.Add(time.Second))}
-	res := sweep.Result{Started: now, Outcomes: []reap.Outcome{
+	res := sweep.Result{Looked: true, Started: now, Outcomes: []reap.Outcome{
 		{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Zombie, Pod: pod},
 			Mark: fleet.Mark{Verdict: fleet.Zombie, FirstSeen: now.Add(1500 * time.Millisecond)}},
 			Action: reap.DeletePod, Result: fleet.Deleted, ObjectResult: fleet.Deleted},
@@ -273,4 +273,22 @@ func TestAgesAreNeverNegative(t *testing.T) {
 	rows := Rows(res)
 	require.Len(t, rows, 1)
 	assert.Equal(t, 0.0, rows[0].AgeSeconds)
+}
+
+// An audit that could not look (an API server that cannot be reached)
+// prints no table, neither empty rows nor "0 finding(s)", but one plain
+// line that says what it could not reach and why; as JSON, an error object,
+// never an empty list.
+func TestAuditThatCouldNotLookShowsNothing(t *testing.T) {
+	res := sweep.Result{Status: sweep.StatusFailed, Err: errors.New(`observe pods: Get "https://10.0.0.1:6443/api/v1/pods": dial tcp 10.0.0.1:6443: connect: connection refused`)}
+	var table bytes.Buffer
+	require.NoError(t, WriteTable(&table, res))
+	assert.Equal(t, "audit could not look, so it shows nothing: observe pods: Get \"https://10.0.0.1:6443/api/v1/pods\": dial tcp 10.0.0.1:6443: connect: connection refused\n", table.String())
+	assert.NotContains(t, table.String(), "finding(s)")
+
+	var js bytes.Buffer
+	require.NoError(t, WriteJSON(&js, res))
+	var got map[string]string
+	require.NoError(t, json.Unmarshal(js.Bytes(), &got), js.String())
+	assert.Contains(t, got["error"], "connection refused")
 }

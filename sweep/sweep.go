@@ -173,6 +173,12 @@ type Result struct {
 	// keeps the number of pods.
 	Observation  reconcile.Observation
 	Observed     Observed
+	// Looked is true once the sweep has observed everything it judges:
+	// the ledger, the pods, the EphemeralRunners where watched, and the
+	// runner lists (each one read, or skipped for a reason it reports).
+	// A sweep that could not look shows nothing that could be read as a
+	// clean fleet.
+	Looked bool
 	Class        reconcile.Classification
 	Confirmation reconcile.Confirmation
 	// Outcomes holds the fate of every ready candidate.
@@ -286,7 +292,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	}
 	ledger.Lists = lists
 	ledger.NextScope = res.NextScope
-	res.Observation = obs
+	res.Observation, res.Looked = obs, true
 
 	res.Class = reconcile.Classify(obs, s.Policy, ledger.Marks)
 	ledger.Streaks.Skips = skipStreaks(ledger.Streaks.Skips, s.Scopes, res.Class.Skipped)
