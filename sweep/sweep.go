@@ -171,14 +171,14 @@ type Result struct {
 	// Observation is what the sweep saw. Its Pods and EphemeralRunners
 	// are let go of once the sweep has judged them (see letGo); Observed
 	// keeps the number of pods.
-	Observation  reconcile.Observation
-	Observed     Observed
+	Observation reconcile.Observation
+	Observed    Observed
 	// Looked is true once the sweep has observed everything it judges:
 	// the ledger, the pods, the EphemeralRunners where watched, and the
 	// runner lists (each one read, or skipped for a reason it reports).
 	// A sweep that could not look shows nothing that could be read as a
 	// clean fleet.
-	Looked bool
+	Looked       bool
 	Class        reconcile.Classification
 	Confirmation reconcile.Confirmation
 	// Outcomes holds the fate of every ready candidate.
