@@ -129,6 +129,12 @@ type Runtime struct {
 	// it, decided once by Start; a sweep whose peak comes near the limit
 	// says so (warnMemory).
 	memory memlimit.Decision
+	// timeout is REAPER_SWEEP_TIMEOUT, the bound on a sweep and the push
+	// of its metrics together; began is when Start began, from which the
+	// first sweep's bound counts, so that the process as a whole ends
+	// within it (a CronJob's activeDeadlineSeconds is checked against it).
+	timeout time.Duration
+	began   time.Time
 }
 
 // Entry is what an entry point asks of the run: the mode it was asked for,
@@ -157,6 +163,7 @@ type Entry struct {
 // problem a line) and wraps ErrConfig when the configuration is the cause:
 // the entry points exit 2 on it. The second half is Runtime.Sweep.
 func Start(ctx context.Context, e Entry) (*Runtime, error) {
+	began := time.Now()
 	// Every line and message from here on passes through the one
 	// redactor, and is escaped after it (package safetext).
 	secrets := redact.New()
@@ -185,7 +192,7 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 	if err != nil {
 		return nil, report.PlainError(err, secrets)
 	}
-	rt.mode, rt.audit, rt.auditJSON, rt.memory = mode, e.Stdout, e.AuditJSON, memory
+	rt.mode, rt.audit, rt.auditJSON, rt.memory, rt.began = mode, e.Stdout, e.AuditJSON, memory, began
 	rt.Log.LogAttrs(ctx, slog.LevelDebug, "memory limit", append(memory.Attrs(), gc.Attrs()...)...)
 	if memErr != nil {
 		// A cgroup that cannot be read (an unusual mount, a permission)
@@ -264,7 +271,7 @@ func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Ru
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return &Runtime{Sweeper: s, Log: log, Secrets: o.Secrets, out: out, metricsNamespace: cfg.MetricsNamespace, push: cfg.Push}, nil
+	return &Runtime{Sweeper: s, Log: log, Secrets: o.Secrets, out: out, metricsNamespace: cfg.MetricsNamespace, push: cfg.Push, timeout: cfg.SweepTimeout}, nil
 }
 
 // Logger is the process's logger, writing JSON lines to out. level filters
@@ -284,6 +291,20 @@ func Logger(out io.Writer, level slog.Level, secrets *redact.Set) *slog.Logger {
 // lines where configured, and an audit's table or JSON. An audit that could
 // not be written fails the sweep.
 func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
+	if r.timeout > 0 {
+		begin := time.Now()
+		if !r.began.IsZero() {
+			begin, r.began = r.began, time.Time{}
+		}
+		end := begin.Add(r.timeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, end)
+		defer cancel()
+		// The sweep keeps back what the push needs: its own deadline
+		// comes first, so that it ends as a sweep stopped by
+		// REAPER_SWEEP_TIMEOUT does, and the push has the rest.
+		r.Sweeper.Timeout = max(time.Until(end)-r.pushRoom(), time.Second)
+	}
 	res := Sweep(ctx, r.Sweeper, r.mode, r.Log)
 	r.warnMemory(ctx, res)
 	if r.metricsNamespace != "" {
@@ -328,15 +349,28 @@ func (r *Runtime) warnMemory(ctx context.Context, res sweep.Result) {
 	}
 }
 
-// pushBudget bounds the pushes of the metrics, together: the CronJob's
-// deadline leaves 5 s past the sweep's (activeDeadlineSeconds 50,
-// REAPER_SWEEP_TIMEOUT 45s), counted from before the process started, and
-// a Pushgateway on the cluster's network answers in milliseconds.
+// pushBudget bounds the pushes of the metrics, together: a Pushgateway on
+// the cluster's network answers in milliseconds, and the push must end
+// within REAPER_SWEEP_TIMEOUT with the sweep (pushRoom).
 const pushBudget = 3 * time.Second
 
-// pushReserve is kept back from an invocation's own deadline (the Lambda's),
-// so that its answer still goes out.
+// pushReserve is kept back from the deadline (REAPER_SWEEP_TIMEOUT's, an
+// invocation's), so that the process can still exit, and a Lambda answer.
 const pushReserve = 500 * time.Millisecond
+
+// minPush is the least time a push is started with: with less left before
+// the deadline, it is dropped with a warning rather than cut short.
+const minPush = 250 * time.Millisecond
+
+// pushRoom is what a sweep keeps back from REAPER_SWEEP_TIMEOUT for the
+// push of its metrics: the push's budget and reserve, and never more than a
+// quarter of the timeout; nothing when the sweep pushes nothing.
+func (r *Runtime) pushRoom() time.Duration {
+	if r.mode == sweep.Audit || (r.push.PushgatewayURL == "" && r.push.OTLP == nil) {
+		return 0
+	}
+	return min(pushBudget+pushReserve, r.timeout/4)
+}
 
 // publish pushes the sweep's metrics where configured, both sinks at once
 // within one budget. It runs detached from ctx's cancellation (a sweep a
@@ -352,6 +386,11 @@ func (r *Runtime) publish(ctx context.Context, res sweep.Result) {
 	end := time.Now().Add(pushBudget)
 	if d, ok := ctx.Deadline(); ok && d.Add(-pushReserve).Before(end) {
 		end = d.Add(-pushReserve)
+	}
+	if left := time.Until(end); left < minPush {
+		r.Log.Warn("push metrics dropped", slog.Duration("left", max(left, 0)),
+			slog.String("effect", "the sweep left too little of REAPER_SWEEP_TIMEOUT (or of the invocation) for the push; this sweep's metrics are not published, and the sweep itself is unaffected"))
+		return
 	}
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
 	defer cancel()

@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"testing"
@@ -133,4 +135,34 @@ func TestSweepMetricsReachPrometheus(t *testing.T) {
 // dead is a runner pod the OOM killer ended.
 func dead() testenv.PodState {
 	return testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")}
+}
+
+// The whole process, the push of its metrics included, ends within
+// REAPER_SWEEP_TIMEOUT: a GitHub list that hangs holds the sweep to its
+// deadline, and a Pushgateway that never answers gets only what the sweep
+// kept back for it. Before, the push's budget counted from the sweep's end
+// and the process ran past the timeout, into a CronJob's
+// activeDeadlineSeconds.
+func TestProcessEndsWithinTheSweepTimeoutPushIncluded(t *testing.T) {
+	t.Parallel()
+	stop := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	defer hang.Close()
+	defer close(stop)
+	const timeout = 8 * time.Second
+	w := newWorld(t, map[string]string{"REAPER_PUSHGATEWAY_URL": hang.URL, "REAPER_SWEEP_TIMEOUT": timeout.String(), "REAPER_GITHUB_TIMEOUT": "30s"})
+	w.pod("acme-dead", dead())
+	w.sim.Fault(scope, ghsim.EndpointList, ghsim.Fault{Hang: time.Minute})
+	defer w.sim.ClearFaults()
+	r := w.sweep()
+	assert.NotEqual(t, 0, r.Code, "a sweep its deadline stopped is no success")
+	// The bound is the deadline itself; the second is the process's own
+	// start and exit, which the timeout cannot count.
+	assert.Less(t, r.Wall, timeout+time.Second, "the process ran past REAPER_SWEEP_TIMEOUT")
+	assert.NotEmpty(t, append(r.msg("push metrics"), r.msg("push metrics dropped")...), "the push that could not finish says so")
 }
