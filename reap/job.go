@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -32,13 +34,14 @@ func needsJobCheck(c reconcile.Candidate) bool {
 	return c.Job != nil && c.Pod != nil && c.Verdict != fleet.Terminal && !reconcile.RunnerEnded(c.Pod)
 }
 
-// checkJob asks GitHub about the candidate's job before anything is
-// decided for it, and reports whether the candidate may go on. A job
-// queued or in progress on this runner protects it (ProtectedJob); a
-// finished one lets it go on; a check that fails, or a job that cannot be
-// asked about, holds it (JobUnchecked), because no answer is not evidence
-// that the job ended. A rate limit holds it as every GitHub call does.
-func (r *Reaper) checkJob(ctx context.Context, o *Outcome) bool {
+// checkJob decides, from what GitHub said of the candidate's job
+// (askJobs), whether the candidate may go on. A job queued or in progress
+// on this runner protects it (ProtectedJob); a finished one lets it go on;
+// a check that failed, that got no answer within the checks' budget, or a
+// job that cannot be asked about, holds it (JobUnchecked), because no
+// answer is not evidence that the job ended. A rate limit holds it as
+// every GitHub call does.
+func (r *Reaper) checkJob(ctx context.Context, o *Outcome, a *jobAnswer) bool {
 	c := o.Candidate
 	if r.tooLate(ctx) {
 		// Too late to ask is too late to act.
@@ -56,23 +59,129 @@ func (r *Reaper) checkJob(ctx context.Context, o *Outcome) bool {
 	if r.held(o) {
 		return false
 	}
-	actx, cancel := r.actionContext(ctx, ObjectRoom)
-	defer cancel()
-	st, err := r.opts.Jobs.JobStatus(actx, *c.Job, c.Pod.RunnerName)
-	if err != nil {
-		err = fmt.Errorf("check job %s of runner %q: %w", describeJob(*c.Job), c.Pod.RunnerName, err)
+	if a == nil {
+		// Its check was not sent within the checks' budget: deferred,
+		// its mark kept, and since it was not asked it goes before
+		// those that were next sweep.
+		o.Result, o.Err = fleet.Deferred, fmt.Errorf("check job %s of runner %q: %w", describeJob(*c.Job), c.Pod.RunnerName, errJobChecksBudget)
+		return false
+	}
+	if a.err != nil {
+		err := fmt.Errorf("check job %s of runner %q: %w", describeJob(*c.Job), c.Pod.RunnerName, a.err)
 		if r.limited(o, err) {
 			return false
 		}
 		o.Result, o.Err = fleet.JobUnchecked, err
 		return false
 	}
+	st := a.status
 	o.Job = &st
 	if !st.Finished() {
 		o.Result = fleet.ProtectedJob
 		return false
 	}
 	return true
+}
+
+// jobAnswer is what GitHub said of one candidate's job, or why it said
+// nothing.
+type jobAnswer struct {
+	status fleet.JobStatus
+	err    error
+}
+
+// errJobChecksBudget is why a job check whose turn it was was not sent, or
+// got no answer: the checks' budget ran out first.
+var errJobChecksBudget = errors.New("no answer within the job checks' budget (a share of the sweep, each check at most 5 s)")
+
+// The job checks' budget. They are optional reads, made for the few
+// candidates that would stop a runner with a known job, and a jobs API
+// that accepts connections and never answers must not starve the actions
+// that need no check: the checks run all at once before anything acts, at
+// most jobCheckConcurrency at a time, each within jobCheckTimeout, and all
+// within jobCheckShare of the time the sweep has left to act in.
+const (
+	jobCheckConcurrency = 4
+	jobCheckTimeout     = 5 * time.Second
+	jobCheckShare       = 4 // a quarter
+)
+
+// askJobs asks GitHub about the jobs of the candidates whose turn it is
+// (jobCheckTurns), under the checks' budget, and returns each answer by
+// the candidate's index: a check sent that got no answer in time answers
+// errJobChecksBudget (job-unchecked, and asked after the others next
+// sweep), and a candidate whose check was never sent has none (deferred,
+// and asked before them). Nothing is asked once GitHub has rate-limited
+// the sweep, and no check not yet sent is sent once it does.
+func (r *Reaper) askJobs(ctx context.Context, cs []reconcile.Candidate, turns map[int]bool) map[int]*jobAnswer {
+	if len(turns) == 0 || r.opts.Jobs == nil || r.limit != nil || r.tooLate(ctx) {
+		return nil
+	}
+	timeout := jobCheckTimeout
+	if r.opts.ActionTimeout > 0 {
+		timeout = min(timeout, r.opts.ActionTimeout)
+	}
+	end := time.Now().Add(timeout * time.Duration((len(turns)+jobCheckConcurrency-1)/jobCheckConcurrency))
+	if last, ok := lastMoment(ctx); ok {
+		left := time.Until(last) - max(r.opts.Spare, minLeft)
+		end = minTime(end, time.Now().Add(left/jobCheckShare))
+	}
+	bctx, stop := context.WithDeadline(ctx, end)
+	defer stop()
+	var mu sync.Mutex
+	answers := make(map[int]*jobAnswer, len(turns))
+	sem := make(chan struct{}, jobCheckConcurrency)
+	var wg sync.WaitGroup
+	for i := range cs {
+		if !turns[i] {
+			continue
+		}
+		c := cs[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-bctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(bctx, timeout)
+			defer cancel()
+			if bctx.Err() != nil {
+				return
+			}
+			st, err := r.opts.Jobs.JobStatus(cctx, *c.Job, c.Pod.RunnerName)
+			if err != nil && bctx.Err() != nil && fleet.AsRateLimit(err) == nil {
+				// The budget ran out under it: sent, and no answer.
+				err = errJobChecksBudget
+			}
+			if fleet.AsRateLimit(err) != nil {
+				// GitHub asks clients to stop: no check not yet sent
+				// is sent.
+				stop()
+			}
+			mu.Lock()
+			answers[i] = &jobAnswer{status: st, err: err}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, a := range answers {
+		if rl := fleet.AsRateLimit(a.err); rl != nil && (r.limit == nil || rl.Until.After(r.limit.Until)) {
+			// Every candidate that needs GitHub is held from here on,
+			// whether or not its own check was sent (HoldGitHub).
+			r.limit = rl
+		}
+	}
+	return answers
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // asks reports whether the job guard would ask GitHub about the

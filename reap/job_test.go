@@ -129,16 +129,21 @@ func TestJobGuardFailsClosed(t *testing.T) {
 		desk := &jobDesk{err: map[int64]error{1: &fleet.RateLimitError{Until: time.Now().Add(time.Hour), Err: errors.New("API rate limit exceeded")}}}
 		o := opts()
 		o.Jobs = desk
-		outs := New(rec, rec, o).Reap(context.Background(), 100, []reconcile.Candidate{
-			withJob(cand(fleet.Zombie, "first", 1), 1),
-			withJob(cand(fleet.Zombie, "second", 2), 2),
-			cand(fleet.Zombie, "needs-github", 3),
-		})
-		assert.Equal(t, map[string]fleet.Result{"first": fleet.RateLimited, "second": fleet.RateLimited, "needs-github": fleet.RateLimited}, results(outs))
-		assert.Len(t, desk.asked, 1, "no GitHub call after the limit")
+		cs := []reconcile.Candidate{cand(fleet.Zombie, "needs-github", 99)}
+		want := map[string]fleet.Result{"needs-github": fleet.RateLimited}
+		for i := range int64(12) {
+			name := fmt.Sprintf("job-%d", i)
+			cs = append(cs, withJob(cand(fleet.Zombie, name, 10+i), 1))
+			want[name] = fleet.RateLimited
+		}
+		outs := New(rec, rec, o).Reap(context.Background(), 100, cs)
+		assert.Equal(t, want, results(outs))
+		// The checks go four at a time: those in flight when GitHub said
+		// rate-limited were sent, and no other.
+		assert.LessOrEqual(t, len(desk.asked), jobCheckConcurrency, "no check sent after the limit")
 		assert.Empty(t, rec.writes())
 	})
-	t.Run("only what the bound would admit is asked about", func(t *testing.T) {
+	t.Run("no more than twice what the bound admits is asked about", func(t *testing.T) {
 		rec := &recorder{}
 		desk := &jobDesk{status: map[int64]fleet.JobStatus{1: {Status: "in_progress"}, 2: {Status: "completed"}, 3: {Status: "completed"}}}
 		o := opts()
@@ -149,7 +154,7 @@ func TestJobGuardFailsClosed(t *testing.T) {
 			withJob(cand(fleet.Zombie, "c-over", 3), 3),
 		})
 		assert.Equal(t, map[string]fleet.Result{"a-protected": fleet.ProtectedJob, "b-over": fleet.Deleted, "c-over": fleet.Deferred}, results(outs))
-		assert.Equal(t, []string{"acme/api/1@a-protected", "acme/api/2@b-over"}, desk.asked)
+		assert.ElementsMatch(t, []string{"acme/api/1@a-protected", "acme/api/2@b-over"}, desk.asked, "twice the bound's actions are asked about, the first in its order")
 	})
 	t.Run("dry run asks too", func(t *testing.T) {
 		rec := &recorder{}
@@ -307,4 +312,72 @@ func TestJobCheckTurnsGoOnlyToCandidatesThatWouldBeAsked(t *testing.T) {
 	got := results(New(rec, rec, o).Reap(context.Background(), 100, append(cs, deleting, asked)))
 	assert.Equal(t, fleet.Deleted, got["asked"])
 	assert.Equal(t, []string{"acme/api/9@asked"}, desk.asked)
+}
+
+// hangingDesk is a jobs API that accepts the request and never answers.
+type hangingDesk struct {
+	mu    sync.Mutex
+	asked int
+}
+
+func (d *hangingDesk) JobStatus(ctx context.Context, _ fleet.Job, _ string) (fleet.JobStatus, error) {
+	d.mu.Lock()
+	d.asked++
+	d.mu.Unlock()
+	<-ctx.Done()
+	return fleet.JobStatus{}, ctx.Err()
+}
+
+// A jobs API that never answers starves nothing: the checks go up front,
+// together, under a budget of their own (each within its timeout, all
+// within a share of the sweep), so the actions that need no check (a
+// terminal pod, a zombie with no job recorded) still act, and the runners
+// whose check got no answer are held (job-unchecked), to be asked first
+// next sweep.
+func TestJobChecksThatHangStarveNothing(t *testing.T) {
+	rec := &recorder{}
+	desk := &hangingDesk{}
+	o := opts()
+	// Each check may take the action's 5 s: one after the other, two of
+	// them would leave the others, and every action, not-reached.
+	o.Jobs, o.ActionTimeout, o.Spare = desk, DefaultSpare, 100*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Second)
+	defer cancel()
+	cs := []reconcile.Candidate{cand(fleet.Terminal, "dead", 0), cand(fleet.Zombie, "no-job", 2)}
+	for i := range int64(6) {
+		cs = append(cs, withJob(cand(fleet.Zombie, fmt.Sprintf("hangs-%d", i), 10+i), 10+i))
+	}
+	outs := New(rec, rec, o).Reap(ctx, 100, cs)
+	got := results(outs)
+	assert.Equal(t, fleet.Deleted, got["dead"], "a terminal pod needs no job check")
+	assert.Equal(t, fleet.Deleted, got["no-job"], "nor does a runner with no job recorded")
+	// Four at a time, within a quarter of what the sweep had left: the
+	// four sent got no answer (job-unchecked, asked again after the
+	// others); the two never sent are deferred, to go first next sweep.
+	unchecked, deferred := 0, 0
+	for _, out := range outs {
+		switch out.Result {
+		case fleet.JobUnchecked:
+			unchecked++
+			assert.ErrorContains(t, out.Err, "no answer within the job checks' budget")
+		case fleet.Deferred:
+			deferred++
+			assert.ErrorContains(t, out.Err, "no answer within the job checks' budget")
+		}
+	}
+	assert.Equal(t, 4, unchecked)
+	assert.Equal(t, 2, deferred)
+	assert.Equal(t, 4, desk.asked)
+
+	// Next sweep: a check that got no answer (stamped, as the sweep
+	// records job-unchecked) goes behind those never asked, so that the
+	// same slow runner does not go first every time.
+	asked := withJob(cand(fleet.Zombie, "asked-before", 20), 20)
+	asked.Mark.JobCheckedAt = time.Now()
+	next := opts()
+	next.Jobs, next.Limits.MaxActions = desk, 1 // room for two checks
+	turns := New(rec, rec, next).jobCheckTurns([]reconcile.Candidate{
+		asked, withJob(cand(fleet.Zombie, "never-a", 21), 21), withJob(cand(fleet.Zombie, "never-b", 22), 22),
+	})
+	assert.Equal(t, map[int]bool{1: true, 2: true}, turns)
 }

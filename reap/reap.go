@@ -276,6 +276,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	reconcile.Order(cs)
 	budget := reconcile.NewBudget(r.opts.Limits, managedPods)
 	turns := r.jobCheckTurns(cs)
+	answers := r.askJobs(ctx, cs, turns)
 	out := make([]Outcome, len(cs))
 	for i, c := range cs {
 		out[i] = Outcome{Candidate: c, Action: r.Action(c), Object: Object(c), DryRun: r.opts.DryRun, Result: fleet.Deferred}
@@ -293,10 +294,10 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			out[i].Bounded = true
 		case needsJobCheck(c) && r.asks(c) && !turns[i]:
 			// Deferred: its mark stays for a later sweep's check.
-		case needsJobCheck(c) && !r.checkJob(ctx, &out[i]):
-			// The job guard asks before admission, so that a protected
-			// runner takes no place in the bound, and only for a
-			// candidate the bound would admit. checkJob said why not.
+		case needsJobCheck(c) && !r.checkJob(ctx, &out[i], answers[i]):
+			// The job guard has asked before admission (askJobs), so
+			// that a protected runner takes no place in the bound.
+			// checkJob said why not.
 		default:
 			budget.Admit(c)
 			out[i].Result = ""
