@@ -99,9 +99,9 @@ func freeTexts() map[string]freeText {
 		"schedule": {got: func(t *testing.T, objs []*unstructured.Unstructured) any {
 			return theCronJob(t, objs).Object["spec"].(map[string]any)["schedule"]
 		}},
-		"suspend": {got: func(t *testing.T, objs []*unstructured.Unstructured) any {
-			return theCronJob(t, objs).Object["spec"].(map[string]any)["suspend"]
-		}},
+		// A switch is a boolean, not text: refused, schema or no schema
+		// (a template takes any string for true).
+		"suspend": {refused: "suspend must be true or false"},
 
 		"github.existingSecret":     {got: secretRef("name")},
 		"github.tokenKey":           {got: secretRef("key")},
@@ -120,17 +120,17 @@ func freeTexts() map[string]freeText {
 		"ownerStamp.maxAge":         {got: env("REAPER_STAMP_MAX_AGE")},
 		"ghost.namePrefix":          {got: env("REAPER_GHOST_NAME_PREFIX")},
 		"ghost.label":               {got: env("REAPER_GHOST_LABEL")},
-		"arc.enabled":               {got: env("REAPER_ARC_LEAKS")},
-		"arc.removeFinalizers":      {got: env("REAPER_ARC_REMOVE_FINALIZERS")},
+		"arc.enabled":               {refused: "arc.enabled must be true or false"},
+		"arc.removeFinalizers":      {refused: "arc.removeFinalizers must be true or false"},
 		"arc.failedAfter":           {got: env("REAPER_ARC_FAILED_AFTER")},
 		"arc.podlessAfter":          {got: env("REAPER_ARC_PODLESS_AFTER")},
 		"arc.stuckDeletingAfter":    {got: env("REAPER_ARC_STUCK_DELETING_AFTER")},
-		"deleteServiceAccounts":     {got: env("REAPER_DELETE_SERVICE_ACCOUNT")},
+		"deleteServiceAccounts":     {refused: "deleteServiceAccounts must be true or false"},
 		"registrationDeadline":      {got: env("REAPER_REGISTRATION_DEADLINE")},
 		"confirmAfter":              {got: env("REAPER_CONFIRM_AFTER")},
 		"limits.maxFraction":        {got: env("REAPER_MAX_FRACTION")},
 		"massSuspicion.fraction":    {got: env("REAPER_MASS_SUSPICION_FRACTION")},
-		"dryRun":                    {got: env("REAPER_DRY_RUN")},
+		"dryRun":                    {refused: "dryRun must be true or false"},
 		"kube.timeout":              {got: env("REAPER_KUBE_TIMEOUT")},
 		"sweepTimeout":              {got: env("REAPER_SWEEP_TIMEOUT")},
 		"logLevel":                  {got: env("REAPER_LOG_LEVEL")},

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 // No values widen the chart's rights past the runners' namespaces and the
@@ -86,4 +88,54 @@ func TestValuesMayNameDefaultAndGroupsOfTheirOwn(t *testing.T) {
 	for _, o := range objs {
 		assert.False(t, strings.HasPrefix(o.GetNamespace(), "kube-"), "%s %s/%s", o.GetKind(), o.GetNamespace(), o.GetName())
 	}
+}
+
+// A switch that decides a right is a boolean, checked in the template too:
+// with --skip-schema-validation, arc.enabled: "false" once rendered every
+// ARC rule (EphemeralRunner delete and patch) while REAPER_ARC_LEAKS said
+// false, and deleteServiceAccounts and lambdaAccess.enabled granted theirs,
+// the templates testing truthiness and the configuration writing the
+// string. Now each is refused, with and without the schema, and the Role
+// and the configuration cannot disagree.
+func TestSwitchesThatDecideRightsAreBooleans(t *testing.T) {
+	for _, c := range []struct {
+		at     string
+		values map[string]any
+	}{
+		{"arc.enabled", map[string]any{"arc": map[string]any{"enabled": "false"}}},
+		{"arc.removeFinalizers", map[string]any{"arc": map[string]any{"enabled": true, "removeFinalizers": "false"}}},
+		{"deleteServiceAccounts", map[string]any{"deleteServiceAccounts": "false"}},
+		{"lambdaAccess.enabled", map[string]any{"lambdaAccess": map[string]any{"enabled": "false"}}},
+		{"dryRun", map[string]any{"dryRun": "true"}},
+		{"suspend", map[string]any{"suspend": 0}},
+		{"monitoring.prometheusRule.enabled", map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{"enabled": "no"}}}},
+	} {
+		t.Run(c.at, func(t *testing.T) {
+			t.Parallel()
+			_, err := render(t, namespace, c.values)
+			require.Error(t, err, "rendered with the schema")
+			_, err = render(t, namespace, c.values, "--skip-schema-validation")
+			require.Error(t, err, "rendered with the schema skipped")
+			assert.Contains(t, err.Error(), c.at+" must be true or false, without quotes")
+		})
+	}
+	// The booleans themselves render, and the Role follows the value.
+	on := mustRender(t, namespace, map[string]any{"arc": map[string]any{"enabled": true}})
+	off := mustRender(t, namespace, map[string]any{"arc": map[string]any{"enabled": false}})
+	assert.Contains(t, roleText(t, on), "ephemeralrunners")
+	assert.NotContains(t, roleText(t, off), "ephemeralrunners")
+}
+
+// roleText is the rules of every Role rendered, as YAML.
+func roleText(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	var b strings.Builder
+	for _, o := range objs {
+		if o.GetKind() == "Role" {
+			out, err := yaml.Marshal(o.Object["rules"])
+			require.NoError(t, err)
+			b.Write(out)
+		}
+	}
+	return b.String()
 }

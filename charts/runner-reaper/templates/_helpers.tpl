@@ -238,6 +238,22 @@ installs nothing.
 {{- fail (printf "namespaces: %s is one of the cluster's own (%s), where the chart grants no rights" . (join ", " $reserved)) }}
 {{- end }}
 {{- end }}
+{{- /* The switches: a template tests truthiness, and "false" is a string
+that is true, so a switch that is not a boolean would grant a right that
+the configuration, which writes the string, says is off. */}}
+{{- range $at, $v := dict
+  "arc.enabled" .Values.arc.enabled
+  "arc.removeFinalizers" .Values.arc.removeFinalizers
+  "deleteServiceAccounts" .Values.deleteServiceAccounts
+  "lambdaAccess.enabled" .Values.lambdaAccess.enabled
+  "dryRun" .Values.dryRun
+  "suspend" .Values.suspend
+  "monitoring.prometheusRule.enabled" .Values.monitoring.prometheusRule.enabled
+  "monitoring.dashboard.enabled" .Values.monitoring.dashboard.enabled }}
+{{- if not (kindIs "bool" $v) }}
+{{- fail (printf "%s must be true or false, without quotes; got %q, a %s, which a template would take for true whatever it says" $at (toString $v) (kindOf $v)) }}
+{{- end }}
+{{- end }}
 {{- if .Values.lambdaAccess.enabled }}
 {{- if not (kindIs "string" .Values.lambdaAccess.group) }}
 {{- fail "lambdaAccess.group must be a group name" }}
