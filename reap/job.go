@@ -63,7 +63,7 @@ func (r *Reaper) checkJob(ctx context.Context, o *Outcome, a *jobAnswer) bool {
 		// Its check was not sent within the checks' budget: deferred,
 		// its mark kept, and since it was not asked it goes before
 		// those that were next sweep.
-		o.Result, o.Err = fleet.Deferred, fmt.Errorf("check job %s of runner %q: %w", describeJob(*c.Job), c.Pod.RunnerName, errJobChecksBudget)
+		o.Result, o.Err = fleet.Deferred, fmt.Errorf("check job %s of runner %q: %w", describeJob(*c.Job), c.Pod.RunnerName, errJobCheckNotSent)
 		return false
 	}
 	if a.err != nil {
@@ -90,9 +90,13 @@ type jobAnswer struct {
 	err    error
 }
 
-// errJobChecksBudget is why a job check whose turn it was was not sent, or
-// got no answer: the checks' budget ran out first.
-var errJobChecksBudget = errors.New("no answer within the job checks' budget (a share of the sweep, each check at most 5 s)")
+// errJobChecksBudget is why a job check that was sent got no answer, and
+// errJobCheckNotSent why one whose turn it was was not sent: the checks'
+// budget ran out first.
+var (
+	errJobChecksBudget = errors.New("no answer within the job checks' budget (a share of the sweep, each check at most 5 s)")
+	errJobCheckNotSent = errors.New("not sent within the job checks' budget (a share of the sweep); it is asked first next sweep")
+)
 
 // The job checks' budget. They are optional reads, made for the few
 // candidates that would stop a runner with a known job, and a jobs API

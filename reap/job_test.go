@@ -362,7 +362,7 @@ func TestJobChecksThatHangStarveNothing(t *testing.T) {
 			assert.ErrorContains(t, out.Err, "no answer within the job checks' budget")
 		case fleet.Deferred:
 			deferred++
-			assert.ErrorContains(t, out.Err, "no answer within the job checks' budget")
+			assert.ErrorContains(t, out.Err, "not sent within the job checks' budget")
 		}
 	}
 	assert.Equal(t, 4, unchecked)

@@ -35,7 +35,9 @@ func TestAgesHoldOnBothClocks(t *testing.T) {
 		{name: "clocks agree, 5 minutes: no verdict", started: 5 * time.Minute},
 		{name: "the Date a year ahead, a runner that just started: the whole deadline in this reaper's sight", started: 5 * time.Second, skew: year, verdict: true, readyAfter: deadline},
 		{name: "the Date a year behind for good, 11 minutes: judged on this machine's clock, the whole deadline in its sight", started: 11 * time.Minute, skew: -year, verdict: true, readyAfter: deadline},
-		{name: "the Date an hour behind, a runner that just started: a verdict, but the whole deadline", started: 5 * time.Second, skew: -time.Hour, verdict: true, readyAfter: deadline},
+		{name: "the Date an hour behind, a runner that just started: neither clock says 10 minutes, no verdict", started: 5 * time.Second, skew: -time.Hour},
+		{name: "the Date an hour behind, 11 minutes: judged on this machine's clock, the whole deadline", started: 11 * time.Minute, skew: -time.Hour, verdict: true, readyAfter: deadline},
+		{name: "the Date an hour ahead, 5 minutes: a verdict on its word, the whole deadline", started: 5 * time.Minute, skew: time.Hour, verdict: true, readyAfter: deadline},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := running("acme-new", func(p *fleet.Pod) {

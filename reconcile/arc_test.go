@@ -349,3 +349,40 @@ func TestPodWhoseListedEphemeralRunnerIsGoneWaitsForTheCollector(t *testing.T) {
 	require.Len(t, c.Findings, 1)
 	assert.Equal(t, fleet.Terminal, c.Findings[0].Verdict)
 }
+
+// A stuck deletion whose pod and registration are both there is reported
+// each sweep and keeps no mark: should the registration then drop out of
+// one list, the verdict that acts starts its confirmation from nothing,
+// and a flaky list cannot act on a mark the reports built up, least of all
+// one whose registration was listed busy.
+func TestReportedStuckDeletionKeepsNoMark(t *testing.T) {
+	owned := running("set-runner-a", func(p *fleet.Pod) {
+		p.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "set-runner-a", UID: "er-set-runner-a"}
+	})
+	stuck := er("set-runner-a", func(e *fleet.EphemeralRunner) {
+		e.RunnerID = 42
+		e.DeletingSince = fleet.StampOf(t0.Add(-time.Hour))
+		e.Finalizers = []string{fleet.ARCFinalizer, fleet.ARCRegistrationFinalizer}
+	})
+	sweep := func(at time.Time, marks map[string]fleet.Mark, regs ...fleet.Registration) Confirmation {
+		obs := observe([]fleet.Pod{owned}, regs...)
+		obs.Now, obs.EphemeralRunners = at, []fleet.EphemeralRunner{stuck}
+		return Confirm(Clocks{Ref: at, Local: at}, Classify(obs, arcPolicy(), marks), marks, hold())
+	}
+	busy := reg(42, "set-runner-a", true, true)
+	first := sweep(t0, nil, busy)
+	require.Len(t, first.Candidates, 1)
+	assert.True(t, first.Candidates[0].ReportOnly)
+	assert.True(t, first.Candidates[0].Ready, "reported at once: the age gate has waited already")
+	assert.Empty(t, first.Marks, "a report keeps no mark")
+	again := sweep(t0.Add(10*time.Minute), first.Marks, busy)
+	assert.Empty(t, again.Marks)
+
+	gone := sweep(t0.Add(11*time.Minute), again.Marks)
+	require.Len(t, gone.Candidates, 1)
+	c := gone.Candidates[0]
+	assert.False(t, c.ReportOnly)
+	assert.True(t, c.RegistrationAbsent)
+	assert.False(t, c.Ready, "its confirmation starts now, not from the reports")
+	assert.Equal(t, t0.Add(11*time.Minute), gone.Marks[c.Key].FirstSeen)
+}

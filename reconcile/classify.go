@@ -119,7 +119,10 @@ type Finding struct {
 
 // NeedsConfirmation reports whether the verdict rests on what GitHub said.
 // Only the kubelet's word (terminal) is final on its own.
-func (f Finding) NeedsConfirmation() bool { return f.Verdict != fleet.Terminal }
+// A report (ReportOnly) acts on nothing and keeps no mark: it is reported
+// each sweep, and should the same object later be judged for an action, its
+// mark starts then, from nothing.
+func (f Finding) NeedsConfirmation() bool { return f.Verdict != fleet.Terminal && !f.ReportOnly }
 
 // Skip is a scope whose list gave no verdict this sweep.
 type Skip struct {
@@ -691,7 +694,7 @@ func judgeRunning(obs Observation, p *fleet.Pod, runnerID int64, reg *fleet.Regi
 	case marks[f.Key].Verdict == fleet.Zombie:
 		f.Verdict, f.Gone = fleet.Zombie, true
 		f.Evidence = fmt.Sprintf("pod running; its registration %q was seen offline and is now gone from the %s", p.RunnerName, listWord(proves))
-	case obs.past(start, pol.RegistrationDeadline):
+	case obs.pastStart(p, start, pol.RegistrationDeadline):
 		f.Verdict = fleet.Unregistered
 		f.Evidence = fmt.Sprintf("runner running for %s (pod created %s ago), past the %s registration deadline; runner %q never appeared",
 			max(now.Sub(start), 0).Round(time.Second), max(now.Sub(p.CreatedAt.Time()), 0).Round(time.Second), pol.RegistrationDeadline, p.RunnerName)
@@ -785,8 +788,10 @@ func (j podJudge) judge(p *fleet.Pod, runnerID int64, out *Classification) {
 	if p.Phase != "Running" || !p.Runner.Running {
 		return
 	}
-	if p.StartedAt.Time().After(j.obs.Now) {
-		out.FutureStarts = append(out.FutureStarts, FutureStart{Namespace: p.Namespace, Pod: p.Name, Ahead: p.StartedAt.Time().Sub(j.obs.Now)})
+	// A start after now on both clocks: where they disagree, a reference
+	// clock behind would otherwise blame every node.
+	if latest := maxTime(j.obs.Now, j.obs.Local); p.StartedAt.Time().After(latest) {
+		out.FutureStarts = append(out.FutureStarts, FutureStart{Namespace: p.Namespace, Pod: p.Name, Ahead: p.StartedAt.Time().Sub(latest)})
 	}
 	// A pod that does not say its runner's name cannot be matched
 	// to a registration, so GitHub's list says nothing about it.
@@ -995,13 +1000,15 @@ func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Find
 		switch {
 		case !er.DeletingSince.IsZero():
 			waited := max(obs.Now.Sub(er.DeletingSince.Time()), 0)
-			if !obs.past(er.DeletingSince.Time(), pol.ARCStuckDeletingAfter) || len(er.Finalizers) == 0 {
+			if !obs.past(er.DeletingSince.Time(), er.DeletingSince.Time(), pol.ARCStuckDeletingAfter) || len(er.Finalizers) == 0 {
 				continue
 			}
+			skew := ""
 			if !obs.ClocksAgree() {
 				// Neither clock alone may hurry it: the deletion must
 				// have waited the whole limit in this reaper's sight.
 				f.MinHold = pol.ARCStuckDeletingAfter
+				skew = fmt.Sprintf("; %s, so the verdict must hold for the whole %s from this reaper's first sighting before anything is done", obs.skewWords(), pol.ARCStuckDeletingAfter)
 			}
 			held := stuckHolders(er, pod, f.Registration, listWord(list.proves))
 			// With its pod still there, a registration that exists may
@@ -1022,7 +1029,7 @@ func classifyARC(obs Observation, pol Policy, lists map[string]listIndex) []Find
 			// Deleting already: there is no registration to remove
 			// first, only a finalizer that cannot finish.
 			f.Verdict, f.Registration, f.Since, f.ReportOnly = fleet.ARCStuckDeleting, nil, er.DeletingSince.Time(), reportOnly
-			f.Evidence = fmt.Sprintf("%s deleted %s ago, still held by %s", name, waited.Round(time.Second), held)
+			f.Evidence = fmt.Sprintf("%s deleted %s ago, still held by %s%s", name, waited.Round(time.Second), held, skew)
 		case f.Registration != nil && f.Registration.Busy:
 			continue // rule 2: GitHub says a job runs on it
 		case er.Phase == "Failed":

@@ -70,19 +70,32 @@ func (o Observation) ClocksAgree() bool {
 	return d <= FutureTolerance && d >= -FutureTolerance
 }
 
-// past reports whether t, a time the API server or a kubelet wrote, lies
-// more than d before the sweep: an age that gates a verdict. Where the
-// clocks agree the reference clock says, as for every time the reaper
-// compares. Where they disagree, either clock saying so makes the verdict
-// (a clock behind for good would otherwise hide every leak for the length
-// of its lie), and the verdict must then hold for the whole d from the
-// reaper's own first sighting, on both clocks (Finding.MinHold, which the
-// caller sets): a lie on either clock may delay an action, never hurry it.
-func (o Observation) past(t time.Time, d time.Duration) bool {
-	if o.Now.Sub(t) > d {
+// past reports whether a time the API server or a kubelet wrote lies more
+// than d before the sweep: an age that gates a verdict. ref and local are
+// that time as each clock's reading of it places it (the same time, unless
+// it had to be clamped to that clock's now). Where the clocks agree the
+// reference clock says, as for every time the reaper compares. Where they
+// disagree, either clock saying so, each against its own reading, makes the
+// verdict (a clock behind for good would otherwise hide every leak for the
+// length of its lie), and the verdict must then hold for the whole d from
+// the reaper's own first sighting, on both clocks (Finding.MinHold, which
+// the caller sets): a lie on either clock may delay an action, never hurry
+// it.
+func (o Observation) past(ref, local time.Time, d time.Duration) bool {
+	if o.Now.Sub(ref) > d {
 		return true
 	}
-	return !o.ClocksAgree() && o.Local.Sub(t) > d
+	return !o.ClocksAgree() && o.Local.Sub(local) > d
+}
+
+// pastStart is past for a runner's start: start as the reference clock
+// reads it (startedAt against Now), and as the local clock does.
+func (o Observation) pastStart(p *fleet.Pod, start time.Time, d time.Duration) bool {
+	local := start
+	if !o.ClocksAgree() {
+		local, _ = startedAt(o.Local, p)
+	}
+	return o.past(start, local, d)
 }
 
 // skewWords says how the clocks disagree, for a verdict's evidence.

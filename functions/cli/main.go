@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/runner-reaper/runner-reaper/internal/app"
 	_ "github.com/runner-reaper/runner-reaper/internal/noheapprofile"
@@ -87,6 +88,9 @@ func signalName(sig os.Signal) string {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// The process's one sweep, its push included, ends within
+	// REAPER_SWEEP_TIMEOUT counted from here.
+	began := time.Now()
 	fs := flag.NewFlagSet("runner-reaper", flag.ContinueOnError)
 	// The flag package would print its errors raw, quoting the argument;
 	// they are printed below, escaped.
@@ -151,7 +155,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	inCluster, podNamespace := app.InCluster()
 	rt, err := app.Start(ctx, app.Entry{Mode: requested, InCluster: inCluster, PodNamespace: podNamespace,
-		Stdout: stdout, Stderr: stderr, AuditJSON: *output == "json"})
+		Stdout: stdout, Stderr: stderr, AuditJSON: *output == "json", Began: began})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		if errors.Is(err, app.ErrConfig) {

@@ -130,7 +130,7 @@ type Runtime struct {
 	// says so (warnMemory).
 	memory memlimit.Decision
 	// timeout is REAPER_SWEEP_TIMEOUT, the bound on a sweep and the push
-	// of its metrics together; began is when Start began, from which the
+	// of its metrics together; began is Entry.Began, from which the
 	// first sweep's bound counts, so that the process as a whole ends
 	// within it (a CronJob's activeDeadlineSeconds is checked against it).
 	timeout time.Duration
@@ -155,6 +155,12 @@ type Entry struct {
 	// AWS is the AWS configuration; nil loads the SDK's default chain
 	// when a setting needs it.
 	AWS *aws.Config
+	// Began is when the process began, from which the first sweep's
+	// REAPER_SWEEP_TIMEOUT counts, so that a one-sweep process ends within
+	// it as a whole; zero counts each sweep's from its own start (a
+	// Lambda, whose environment may be initialised long before its first
+	// invocation).
+	Began time.Time
 }
 
 // Start is the first half of the one story every entry point tells, done
@@ -163,7 +169,6 @@ type Entry struct {
 // problem a line) and wraps ErrConfig when the configuration is the cause:
 // the entry points exit 2 on it. The second half is Runtime.Sweep.
 func Start(ctx context.Context, e Entry) (*Runtime, error) {
-	began := time.Now()
 	// Every line and message from here on passes through the one
 	// redactor, and is escaped after it (package safetext).
 	secrets := redact.New()
@@ -192,7 +197,7 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 	if err != nil {
 		return nil, report.PlainError(err, secrets)
 	}
-	rt.mode, rt.audit, rt.auditJSON, rt.memory, rt.began = mode, e.Stdout, e.AuditJSON, memory, began
+	rt.mode, rt.audit, rt.auditJSON, rt.memory, rt.began = mode, e.Stdout, e.AuditJSON, memory, e.Began
 	rt.Log.LogAttrs(ctx, slog.LevelDebug, "memory limit", append(memory.Attrs(), gc.Attrs()...)...)
 	if memErr != nil {
 		// A cgroup that cannot be read (an unusual mount, a permission)
@@ -291,6 +296,11 @@ func Logger(out io.Writer, level slog.Level, secrets *redact.Set) *slog.Logger {
 // lines where configured, and an audit's table or JSON. An audit that could
 // not be written fails the sweep.
 func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
+	// The push is held to REAPER_SWEEP_TIMEOUT from the process's start
+	// (pctx); the sweep to its own deadline, which keeps back what the
+	// push needs, so that it ends as a sweep stopped by the timeout does,
+	// with the push's room after it.
+	pctx := ctx
 	if r.timeout > 0 {
 		begin := time.Now()
 		if !r.began.IsZero() {
@@ -298,11 +308,8 @@ func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
 		}
 		end := begin.Add(r.timeout)
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, end)
+		pctx, cancel = context.WithDeadline(ctx, end)
 		defer cancel()
-		// The sweep keeps back what the push needs: its own deadline
-		// comes first, so that it ends as a sweep stopped by
-		// REAPER_SWEEP_TIMEOUT does, and the push has the rest.
 		r.Sweeper.Timeout = max(time.Until(end)-r.pushRoom(), time.Second)
 	}
 	res := Sweep(ctx, r.Sweeper, r.mode, r.Log)
@@ -312,7 +319,7 @@ func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
 			r.Log.Warn("write metrics", slog.String("error", err.Error()))
 		}
 	}
-	r.publish(ctx, res)
+	r.publish(pctx, res)
 	if r.mode == sweep.Audit {
 		if err := r.writeAudit(res); err != nil {
 			r.Log.Error("write audit", slog.String("error", err.Error()))
