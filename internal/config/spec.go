@@ -14,52 +14,199 @@ const Prefix = "REAPER"
 // bare, unprefixed NAME, and a stray DRY_RUN or NAMESPACES in a pod's
 // environment must never steer a tool that deletes things.
 //
-// The example tag is shown in error messages.
+// Each field's comment is its description in docs/configuration.md, which
+// `make docs` writes from this file: Markdown, its links relative to docs/.
+// A last paragraph "Default: ..." says what leaving the variable unset means
+// where no default tag gives a value. The example tag is shown in error
+// messages and in the document.
 type spec struct {
-	Scopes          []string `split_words:"true" example:"org:acme,repo:acme/web,enterprise:acme-corp"`
-	Namespaces      []string `split_words:"true" example:"arc-runners,arc-runners-gpu"`
-	PodSelector     string   `split_words:"true" default:"actions-ephemeral-runner=True" example:"app.kubernetes.io/component=runner"`
-	RunnerContainer string   `split_words:"true" default:"runner" example:"runner"`
-	RunnerNameFrom  string   `split_words:"true" default:"pod-name" example:"annotation:runners.example.com/github-name"`
-	ScopeLabel      string   `split_words:"true" example:"runners.example.com/github-scope"`
-	JobFrom         string   `split_words:"true" example:"annotation:pool.example.com/job"`
+	// GitHub scopes, comma-separated: `repo:OWNER/NAME`, `org:NAME`,
+	// `enterprise:SLUG`. Names follow GitHub's rules (letters, digits, `-`,
+	// `_`; `.` too in a repository name); `.` and `..` are refused.
+	//
+	// Default: required
+	Scopes []string `split_words:"true" example:"org:acme,repo:acme/web,enterprise:acme-corp"`
+	// Namespaces of the runner pods, comma-separated, or `*` for all. A named
+	// namespace that does not exist makes every sweep exit 3 with no ghost
+	// verdicts ([safety rule 12](design.md#safety-rules)).
+	//
+	// Default: required
+	Namespaces []string `split_words:"true" example:"arc-runners,arc-runners-gpu"`
+	// Label selector of the runner pods; needs at least one positive
+	// requirement (`key`, `key=v`, `key in (...)`).
+	PodSelector string `split_words:"true" default:"actions-ephemeral-runner=True" example:"app.kubernetes.io/component=runner"`
+	// The runner container's name; a pod without it is not a runner and is
+	// never judged.
+	RunnerContainer string `split_words:"true" default:"runner" example:"runner"`
+	// Where the GitHub runner name comes from: `pod-name`, `label:KEY` or
+	// `annotation:KEY`.
+	RunnerNameFrom string `split_words:"true" default:"pod-name" example:"annotation:runners.example.com/github-name"`
+	// A label whose value names the pod's scope (an org, enterprise slug or
+	// repository name among `REAPER_SCOPES`). By default ARC's
+	// `actions.github.com/organization`, `/repository`, `/enterprise` labels,
+	// or the one scope when only one is configured.
+	//
+	// Default: ARC's labels
+	ScopeLabel string `split_words:"true" example:"runners.example.com/github-scope"`
+	// `annotation:KEY`: the annotation in which a pool's dispatcher writes the
+	// job it gave the runner, `OWNER/REPO/RUN_ID[/JOB_ID]`; the job guard asks
+	// GitHub about that job before acting on the runner (ARC's
+	// EphemeralRunners say it themselves). A label cannot hold the `/` and is
+	// refused.
+	JobFrom string `split_words:"true" example:"annotation:pool.example.com/job"`
 
-	OwnerStampLabel string        `split_words:"true" example:"pool.example.com/claimed-by"`
-	StampMaxAge     time.Duration `split_words:"true" default:"10m" example:"10m"`
-	GhostNamePrefix string        `split_words:"true" example:"arc-runners-"`
-	GhostLabel      string        `split_words:"true" example:"reaper-owned"`
+	// The pool's owner-stamp (claimed) label key; empty turns `orphan-stamped`
+	// off.
+	//
+	// Default: off
+	OwnerStampLabel string `split_words:"true" example:"pool.example.com/claimed-by"`
+	// How long a stamp may stand with no live claim.
+	StampMaxAge time.Duration `split_words:"true" default:"10m" example:"10m"`
+	// Registrations whose name starts with this are this deployment's; at
+	// least 3 characters.
+	//
+	// Default: off
+	GhostNamePrefix string `split_words:"true" example:"arc-runners-"`
+	// Registrations carrying this runner label are this deployment's; never
+	// one of GitHub's default labels (`self-hosted`, `linux`, `x64`, ...).
+	//
+	// Default: off
+	GhostLabel string `split_words:"true" example:"reaper-owned"`
 
-	ArcLeaks              bool          `split_words:"true" default:"false" example:"true"`
-	ArcFailedAfter        time.Duration `split_words:"true" default:"10m" example:"10m"`
-	ArcPodlessAfter       time.Duration `split_words:"true" default:"10m" example:"10m"`
+	// List ARC's EphemeralRunners: ARC's own leaks, runner ids, jobs, and any
+	// action on a scale-set runner, which is otherwise only reported (needs
+	// `components/arc`).
+	ArcLeaks bool `split_words:"true" default:"false" example:"true"`
+	// How long an EphemeralRunner may stay `Failed`.
+	ArcFailedAfter time.Duration `split_words:"true" default:"10m" example:"10m"`
+	// How long an EphemeralRunner may have no pod.
+	ArcPodlessAfter time.Duration `split_words:"true" default:"10m" example:"10m"`
+	// How long a deleted EphemeralRunner may wait on its finalizers before it
+	// is reported.
 	ArcStuckDeletingAfter time.Duration `split_words:"true" default:"30m" example:"30m"`
-	ArcRemoveFinalizers   bool          `split_words:"true" default:"false" example:"true"`
+	// Remove ARC's finalizers (`ephemeralrunner.actions.github.com/finalizer`
+	// and `.../runner-registration-finalizer`, by name, never another
+	// controller's) of a stuck EphemeralRunner whose registration finalizer
+	// still waits and whose registration is not known to be gone
+	// (`components/arc-finalizers`); ARC's registration finalizer alone is
+	// released without it, with proof. An object another controller's
+	// finalizer still holds is reported with its names.
+	ArcRemoveFinalizers bool `split_words:"true" default:"false" example:"true"`
 
-	RegistrationDeadline  time.Duration `split_words:"true" default:"10m" example:"10m"`
-	ConfirmAfter          time.Duration `split_words:"true" default:"5m" example:"5m"`
-	MaxActions            int           `split_words:"true" default:"10" example:"10"`
-	MaxFraction           float64       `split_words:"true" default:"0.25" example:"0.25"`
-	MassSuspicionFraction float64       `split_words:"true" default:"0.5" example:"0.5"`
-	MassSuspicionMin      int           `split_words:"true" default:"5" example:"5"`
-	DryRun                bool          `split_words:"true" default:"false" example:"true"`
-	Ledger                string        `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger"`
-	EksCluster            string        `split_words:"true" example:"build-fleet"`
-	MetricsNamespace      string        `split_words:"true" example:"RunnerReaper"`
-	PushgatewayUrl        string        `split_words:"true" example:"http://pushgateway.monitoring:9091"`
-	MetricsInstance       string        `split_words:"true" example:"runner-reaper-eu"`
-	DeleteServiceAccount  bool          `split_words:"true" default:"false" example:"true"`
-	KubeConcurrency       int           `split_words:"true" default:"4" example:"4"`
-	KubeTimeout           time.Duration `split_words:"true" default:"30s" example:"30s"`
-	SweepTimeout          time.Duration `split_words:"true" default:"45s" example:"45s"`
-	MaxScopesPerSweep     int           `split_words:"true" default:"0" example:"50"`
-	LogLevel              string        `split_words:"true" default:"info" example:"debug"`
+	// How long a running pod may go without its runner appearing on GitHub.
+	RegistrationDeadline time.Duration `split_words:"true" default:"10m" example:"10m"`
+	// How long a GitHub-based verdict must hold before it acts.
+	ConfirmAfter time.Duration `split_words:"true" default:"5m" example:"5m"`
+	// Most actions per sweep.
+	MaxActions int `split_words:"true" default:"10" example:"10"`
+	// Largest share of the managed pods one sweep may remove: a number above 0
+	// and at most 1 (NaN and infinities are refused, here and below).
+	MaxFraction float64 `split_words:"true" default:"0.25" example:"0.25"`
+	// Share of a scope's pods newly suspect that raises the alarm.
+	MassSuspicionFraction float64 `split_words:"true" default:"0.5" example:"0.5"`
+	// Fewest newly suspect pods that raise the alarm.
+	MassSuspicionMin int `split_words:"true" default:"5" example:"5"`
+	// Mark, confirm, re-check and pre-flight like a real sweep; delete nothing
+	// (same as `sweep --dry-run`).
+	DryRun bool `split_words:"true" default:"false" example:"true"`
+	// Where marks and list ETags live: `configmap:NAMESPACE/NAME`,
+	// `dynamodb:TABLE`, `file:PATH` or `memory`. A ConfigMap save changes only
+	// the reaper's own keys (`marks.json`, `saves`, `lists.json.gz` and its
+	// two labels); other labels, annotations and data keys are kept. A `file:`
+	// ledger must be runner-reaper's own
+	// (`{"format":4,"version":N,"ledger":{...}}`, indented, each scope's list
+	// cache on one line; format 1 to 3 files are read and saved as format 4):
+	// a file of any other shape stops the sweep with exit 1 naming the file,
+	// and is left untouched. Format 2 added each mark's `first_seen_local`,
+	// format 3 its `job_checked_at`, format 4 the ledger's streaks; a
+	// runner-reaper from before a file's format cannot read it and says it was
+	// written by a newer runner-reaper, so going back to one means removing
+	// the file (its marks start again). A list cache that cannot be read is
+	// dropped with the warning `ledger list cache dropped` and the lists are
+	// read afresh; unreadable marks are an error (exit 1, nothing written).
+	//
+	// Default: in a pod: `configmap:<own namespace>/runner-reaper-ledger`;
+	// else `file:runner-reaper-ledger.json`
+	Ledger string `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger"`
+	// Reach this EKS cluster from outside (DescribeCluster and an IAM token).
+	EksCluster string `split_words:"true" example:"build-fleet"`
+	// Write CloudWatch EMF metric lines under this namespace.
+	//
+	// Default: off
+	MetricsNamespace string `split_words:"true" example:"RunnerReaper"`
+	// Push each sweep's metrics to this Prometheus Pushgateway
+	// (`http(s)://HOST:PORT`, no `user:password@`, query or fragment) at its
+	// end; see [metrics.md](metrics.md).
+	//
+	// Default: off
+	PushgatewayUrl string `split_words:"true" example:"http://pushgateway.monitoring:9091"`
+	// The `instance` of the push's grouping key, 1 to 63 of letters, digits,
+	// `.`, `_`, `-`: give each shard its own (two shards never share a ledger,
+	// so the default already differs).
+	//
+	// Default: the ledger's name (`REAPER_LEDGER`'s form)
+	MetricsInstance string `split_words:"true" example:"runner-reaper-eu"`
+	// Also delete a reaped bare pod's same-named ServiceAccount, only when the
+	// pod ran as it (never `default`).
+	DeleteServiceAccount bool `split_words:"true" default:"false" example:"true"`
+	// Parallel Kubernetes deletes (GitHub deletes are always serial).
+	KubeConcurrency int `split_words:"true" default:"4" example:"4"`
+	// Per Kubernetes request, from dialling to the last byte of the answer
+	// (for the pod watch-list, to its end bookmark: about 40 ms per 1,000 pods
+	// on loopback), at most `5m`. An API server that does not answer in time
+	// fails the sweep: "no answer from the Kubernetes API within 30s" (exit
+	// 1); a watch-list that began but has not reached its end in time is given
+	// up, with a warning, for pages.
+	KubeTimeout time.Duration `split_words:"true" default:"30s" example:"30s"`
+	// The whole process's deadline, counted from its start, the push of the
+	// metrics included: above `5s`, at most `1h`; keep it below the CronJob's
+	// `activeDeadlineSeconds` (50). A sweep that pushes its metrics keeps back
+	// the push's 3.5 s (at most a quarter of the timeout) from its own
+	// deadline; a push left under a quarter of a second is dropped with the
+	// warning `push metrics dropped`. In the last 5 s before it no action
+	// starts; the action in flight finishes; the rest are `not-reached` (exit
+	// 3). Observation still running at the deadline fails the sweep: nothing
+	// is saved or deleted (exit 1). In the Lambda the sooner of it and the
+	// invocation's deadline wins.
+	SweepTimeout time.Duration `split_words:"true" default:"45s" example:"45s"`
+	// Most GitHub scopes one sweep lists, 0 to 10000; the others are deferred
+	// to the next sweeps in a fair rotation whose position (the next scope) is
+	// kept in the ledger. `0` lists every scope that fits the deadline:
+	// listing starts no new scope once less than max(`REAPER_SWEEP_TIMEOUT`/3,
+	// 10 s), plus the longest list so far, remains. The first scope is always
+	// listed (see the README's Scale section).
+	MaxScopesPerSweep int `split_words:"true" default:"0" example:"50"`
+	// `debug`, `info`, `warn` or `error`: filters the diagnostics only; the
+	// action lines and the summary are written at every level.
+	LogLevel string `split_words:"true" default:"info" example:"debug"`
 
-	GithubToken          string        `split_words:"true" example:"ghp_xxxxxxxxxxxxxxxxxxxx"`
-	GithubAppId          int64         `split_words:"true" example:"123456"`
-	GithubInstallationId int64         `split_words:"true" example:"7890123"`
-	GithubPrivateKey     string        `split_words:"true" example:"\"$(cat app-private-key.pem)\""`
-	GithubPrivateKeyFile string        `split_words:"true" example:"/var/run/secrets/github/private-key.pem"`
-	GithubSecretArn      string        `split_words:"true" example:"arn:aws:secretsmanager:eu-west-1:123456789012:secret:runner-reaper-github-AbCdEf"`
-	GithubApiUrl         string        `split_words:"true" default:"https://api.github.com/" example:"https://ghes.example.com/api/v3/"`
-	GithubTimeout        time.Duration `split_words:"true" default:"30s" example:"30s"`
+	// A token with admin on the scopes (enterprise scopes need a classic PAT
+	// with `manage_runners:enterprise`), and read access to Actions on the
+	// repositories whose jobs the runners run, for the job guard; printable
+	// ASCII only.
+	GithubToken string `split_words:"true" example:"ghp_xxxxxxxxxxxxxxxxxxxx"`
+	// GitHub App auth, instead of a token: the App's id, with
+	// `REAPER_GITHUB_INSTALLATION_ID` and the App's private key.
+	GithubAppId int64 `split_words:"true" example:"123456"`
+	// GitHub App auth, instead of a token: the installation's id, with
+	// `REAPER_GITHUB_APP_ID` and the App's private key.
+	GithubInstallationId int64 `split_words:"true" example:"7890123"`
+	// The App's PEM private key, inline; or else its path in
+	// `REAPER_GITHUB_PRIVATE_KEY_FILE`, not both. An enterprise scope with App
+	// auth is refused: GitHub does not accept installation tokens there.
+	GithubPrivateKey string `split_words:"true" example:"\"$(cat app-private-key.pem)\""`
+	// The App's PEM private key, as a path; or else inline in
+	// `REAPER_GITHUB_PRIVATE_KEY`, not both. An enterprise scope with App auth
+	// is refused: GitHub does not accept installation tokens there.
+	GithubPrivateKeyFile string `split_words:"true" example:"/var/run/secrets/github/private-key.pem"`
+	// Read the token (or, with App auth, the PEM key) from this Secrets
+	// Manager secret at start-up.
+	GithubSecretArn string `split_words:"true" example:"arn:aws:secretsmanager:eu-west-1:123456789012:secret:runner-reaper-github-AbCdEf"`
+	// The API base (GitHub Enterprise Server: `https://HOST/api/v3/`).
+	// `https`, or plain `http` only to loopback; no `user:password@`, query or
+	// fragment. Credentials go to this origin (scheme, host, port) only;
+	// redirects elsewhere are refused.
+	GithubApiUrl string `split_words:"true" default:"https://api.github.com/" example:"https://ghes.example.com/api/v3/"`
+	// Per GitHub request, at most `5m`.
+	GithubTimeout time.Duration `split_words:"true" default:"30s" example:"30s"`
 }
