@@ -10,7 +10,7 @@ KUBE_APISERVER := $(CACHE)/bin/kube-apiserver
 CLUSTER_BINS := $(CACHE)/bin/kubelet $(CACHE)/bin/kube-scheduler $(CACHE)/bin/kube-controller-manager
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
-.PHONY: all build test unit bench arc-manager chaos vet deadcode demo envtest-assets deps dynalite openapi package image push ca-bundle cluster-assets clean
+.PHONY: all build test unit bench arc-manager chaos vet deadcode docs demo envtest-assets deps dynalite openapi package image push ca-bundle cluster-assets clean
 DYNALITE := tools/dynalite/node_modules/dynalite/cli.js
 
 all: build
@@ -111,6 +111,14 @@ openapi: $(OPENAPI)
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+# The references under docs/ made from the code: docs/configuration.md
+# from internal/config's spec (each field's tags and comment). Each is made
+# by a test of the package that owns its table (test/docgen), which fails
+# while the committed file differs; -write-docs writes it instead.
+DOCS_PKGS := ./internal/config
+docs:
+	$(GO) test -count=1 -run '^TestConfigurationReference$$' $(DOCS_PKGS) -args -write-docs
 
 # Nothing in the product exists only for its tests: deadcode (built from the
 # Go module proxy) over the two entry points must find no function that
