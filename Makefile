@@ -113,12 +113,13 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
 # The references under docs/ made from the code: docs/configuration.md
-# from internal/config's spec (each field's tags and comment). Each is made
-# by a test of the package that owns its table (test/docgen), which fails
-# while the committed file differs; -write-docs writes it instead.
-DOCS_PKGS := ./internal/config
+# from internal/config's spec (each field's tags and comment) and
+# docs/metrics.md from metrics.Families. Each is made by a test of the
+# package that owns its table (test/docgen), which fails while the
+# committed file differs; -write-docs writes it instead.
+DOCS_PKGS := ./internal/config ./metrics
 docs:
-	$(GO) test -count=1 -run '^TestConfigurationReference$$' $(DOCS_PKGS) -args -write-docs
+	$(GO) test -count=1 -run '^Test(Configuration|Metrics)Reference$$' $(DOCS_PKGS) -args -write-docs
 
 # Nothing in the product exists only for its tests: deadcode (built from the
 # Go module proxy) over the two entry points must find no function that
