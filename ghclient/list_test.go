@@ -239,19 +239,7 @@ func TestListRunnersInconsistent(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, mux, _ := setup(t, 0)
-			list := &fakeList{}
-			mux.Handle("GET /orgs/octo/actions/runners", list)
-			var cache *state.ListCache
-			if tc.cached != nil {
-				list.set(tc.cached...)
-				var err error
-				_, cache, err = c.ListRunners(context.Background(), orgScope, nil)
-				require.NoError(t, err)
-			}
-			list.set(tc.pages...)
-
-			got, newCache, err := c.ListRunners(context.Background(), orgScope, cache)
+			got, newCache, err := listAfter(t, tc.cached, tc.pages)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, fleet.ErrInconsistent)
 			assert.Contains(t, err.Error(), "list runners for org:octo: runner list is inconsistent: "+tc.want)
@@ -311,19 +299,7 @@ func TestListRunnersMoved(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, mux, _ := setup(t, 0)
-			list := &fakeList{}
-			mux.Handle("GET /orgs/octo/actions/runners", list)
-			var cache *state.ListCache
-			if tc.cached != nil {
-				list.set(tc.cached...)
-				var err error
-				_, cache, err = c.ListRunners(context.Background(), orgScope, nil)
-				require.NoError(t, err)
-			}
-			list.set(tc.pages...)
-
-			got, newCache, err := c.ListRunners(context.Background(), orgScope, cache)
+			got, newCache, err := listAfter(t, tc.cached, tc.pages)
 			require.ErrorIs(t, err, fleet.ErrMoved)
 			assert.NotErrorIs(t, err, fleet.ErrInconsistent)
 			assert.Equal(t, "list runners for org:octo: runner list moved while it was read: "+tc.want, err.Error())
@@ -340,6 +316,24 @@ func TestListRunnersMoved(t *testing.T) {
 			assert.Equal(t, tc.cacheTags, tags, "the cache holds each page as its ETag stands for it")
 		})
 	}
+}
+
+// listAfter lists a scope that serves pages, after a first list of cached
+// (when set) has left its cache.
+func listAfter(t *testing.T, cached, pages []fakePage) ([]fleet.Registration, *state.ListCache, error) {
+	t.Helper()
+	c, mux, _ := setup(t, 0)
+	list := &fakeList{}
+	mux.Handle("GET /orgs/octo/actions/runners", list)
+	var cache *state.ListCache
+	if cached != nil {
+		list.set(cached...)
+		var err error
+		_, cache, err = c.ListRunners(context.Background(), orgScope, nil)
+		require.NoError(t, err)
+	}
+	list.set(pages...)
+	return c.ListRunners(context.Background(), orgScope, cache)
 }
 
 func TestListRunnersFailures(t *testing.T) {

@@ -2,8 +2,6 @@ package churn_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -256,20 +254,9 @@ func sweepOnce(ctx context.Context, bin binary, env map[string]string, w *world,
 
 // summaryOf decodes the run's summary line.
 func summaryOf(run testenv.Run) (summary, error) {
-	for _, l := range strings.Split(run.Stdout, "\n") {
-		var line struct {
-			Msg string `json:"msg"`
-		}
-		if json.Unmarshal([]byte(l), &line) != nil || line.Msg != "sweep" {
-			continue
-		}
-		var out summary
-		if err := json.Unmarshal([]byte(l), &out); err != nil {
-			return summary{}, fmt.Errorf("summary line %q: %w", l, err)
-		}
-		return out, nil
-	}
-	return summary{}, errors.New("no summary line in the run's output (exit " + fmt.Sprint(run.Code) + ")\n" + tail(run.Stdout, 4096) + tail(run.Stderr, 4096))
+	var out summary
+	err := run.Summary(&out)
+	return out, err
 }
 
 // warnings are the first n of the run's warning and error lines, each cut
@@ -297,12 +284,4 @@ func movedText(m *[]string) string {
 		return "-"
 	}
 	return fmt.Sprint(*m)
-}
-
-// tail is the last n bytes of s.
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
 }

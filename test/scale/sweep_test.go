@@ -2,7 +2,6 @@ package scale_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -313,20 +312,9 @@ func (s sweeper) check(r sweepRun, baseline bool) error {
 
 // summaryOf decodes the run's summary line.
 func summaryOf(run testenv.Run) (summary, error) {
-	for _, l := range strings.Split(run.Stdout, "\n") {
-		var line struct {
-			Msg string `json:"msg"`
-		}
-		if json.Unmarshal([]byte(l), &line) != nil || line.Msg != "sweep" {
-			continue
-		}
-		var out summary
-		if err := json.Unmarshal([]byte(l), &out); err != nil {
-			return summary{}, fmt.Errorf("summary line %q: %w", l, err)
-		}
-		return out, nil
-	}
-	return summary{}, fmt.Errorf("no summary line in the run's output (exit %d)\n%s%s", run.Code, run.Stdout, run.Stderr)
+	var out summary
+	err := run.Summary(&out)
+	return out, err
 }
 
 // rotation is how many sweeps list every scope at the fewest any of runs

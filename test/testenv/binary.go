@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -111,6 +112,34 @@ func (r Run) Lines(fragments ...string) []string {
 		}
 	}
 	return out
+}
+
+// Summary decodes the run's `sweep` summary line into out (a struct of the
+// fields the caller reads). Its error, when the run wrote no such line,
+// quotes the end of both outputs.
+func (r Run) Summary(out any) error {
+	for _, l := range strings.Split(r.Stdout, "\n") {
+		var line struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(l), &line) != nil || line.Msg != "sweep" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(l), out); err != nil {
+			return fmt.Errorf("summary line %q: %w", l, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("no summary line in the run's output (exit %d)\n%s%s", r.Code, lastBytes(r.Stdout, 4096), lastBytes(r.Stderr, 4096))
+}
+
+// lastBytes is the last n bytes of s: a sweep's output holds a line with
+// every deferred scope, thousands of them.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
 }
 
 // note adds a reason to Unmeasured.
