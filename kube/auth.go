@@ -44,6 +44,11 @@ func restConfig(explicit string, inCluster func() (*rest.Config, error), rules *
 	if tried == "" {
 		tried = "no file"
 	}
+	if clientcmd.IsEmptyConfig(kErr) {
+		// client-go's own words for it name KUBERNETES_MASTER, which
+		// nothing here reads.
+		kErr = errors.New("no kubeconfig was found there: set KUBECONFIG to a kubeconfig file's path, or run the reaper in a pod")
+	}
 	if errors.Is(inErr, rest.ErrNotInCluster) {
 		return nil, fmt.Errorf("cluster config: not running in a pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT unset), and kubeconfig (tried %s): %w", tried, kErr)
 	}

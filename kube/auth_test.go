@@ -97,4 +97,12 @@ current-context: x
 			assert.Equal(t, tc.wantHost, cfg.Host)
 		})
 	}
+
+	// Outside a pod with no kubeconfig at its default places: the error
+	// says what to do, not client-go's hint about KUBERNETES_MASTER, which
+	// nothing here reads.
+	_, err := restConfig("", notInCluster, &clientcmd.ClientConfigLoadingRules{Precedence: []string{missing}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "kubeconfig (tried "+missing+"): no kubeconfig was found there: set KUBECONFIG")
+	assert.NotContains(t, err.Error(), "KUBERNETES_MASTER")
 }

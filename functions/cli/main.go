@@ -30,7 +30,7 @@ const usage = `usage:
   runner-reaper audit [--output table|json]
                                          a dry run that changes nothing, printed for a person
   runner-reaper metrics                  the metrics a sweep pushes, with their EMF names
-  runner-reaper --version                the version and the git revision it was built from
+  runner-reaper version (or --version)   the version and the git revision it was built from
 Configuration is read from REAPER_* environment variables; see the README.
 Exit status: 0 complete, 1 could not observe or act, 2 bad configuration,
 3 complete but degraded (a scope was skipped, a namespace not observed, or
@@ -123,6 +123,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		requested = sweep.Audit
 	case "help":
 		fmt.Fprint(stdout, usage)
+		return 0
+	case "version":
+		if len(words) > 1 {
+			fmt.Fprintf(stderr, "unexpected argument %q\n%s", words[1], usage)
+			return exitBadConfig
+		}
+		fmt.Fprintln(stdout, report.VersionLine())
 		return 0
 	case "metrics":
 		if len(words) > 1 {

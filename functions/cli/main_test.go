@@ -218,7 +218,7 @@ func TestStrayWordsExitTwoAndTouchNothing(t *testing.T) {
 func TestVersionPrintsBuildAndNeedsNoConfiguration(t *testing.T) {
 	w := setup(t)
 	t.Setenv("REAPER_SCOPES", "")
-	for _, args := range [][]string{{"--version"}, {"sweep", "--version"}} {
+	for _, args := range [][]string{{"--version"}, {"sweep", "--version"}, {"version"}} {
 		code, out, stderr := runCLI(args...)
 		assert.Equal(t, 0, code, "%v: %s", args, stderr)
 		assert.Equal(t, "runner-reaper dev (revision unknown)\n", out, "%v", args)
