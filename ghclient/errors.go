@@ -2,6 +2,7 @@ package ghclient
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -110,4 +111,31 @@ func closeExchangeBody(err error) {
 	if errors.As(err, &exchangeErr) && exchangeErr.Response != nil && exchangeErr.Response.Body != nil {
 		_ = exchangeErr.Response.Body.Close()
 	}
+}
+
+// accessHint adds to a refusal of a runner list what an operator most
+// likely has to fix: GitHub answers 401 for a credential it does not take,
+// 403 for one without the rights the call needs, and 404 both for a scope
+// that does not exist and for one the credential may not see. A rate limit
+// (also a 403 or 429) is left as it is, and so is any other error.
+func accessHint(err error, enterprise bool) error {
+	var apiErr *github.ErrorResponse
+	if fleet.AsRateLimit(err) != nil || !errors.As(err, &apiErr) || apiErr.Response == nil {
+		return err
+	}
+	var hint string
+	switch apiErr.Response.StatusCode {
+	case http.StatusUnauthorized:
+		hint = "GitHub does not take the credential: a token revoked, expired or mistyped, or a GitHub App whose id, installation id or private key is wrong"
+	case http.StatusForbidden:
+		hint = "the credential lacks the right to administer the scope's self-hosted runners: a repository's Administration permission or an organization's Self-hosted runners permission for an App or a fine-grained token, `repo` or `admin:org` for a classic token"
+		if enterprise {
+			hint = "an enterprise's runners need a classic personal access token with `manage_runners:enterprise`; GitHub Apps cannot list them"
+		}
+	case http.StatusNotFound:
+		hint = "the organization, repository or enterprise does not exist under that name, or the credential may not see it (GitHub answers 404 for both)"
+	default:
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, hint)
 }

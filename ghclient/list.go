@@ -294,7 +294,7 @@ func (c *Client) fetchPage(ctx context.Context, path string, page int, cached *s
 	}
 	if err != nil {
 		closeExchangeBody(err)
-		return state.CachedPage{}, rateLimited(offOrigin(err))
+		return state.CachedPage{}, accessHint(rateLimited(offOrigin(err)), strings.HasPrefix(path, "enterprises/"))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return state.CachedPage{}, fmt.Errorf("unexpected status %s", resp.Status)

@@ -556,3 +556,45 @@ func TestListRunnersSharesOnePage(t *testing.T) {
 	busy := registrations([]state.CachedPage{{Runners: []fleet.Registration{{ID: 1}, {ID: 2}}}}, map[int64]bool{2: true})
 	assert.Equal(t, []fleet.Registration{{ID: 1}, {ID: 2, Busy: true}}, busy)
 }
+
+// A refusal says what an operator most likely has to fix: 401 the
+// credential itself, 403 its rights (an enterprise's, a classic token's
+// scope), 404 the scope's name or the credential's sight of it. A rate
+// limit on a 403 is a rate limit, with no such hint.
+func TestListRunnersRefusalsCarryAHint(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		scope   fleet.Scope
+		path    string
+		status  int
+		headers map[string]string
+		want    string
+	}{
+		{"401", orgScope, "/orgs/octo/actions/runners", 401, nil, "GitHub does not take the credential"},
+		{"403", orgScope, "/orgs/octo/actions/runners", 403, nil, "lacks the right to administer the scope's self-hosted runners"},
+		{"403 on an enterprise", fleet.Scope{Kind: fleet.EnterpriseScope, Name: "acme"}, "/enterprises/acme/actions/runners", 403, nil, "classic personal access token with `manage_runners:enterprise`"},
+		{"404", orgScope, "/orgs/octo/actions/runners", 404, nil, "does not exist under that name, or the credential may not see it"},
+		{"403 rate limit", orgScope, "/orgs/octo/actions/runners", 403, map[string]string{"Retry-After": "60"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, mux, _ := setup(t, 0)
+			mux.HandleFunc("GET "+tc.path, func(w http.ResponseWriter, r *http.Request) {
+				for k, v := range tc.headers {
+					w.Header().Set(k, v)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(`{"message":"nope"}`))
+			})
+			_, _, err := c.ListRunners(context.Background(), tc.scope, nil)
+			require.Error(t, err)
+			if tc.want == "" {
+				require.NotNil(t, fleet.AsRateLimit(err))
+				assert.NotContains(t, err.Error(), "credential")
+				return
+			}
+			assert.Nil(t, fleet.AsRateLimit(err))
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
