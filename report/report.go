@@ -263,6 +263,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Any("scopes_skipped", skipped),
 		slog.Any("scopes_deferred", nonNil(res.Deferred)),
 		slog.Any("scopes_moved", nonNil(res.Moved)),
+		slog.String("ledger", res.Ledger),
 		slog.Any("namespaces_unobserved", unobserved),
 		countsGroup("verdicts", verdicts),
 		countsGroup("results", results),

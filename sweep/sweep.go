@@ -113,6 +113,10 @@ type Sweeper struct {
 	// EphemeralRunners is consulted only when Policy.ARC is on.
 	EphemeralRunners EphemeralRunnerLister
 	Ledger           state.Store
+	// LedgerName says which ledger Ledger is and where, as REAPER_LEDGER
+	// would name it (a file's path made absolute), for the summary: a
+	// sweep run by hand must say where it left its marks.
+	LedgerName string
 	// Reaper builds the choke point for the sweep's mode, the only thing
 	// that tells it whether to write.
 	Reaper func(mode Mode) *reap.Reaper
@@ -206,6 +210,8 @@ type Result struct {
 	LedgerTrim state.Trim
 	// WebHost is Sweeper.WebHost, for the report's links to runs.
 	WebHost string
+	// Ledger is Sweeper.LedgerName.
+	Ledger string
 	// Streaks are the ledger's streaks as this sweep leaves them (as it
 	// found them, when it ended before classifying), for the metrics;
 	// StreaksKnown is false when the ledger could not be read.
@@ -221,7 +227,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	// It is read again once the API server has answered (below).
 	now := s.Now().UTC().Round(0)
 	began := time.Now()
-	res = Result{Mode: mode, Started: now, WebHost: s.WebHost}
+	res = Result{Mode: mode, Started: now, WebHost: s.WebHost, Ledger: s.LedgerName}
 	gh0, kube0 := counts(s.GitHub), counts(s.Kube)
 	if s.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -242,4 +243,26 @@ func TestSummaryCarriesVersionAndRevision(t *testing.T) {
 	require.NotNil(t, summary, "a summary line: %s", out)
 	assert.Equal(t, "dev", summary["version"])
 	assert.Equal(t, "unknown", summary["revision"])
+	assert.Regexp(t, `^configmap:[a-z0-9-]+/reaper-ledger$`, summary["ledger"], "the summary says which ledger")
+}
+
+// Run by hand outside a pod with REAPER_LEDGER unset, a sweep keeps its
+// marks in a file in the working directory, and its summary says which,
+// by its absolute path.
+func TestSummaryNamesTheDefaultLedgerFile(t *testing.T) {
+	setup(t)
+	t.Setenv("REAPER_LEDGER", "")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	code, out, stderr := runCLI("sweep", "--dry-run")
+	require.Equal(t, 0, code, stderr)
+	var summary map[string]any
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, `"msg":"sweep"`) {
+			require.NoError(t, json.Unmarshal([]byte(l), &summary))
+		}
+	}
+	require.NotNil(t, summary, "a summary line: %s", out)
+	assert.Equal(t, "file:"+filepath.Join(dir, "runner-reaper-ledger.json"), summary["ledger"])
+	assert.FileExists(t, filepath.Join(dir, "runner-reaper-ledger.json"), "a dry run saves its marks")
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -505,6 +506,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		Runners:          gh,
 		EphemeralRunners: ephemeralRunners{client: kc, namespaces: cfg.Namespaces},
 		Ledger:           store,
+		LedgerName:       ledgerName(cfg.Ledger),
 		Reaper: func(mode sweep.Mode) *reap.Reaper {
 			return reap.New(gh, kc, reap.Options{
 				DryRun:               mode != sweep.Act,
@@ -535,6 +537,17 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		MaxScopes: cfg.MaxScopesPerSweep,
 		ListRoom:  max(cfg.SweepTimeout/3, 2*reap.DefaultSpare),
 	}, nil
+}
+
+// ledgerName is the ledger as REAPER_LEDGER names it, a file's path made
+// absolute, so that a sweep run by hand says where its marks are.
+func ledgerName(l config.Ledger) string {
+	if l.Kind == config.LedgerFile {
+		if abs, err := filepath.Abs(l.Path); err == nil {
+			l.Path = abs
+		}
+	}
+	return l.String()
 }
 
 // ledgerKey is the DynamoDB item of the ledger: one per table.
