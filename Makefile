@@ -135,7 +135,7 @@ test: envtest-assets arc-manager cluster-assets image dynalite openapi $(TEST_AS
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./test/chaos/cmd/chaos -sweeps 1000
 
-# The deterministic simulation of issue 12: 10,000 sweeps of the real sweep
+# The deterministic simulation: 10,000 sweeps of the real sweep
 # in a seeded world of hazards, every invariant checked after every sweep.
 # SEED=n repeats a run; a failure prints its shrunk reproduction.
 SEED ?= 0

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 16 §4, GitHub's Date: a rate limit's reset is an instant on
+// GitHub's Date: a rate limit's reset is an instant on
 // GitHub's clock and its retry-after may be a date on it. Each is read as
 // the longer of the waits it stands for against the answer's own Date and
 // against this machine's clock, so a machine whose clock runs ahead does

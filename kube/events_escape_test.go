@@ -14,7 +14,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 16: an Event's message quotes runner names and servers' errors,
+// An Event's message quotes runner names and servers' errors,
 // and `kubectl describe` prints it to a terminal; it is stored redacted,
 // then escaped, so that a line break, an escape sequence, a C1 CSI or a
 // right-to-left override shows in its visible form, on a pod and on an

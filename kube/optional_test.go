@@ -18,7 +18,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 16 §1: the retry behaviour of the writes inside an action, said
+// The retry behaviour of the writes inside an action, said
 // out loud. An Event is optional and never retried; a required write (a
 // delete) keeps client-go's retries of a 429 with Retry-After, which the
 // action's budget bounds.

@@ -345,7 +345,7 @@ func TestMappingView(t *testing.T) {
 }
 
 // TestListPodsRunnerStartAndContainer writes pods and statuses to the real
-// API server and checks, after the round trip, the two things issue 8 asks
+// API server and checks, after the round trip, the two things asked of it
 // of the view: whether the pod's spec has the runner container at all, and
 // when its runner started (the container's start, else the pod's, else its
 // creation).

@@ -314,7 +314,7 @@ func TestWriteEMFSkipKinds(t *testing.T) {
 	assert.Equal(t, map[string]float64{"rate-limited": 2, "inconsistent": 1}, got)
 }
 
-// A scope the budget deferred (issue 12 §3) is the rotation working, not a
+// A scope the budget deferred is the rotation working, not a
 // skip: an alarm on ScopesSkipped must not fire for a capped fleet.
 func TestWriteEMFDeferredIsNotSkipped(t *testing.T) {
 	res := sweep.Result{Mode: sweep.Act, Deferred: []string{"org:b", "org:c"}, Class: reconcile.Classification{Skipped: []reconcile.Skip{

@@ -833,7 +833,7 @@ func (s *slowEvents) DeleteEphemeralRunner(ctx context.Context, er fleet.Ephemer
 	return s.recorder.DeleteEphemeralRunner(ctx, er)
 }
 
-// Issue 16 §1: an Event that is throttled or slow takes nothing from the
+// An Event that is throttled or slow takes nothing from the
 // writes that must follow a registration delete. The object goes with a
 // live context of its own; the Event, tried after it, is given up at its
 // own bound and only reported. On the old order (Event first, in the same
@@ -907,7 +907,7 @@ func TestReapEventOnlyForAWriteThatDidSomething(t *testing.T) {
 	assert.NotContains(t, rec.calls, "event:late")
 }
 
-// The review of issue 16: an Event holds no slot. With one slot, the
+// An Event holds no slot. With one slot, the
 // second candidate's pod, whose registration is already deleted, goes
 // while the first candidate's Event still hangs, not after it.
 func TestReapEventHoldsNoSlot(t *testing.T) {
@@ -1056,7 +1056,7 @@ func (d flipDry) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, erro
 	return d.dryRecorder.DeletePod(ctx, p)
 }
 
-// The review of issue 16: an ARC owner that was not deleted is not reported
+// An ARC owner that was not deleted is not reported
 // deleted, and its mark is not cleared (skipped-changed keeps it).
 func TestReapOwnerLeftAloneIsNotReportedDeleted(t *testing.T) {
 	for _, then := range []fleet.Result{fleet.AlreadyGone, fleet.Changed} {

@@ -53,7 +53,7 @@ func findings(c Classification) map[string]finding {
 	return out
 }
 
-// Issue 8, item 2: a registration is deleted only when it belongs to the pod
+// A registration is deleted only when it belongs to the pod
 // being reaped. A runner name that more than one observed pod claims in a
 // scope is ambiguous, and no registration action is taken on it; where the
 // runner id is known, the id decides, not the name; a name listed more than
@@ -268,7 +268,7 @@ func TestClassifyIdentity(t *testing.T) {
 	}
 }
 
-// Issue 8, item 3: a pod with no runner container is never a candidate, not
+// A pod with no runner container is never a candidate, not
 // even terminal, and does not widen the fractional bound; it still backs its
 // name, so that its namesake registration is never taken for a ghost.
 func TestClassifyNotRunner(t *testing.T) {
@@ -291,7 +291,7 @@ func TestClassifyNotRunner(t *testing.T) {
 	assert.Equal(t, 1, c.ManagedPods, "only runner pods are the base of the fractional bound")
 }
 
-// Issue 8, item 4: the registration deadline counts from when the runner
+// The registration deadline counts from when the runner
 // started, and a Running pod is judged by its runner container's state.
 func TestClassifyRunnerStart(t *testing.T) {
 	cases := []struct {

@@ -10,7 +10,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
-// Issue 16 §4: no clock skew may hold confirmation back or hurry it.
+// No clock skew may hold confirmation back or hurry it.
 
 // A mark dated after now was written by a sweep whose clock ran ahead. It
 // is counted from now: it neither acts at once nor waits out the skew, the
@@ -187,7 +187,7 @@ func TestConfirmNeedsBothClocks(t *testing.T) {
 		})
 	}
 
-	// The review of issue 16's chaos hazard: a backward lie on the local
+	// A backward lie on the local
 	// clock at the first sighting, then a forward lie on the reference
 	// clock at maturity. Each clock alone calls the mark old; the moved
 	// offset between them says one lied, and the mark starts again.

@@ -9,7 +9,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
-// A configured namespace that was not observed (issue 8, item 8) turns
+// A configured namespace that was not observed turns
 // ghosts off, and only ghosts: pod verdicts from the namespaces that were
 // observed still stand, and the classification says which namespace and why.
 func TestClassifyUnobservedNamespaceTurnsGhostsOff(t *testing.T) {

@@ -36,7 +36,7 @@ func levelled() sweep.Result {
 	}
 }
 
-// Issue 16: the action lines and the summary are the product's output and
+// The action lines and the summary are the product's output and
 // are written at every log level, with the level they carry; the level
 // filters the diagnostics alone (Log's own warnings and info lines, and any
 // other line of the process).

@@ -64,7 +64,7 @@ func hostileSweep() sweep.Result {
 	}
 }
 
-// Issue 16: a runner name with a line break, a tab, a CSI, a right-to-left
+// A runner name with a line break, a tab, a CSI, a right-to-left
 // override and a C1 CSI adds no row and no column to the audit table, and
 // reaches it only in its visible escaped form; so does a skipped scope's
 // or an unobserved namespace's reason.

@@ -99,7 +99,7 @@ func TestMovedScopeIsJudgedAndSaysSo(t *testing.T) {
 	assert.NotContains(t, table.String(), "skipped")
 }
 
-// Issue 8: every ambiguous runner name is a warning of its own, before the
+// Every ambiguous runner name is a warning of its own, before the
 // summary, and the summary counts them and the pods that are not runners.
 func TestLogAmbiguitiesAndNotRunners(t *testing.T) {
 	res := sweep.Result{Looked: true,

@@ -27,7 +27,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 8 item 7 on the real API server with real RBAC: a Role that lets
+// On the real API server with real RBAC: a Role that lets
 // the reaper list pods but not delete them. The pre-flight (a server-side
 // dry-run delete) is refused, so no registration is deleted on GitHub, no
 // Event is recorded, the pods stay and the sweep fails; a dry run makes
@@ -203,7 +203,7 @@ func (k timedKube) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, er
 	return k.Kubernetes.DeletePod(ctx, p)
 }
 
-// Issue 8 item 5: a dry run re-checks by name like a real sweep. A runner
+// A dry run re-checks by name like a real sweep. A runner
 // that registers between the list and the re-check is skipped-registered
 // in a dry run too, where a dry run used to say would-delete.
 func TestDryRunRechecksLikeARealSweep(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Two sweeps never both act (issue 8, item 6), on every ledger: N sweeps
+// Two sweeps never both act, on every ledger: N sweeps
 // that overlap on one ledger, all of them loading it before any saves, have
 // a terminal pod ready to reap; exactly one reaps it (one registration
 // DELETE, one Event, one pod delete) and the others start nothing, round

@@ -52,7 +52,7 @@ func (r *rig) endpoints() map[string]int {
 	return out
 }
 
-// Issue 9 §4 and issue 12 §1: GitHub rate-limits the first of three scopes.
+// GitHub rate-limits the first of three scopes.
 // Every form GitHub documents stops the sweep's GitHub work at once: the
 // other scopes are skipped as rate-limited without a request (the primary
 // limit is per credential, and GitHub's secondary limits count a
@@ -122,7 +122,7 @@ func TestRateLimitedScopeStopsGitHubWork(t *testing.T) {
 	}
 }
 
-// Issue 12 §1's reproduction: the first two scopes list whole, the third is
+// The first two scopes list whole, the third is
 // rate-limited. go-github remembers the limit, so every later GitHub call
 // of the sweep was refused and the sweep exited 1. Now no candidate that
 // needs GitHub is attempted: a zombie (registration delete), an
@@ -214,7 +214,7 @@ func TestRateLimitMetWhileActing(t *testing.T) {
 	assert.Equal(t, map[string]int{"org:acme list": 1, "org:acme delete": 1}, r.endpoints(), "one delete met the limit; no other was sent")
 }
 
-// Issue 9 §4: a 404 on a delete means "gone" only because the same
+// A 404 on a delete means "gone" only because the same
 // credential has just listed the scope. A scope whose list failed in this
 // sweep gets no delete at all: its terminal pod goes without its
 // registration, and its ghost's mark is held.

@@ -52,7 +52,7 @@ func (r *rig) listedScopes() []string {
 	return out
 }
 
-// Issue 12 §3: seven scopes, at most three a sweep. Each sweep lists at most
+// Seven scopes, at most three a sweep. Each sweep lists at most
 // three and names the four it left; the sweeps take the scopes in a fair
 // rotation, so every scope is listed within ceil(7/3) = 3 sweeps; a mark in
 // a scope not listed is held, neither confirmed nor cleared; a terminal pod

@@ -16,7 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
 
-// realLatency is the round trip issue 12 §3 measures at: api.github.com
+// realLatency is the round trip the scope budget is measured at: api.github.com
 // answers in 100-300 ms in practice.
 const realLatency = 150 * time.Millisecond
 
@@ -55,7 +55,7 @@ func slowScopes(t *testing.T, n int, latency time.Duration, mods ...func(*config
 	return r, keys
 }
 
-// Issue 12 §3: sweep wall time against scope count. GitHub asks for one
+// Sweep wall time against scope count. GitHub asks for one
 // credential's requests to be serial, so the lists cost one round trip per
 // page, one after another: the sweep's time grows with the scopes, and at
 // 150 ms a request a few hundred scopes outgrow a one-minute sweep. The
@@ -81,7 +81,7 @@ func TestSweepTimeAgainstScopeCount(t *testing.T) {
 	t.Logf("sweep wall time by scope count, simulated latency %s a request:%s", latency, table.String())
 }
 
-// Issue 12 §3: scopes that do not fit the deadline. With a deadline that
+// Scopes that do not fit the deadline. With a deadline that
 // leaves room for only part of the lists, the sweep lists what fits and
 // defers the rest, finishes before its deadline with status 0, and the next
 // sweep starts where it stopped, so two sweeps list every scope.

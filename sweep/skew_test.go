@@ -19,7 +19,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 16 §4 on the real API server: every age is measured on the API
+// Every age is measured on the API
 // server's clock.
 
 // skewedSweeper is the sweeper of a reaper whose own clock reads local():

@@ -12,7 +12,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
 
-// Issue 21: the alerts "a scope skipped for 10 sweeps in a row" and "the
+// The alerts "a scope skipped for 10 sweeps in a row" and "the
 // action bound hit for 5 sweeps in a row" read streaks the ledger keeps.
 // A scope whose list keeps failing counts up sweep after sweep, in every
 // mode that saves, while a healthy scope never counts; one whole list ends

@@ -38,7 +38,7 @@ func assertNoRawControl(t *testing.T, s string) {
 	}
 }
 
-// Issue 16: the CLI's plain-text lines quote what came from outside (an
+// The CLI's plain-text lines quote what came from outside (an
 // argument, a variable's name, a value the loader echoes) escaped: a
 // configuration error keeps its one problem a line, and no line break,
 // escape sequence or override from outside adds a line or acts on the

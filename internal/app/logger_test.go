@@ -53,7 +53,7 @@ func lines(t *testing.T, b []byte) []map[string]any {
 	return out
 }
 
-// Issue 16: the process's logger writes the action line and the summary at
+// The process's logger writes the action line and the summary at
 // every configured level, warn and error included, and filters only the
 // diagnostics; the redactor stays on that path.
 func TestLoggerWritesTheRecordAtEveryLevel(t *testing.T) {
@@ -83,7 +83,7 @@ func TestLoggerWritesTheRecordAtEveryLevel(t *testing.T) {
 	}
 }
 
-// Issue 16: an action whose runner name holds a line break, a carriage
+// An action whose runner name holds a line break, a carriage
 // return, a CSI, a right-to-left override and a C1 CSI is written as one
 // line whose raw bytes hold none of them; decoded, the name reads in its
 // visible escaped form, and an error quoting it is redacted, then escaped.

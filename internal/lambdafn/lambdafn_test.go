@@ -14,7 +14,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
-// Issue 16: the Lambda's answer quotes the sweep's error, which quotes
+// The Lambda's answer quotes the sweep's error, which quotes
 // servers; its strings, and the error the runtime reports, are redacted and
 // then escaped, so that neither a secret nor a control character, a C1
 // escape or a bidirectional override reaches the console raw. The error

@@ -78,7 +78,7 @@ func TestBrokenProductIsCaught(t *testing.T) {
 		// The product before it served moved lists: a busy org's list
 		// moves under nearly every read, and was skipped as inconsistent.
 		{"a list that skips a scope whose runners moved while it was read", SkipMoved, busyWorld, SkippedForMovement, 0},
-		// Issue 20 §1: GitHub lists a runner idle, or offline, while it runs
+		// GitHub lists a runner idle, or offline, while it runs
 		// a job, and answers its DELETE 204. The product before the job
 		// guard kills jobs the pool's annotation or ARC's status told of.
 		{"the product before the job guard, under GitHub's lies", NoJobGuard, BusyLies | OrphanStamp | ARC, JobKilled, 0},
@@ -151,7 +151,7 @@ func TestRegressions(t *testing.T) {
 	}
 }
 
-// Issue 12's first defect: a runner that registers and takes a job between
+// A runner that registers and takes a job between
 // its re-check by name and its pod's delete. The hazard strikes at the next
 // GitHub call after the re-check; the reaper deletes the pod before any
 // such call, so it loses no job, while the reaper of before (every pod
@@ -245,7 +245,7 @@ func TestRepeatPage(t *testing.T) {
 	t.Logf("%d lists met a page that lists a runner twice", st.Repeats)
 }
 
-// Issue 20 §1: GitHub lies about runners running jobs (hazard BusyLies).
+// GitHub lies about runners running jobs (hazard BusyLies).
 // The job guard asks GitHub about the job a runner's evidence names, so no
 // job with evidence is killed, and the guard protects some; a job killed
 // where nothing told of it (a bare pod without the pool's annotation) is

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Hazard is one of the ways the world goes wrong, from issue 12's list. A
+// Hazard is one of the ways the world goes wrong. A
 // run enables a set of them; shrinking a failure turns them off one by one.
 type Hazard uint32
 
@@ -35,7 +35,7 @@ const (
 	Skew                               // for one sweep a clock lies: the API server's Date, or this machine's
 	ARC                                // EphemeralRunnerSets and ARC's controller; ERs evicted, deleted by someone, Failed
 	BusyOrg                            // the first scope is a busy org: thousands of other teams' runners over 20 and more pages, two to four joining or leaving every second, jobs starting and ending on them, while each GitHub request takes 150 ms
-	BusyLies                           // GitHub lies about a runner running a job (issue 20): busy:false for up to 60 s after it starts, or for minutes in its middle, its DELETE answered 204 meanwhile; or offline while it runs
+	BusyLies                           // GitHub lies about a runner running a job: busy:false for up to 60 s after it starts, or for minutes in its middle, its DELETE answered 204 meanwhile; or offline while it runs
 	RepeatPage                         // a list page lists a runner a second time: a list that contradicts itself, which no runner joining or leaving explains
 	hazardEnd
 )

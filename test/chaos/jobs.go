@@ -14,7 +14,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
 
-// Jobs in the world, and GitHub's lies about them (issue 20 §1).
+// Jobs in the world, and GitHub's lies about them.
 //
 // Every job the world lands is a real job of a workflow run in the
 // simulator (ghsim.StartJob), in a repository of the runner's scope: the

@@ -133,7 +133,7 @@ func (k kube) RecordEvent(ctx context.Context, p fleet.Pod, reason, message stri
 }
 
 // judgePodDelete checks a pod delete against the truth: the first three
-// invariants of issue 12.
+// invariants.
 func (w *world) judgePodDelete(q *kpod) {
 	if !q.managed() {
 		w.violate(WrongTarget, "pod %s deleted: another namespace or not matched by the selector", q.key())

@@ -15,7 +15,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 8 item 5: a word the command does not take is refused with exit 2
+// A word the command does not take is refused with exit 2
 // and the usage, wherever it stands; before the fix, `sweep extra-arg
 // --dry-run` ran a real, deleting sweep, because flag parsing stopped at
 // the stray word and --dry-run was never read. Flags are read wherever
@@ -62,7 +62,7 @@ func TestStrayArgumentsExitTwo(t *testing.T) {
 	}
 }
 
-// Issue 8 item 7, as the operator meets it: the reaper's Role lets it list
+// As the operator meets it: the reaper's Role lets it list
 // pods but not delete them. Its pre-flight (a server-side dry-run delete)
 // is refused, so the registration of the dead runner is not deleted on
 // GitHub, no Event is recorded, the pod stays, the action line says why,
@@ -103,7 +103,7 @@ func TestRefusedPodDeleteDeletesNoRegistration(t *testing.T) {
 	}
 }
 
-// Issue 8 item 5: the Lambda with REAPER_DRY_RUN=true (the template's
+// The Lambda with REAPER_DRY_RUN=true (the template's
 // default) says so everywhere: the answer's mode and dry_run, every action
 // line, and the EMF Mode dimension. Before, the answer said "mode":"sweep",
 // "dry_run":false and EMF said Mode=sweep while the actions said dry_run

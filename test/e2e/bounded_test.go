@@ -18,7 +18,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 9 §2, every wait bounded, through the compiled binary: a Kubernetes
+// Every wait bounded, through the compiled binary: a Kubernetes
 // API that never answers, the sweep's own deadline, and SIGTERM or SIGINT
 // while an action is in flight.
 

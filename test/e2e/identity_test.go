@@ -29,7 +29,7 @@ func (r run) ambiguity(t *testing.T, name string) map[string]any {
 	return nil
 }
 
-// Issue 8, item 2: a terminal pod that shares its runner name with a live,
+// A terminal pod that shares its runner name with a live,
 // healthy pod in another namespace of the same scope goes without the
 // registration, which may be the live pod's. Before, reaping the dead pod
 // deleted the live runner's registration, and later sweeps took the live
@@ -82,7 +82,7 @@ func TestIdentityNamesakeAcrossNamespaces(t *testing.T) {
 	assert.Empty(t, w.marks(), "nothing was ever suspect")
 }
 
-// Issue 8, item 2: one scope's list holds the same name twice, once online
+// One scope's list holds the same name twice, once online
 // and busy, once offline. The pod is protected, not judged by the stale
 // entry; and two offline registrations of one name are never ghosts.
 func TestIdentityDuplicateNamesInTheList(t *testing.T) {
@@ -119,7 +119,7 @@ func TestIdentityDuplicateNamesInTheList(t *testing.T) {
 	assert.Empty(t, w.marks())
 }
 
-// Issue 8, item 3: a selector of exclusions only would select nearly every
+// A selector of exclusions only would select nearly every
 // pod; it is refused before anything is listed.
 func TestPodSelectorWithoutPositiveRequirement(t *testing.T) {
 	t.Parallel()
@@ -139,7 +139,7 @@ func TestPodSelectorWithoutPositiveRequirement(t *testing.T) {
 	assert.True(t, w.podExists("postgres-0"))
 }
 
-// Issue 8, item 3: a pod the selector matches but that has no runner
+// A pod the selector matches but that has no runner
 // container is never a candidate, Failed or Running past the deadline; it
 // is counted as not a runner. A real runner beside it is still judged.
 func TestPodsWithoutTheRunnerContainerAreNeverReaped(t *testing.T) {
@@ -169,7 +169,7 @@ func TestPodsWithoutTheRunnerContainerAreNeverReaped(t *testing.T) {
 	assert.False(t, w.podExists("acme-unregistered"))
 }
 
-// Issue 8, item 4: the registration deadline counts from when the runner
+// The registration deadline counts from when the runner
 // started, not from when the pod was created; a Running pod whose runner
 // container has not started has no verdict yet; and one whose runner
 // container waits after a termination (CrashLoopBackOff) is terminal,

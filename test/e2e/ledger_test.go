@@ -16,7 +16,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 9 §3, the ledger is the user's object, through the compiled binary.
+// The ledger is the user's object, through the compiled binary.
 
 // A ledger file of a shape the reaper does not know (JSON without its
 // envelope, an unknown field, a newer format) is somebody's data: the sweep

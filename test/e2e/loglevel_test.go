@@ -10,7 +10,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 16: a quieter log level never deletes without a record. With
+// A quieter log level never deletes without a record. With
 // REAPER_LOG_LEVEL=warn or error, the audit still prints its table and its
 // summary, and a sweep that deletes a terminal pod (exit 137, OOMKilled)
 // still writes the pod's action line, with its exit fingerprint, and the

@@ -22,7 +22,7 @@ import (
 // shippedRules is the chart's rule file, the one the PrometheusRule holds.
 const shippedRules = "../../charts/runner-reaper/files/monitoring/rules.yaml"
 
-// Issue 21 §2: the compiled binary pushes each sweep's metrics to a real
+// The compiled binary pushes each sweep's metrics to a real
 // Pushgateway, which a real Prometheus scrapes and evaluates the shipped
 // alerts over. Two shards push side by side without replacing each other;
 // a degraded shard's push leaves out the last success, and the healthy

@@ -13,7 +13,7 @@ import (
 )
 
 // A misspelt REAPER_NAMESPACES entry lists no pods, exactly like an empty
-// namespace (issue 8, item 8). Seen as empty, it made the offline
+// namespace. Seen as empty, it made the offline
 // registration of a real pod that lives elsewhere look like a ghost, and the
 // second sweep deleted it. Now the namespace is not observed: each sweep
 // warns naming it, makes no ghost verdict, and exits 3, however long the

@@ -14,7 +14,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 16 §1, through the compiled binary: the Event POST answered 429
+// Through the compiled binary: the Event POST answered 429
 // with Retry-After: 1, or held for 6 s as a slow admission webhook holds
 // it. The review saw the registration deleted, the Event's retries use up
 // the action's 5 s budget, and the pod delete fail: a running pod with no
@@ -81,7 +81,7 @@ func TestThrottledOrSlowEventsStrandNoRunner(t *testing.T) {
 	}
 }
 
-// Issue 16 §1: where the object's delete itself fails once the
+// Where the object's delete itself fails once the
 // registration is gone (the API server down for the whole budget), the
 // sweep fails (exit 1) and says so; the next sweep finds the pod again, its
 // registration gone from the complete list and its mark kept, and finishes

@@ -55,7 +55,7 @@ func assertShownNotObeyed(t *testing.T, what, out string) {
 	}
 }
 
-// Issue 16: a runner name taken from a pod annotation can hold line breaks,
+// A runner name taken from a pod annotation can hold line breaks,
 // tabs, escape sequences, a C1 CSI and a right-to-left override. The audit
 // table shows it escaped in its one row and gains no forged row; no raw
 // control byte reaches stdout or stderr of the audit or of a sweep; the

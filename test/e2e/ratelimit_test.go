@@ -13,7 +13,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 12 §1 through the binary: the first scope lists whole, the second
+// The first scope lists whole, the second
 // is rate-limited (403, x-ratelimit-remaining: 0, a reset an hour away).
 // The mature zombie of the first scope needs a registration delete, which
 // go-github would refuse from memory: it is reported rate-limited with

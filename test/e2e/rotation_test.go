@@ -13,7 +13,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// Issue 12 §3 through the binary: three scopes, one a sweep. Each run lists
+// Three scopes, one a sweep. Each run lists
 // one scope, names the two it left in one info line and in the summary,
 // exits 0, and leaves the rotation's position in the ledger ConfigMap, so
 // that the next process lists the next scope; a terminal pod of a scope not

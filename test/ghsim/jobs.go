@@ -7,7 +7,7 @@ package ghsim
 //	GET /repos/O/R/actions/runs/{run_id}/jobs?filter=latest|all&per_page=&page=
 //
 // The reaper asks about a runner's job because the registration's busy and
-// status have been seen to lie while a job ran (field reports in issue 20:
+// status have been seen to lie while a job ran (field reports:
 // busy false for 25-60 s after a job started, busy false twelve minutes
 // into one, listed offline while running), with a DELETE in the first two
 // windows answered 204. The jobs endpoints tell the truth; a Runner's Lie

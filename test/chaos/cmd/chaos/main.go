@@ -1,4 +1,4 @@
-// Command chaos runs the deterministic simulation of issue 12: many sweeps
+// Command chaos runs the deterministic simulation: many sweeps
 // of the real reaper in a seeded world, every invariant checked after every
 // sweep. It prints the seed first, so that any run can be repeated, and on a
 // failure a shrunk reproduction to paste into the regression table.
