@@ -83,6 +83,10 @@ func acceptedOver(over map[string]any, at, env string, values ...any) []accepted
 // Every value of accepted passes the schema, renders into its variable
 // as written, and the binary accepts what was rendered.
 func TestSchemaAcceptsWhatTheBinaryAccepts(t *testing.T) {
+	// The binary's half loads what the chart's half rendered: without helm
+	// neither can run, so the whole test skips under -short (or fails,
+	// naming `make helm`) here, before either half.
+	helmPath(t)
 	var mu sync.Mutex
 	rendered := map[string]map[string]string{}
 	all := accepted()
