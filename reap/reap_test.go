@@ -638,6 +638,8 @@ type ctxSeer struct {
 	cancel func()
 	mu     sync.Mutex
 	seen   map[string]error
+	// deadlines is each write's context's deadline, where it had one.
+	deadlines map[string]time.Time
 	// block makes DeleteRunner wait for its context to end.
 	block bool
 }
@@ -646,6 +648,12 @@ func (c *ctxSeer) saw(call string, ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.seen[call] = ctx.Err()
+	if d, ok := ctx.Deadline(); ok {
+		if c.deadlines == nil {
+			c.deadlines = map[string]time.Time{}
+		}
+		c.deadlines[call] = d
+	}
 }
 
 func (c *ctxSeer) DeleteRunner(ctx context.Context, s fleet.Scope, id int64) (fleet.Result, error) {
@@ -694,10 +702,15 @@ func TestReapBoundsEachAction(t *testing.T) {
 	o.ActionTimeout = 50 * time.Millisecond
 	start := time.Now()
 	outs := New(c, c, o).Reap(ctx, 10, []reconcile.Candidate{cand(fleet.Zombie, "hangs", 1), cand(fleet.Zombie, "next", 2)})
-	assert.Less(t, time.Since(start), 5*time.Second)
+	end := time.Now()
 	assert.Equal(t, map[string]fleet.Result{"hangs": fleet.Failed, "next": fleet.NotReached}, results(outs))
 	assert.ErrorIs(t, outs[0].Err, context.DeadlineExceeded)
 	assert.Equal(t, map[string]error{"gh:1": context.DeadlineExceeded}, c.seen, "the action's own bound ended it, not the sweep's cancel")
+	// The bound is ActionTimeout from when the action began, read from the
+	// context's deadline rather than from how long the machine took.
+	require.Contains(t, c.deadlines, "gh:1")
+	assert.False(t, c.deadlines["gh:1"].Before(start.Add(o.ActionTimeout)), "the action had its ActionTimeout")
+	assert.False(t, c.deadlines["gh:1"].After(end.Add(o.ActionTimeout)), "and no more than its ActionTimeout")
 }
 
 // lastIndexOf is the position of the last call equal to want, or -1.
@@ -739,15 +752,20 @@ func TestReapARCOwnedTerminalPodIsNotTakenOnFaith(t *testing.T) {
 	assert.NotContains(t, rec.calls, "gh:org:acme:2", "a replaced pod's registration is left alone")
 }
 
-// slowGitHub answers a registration delete 204 just as the action's own
-// budget runs out: GitHub did it, and the answer came in at the wire's last
-// moment.
-type slowGitHub struct{ *ctxSeer }
+// slowGitHub answers a registration delete 204 only once the action's own
+// budget has run out: GitHub did it, and the answer came in at the wire's
+// last moment. answered is when it came.
+type slowGitHub struct {
+	*ctxSeer
+	answered time.Time
+}
 
 func (s *slowGitHub) DeleteRunner(ctx context.Context, sc fleet.Scope, id int64) (fleet.Result, error) {
-	if d, ok := ctx.Deadline(); ok {
-		time.Sleep(time.Until(d) + 5*time.Millisecond)
+	if _, ok := ctx.Deadline(); !ok {
+		return "", errors.New("the registration delete had no budget to run out")
 	}
+	<-ctx.Done()
+	s.answered = time.Now()
 	s.saw(fmt.Sprintf("gh:%d", id), ctx)
 	return s.recorder.DeleteRunner(context.Background(), sc, id)
 }
@@ -755,15 +773,31 @@ func (s *slowGitHub) DeleteRunner(ctx context.Context, sc fleet.Scope, id int64)
 // A registration delete that succeeds slowly still leaves its object the
 // time to follow: the Kubernetes writes run under a budget of their own,
 // so a slow GitHub never leaves a registration deleted and its pod in
-// place.
+// place. Each write's budget is read from its context's deadline, not
+// from the clock at the moment it ran, so the test holds however late
+// the machine runs the write.
 func TestReapSlowRegistrationDeleteStillLetsThePodGo(t *testing.T) {
 	c := &ctxSeer{recorder: &recorder{}, cancel: func() {}, seen: map[string]error{}}
 	o := opts()
-	o.ActionTimeout = 100 * time.Millisecond
-	outs := New(&slowGitHub{c}, c, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(fleet.Zombie, "slow", 1)})
+	o.ActionTimeout = 10 * time.Millisecond
+	gh := &slowGitHub{ctxSeer: c}
+	outs := New(gh, c, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(fleet.Zombie, "slow", 1)})
 	assert.Equal(t, map[string]fleet.Result{"slow": fleet.Deleted}, results(outs))
-	assert.Equal(t, map[string]error{"gh:1": context.DeadlineExceeded, "event:slow": nil, "pod:slow": nil}, c.seen,
-		"the pod's writes had a live context of their own after the registration delete used up its budget")
+	assert.ErrorIs(t, c.seen["gh:1"], context.DeadlineExceeded, "the registration delete used up its budget")
+	require.Contains(t, c.deadlines, "gh:1")
+	assert.False(t, gh.answered.Before(c.deadlines["gh:1"]), "GitHub answered at its budget's end")
+	budgets := map[string]time.Duration{"pod:slow": o.ActionTimeout, "event:slow": DefaultEventTimeout}
+	for call, budget := range budgets {
+		require.Contains(t, c.deadlines, call, "%s ran under a budget", call)
+		assert.False(t, c.deadlines[call].Before(gh.answered.Add(budget)),
+			"%s had a live context of its own, its whole budget (%v) from after the registration delete used up its budget", call, budget)
+		if c.seen[call] != nil {
+			// Only its own budget may have ended it, never the
+			// registration's: it ran that late.
+			assert.ErrorIs(t, c.seen[call], context.DeadlineExceeded, call)
+		}
+	}
+	assert.Len(t, c.seen, 3, "the registration, the pod and its Event: %v", c.seen)
 }
 
 // Only the ServiceAccount the pod ran as goes with it: a pod that ran as
