@@ -893,9 +893,11 @@ func TestReapOptionalEventNeverTakesTheDeleteBudget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &slowEvents{recorder: &recorder{}, seen: map[string]error{}}
 			o := opts()
-			o.ActionTimeout = 150 * time.Millisecond
+			// The object's budget is long and nothing waits it out, so
+			// its write's context is live however late the machine runs
+			// it; the Event's is short, and the Event waits it out.
+			o.ActionTimeout = time.Minute
 			o.EventTimeout = 50 * time.Millisecond
-			start := time.Now()
 			outs := New(s, s, o).Reap(context.Background(), 10, []reconcile.Candidate{tc.c})
 			require.Len(t, outs, 1)
 			out := outs[0]
@@ -907,8 +909,7 @@ func TestReapOptionalEventNeverTakesTheDeleteBudget(t *testing.T) {
 			assert.ErrorIs(t, out.EventErr, context.DeadlineExceeded)
 			writes := s.writes()
 			require.NotEmpty(t, writes)
-			assert.Contains(t, writes[len(writes)-1], "event-gave-up:", "the Event came last: %v", writes)
-			assert.Less(t, time.Since(start), 2*time.Second, "the Event's own bound ended it")
+			assert.Contains(t, writes[len(writes)-1], "event-gave-up:", "the Event came last, ended by its own bound: %v", writes)
 		})
 	}
 }
@@ -943,53 +944,83 @@ func TestReapEventOnlyForAWriteThatDidSomething(t *testing.T) {
 
 // An Event holds no slot. With one slot, the
 // second candidate's pod, whose registration is already deleted, goes
-// while the first candidate's Event still hangs, not after it.
+// while the first candidate's Event still hangs, not after it: a's Event
+// answers only once b's pod has gone, so were it holding the slot b's pod
+// would wait for it to be given up at its bound, a minute on.
 func TestReapEventHoldsNoSlot(t *testing.T) {
-	s := &slowEvents{recorder: &recorder{}, seen: map[string]error{}}
+	k := &eventAwaitsPod{recorder: &recorder{}, event: "a", pod: "b", gone: make(chan struct{})}
 	o := opts()
 	o.Concurrency = 1
-	o.EventTimeout = 300 * time.Millisecond
-	outs := New(s, s, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(fleet.Zombie, "a", 1), cand(fleet.Zombie, "b", 2)})
+	o.EventTimeout = time.Minute
+	outs := New(k, k, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(fleet.Zombie, "a", 1), cand(fleet.Zombie, "b", 2)})
 	assert.Equal(t, map[string]fleet.Result{"a": fleet.Deleted, "b": fleet.Deleted}, results(outs))
-	calls := s.writes()
-	assert.Less(t, indexOf(calls, "pod:b"), indexOf(calls, "event-gave-up:a"), "b's pod did not wait on a's Event: %v", calls)
-	assert.Less(t, indexOf(calls, "gh:org:acme:2"), indexOf(calls, "event-gave-up:a"), "nor did b's registration delete: %v", calls)
+	calls := k.writes()
+	require.Contains(t, calls, "event:a", "a's Event answered once b's pod had gone, never given up: %v", calls)
+	assert.Less(t, indexOf(calls, "pod:b"), indexOf(calls, "event:a"), "b's pod did not wait on a's Event: %v", calls)
+	assert.Less(t, indexOf(calls, "gh:org:acme:2"), indexOf(calls, "event:a"), "nor did b's registration delete: %v", calls)
 }
 
-// budgetSeer is a world whose registration delete succeeds slowly (204 at
-// the last moment of its budget, as a slow GitHub Enterprise Server does)
-// and whose pod delete hangs until its context ends; it notes each
-// budget as the call began.
+// eventAwaitsPod is a Kubernetes whose Event on one pod answers only once
+// another pod has been deleted, and is given up if its context ends first;
+// every other write answers at once.
+type eventAwaitsPod struct {
+	*recorder
+	event, pod string
+	gone       chan struct{}
+}
+
+func (k *eventAwaitsPod) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
+	res, err := k.recorder.DeletePod(ctx, p)
+	if p.Name == k.pod {
+		close(k.gone)
+	}
+	return res, err
+}
+
+func (k *eventAwaitsPod) RecordEvent(ctx context.Context, p fleet.Pod, reason, msg string) error {
+	if p.Name == k.event {
+		select {
+		case <-k.gone:
+		case <-ctx.Done():
+			k.log("event-gave-up:" + p.Name)
+			return ctx.Err()
+		}
+	}
+	return k.recorder.RecordEvent(ctx, p, reason, msg)
+}
+
+// budgetSeer is a world that notes the deadline of each write's context
+// as the call began; a pod delete it is told hangs fails at once, as one
+// that hung to its deadline would.
 type budgetSeer struct {
 	*recorder
-	ghTook   time.Duration
-	mu       sync.Mutex
-	budgets  map[string]time.Duration
-	podHangs bool
+	mu        sync.Mutex
+	deadlines map[string]time.Time
+	podHangs  bool
 }
 
 func (b *budgetSeer) note(call string, ctx context.Context) {
-	d, _ := ctx.Deadline()
+	d, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
 	b.mu.Lock()
-	b.budgets[call] = time.Until(d)
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	if b.deadlines == nil {
+		b.deadlines = map[string]time.Time{}
+	}
+	b.deadlines[call] = d
 }
 
 func (b *budgetSeer) DeleteRunner(ctx context.Context, sc fleet.Scope, id int64) (fleet.Result, error) {
 	b.note(fmt.Sprintf("gh:%d", id), ctx)
-	if b.ghTook > 0 {
-		time.Sleep(b.ghTook)
-	} else if d, ok := ctx.Deadline(); ok {
-		time.Sleep(time.Until(d) - 5*time.Millisecond)
-	}
 	return b.recorder.DeleteRunner(context.Background(), sc, id)
 }
 
 func (b *budgetSeer) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	b.note("pod:"+p.Name, ctx)
 	if b.podHangs {
-		<-ctx.Done()
-		return "", ctx.Err()
+		return "", fmt.Errorf("delete pod %s: %w", p.Name, context.DeadlineExceeded)
 	}
 	return b.recorder.DeletePod(ctx, p)
 }
@@ -998,27 +1029,29 @@ func (b *budgetSeer) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, 
 // registration delete that succeeds at the last moment of its step still
 // leaves the pod ObjectRoom, and no write runs past the deadline less
 // ReportReserve (a Lambda is killed at its deadline; a write cut before it
-// is reported, and the next sweep finishes it).
+// is reported, and the next sweep finishes it). The sweep's deadline, not
+// ActionTimeout, bounds each step here, and each step's window is read
+// from its context's deadline: however late in its step the registration
+// delete answered, the pod's window is the same.
 func TestReapStepsNearTheDeadline(t *testing.T) {
 	for _, podHangs := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pod delete hangs=%v", podHangs), func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			deadline, _ := ctx.Deadline()
-			b := &budgetSeer{recorder: &recorder{}, budgets: map[string]time.Duration{}, podHangs: podHangs}
+			b := &budgetSeer{recorder: &recorder{}, podHangs: podHangs}
 			o := opts()
 			o.Spare = time.Second
-			o.ActionTimeout = time.Minute
+			o.ActionTimeout = time.Hour
 			outs := New(b, b, o).Reap(ctx, 10, []reconcile.Candidate{cand(fleet.Zombie, "z", 1)})
-			returned := time.Now()
 			require.Len(t, outs, 1)
-			assert.Equal(t, fleet.Deleted, outs[0].Registration, "the registration went at the last moment of its step")
-			assert.GreaterOrEqual(t, b.budgets["pod:z"], ObjectRoom-100*time.Millisecond, "the pod still had its room: %v", b.budgets)
+			assert.Equal(t, fleet.Deleted, outs[0].Registration, "the registration went")
+			assert.Equal(t, deadline.Add(-ReportReserve-ObjectRoom), b.deadlines["gh:1"],
+				"the registration's step ended ObjectRoom before the last moment: %v", b.deadlines)
+			assert.Equal(t, deadline.Add(-ReportReserve), b.deadlines["pod:z"],
+				"the pod's write had ObjectRoom after the registration's step, and ended at the deadline less the reserve: %v", b.deadlines)
 			if podHangs {
 				assert.Equal(t, fleet.Failed, outs[0].Result)
-				assert.True(t, returned.Before(deadline), "Reap returned %s after the deadline", returned.Sub(deadline))
-				assert.WithinDuration(t, deadline.Add(-ReportReserve), returned, 300*time.Millisecond, "the write ended at the deadline less the reserve")
 			} else {
 				assert.Equal(t, fleet.Deleted, outs[0].Result)
 			}
@@ -1027,28 +1060,41 @@ func TestReapStepsNearTheDeadline(t *testing.T) {
 }
 
 // Waiting for a slot spends none of the next action's budget: with one
-// slot, a pod delete that takes most of ActionTimeout leaves the next
-// registration delete its whole budget, not the rest of it.
+// slot, a pod delete that takes a while leaves the next registration
+// delete its whole budget, begun once the slot was free, not the rest of
+// one begun before. The budget is read from the registration delete's
+// context's deadline against when the pod delete ended; the pod delete's
+// time only widens the gap a budget begun too early would show.
 func TestReapSlotWaitSpendsNoBudget(t *testing.T) {
-	slowPods := &slowPodDeletes{recorder: &recorder{}, took: 270 * time.Millisecond}
-	b := &budgetSeer{recorder: slowPods.recorder, budgets: map[string]time.Duration{}, ghTook: 10 * time.Millisecond}
+	slowPods := &slowPodDeletes{recorder: &recorder{}, took: 20 * time.Millisecond, done: map[string]time.Time{}}
+	b := &budgetSeer{recorder: slowPods.recorder}
 	o := opts()
 	o.Concurrency = 1
-	o.ActionTimeout = 300 * time.Millisecond
+	o.ActionTimeout = time.Minute
 	outs := New(b, slowPods, o).Reap(context.Background(), 10, []reconcile.Candidate{cand(fleet.Zombie, "a", 1), cand(fleet.Zombie, "b", 2)})
 	assert.Equal(t, map[string]fleet.Result{"a": fleet.Deleted, "b": fleet.Deleted}, results(outs))
-	assert.Greater(t, b.budgets["gh:2"], 250*time.Millisecond, "b's registration delete had its whole budget: %v", b.budgets)
+	require.Contains(t, b.deadlines, "gh:2")
+	require.Contains(t, slowPods.done, "a")
+	assert.False(t, b.deadlines["gh:2"].Before(slowPods.done["a"].Add(o.ActionTimeout)),
+		"b's registration delete had its whole budget from when a's pod delete gave up the slot: %v, a's pod done %v", b.deadlines, slowPods.done["a"])
 }
 
-// slowPodDeletes takes a while to delete a pod.
+// slowPodDeletes takes a while to delete a pod, and notes when each delete
+// ended.
 type slowPodDeletes struct {
 	*recorder
 	took time.Duration
+	mu   sync.Mutex
+	done map[string]time.Time
 }
 
 func (s *slowPodDeletes) DeletePod(ctx context.Context, p fleet.Pod) (fleet.Result, error) {
 	time.Sleep(s.took)
-	return s.recorder.DeletePod(ctx, p)
+	res, err := s.recorder.DeletePod(ctx, p)
+	s.mu.Lock()
+	s.done[p.Name] = time.Now()
+	s.mu.Unlock()
+	return res, err
 }
 
 // An action needs the report's reserve, its object's room and some time for
