@@ -53,7 +53,7 @@ type ARCRunner struct {
 func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, ns string, r ARCRunner) error {
 	ers := dyn.Resource(EphemeralRunners).Namespace(ns)
 	var er *unstructured.Unstructured
-	err := retryTransient(ctx, func() (err error) {
+	err := retryTransient(ctx, transientPause, func() (err error) {
 		er, err = ers.Create(ctx, r.EphemeralRunner(ns), metav1.CreateOptions{FieldManager: "manager"})
 		if apierrors.IsAlreadyExists(err) {
 			er, err = ers.Get(ctx, r.Name, metav1.GetOptions{})
@@ -63,7 +63,7 @@ func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.I
 	if err != nil {
 		return fmt.Errorf("create ephemeralrunner %s/%s: %w", ns, r.Name, err)
 	}
-	err = writeStatus(ctx, er,
+	err = writeStatus(ctx, transientPause, er,
 		func() (*unstructured.Unstructured, error) { return ers.Get(ctx, r.Name, metav1.GetOptions{}) },
 		func(er *unstructured.Unstructured) bool {
 			phase, _, _ := unstructured.NestedString(er.Object, "status", "phase")
@@ -88,7 +88,7 @@ func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.I
 	status := pod.Status
 	pods := cs.CoreV1().Pods(ns)
 	var created *corev1.Pod
-	err = retryTransient(ctx, func() (err error) {
+	err = retryTransient(ctx, transientPause, func() (err error) {
 		created, err = pods.Create(ctx, pod, metav1.CreateOptions{FieldManager: "manager"})
 		if apierrors.IsAlreadyExists(err) {
 			created, err = pods.Get(ctx, r.Name, metav1.GetOptions{})
@@ -98,7 +98,7 @@ func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.I
 	if err != nil {
 		return fmt.Errorf("create pod %s/%s: %w", ns, r.Name, err)
 	}
-	err = writeStatus(ctx, created,
+	err = writeStatus(ctx, transientPause, created,
 		func() (*corev1.Pod, error) { return pods.Get(ctx, r.Name, metav1.GetOptions{}) },
 		func(p *corev1.Pod) bool { return p.Status.Phase == status.Phase },
 		func(p *corev1.Pod) error {
@@ -112,17 +112,21 @@ func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.I
 	return nil
 }
 
+// transientPause is the pause between two attempts of a write the API
+// server answered with a transient error.
+const transientPause = time.Second
+
 // retryTransient runs write until it succeeds, fails for good, or has
-// failed transiently five times, a second apart. A conflict is transient
+// failed transiently five times, pause apart. A conflict is transient
 // here: the write's object is read again before the next attempt.
-func retryTransient(ctx context.Context, write func() error) error {
+func retryTransient(ctx context.Context, pause time.Duration, write func() error) error {
 	var err error
 	for attempt := range 5 {
 		if attempt > 0 {
 			select {
 			case <-ctx.Done():
 				return err
-			case <-time.After(time.Second):
+			case <-time.After(pause):
 			}
 		}
 		if err = write(); err == nil || !transient(err) {
@@ -138,9 +142,9 @@ func retryTransient(ctx context.Context, write func() error) error {
 // was an error. After a failed attempt the object is read afresh before
 // it is judged written, since update set the status on the local copy
 // whether or not the server took it.
-func writeStatus[T any](ctx context.Context, obj T, get func() (T, error), written func(T) bool, update func(T) error) error {
+func writeStatus[T any](ctx context.Context, pause time.Duration, obj T, get func() (T, error), written func(T) bool, update func(T) error) error {
 	fresh := true
-	return retryTransient(ctx, func() error {
+	return retryTransient(ctx, pause, func() error {
 		if !fresh {
 			got, err := get()
 			if err != nil {

@@ -10,7 +10,8 @@ import (
 
 // TestWriteStatus: a status write is sent until one lands, and an object
 // is taken for written only as the server has it, never from the local
-// copy a failed attempt set the status on.
+// copy a failed attempt set the status on. The attempts are not paused
+// here: which of them are sent is what is tested, not when.
 func TestWriteStatus(t *testing.T) {
 	timedOut := errors.New("etcdserver: request timed out")
 	type object struct{ status string }
@@ -55,7 +56,7 @@ func TestWriteStatus(t *testing.T) {
 				return err
 			}
 			local := *server
-			err := writeStatus(context.Background(), &local, get, func(o *object) bool { return o.status == "Running" }, update)
+			err := writeStatus(context.Background(), 0, &local, get, func(o *object) bool { return o.status == "Running" }, update)
 			if tc.wantErr {
 				assert.Error(t, err)
 			} else {
