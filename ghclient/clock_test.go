@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/google/go-github/v60/github"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -74,9 +75,11 @@ func primaryReset(in time.Duration) func(time.Time, time.Time) map[string]string
 
 // go-github remembers a primary limit's reset and refuses requests itself
 // until then, on this machine's clock: after the rewrite, a warm process
-// whose clock runs an hour ahead of GitHub's does not take a reset 2 s away
-// on GitHub's clock for one an hour past, and send into the limit at once;
-// it waits the 2 s, then sends again.
+// whose clock runs an hour ahead of GitHub's does not take a reset 10
+// minutes away on GitHub's clock for one 50 minutes past, and send into the
+// limit at once; it holds the 10 minutes, and no more. What go-github
+// remembers is read from its own refusal, which carries the reset it holds
+// until, rather than by waiting for the limit to lift.
 func TestRememberedLimitHoldsOnAClockAhead(t *testing.T) {
 	c, mux, _ := setup(t, 0)
 	calls := 0
@@ -84,17 +87,16 @@ func TestRememberedLimitHoldsOnAClockAhead(t *testing.T) {
 		calls++
 		githubNow := time.Now().Add(-time.Hour)
 		w.Header().Set("Date", githubNow.UTC().Format(http.TimeFormat))
-		refuse(w, http.StatusForbidden, primaryReset(2*time.Second)(githubNow, time.Now()))
+		refuse(w, http.StatusForbidden, primaryReset(10*time.Minute)(githubNow, time.Now()))
 	})
 	_, _, err := c.ListRunners(context.Background(), orgScope, nil)
-	requireLimit(t, err, time.Now().Add(2*time.Second), false)
+	requireLimit(t, err, time.Now().Add(10*time.Minute), false)
 	require.Equal(t, 1, calls)
 	_, _, err = c.ListRunners(context.Background(), orgScope, nil)
-	require.Error(t, err)
 	require.Equal(t, 1, calls, "the remembered limit held: nothing was sent into it")
-	// Past the limit's end as this machine's clock has it, and no longer:
-	// a limit still read on GitHub's clock would hold an hour more.
-	time.Sleep(time.Until(fleet.AsRateLimit(err).Until) + 500*time.Millisecond)
-	_, _, _ = c.ListRunners(context.Background(), orgScope, nil)
-	require.Equal(t, 2, calls, "the remembered limit lifted on time and the list was sent again")
+	var held *github.RateLimitError
+	require.ErrorAs(t, err, &held, "go-github refused it itself, from the limit it remembers")
+	requireLimit(t, err, time.Now().Add(10*time.Minute), false)
+	assert.WithinDuration(t, time.Now().Add(10*time.Minute), held.Rate.Reset.Time, 2*time.Second,
+		"it holds until the reset as this machine's clock has it, and lifts then")
 }
