@@ -184,7 +184,7 @@ func TestExportAnswers(t *testing.T) {
 		}}, attempts: 1},
 		{name: "a success answer too long to read whole", answers: []http.HandlerFunc{protobuf(200, append(bytes.Repeat(protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1), maxAnswer), partial(9, "")...))},
 			attempts: 1, err: "longer than"},
-		{name: "a wait past the deadline", answers: []http.HandlerFunc{refuse(502, "30")}, attempts: 1, err: "passes the deadline"},
+		{name: "a wait past the deadline", answers: []http.HandlerFunc{refuse(502, "3600")}, attempts: 1, err: "passes the deadline"},
 		{name: "a redirect to a login page", answers: []http.HandlerFunc{func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/login", http.StatusFound)
 		}}, attempts: 1, err: "302 Found"},
@@ -196,7 +196,11 @@ func TestExportAnswers(t *testing.T) {
 				i := int(n.Add(1)) - 1
 				tc.answers[min(i, len(tc.answers)-1)](w, r)
 			})
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			// The retries wait out their real backoffs, so the cases run
+			// side by side, under a deadline far past those backoffs
+			// however late they run.
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			err := Export(ctx, oneResult(), "eu", time.Second, Target{URL: srv.URL + "/v1/metrics", Headers: map[string]string{"Authorization": "Bearer s3cr3t-token"}})
 			assert.Equal(t, tc.attempts, int(n.Load()), "attempts")
