@@ -135,21 +135,27 @@ test: envtest-assets arc-manager cluster-assets image dynalite openapi $(TEST_AS
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./test/chaos/cmd/chaos -sweeps 1000
 
-# The deterministic simulation: 10,000 sweeps of the real sweep
-# in a seeded world of hazards, every invariant checked after every sweep.
-# SEED=n repeats a run; a failure prints its shrunk reproduction.
+# The deterministic simulation (test/chaos), which `make unit` leaves out:
+# its tests in full, then 10,000 sweeps of the real sweep in a seeded world
+# of hazards, every invariant checked after every sweep. SEED=n repeats a
+# run; a failure prints its shrunk reproduction.
 SEED ?= 0
 chaos:
+	$(GO) test -count=1 ./test/chaos
 	$(GO) run ./test/chaos/cmd/chaos -sweeps 10000 -seed $(SEED)
 
-# Every package but e2e (all of it process-level integration) in -short:
-# the tests that need the control plane or dynalite skip themselves, so this
-# needs no assets, no network, and takes seconds.
-# Every test that needs no real service. Left out: the packages whose every
-# test needs one (they would only skip, and linking them is most of the
-# time). -p 4 on two cores: many unit tests wait on clocks (deadlines,
-# limits) rather than compute, so their waits overlap the others' linking.
-UNIT_LEAVES_OUT := /test/e2e$$|/state/configmap$$|/state/dynamo$$|/k8s-cronjob/cluster$$
+# Every test that needs no real service and no root, in -short, with
+# nothing built or installed first: the tests that need the control plane,
+# dynalite, GitHub's API description or a tool `make test` builds (helm,
+# promtool, the Lambda emulator and the rest) skip themselves under -short,
+# saying that `make test` runs them. Left out: the packages whose every
+# test needs a real service (test/e2e, state/configmap, state/dynamo,
+# k8s-cronjob/cluster), which would only skip and whose linking is most of
+# their time, and test/chaos, whose simulated sweeps would be most of
+# this target's time: `make chaos` runs it. `make test` runs every package, none in
+# -short. -p 4 on two cores: some unit tests wait on a timeout they test,
+# and those waits overlap the others' compiling and linking.
+UNIT_LEAVES_OUT := /test/e2e$$|/state/configmap$$|/state/dynamo$$|/k8s-cronjob/cluster$$|/test/chaos$$
 unit:
 	$(GO) test -p 4 -short -count=1 $$($(GO) list ./... | grep -Ev '$(UNIT_LEAVES_OUT)')
 
