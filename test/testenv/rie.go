@@ -153,13 +153,10 @@ type Invocation struct {
 	Log string
 }
 
-// StartEmulator runs bin (a compiled bootstrap) under the emulator built
-// by `make rie` and returns once the emulator accepts invokes; the function
-// itself starts on the first invoke, as a cold start. The emulator is
-// stopped when the test ends; a failed test gets the function's and the
-// emulator's logs. Without the emulator's binary the test fails naming
-// the make target, or skips under -short.
-func StartEmulator(t testing.TB, bin string, opts EmulatorOptions) *Emulator {
+// NeedEmulator returns the emulator `make rie` builds. Without it the test
+// fails naming the make target, or skips under -short; a test that builds
+// what the emulator runs calls it first, so that a skip builds nothing.
+func NeedEmulator(t testing.TB) string {
 	t.Helper()
 	root, err := RepoRoot()
 	if err != nil {
@@ -172,6 +169,18 @@ func StartEmulator(t testing.TB, bin string, opts EmulatorOptions) *Emulator {
 		}
 		t.Fatalf("AWS's Lambda Runtime Interface Emulator is not built: run `make rie` (builds %s from tools/rie): %v", rie, err)
 	}
+	return rie
+}
+
+// StartEmulator runs bin (a compiled bootstrap) under the emulator built
+// by `make rie` and returns once the emulator accepts invokes; the function
+// itself starts on the first invoke, as a cold start. The emulator is
+// stopped when the test ends; a failed test gets the function's and the
+// emulator's logs. Without the emulator's binary the test fails naming
+// the make target, or skips under -short (NeedEmulator).
+func StartEmulator(t testing.TB, bin string, opts EmulatorOptions) *Emulator {
+	t.Helper()
+	rie := NeedEmulator(t)
 	if opts.Timeout == 0 {
 		opts.Timeout = 50 * time.Second
 	}

@@ -16,9 +16,11 @@ import (
 )
 
 // buildFunction compiles one of the tiny functions under testdata/ (echo,
-// on aws-lambda-go as the real bootstrap is, or initfail) for this test.
+// on aws-lambda-go as the real bootstrap is, or initfail) for this test,
+// once the emulator that runs it is known to be built.
 func buildFunction(t *testing.T, name string) string {
 	t.Helper()
+	testenv.NeedEmulator(t)
 	bin, err := testenv.BuildLambda(t.TempDir(), "./test/testenv/testdata/"+name)
 	require.NoError(t, err)
 	return bin
