@@ -196,8 +196,13 @@ func TestEntryPointsLinkNoHeavyClients(t *testing.T) {
 // initialisation (GODEBUG=inittrace=1) shows how much was allocated before
 // the setting was made. Allocations are sampled every 512 KB on average,
 // so under 64 KB few if any were sampled before it; the several megabytes
-// that follow would each time have been.
+// that follow would each time have been. Building and linking both is
+// most of this package's time, so `make unit` (-short) leaves it to `make
+// test`.
 func TestEntryPointsTurnHeapProfilingOffFirst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs both entry points; `make test` runs it")
+	}
 	const setting = module + "/internal/noheapprofile"
 	dir := t.TempDir()
 	for _, entry := range []struct{ pkg, tags string }{{"./functions/cli", ""}, {"./functions/lambda", "lambda.norpc"}} {
