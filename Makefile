@@ -148,14 +148,16 @@ chaos:
 # nothing built or installed first: the tests that need the control plane,
 # dynalite, GitHub's API description or a tool `make test` builds (helm,
 # promtool, the Lambda emulator and the rest) skip themselves under -short,
-# saying that `make test` runs them. Left out: the packages whose every
-# test needs a real service (test/e2e, state/configmap, state/dynamo,
+# saying that `make test` runs them, and so does the one that builds and
+# runs both entry points. Left out: the packages whose every test needs a
+# real service (test/e2e, state/configmap, state/dynamo,
 # k8s-cronjob/cluster), which would only skip and whose linking is most of
-# their time, and test/chaos, whose simulated sweeps would be most of
-# this target's time: `make chaos` runs it. `make test` runs every package, none in
-# -short. -p 4 on two cores: some unit tests wait on a timeout they test,
-# and those waits overlap the others' compiling and linking.
-UNIT_LEAVES_OUT := /test/e2e$$|/state/configmap$$|/state/dynamo$$|/k8s-cronjob/cluster$$|/test/chaos$$
+# their time; test/scale, a benchmark with no test; and test/chaos, whose
+# simulated sweeps would be most of this target's time: `make chaos` runs
+# it. `make test` runs every package, none in -short. -p 4 on two cores:
+# some unit tests wait on a timeout they test, and those waits overlap the
+# others' compiling and linking.
+UNIT_LEAVES_OUT := /test/e2e$$|/state/configmap$$|/state/dynamo$$|/k8s-cronjob/cluster$$|/test/scale$$|/test/chaos$$
 unit:
 	$(GO) test -p 4 -short -count=1 $$($(GO) list ./... | grep -Ev '$(UNIT_LEAVES_OUT)')
 
