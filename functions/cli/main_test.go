@@ -234,6 +234,15 @@ func TestSummaryCarriesVersionAndRevision(t *testing.T) {
 	setup(t)
 	code, out, stderr := runCLI("sweep", "--dry-run")
 	require.Equal(t, 0, code, stderr)
+	summary := summaryLine(t, out)
+	assert.Equal(t, "dev", summary["version"])
+	assert.Equal(t, "unknown", summary["revision"])
+	assert.Regexp(t, `^configmap:[a-z0-9-]+/reaper-ledger$`, summary["ledger"], "the summary says which ledger")
+}
+
+// summaryLine is the sweep's summary line in out, decoded.
+func summaryLine(t *testing.T, out string) map[string]any {
+	t.Helper()
 	var summary map[string]any
 	for _, l := range strings.Split(out, "\n") {
 		if strings.Contains(l, `"msg":"sweep"`) {
@@ -241,9 +250,7 @@ func TestSummaryCarriesVersionAndRevision(t *testing.T) {
 		}
 	}
 	require.NotNil(t, summary, "a summary line: %s", out)
-	assert.Equal(t, "dev", summary["version"])
-	assert.Equal(t, "unknown", summary["revision"])
-	assert.Regexp(t, `^configmap:[a-z0-9-]+/reaper-ledger$`, summary["ledger"], "the summary says which ledger")
+	return summary
 }
 
 // Run by hand outside a pod with REAPER_LEDGER unset, a sweep keeps its
@@ -256,13 +263,7 @@ func TestSummaryNamesTheDefaultLedgerFile(t *testing.T) {
 	t.Chdir(dir)
 	code, out, stderr := runCLI("sweep", "--dry-run")
 	require.Equal(t, 0, code, stderr)
-	var summary map[string]any
-	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, `"msg":"sweep"`) {
-			require.NoError(t, json.Unmarshal([]byte(l), &summary))
-		}
-	}
-	require.NotNil(t, summary, "a summary line: %s", out)
+	summary := summaryLine(t, out)
 	assert.Equal(t, "file:"+filepath.Join(dir, "runner-reaper-ledger.json"), summary["ledger"])
 	assert.FileExists(t, filepath.Join(dir, "runner-reaper-ledger.json"), "a dry run saves its marks")
 }
