@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// shippedAlerts are the alerts the README's metrics section documents,
+// shippedAlerts are the alerts the runbook (docs/operating.md) documents,
 // in the rules' order: one missing is a regression, one added must be
 // documented and tested here too.
 func shippedAlerts() []string {
@@ -146,10 +146,21 @@ func TestEveryAlertIsTestedFiringAndQuiet(t *testing.T) {
 }
 
 // The shipped alerts are the documented ones, in one group, each with a
-// severity and the annotations an on-call person reads.
+// severity and the annotations an on-call person reads, its runbook link
+// pointing at its own section of the runbook, which must exist: GitHub
+// makes a heading's anchor by lower-casing it.
 func TestAlertsAreDocumentedAndLabelled(t *testing.T) {
+	l := files(t)
 	var rules ruleFile
-	readYAML(t, files(t).chartRules, &rules)
+	readYAML(t, l.chartRules, &rules)
+	runbook, err := os.ReadFile(filepath.Join(l.root, "docs", "operating.md"))
+	require.NoError(t, err)
+	headings := map[string]bool{}
+	for _, line := range strings.Split(string(runbook), "\n") {
+		if h, ok := strings.CutPrefix(line, "### "); ok {
+			headings[h] = true
+		}
+	}
 	require.Len(t, rules.Groups, 1)
 	assert.Equal(t, "runner-reaper", rules.Groups[0].Name)
 	var names []string
@@ -158,7 +169,8 @@ func TestAlertsAreDocumentedAndLabelled(t *testing.T) {
 		assert.Contains(t, []string{"critical", "warning"}, r.Labels["severity"], "%s: severity", r.Alert)
 		assert.Contains(t, r.Annotations["summary"], "{{ $labels.instance }}", "%s: the summary names the instance", r.Alert)
 		assert.Contains(t, r.Annotations["description"], "{{ $labels.instance }}", "%s: the description names the instance", r.Alert)
-		assert.Equal(t, "https://github.com/runner-reaper/runner-reaper/blob/main/README.md#metrics", r.Annotations["runbook_url"], "%s: runbook", r.Alert)
+		assert.Equal(t, "https://github.com/runner-reaper/runner-reaper/blob/main/docs/operating.md#"+strings.ToLower(r.Alert), r.Annotations["runbook_url"], "%s: runbook", r.Alert)
+		assert.True(t, headings[r.Alert], "%s: docs/operating.md has no heading \"### %s\" for its runbook link", r.Alert, r.Alert)
 	}
 	assert.Equal(t, shippedAlerts(), names)
 }
