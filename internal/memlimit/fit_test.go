@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"math"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -142,8 +144,10 @@ func assertFits(t *testing.T, limit int64, f Formula, fit Fit) {
 }
 
 // TestNeededTable is the README's table of limits: the limit the formula
-// recommends for a fleet of one registration per runner pod. Regenerate the
-// README's table from its log when the formula changes.
+// recommends for a fleet of one registration per runner pod. Each row must
+// stand in the README as written here, so that the table an operator sizes
+// the limit by cannot drift from the formula the binary warns by; when the
+// formula changes, copy the table from this test's log.
 func TestNeededTable(t *testing.T) {
 	want := []struct {
 		pods      int64
@@ -156,14 +160,18 @@ func TestNeededTable(t *testing.T) {
 		{100_000, 196},
 		{200_000, 345},
 	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
 	f := Default()
 	var table strings.Builder
-	table.WriteString("| runner pods | registrations | limit |\n|---:|---:|---:|\n")
+	table.WriteString("| runner pods | registrations | memory limit |\n| ---: | ---: | ---: |\n")
 	for _, w := range want {
 		fleet := Fleet{Pods: w.pods, Registrations: w.pods}
 		got := f.NeededMiB(fleet)
 		assert.Equal(t, w.neededMiB, got, "%d pods", w.pods)
-		fmt.Fprintf(&table, "| %d | %d | %d MiB |\n", w.pods, w.pods, got)
+		row := fmt.Sprintf("| %s | %s | %d MiB |", thousands(w.pods), thousands(w.pods), got)
+		table.WriteString(row + "\n")
+		assert.True(t, strings.Contains(string(readme), "\n"+row+"\n"), "README.md's memory table lacks the row %q", row)
 
 		// The limit recommended fits the fleet, and one MiB less would not.
 		warn, fit := Check(f.peak(fleet), got<<20, fleet, f)
@@ -174,6 +182,22 @@ func TestNeededTable(t *testing.T) {
 		assert.Less(t, fit.Pods, w.pods)
 	}
 	t.Logf("formula %+v:\n%s", f, table.String())
+}
+
+// thousands writes n as the README does: digits in groups of three,
+// separated by commas.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func TestThousands(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1_000: "1,000", 50_000: "50,000", 200_000: "200,000", 1_234_567: "1,234,567", -1_000: "-1,000"} {
+		assert.Equal(t, want, thousands(n), "%d", n)
+	}
 }
 
 func TestNeededMiB(t *testing.T) {
