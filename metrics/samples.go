@@ -21,8 +21,8 @@ type Family struct {
 	Help   string
 }
 
-// Families is every metric a sweep's push can carry, in the order the
-// README lists them.
+// Families is every metric a sweep's push can carry, in the order
+// docs/metrics.md lists them.
 func Families() []Family {
 	return []Family{
 		{PromActions, Actions + " by Verdict, Result", []string{"verdict", "result"}, "Candidates of the last sweep by verdict and result; pending ones under the result pending-confirmation."},

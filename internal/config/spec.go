@@ -174,7 +174,7 @@ type spec struct {
 	// kept in the ledger. `0` lists every scope that fits the deadline:
 	// listing starts no new scope once less than max(`REAPER_SWEEP_TIMEOUT`/3,
 	// 10 s), plus the longest list so far, remains. The first scope is always
-	// listed (see the README's Scale section).
+	// listed (see docs/operating.md, Size and scale).
 	MaxScopesPerSweep int `split_words:"true" default:"0" example:"50"`
 	// `debug`, `info`, `warn` or `error`: filters the diagnostics only; the
 	// action lines and the summary are written at every level.

@@ -177,8 +177,8 @@ func TestConfigMapDefaultLimitKeepsTheObjectAcceptable(t *testing.T) {
 // A fleet of 100,000 registrations in 1,000 scopes, through a real API
 // server under the default limit: the object stays acceptable, keeps as
 // many scopes' list caches as fit and says how many it dropped, and every
-// mark; the size and the time of the save and the load are logged (the
-// README's Memory section quotes them).
+// mark; the size and the time of the save and the load are logged
+// (docs/performance.md quotes them).
 func TestConfigMapAtAHundredThousandRegistrations(t *testing.T) {
 	t.Parallel()
 	env := Kube(t)

@@ -177,7 +177,7 @@ func ParseBreak(s string) (Break, error) {
 	return 0, fmt.Errorf("unknown break %q (want one of %s)", s, strings.Join(breakNames, ", "))
 }
 
-// Invariant names one promise of the README.
+// Invariant names one promise of docs/design.md's safety rules.
 type Invariant string
 
 const (

@@ -777,7 +777,7 @@ func Run(cfg Config) (*Stats, error) {
 		sc := &sweepCtx{no: i, at: w.now, listFault: map[string]faultKind{}, acted: map[string]bool{}}
 		// One clock lies at a time: the reference (a proxy's or one API
 		// server replica's Date) or this machine's. Two that lie alike
-		// in the same sweep are the risk the README states.
+		// in the same sweep are the risk docs/design.md states.
 		if w.chance(Skew, 0.05) {
 			if w.rng.IntN(2) == 0 {
 				sc.refSkew = w.skew()

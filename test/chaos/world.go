@@ -3,7 +3,7 @@
 // and reap) runs against the real GitHub client and the real GitHub
 // simulator, served without sockets, and against in-memory Kubernetes fakes
 // with real preconditions, on a virtual clock and in a world driven by one
-// seeded random source. After every sweep the invariants the README promises
+// seeded random source. After every sweep the invariants docs/design.md promises
 // are checked against the world's ground truth, not against what the sweep
 // believed.
 package chaos

@@ -1,5 +1,5 @@
 // Package configtest holds the hostile-values table of the REAPER_*
-// environment: for every variable of the README's configuration table,
+// environment: for every variable of docs/configuration.md,
 // values a hostile or careless operator could set, each of which the binary
 // refuses at start-up. It lives apart from internal/config so that every
 // place that accepts the same settings (internal/config's own tests, and

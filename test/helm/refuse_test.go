@@ -239,7 +239,7 @@ func TestGitHubIDsAreExactOrRefused(t *testing.T) {
 	}
 }
 
-// What the READMEs list as checked at start-up only, beyond the hostile
+// What the chart's README lists as checked at start-up only, beyond the hostile
 // table's start-up rows (a duration's bounds and overflow): the chart
 // renders it, and the binary refuses it naming the variable. A rule the
 // schema learns to say moves from here to the refused lists.
