@@ -157,7 +157,7 @@ func Load(inCluster bool, podNamespace string) (Config, error) {
 	var problems []Problem
 	if err := envconfig.CheckDisallowed(Prefix, &s); err != nil {
 		name := strings.TrimPrefix(err.Error(), "unknown environment variable ")
-		p := Problem{Var: name, What: "is not a variable runner-reaper reads; see the README's configuration table"}
+		p := Problem{Var: name, What: "is not a variable runner-reaper reads; every variable is in docs/configuration.md"}
 		if field, ok := nearest(name); ok {
 			p.What = "is not a variable runner-reaper reads; did you mean " + key(field) + "? (example: " + key(field) + "=" + example(field) + ")"
 		}
