@@ -112,9 +112,36 @@ func valuesFile(t testing.TB, values map[string]any) string {
 	return f
 }
 
+const (
+	// testScope is the kustomize base's scope, and the chart's default.
+	testScope = "org:example-org"
+	// testTag is the image tag installable gives a release that names no
+	// image: the chart in the tree has no appVersion to default to.
+	testTag = "v0.0.0-chart-test"
+)
+
+// installable is values with what an install from the tree must say and
+// the chart cannot default: the image's tag (unless a tag or a digest is
+// given). It is added only where values leave it out, so a test of the
+// image sets it, and a test of its absence calls helmTemplate.
+func installable(values map[string]any) map[string]any {
+	out := deepCopy(values)
+	image, _ := out["image"].(map[string]any)
+	_, tag := image["tag"]
+	_, digest := image["digest"]
+	if !tag && !digest {
+		out = with(out, "image.tag", testTag)
+	}
+	return out
+}
+
+// installableArgs are installable's values as --set flags, for a helm
+// command that is given no values file.
+var installableArgs = []string{"--set", "image.tag=" + testTag}
+
 // render is `helm template` of the chart in the tree, as release into
-// namespace ns, with values (nil: the chart's defaults); it returns the
-// objects, or helm's error with its stderr.
+// namespace ns, with values made installable (nil: the chart's defaults);
+// it returns the objects, or helm's error with its stderr.
 func render(t testing.TB, ns string, values map[string]any, extra ...string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
 	return renderChart(t, chartDir(t), ns, values, extra...)
@@ -122,15 +149,17 @@ func render(t testing.TB, ns string, values map[string]any, extra ...string) ([]
 
 func renderChart(t testing.TB, chart, ns string, values map[string]any, extra ...string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	return helmTemplate(t, chart, release, ns, values, extra...)
+	return helmTemplate(t, chart, release, ns, installable(values), extra...)
 }
 
 // renderRelease is render as the release rel.
 func renderRelease(t testing.TB, rel, ns string, values map[string]any, extra ...string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
-	return helmTemplate(t, chartDir(t), rel, ns, values, extra...)
+	return helmTemplate(t, chartDir(t), rel, ns, installable(values), extra...)
 }
 
+// helmTemplate is `helm template` with values exactly as given (nil: the
+// chart's own).
 func helmTemplate(t testing.TB, chart, rel, ns string, values map[string]any, extra ...string) ([]*unstructured.Unstructured, error) {
 	t.Helper()
 	args := []string{"template", rel, chart, "--namespace", ns}

@@ -85,7 +85,7 @@ func freeTexts() map[string]freeText {
 	dashboard := map[string]any{"monitoring": map[string]any{"dashboard": map[string]any{"enabled": true}}}
 
 	texts := map[string]freeText{
-		"image.repository": {got: image, want: func(h string) any { return h + ":latest" }},
+		"image.repository": {got: image, want: func(h string) any { return h + ":" + testTag }},
 		"image.tag":        {got: image, want: func(h string) any { return "ghcr.io/runner-reaper/runner-reaper:" + h }},
 		"image.digest":     {got: image, want: func(h string) any { return "ghcr.io/runner-reaper/runner-reaper@" + h }},
 		"image.pullPolicy": {got: func(t *testing.T, objs []*unstructured.Unstructured) any {
@@ -337,7 +337,7 @@ func TestUserLabelsNeverReplaceTheChartsOwn(t *testing.T) {
 	}
 	chartLabels := map[string]string{
 		"helm.sh/chart": "runner-reaper-0.0.0-dev", "app.kubernetes.io/name": "runner-reaper", "app.kubernetes.io/instance": release,
-		"app.kubernetes.io/version": "latest", "app.kubernetes.io/managed-by": "Helm",
+		"app.kubernetes.io/version": testTag, "app.kubernetes.io/managed-by": "Helm",
 	}
 	withGrafana := maps.Clone(chartLabels)
 	withGrafana["grafana_dashboard"] = "1"

@@ -13,10 +13,10 @@ import (
 func TestLintPassesWithEachOption(t *testing.T) {
 	cases := map[string][]string{}
 	for _, o := range options() {
-		cases[o.name] = []string{"--values", valuesFile(t, o.values)}
+		cases[o.name] = []string{"--values", valuesFile(t, installable(o.values))}
 	}
 	cases["the full values"] = []string{"--values", filepath.Join("testdata", "full-values.yaml")}
-	cases["monitoring"] = []string{"--set", "monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true"}
+	cases["monitoring"] = append([]string{"--set", "monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true"}, installableArgs...)
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -140,6 +140,7 @@ func TestPackagedChartPushesToAndInstallsFromAnOCIRegistry(t *testing.T) {
 		assert.Equal(t, pushed, pulled, "the same bytes")
 	})
 	t.Run("helm template from the registry runs the image of its version", func(t *testing.T) {
+		// No image.tag: a packaged chart runs the image of its appVersion.
 		stdout, stderr, err := helm(t, env, "template", release, ref, "--version", semver, "--plain-http", "--namespace", namespace)
 		require.NoError(t, err, stderr)
 		cj := find(decode(t, stdout), "CronJob", namespace, release)

@@ -26,13 +26,17 @@ API server and by the binary's REAPER_LEDGER: the cut's tail of them goes.
 
 {{/*
 The chart's own labels, as YAML; every value is quoted, so none, however
-spelled, is read as anything but a string.
+spelled, is read as anything but a string. The version is the image's tag
+that runs (image.tag, else the appVersion it defaults to), cut to a label
+value; a checkout's chart pinned by digest alone has none to give.
 */}}
 {{- define "runner-reaper.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
 app.kubernetes.io/name: {{ include "runner-reaper.name" . | quote }}
 app.kubernetes.io/instance: {{ .Release.Name | quote }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
+{{- with regexReplaceAll "^[-_.]+|[-_.]+$" (.Values.image.tag | default .Chart.AppVersion | toString | replace "+" "_" | trunc 63) "" }}
+app.kubernetes.io/version: {{ . | quote }}
+{{- end }}
 app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 {{- end }}
 
@@ -150,7 +154,8 @@ prints it.
 {{/*
 The image: repository@digest when image.digest is set (the tag is then
 only a name), else repository:tag, the tag defaulting to the chart's
-appVersion.
+appVersion. runner-reaper.validate has made sure there is one of the
+three: the chart never guesses a tag.
 */}}
 {{- define "runner-reaper.image" -}}
 {{- if .Values.image.digest }}
@@ -213,12 +218,17 @@ kube-system,kube-public,kube-node-lease
 {{/*
 What the schema checks that would widen the chart's rights or break its
 YAML if it did not hold, checked again here, so that
---skip-schema-validation cannot widen them either; and the one rule across
+--skip-schema-validation cannot widen them either; what no schema can see,
+an image to run when the chart has no appVersion; and the one rule across
 values the schema cannot say, the sweep's deadline below the Job's.
 Helm renders every template before it installs any, so one fail here
-installs nothing.
+installs nothing. (helm lint logs a template's fail without failing:
+what lint must refuse, the schema refuses.)
 */}}
 {{- define "runner-reaper.validate" -}}
+{{- if not (or .Values.image.digest .Values.image.tag .Chart.AppVersion) }}
+{{- fail "image.tag and image.digest are empty, and this chart has no appVersion to default to: it is installed from a checkout, not a released chart. Name the image to run, e.g. --set image.tag=v1.2.3, or install a released chart (oci://ghcr.io/runner-reaper/charts/runner-reaper --version X.Y.Z), whose appVersion is its image's tag" }}
+{{- end }}
 {{- $reserved := splitList "," (include "runner-reaper.reservedNamespaces" .) }}
 {{- $dnsLabel := "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" }}
 {{- if not (regexMatch $dnsLabel .Release.Namespace) }}
