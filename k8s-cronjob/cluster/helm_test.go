@@ -74,9 +74,9 @@ patches:
 }
 
 // TestHelmInstallOnARealKubelet installs the chart with `helm install`
-// (its image, tag and pull policy set by values to the image the test
-// loaded), and lets the real CronJob controller fire it: its Job's pod
-// sweeps with the chart's ServiceAccount and Role alone, reaps a dead
+// (its scopes, and its image, tag and pull policy set by values to the
+// image the test loaded, as a chart from a checkout needs), and lets the
+// real CronJob controller fire it: its Job's pod sweeps with the chart's ServiceAccount and Role alone, reaps a dead
 // runner, and ends with its summary line. A release whose values the
 // schema or the template refuses installs nothing.
 func TestHelmInstallOnARealKubelet(t *testing.T) {
@@ -103,18 +103,23 @@ func TestHelmInstallOnARealKubelet(t *testing.T) {
 	require.NoError(t, err)
 	chart := filepath.Join(cluster.Root, "charts", "runner-reaper")
 
-	// Refused releases install nothing: one the schema refuses, one that
-	// would bind a system group to the Role, and one that would sweep
-	// kube-system with the schema skipped, which the template refuses.
+	// Refused releases install nothing: one without scopes, one the schema
+	// refuses, one that would bind a system group to the Role, and one that
+	// would sweep kube-system with the schema skipped, which the template
+	// refuses.
+	named := []string{"--set", "scopes={" + scope + "}", "--set", "image.tag=" + testenv.BinaryVersion}
 	for _, c := range []struct {
 		release string
 		args    []string
 		want    string
 	}{
-		{"refused", []string{"--set", "limits.maxActions=0"}, "values don't meet the specifications of the schema"},
-		{"refused-group", []string{"--set", "lambdaAccess.enabled=true", "--set", "lambdaAccess.group=system:authenticated"},
-			"values don't meet the specifications of the schema"},
-		{"refused-kube-system", []string{"--set", "namespaces={kube-system}", "--set", "deleteServiceAccounts=true", "--skip-schema-validation"},
+		{"refused-scopes", []string{"--set", "image.tag=" + testenv.BinaryVersion},
+			"at '/scopes': value must be 'at least one scope to sweep for scopes (REAPER_SCOPES)"},
+		{"refused", append([]string{"--set", "limits.maxActions=0"}, named...),
+			"at '/limits/maxActions': value must be 'a whole number from 1 to 9007199254740991 for limits.maxActions"},
+		{"refused-group", append([]string{"--set", "lambdaAccess.enabled=true", "--set", "lambdaAccess.group=system:authenticated"}, named...),
+			"at '/lambdaAccess/group': value must be 'a Kubernetes group for lambdaAccess.group"},
+		{"refused-kube-system", append([]string{"--set", "namespaces={kube-system}", "--set", "deleteServiceAccounts=true", "--skip-schema-validation"}, named...),
 			"namespaces: kube-system is one of the cluster's own"},
 	} {
 		out, err := helmRun(t, kubeconfig, append([]string{"install", c.release, chart, "--namespace", helmNS}, c.args...)...)
@@ -127,7 +132,7 @@ func TestHelmInstallOnARealKubelet(t *testing.T) {
 	}
 
 	out, err := helmRun(t, kubeconfig, "install", "runner-reaper", chart, "--namespace", helmNS,
-		"--set", "image.tag="+testenv.BinaryVersion, "--set", "image.pullPolicy=Never",
+		"--set", "scopes={"+scope+"}", "--set", "image.tag="+testenv.BinaryVersion, "--set", "image.pullPolicy=Never",
 		"--set", "dryRun=false", "--set", "github.apiURL="+url,
 		"--post-renderer", clusterPostRenderer(t))
 	require.NoError(t, err, out)

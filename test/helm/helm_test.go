@@ -113,7 +113,8 @@ func valuesFile(t testing.TB, values map[string]any) string {
 }
 
 const (
-	// testScope is the kustomize base's scope, and the chart's default.
+	// testScope is the scope installable gives a release that names none:
+	// the kustomize base's, so that the two configure the binary alike.
 	testScope = "org:example-org"
 	// testTag is the image tag installable gives a release that names no
 	// image: the chart in the tree has no appVersion to default to.
@@ -121,11 +122,14 @@ const (
 )
 
 // installable is values with what an install from the tree must say and
-// the chart cannot default: the image's tag (unless a tag or a digest is
-// given). It is added only where values leave it out, so a test of the
-// image sets it, and a test of its absence calls helmTemplate.
+// the chart cannot default: scopes, and the image's tag (unless a tag or a
+// digest is given). Each is added only where values leave it out, so a
+// test of either sets it, and a test of its absence calls helmTemplate.
 func installable(values map[string]any) map[string]any {
 	out := deepCopy(values)
+	if _, ok := out["scopes"]; !ok {
+		out["scopes"] = []any{testScope}
+	}
 	image, _ := out["image"].(map[string]any)
 	_, tag := image["tag"]
 	_, digest := image["digest"]
@@ -137,7 +141,7 @@ func installable(values map[string]any) map[string]any {
 
 // installableArgs are installable's values as --set flags, for a helm
 // command that is given no values file.
-var installableArgs = []string{"--set", "image.tag=" + testTag}
+var installableArgs = []string{"--set", "scopes={" + testScope + "}", "--set", "image.tag=" + testTag}
 
 // render is `helm template` of the chart in the tree, as release into
 // namespace ns, with values made installable (nil: the chart's defaults);

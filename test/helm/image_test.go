@@ -131,7 +131,7 @@ func TestSchemaRefusesImagesThatAreNotReferences(t *testing.T) {
 			t.Parallel()
 			_, err := render(t, namespace, with(map[string]any{}, c.at, c.value))
 			require.Error(t, err, "the schema accepted %s=%q", c.at, c.value)
-			assert.Contains(t, err.Error(), "at '/"+strings.ReplaceAll(c.at, ".", "/")+"'")
+			assertRefusedAt(t, err, "/"+strings.ReplaceAll(c.at, ".", "/"), c.at)
 		})
 	}
 }

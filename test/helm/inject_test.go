@@ -243,6 +243,7 @@ func TestHostileStringsStayInTheirValues(t *testing.T) {
 							switch {
 							case !skip && strings.Contains(err.Error(), "values don't meet the specifications of the schema"):
 								assert.Contains(t, err.Error(), "at '/"+strings.ReplaceAll(f.at, ".", "/"), "refused at the value's place")
+								assertNoRawRefusal(t, err)
 							case f.refused != "":
 								assert.Contains(t, err.Error(), f.refused, "the template's own refusal")
 							default:
@@ -359,7 +360,7 @@ func TestUserLabelsNeverReplaceTheChartsOwn(t *testing.T) {
 				values := with(c.base, c.at, map[string]any{key: "users", "team": "platform"})
 				_, err := render(t, namespace, values)
 				require.Error(t, err, "the schema accepted %s in %s", key, c.at)
-				assert.Contains(t, err.Error(), "at '/"+strings.ReplaceAll(c.at, ".", "/"))
+				assertRefusedAt(t, err, "/"+strings.ReplaceAll(c.at, ".", "/"), c.at)
 
 				objs, err := render(t, namespace, values, "--skip-schema-validation")
 				require.NoError(t, err)

@@ -30,13 +30,14 @@ func TestLintPassesWithEachOption(t *testing.T) {
 }
 
 // `helm lint` refuses what the schema refuses at `helm template`
-// (TestSchemaAndBinaryRefuseTheSameHostileValues): the same validation runs
-// before either renders. `helm install` is refused on the real cluster
-// (k8s-cronjob/cluster's TestHelmInstallOnARealKubelet).
+// (TestSchemaAndBinaryRefuseTheSameHostileValues), in the same sentence:
+// the same validation runs before either renders. `helm install` is
+// refused on the real cluster (k8s-cronjob/cluster's
+// TestHelmInstallOnARealKubelet).
 func TestLintRefusesWhatTheSchemaRefuses(t *testing.T) {
-	bad := valuesFile(t, map[string]any{"limits": map[string]any{"maxActions": 0}})
+	bad := valuesFile(t, installable(map[string]any{"limits": map[string]any{"maxActions": 0}}))
 	stdout, stderr, err := helm(t, helmEnv(t), "lint", chartDir(t), "--values", bad)
 	require.Error(t, err, "helm lint accepted limits.maxActions: 0")
 	assert.Contains(t, stdout+stderr, "values don't meet the specifications of the schema")
-	assert.Contains(t, stdout+stderr, "/limits/maxActions")
+	assert.Contains(t, stdout+stderr, "at '/limits/maxActions': value must be 'a whole number from 1 to 9007199254740991 for limits.maxActions")
 }

@@ -141,7 +141,8 @@ func TestPackagedChartPushesToAndInstallsFromAnOCIRegistry(t *testing.T) {
 	})
 	t.Run("helm template from the registry runs the image of its version", func(t *testing.T) {
 		// No image.tag: a packaged chart runs the image of its appVersion.
-		stdout, stderr, err := helm(t, env, "template", release, ref, "--version", semver, "--plain-http", "--namespace", namespace)
+		stdout, stderr, err := helm(t, env, "template", release, ref, "--version", semver, "--plain-http", "--namespace", namespace,
+			"--set", "scopes={"+testScope+"}")
 		require.NoError(t, err, stderr)
 		cj := find(decode(t, stdout), "CronJob", namespace, release)
 		require.NotNil(t, cj)

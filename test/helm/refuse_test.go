@@ -94,12 +94,11 @@ func TestSchemaRefusesWhatTheBinaryRefusesBeyondTheTable(t *testing.T) {
 
 			_, err = render(t, namespace, with(base, r.at, r.value))
 			require.Error(t, err, "the schema accepted %s=%q, which the binary refuses", r.at, r.value)
-			require.Contains(t, err.Error(), "values don't meet the specifications of the schema")
 			at := r.refusedAt
 			if at == "" {
 				at = "/" + strings.ReplaceAll(r.at, ".", "/")
 			}
-			assert.Contains(t, err.Error(), "at '"+at+"'", "refused at the value's place")
+			assertRefusedAt(t, err, at, r.at)
 		})
 	}
 }
@@ -226,7 +225,7 @@ func TestGitHubIDsAreExactOrRefused(t *testing.T) {
 			objs, err := render(t, namespace, app(c.value))
 			if c.want == "" {
 				require.Error(t, err, "%v accepted", c.value)
-				assert.Contains(t, err.Error(), "at '/github/app/installationID'")
+				assertRefusedAt(t, err, "/github/app/installationID", "github.app.installationID")
 				return
 			}
 			require.NoError(t, err)

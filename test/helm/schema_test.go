@@ -288,12 +288,18 @@ func TestSchemaAndBinaryRefuseTheSameHostileValues(t *testing.T) {
 				objs, err := render(t, namespace, values)
 				if slices.Contains(r.d.schema, r.value) {
 					require.Error(t, err, "the schema accepted %s=%q (as %#v)", r.d.at, r.value, chartValue(t, r.d.kind, r.value))
-					require.Contains(t, err.Error(), "values don't meet the specifications of the schema", "refused by the schema, not by something else")
 					at := r.d.refusedAt
 					if at == "" {
 						at = "/" + strings.ReplaceAll(r.d.at, ".", "/")
 					}
-					require.Contains(t, err.Error(), "at '"+at, "refused at the value's place")
+					// Refused by the schema, at the value's place, in a
+					// sentence naming it (or Helm's word on a type).
+					if strings.ContainsAny(r.value, "\n\r") {
+						assert.Contains(t, err.Error(), "at '"+at, "refused at the value's place")
+						assertNoRawRefusal(t, err)
+						return
+					}
+					assertRefusedAt(t, err, at, dotted(at))
 					return
 				}
 				require.NoError(t, err, "%s=%q is for the binary to refuse, not the schema", r.d.at, r.value)

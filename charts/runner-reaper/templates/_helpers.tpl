@@ -226,6 +226,9 @@ installs nothing. (helm lint logs a template's fail without failing:
 what lint must refuse, the schema refuses.)
 */}}
 {{- define "runner-reaper.validate" -}}
+{{- if not .Values.scopes }}
+{{- fail "scopes is empty: list at least one scope to sweep (REAPER_SCOPES: org:NAME, repo:OWNER/NAME or enterprise:SLUG); the chart has no default, e.g. --set 'scopes={org:my-org}'" }}
+{{- end }}
 {{- if not (or .Values.image.digest .Values.image.tag .Chart.AppVersion) }}
 {{- fail "image.tag and image.digest are empty, and this chart has no appVersion to default to: it is installed from a checkout, not a released chart. Name the image to run, e.g. --set image.tag=v1.2.3, or install a released chart (oci://ghcr.io/runner-reaper/charts/runner-reaper --version X.Y.Z), whose appVersion is its image's tag" }}
 {{- end }}
