@@ -75,8 +75,11 @@ patches:
 
 // TestHelmInstallOnARealKubelet installs the chart with `helm install`
 // (its scopes, and its image, tag and pull policy set by values to the
-// image the test loaded, as a chart from a checkout needs), and lets the
-// real CronJob controller fire it: its Job's pod sweeps with the chart's ServiceAccount and Role alone, reaps a dead
+// image the test loaded, as a chart from a checkout needs), reading the
+// token from a Secret in ARC's layout (github.secretLayout: arc, key
+// github_token, as an ARC runner scale set's), and lets the real CronJob
+// controller fire it: the kubelet resolves ARC's key, and its Job's pod
+// sweeps with the chart's ServiceAccount and Role alone, reaps a dead
 // runner, and ends with its summary line. A release whose values the
 // schema or the template refuses installs nothing.
 func TestHelmInstallOnARealKubelet(t *testing.T) {
@@ -131,12 +134,23 @@ func TestHelmInstallOnARealKubelet(t *testing.T) {
 		assert.True(t, apierrors.IsNotFound(err), "no RoleBinding of %s in kube-system: %v", c.release, err)
 	}
 
+	// ARC's Secret, as its gha-runner-scale-set chart writes it from
+	// githubConfigSecret.github_token.
+	const arcSecret = "arc-runner-set-gha-rs-github-secret"
+	_, err = cluster.Client.CoreV1().Secrets(helmNS).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: arcSecret},
+		Data:       map[string][]byte{"github_token": []byte(token)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
 	out, err := helmRun(t, kubeconfig, "install", "runner-reaper", chart, "--namespace", helmNS,
 		"--set", "scopes={"+scope+"}", "--set", "image.tag="+testenv.BinaryVersion, "--set", "image.pullPolicy=Never",
 		"--set", "dryRun=false", "--set", "github.apiURL="+url,
+		"--set", "github.secretLayout=arc", "--set", "github.existingSecret="+arcSecret,
 		"--post-renderer", clusterPostRenderer(t))
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "runner-reaper sweeps "+helmNS, "the release's notes")
+	assert.Contains(t, out, "It reads ARC's Secret "+arcSecret, "the notes name the Secret read")
 
 	// The first fire waits for the minute's boundary.
 	var run *sweepRun

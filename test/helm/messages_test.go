@@ -151,12 +151,17 @@ func TestOperatorsReadWhatWasWrongAndWhatIsAccepted(t *testing.T) {
 		{name: "an unknown value", values: map[string]any{"scopse": []any{"org:acme"}}, schema: schema(
 			`- at '/scopse': value must be 'absent: the runner-reaper chart has no such value (values.yaml lists every value, README.md what each does)'`)},
 		{name: "an unknown key", values: map[string]any{"github": map[string]any{"tokn": "x"}}, schema: schema(
-			`- at '/github/tokn': value must be 'absent: github has no such key; its keys are existingSecret, auth, tokenKey, app, apiURL, timeout'`)},
+			`- at '/github/tokn': value must be 'absent: github has no such key; its keys are existingSecret, secretLayout, auth, tokenKey, app, apiURL, timeout'`)},
 		{name: "a rule across values", values: map[string]any{"arc": map[string]any{"removeFinalizers": true}}, schema: schema(
 			`- at '/arc/enabled': value must be 'true when arc.removeFinalizers is true: removing the finalizers of ARC is part of ARC-aware reaping, e.g. --set arc.enabled=true'`)},
 		{name: "App auth without its ids", values: map[string]any{"github": map[string]any{"auth": "app"}}, schema: schema(
-			`- at '/github/app/id': value must be 'set, with github.auth: app, to the App id (REAPER_GITHUB_APP_ID), e.g. --set github.app.id=123456'`,
-			`- at '/github/app/installationID': value must be 'set, with github.auth: app, to the App installation id (REAPER_GITHUB_INSTALLATION_ID), e.g. --set github.app.installationID=7890123'`)},
+			`- at '/github/app/id': value must be 'set, with github.auth: app and github.secretLayout: reaper, to the App id (REAPER_GITHUB_APP_ID), e.g. --set github.app.id=123456'`,
+			`- at '/github/app/installationID': value must be 'set, with github.auth: app and github.secretLayout: reaper, to the App installation id (REAPER_GITHUB_INSTALLATION_ID), e.g. --set github.app.installationID=7890123'`)},
+		{name: "ARC's layout with an id of the values", values: map[string]any{"github": map[string]any{"secretLayout": "arc", "auth": "app",
+			"app": map[string]any{"installationID": 7890123}}}, schema: schema(
+			`- at '/github/app/installationID': value must be '0 (unset) with github.secretLayout: arc, which reads the App installation id from the key github_app_installation_id of the Secret: leave github.app.installationID out, e.g. --set github.app.installationID=0'`)},
+		{name: "ARC's layout with a key of the values", values: map[string]any{"github": map[string]any{"secretLayout": "arc", "tokenKey": "token"}}, schema: schema(
+			`- at '/github/tokenKey': value must be 'empty with github.secretLayout: arc, which reads the key github_token as ARC names it; github.tokenKey names a key only with github.secretLayout: reaper, e.g. --set github.tokenKey='`)},
 		{name: "a label of the chart's", values: map[string]any{"podLabels": map[string]any{"app.kubernetes.io/name": "mine"}}, schema: schema(
 			`- at '/podLabels/app.kubernetes.io~1name': value must be 'left out of podLabels: app.kubernetes.io/name and app.kubernetes.io/instance are labels of the chart, by which the logs of the pod are found; choose another key'`)},
 		{name: "a label key that is none", values: map[string]any{"nodeSelector": map[string]any{"pool type": "gpu"}}, schema: schema(

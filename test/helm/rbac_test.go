@@ -20,6 +20,13 @@ type option struct {
 	name       string
 	values     map[string]any
 	components []string
+	// secret is what the pod's Secret holds (nil: tokenSecret).
+	secret func(testing.TB) secretData
+}
+
+// arcAppSecret is an App's Secret as ARC's chart writes it.
+func arcAppSecret(t testing.TB) secretData {
+	return secretData{"github_app_id": "123456", "github_app_installation_id": "7890123", "github_app_private_key": appSecret(t)["private-key"]}
 }
 
 func options() []option {
@@ -36,6 +43,11 @@ func options() []option {
 		{name: "every option", values: map[string]any{"arc": map[string]any{"enabled": true, "removeFinalizers": true},
 			"deleteServiceAccounts": true, "lambdaAccess": map[string]any{"enabled": true}},
 			components: []string{"components/arc", "components/arc-finalizers", "components/delete-serviceaccounts", "components/lambda-access"}},
+		{name: "arc-secret", values: map[string]any{"github": map[string]any{"secretLayout": "arc"}},
+			components: []string{"components/arc-secret"},
+			secret:     func(testing.TB) secretData { return secretData{"github_token": "ghp_arc_layout_token"} }},
+		{name: "arc-secret-app", values: map[string]any{"github": map[string]any{"secretLayout": "arc", "auth": "app"}},
+			components: []string{"components/arc-secret-app"}, secret: arcAppSecret},
 	}
 }
 
@@ -118,9 +130,13 @@ func TestChartGrantsWhatTheKustomizeBaseGrants(t *testing.T) {
 
 			// The binary's configuration is the same, but for the metrics
 			// instance the chart names after the release and its namespace.
-			fromKust, err := load(t, namespace, podEnv(t, kust, tokenSecret()))
+			secret := tokenSecret()
+			if o.secret != nil {
+				secret = o.secret(t)
+			}
+			fromKust, err := load(t, namespace, podEnv(t, kust, secret))
 			require.NoError(t, err)
-			fromChart, err := load(t, namespace, podEnv(t, chart, tokenSecret()))
+			fromChart, err := load(t, namespace, podEnv(t, chart, secret))
 			require.NoError(t, err)
 			assert.Equal(t, namespace+"."+release, fromChart.Push.Instance)
 			fromKust.Push.Instance, fromChart.Push.Instance = "", ""

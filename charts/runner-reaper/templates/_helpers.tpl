@@ -100,6 +100,23 @@ schema refuses such a key; this holds with --skip-schema-validation too).
 {{- include "runner-reaper.yaml" (merge (dict) .own $user) }}
 {{- end }}
 
+{{/*
+The Secret's keys, by github.secretLayout: reaper's, named by the values
+(token and private-key when empty), or ARC's own, which its
+gha-runner-scale-set and controller read from a githubConfigSecret.
+*/}}
+{{- define "runner-reaper.arcSecret" -}}
+{{- if eq (toString .Values.github.secretLayout) "arc" }}true{{ end }}
+{{- end }}
+
+{{- define "runner-reaper.tokenKey" -}}
+{{- if include "runner-reaper.arcSecret" . }}github_token{{ else }}{{ .Values.github.tokenKey | default "token" }}{{ end }}
+{{- end }}
+
+{{- define "runner-reaper.privateKeyKey" -}}
+{{- if include "runner-reaper.arcSecret" . }}github_app_private_key{{ else }}{{ .Values.github.app.privateKeyKey | default "private-key" }}{{ end }}
+{{- end }}
+
 {{- define "runner-reaper.ledgerName" -}}
 {{- .Values.ledger.name | default (printf "%s-ledger" (include "runner-reaper.fullname" .)) }}
 {{- end }}
