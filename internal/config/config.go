@@ -163,6 +163,9 @@ func Load(inCluster bool, podNamespace string) (Config, error) {
 		}
 		problems = append(problems, p)
 	}
+	if p, ok := nonDecimal(); ok {
+		return Config{}, &Error{Problems: append(problems, p)}
+	}
 	if err := envconfig.Process(Prefix, &s); err != nil {
 		var pe *envconfig.ParseError
 		if errors.As(err, &pe) {
@@ -180,6 +183,31 @@ func Load(inCluster bool, podNamespace string) (Config, error) {
 		return Config{}, &Error{Problems: problems}
 	}
 	return c, nil
+}
+
+// decimal is how a whole number is written in a variable.
+var decimal = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+
+// nonDecimal finds the first whole-number variable not written in plain
+// decimal. envconfig reads integers in Go's base 0, where 0123456 is octal
+// 42798 and 0x1E240 and 123_456 are numbers too: an App id copied from a
+// Secret that ARC reads in decimal would silently name another App.
+func nonDecimal() (Problem, bool) {
+	t := reflect.TypeOf(spec{})
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if k := f.Type.Kind(); (k != reflect.Int && k != reflect.Int64) || f.Type == reflect.TypeOf(time.Duration(0)) {
+			continue
+		}
+		name := key(f.Name)
+		v, set := os.LookupEnv(name)
+		if !set || decimal.MatchString(v) {
+			continue
+		}
+		return Problem{Var: name, What: fmt.Sprintf("cannot read %q as a whole number written in decimal, without a leading zero", v),
+			Example: f.Tag.Get("example")}, true
+	}
+	return Problem{}, false
 }
 
 func typeWord(t string) string {
