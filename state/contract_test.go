@@ -1,6 +1,7 @@
 package state_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -75,6 +76,7 @@ func TestStoreContract(t *testing.T) {
 		{"a save that changes nothing still moves the version", contractNoOpSave},
 		{"the scope rotation's position round-trips and clears", contractNextScope},
 		{"the streaks round-trip and clear", contractStreaks},
+		{"the record of actions round-trips in order, and clears", contractHistory},
 	}
 	for _, b := range backends() {
 		for _, c := range cases {
@@ -353,4 +355,52 @@ func contractStreaks(t *testing.T, open func() state.Store) {
 	again, _, err := open().Load(Ctx(t))
 	require.NoError(t, err)
 	assert.True(t, again.Streaks.Zero(), "cleared streaks stay cleared: %+v", again.Streaks)
+}
+
+// historyReader is what every backend offers the history command: the
+// record alone, read without a save.
+type historyReader interface {
+	LoadHistory(ctx context.Context) ([]state.Record, state.Version, error)
+}
+
+// contractHistory: the record of actions comes back as it was saved, every
+// field and its order (oldest first), text that JSON escapes included;
+// LoadHistory reads the same at the same version; a ledger saved without
+// it holds none; and one that never existed has none, at version "".
+func contractHistory(t *testing.T, open func() state.Store) {
+	reader, ok := open().(historyReader)
+	require.True(t, ok, "the backend reads the record on its own")
+	h, v, err := reader.LoadHistory(Ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, h)
+	assert.Equal(t, state.Version(""), v, "no ledger yet")
+
+	want := Sample()
+	want.History = History(5)
+	odd := Record(7)
+	odd.Evidence = "runner \"a<b>&c\"\u2028\u202e\x1b[2J é"
+	odd.Job = nil
+	want.History = append(want.History, odd)
+	v, err = open().Save(Ctx(t), want, "")
+	require.NoError(t, err)
+
+	got, gv, err := open().Load(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, v, gv)
+	assert.Equal(t, want, got)
+
+	h, hv, err := open().(historyReader).LoadHistory(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, v, hv)
+	assert.Equal(t, want.History, h)
+
+	got.History = nil
+	_, err = open().Save(Ctx(t), got, gv)
+	require.NoError(t, err)
+	again, _, err := open().Load(Ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, again.History, "a ledger saved without the record holds none")
+	h, _, err = open().(historyReader).LoadHistory(Ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, h)
 }

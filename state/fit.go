@@ -25,14 +25,22 @@ const (
 	NextScopeKey = "next-scope"
 	// StreaksKey holds Ledger.Streaks as JSON; absent when none runs.
 	StreaksKey = "streaks.json"
+	// HistoryKey holds Ledger.History as plain JSON, so that `kubectl get
+	// configmap -o jsonpath='{.data.history\.json}'` shows what the reaper
+	// did; absent when nothing is recorded.
+	HistoryKey = "history.json"
 )
 
 // Trim says what a save had to leave out to fit the limit. Dropping the
-// list cache costs rate limit on the next sweep; dropping a mark restarts
-// that verdict's confirmation, so callers should report it.
+// list cache costs rate limit on the next sweep; dropping a record loses
+// the account of an old action; dropping a mark restarts that verdict's
+// confirmation, so callers should report it.
 type Trim struct {
 	// DroppedLists is how many scopes' runner-list caches were dropped.
 	DroppedLists int
+	// DroppedRecords is how many records of actions were dropped, the
+	// oldest first.
+	DroppedRecords int
 	// DroppedStreaks is true when the streaks were dropped: the alerts on
 	// things lasting several sweeps start counting again.
 	DroppedStreaks bool
@@ -43,7 +51,9 @@ type Trim struct {
 }
 
 // Trimmed is true when anything was left out.
-func (t Trim) Trimmed() bool { return t.DroppedLists > 0 || t.DroppedMarks > 0 || t.DroppedStreaks }
+func (t Trim) Trimmed() bool {
+	return t.DroppedLists > 0 || t.DroppedRecords > 0 || t.DroppedMarks > 0 || t.DroppedStreaks
+}
 
 // Encoded is a ledger in the ConfigMap layout, as a backend with a size
 // limit stores it.
@@ -54,6 +64,9 @@ type Encoded struct {
 	// Streaks is the JSON of Ledger.Streaks: data[StreaksKey]; empty when
 	// no streak runs.
 	Streaks string
+	// History is the JSON of Ledger.History: data[HistoryKey]; empty when
+	// no record is kept.
+	History string
 }
 
 // DecodeStreaks reads what Fit encoded as Streaks. Streaks only feed
@@ -76,6 +89,9 @@ func (e Encoded) size() int {
 	}
 	if e.Streaks != "" {
 		n += len(StreaksKey) + len(e.Streaks)
+	}
+	if e.History != "" {
+		n += len(HistoryKey) + len(e.History)
 	}
 	if e.Lists != nil {
 		n += len(ListsKey) + len(e.Lists)
@@ -100,10 +116,12 @@ func Fit(l Ledger, limit, defaultLimit int, where string) (Encoded, Trim, error)
 }
 
 // fit encodes l in the ConfigMap layout within limit bytes. If it does not
-// fit whole it first drops scopes' list caches, which only save rate limit
-// (as many as it must, see fitLists), and then the oldest marks by
-// FirstSeen, keeping as many of the newest as fit.
-// It fails only when not even an empty ledger fits.
+// fit whole it leaves out, in this order and only as much as it must: the
+// scopes' list caches, which only save rate limit (see fitLists); the
+// oldest records of actions, which feed no decision; the streaks, which
+// only feed alerts; and last the oldest marks by FirstSeen, whose loss
+// restarts a confirmation. It fails only when not even an empty ledger
+// fits.
 func fit(l Ledger, limit int) (Encoded, Trim, error) {
 	l = Normalize(l)
 	trim := Trim{LimitBytes: limit}
@@ -119,6 +137,9 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 		}
 		enc.Streaks = string(b)
 	}
+	if enc.History, err = encodeHistory(l.History); err != nil {
+		return Encoded{}, trim, err
+	}
 	if len(l.Lists) > 0 {
 		kept, err := fitLists(&enc, l.Lists, limit)
 		if err != nil {
@@ -131,6 +152,21 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 	}
 	if enc.size() <= limit {
 		return enc, trim, nil
+	}
+	if enc.History != "" {
+		sizes, err := recordSizes(l.History)
+		if err != nil {
+			return Encoded{}, trim, err
+		}
+		enc.History = ""
+		keep := newestRecordsWithin(sizes, limit-enc.size()-len(HistoryKey))
+		if enc.History, err = encodeHistory(l.History[len(l.History)-keep:]); err != nil {
+			return Encoded{}, trim, err
+		}
+		trim.DroppedRecords = len(l.History) - keep
+		if enc.size() <= limit {
+			return enc, trim, nil
+		}
 	}
 	// The streaks only feed alerts: they go before any mark, whose loss
 	// would restart a verdict's confirmation.
@@ -155,6 +191,52 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 		return Encoded{}, trim, fmt.Errorf("ledger of %d marks is %d bytes, over the limit of %d bytes", len(keep), enc.size(), limit)
 	}
 	return enc, trim, nil
+}
+
+// encodeHistory is the JSON of h, "" when it holds no record.
+func encodeHistory(h []Record) (string, error) {
+	if len(h) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return "", fmt.Errorf("encode ledger history: %w", err)
+	}
+	return string(b), nil
+}
+
+// recordSizes is the size of each record's JSON, in order.
+func recordSizes(h []Record) ([]int, error) {
+	sizes := make([]int, len(h))
+	for i, r := range h {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("encode ledger record %d: %w", i, err)
+		}
+		sizes[i] = len(b)
+	}
+	return sizes, nil
+}
+
+// newestRecordsWithin is how many of the newest records (the last of
+// sizes) a JSON array of at most budget bytes holds: json.Marshal writes
+// one as [r,r,r] with nothing else between them. Zero records are kept
+// as no array at all, so a budget under "[]" keeps none.
+func newestRecordsWithin(sizes []int, budget int) int {
+	total := len("[]")
+	n := 0
+	for i := len(sizes) - 1; i >= 0; i-- {
+		add := sizes[i]
+		if n > 0 {
+			add++ // the comma
+		}
+		if total+add > budget {
+			break
+		}
+		total += add
+		n++
+	}
+	return n
 }
 
 // fitLists puts into enc as many scopes' list caches as fit beside the
@@ -348,6 +430,7 @@ func (t *TrimLog) Saved(trim Trim, where ...any) {
 	if trim.Trimmed() {
 		t.logger.Warn("ledger trimmed", append(where,
 			"dropped_lists", trim.DroppedLists,
+			"dropped_records", trim.DroppedRecords,
 			"dropped_streaks", trim.DroppedStreaks,
 			"dropped_marks", trim.DroppedMarks,
 			"limit_bytes", trim.LimitBytes)...)
@@ -362,6 +445,17 @@ func (t *TrimLog) DroppedLists(key string, err error, where ...any) {
 		"field", key,
 		"error", err.Error(),
 		"effect", "the runner lists are read afresh; the next save replaces the cache")...)
+}
+
+// DroppedHistory warns that the stored record of actions, under key,
+// could not be read and was left out; where names the ledger. The record
+// feeds no decision, so a sweep goes on without it, and its next save
+// starts the record again from its own actions.
+func (t *TrimLog) DroppedHistory(key string, err error, where ...any) {
+	t.logger.Warn("ledger history dropped", append(where,
+		"field", key,
+		"error", err.Error(),
+		"effect", "the record of earlier actions is not kept; the next save starts it again from that sweep's actions")...)
 }
 
 // LastTrim reports what the most recent successful Save left out to fit the

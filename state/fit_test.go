@@ -111,6 +111,59 @@ func TestFitDropsStreaksBeforeMarks(t *testing.T) {
 	assert.LessOrEqual(t, Size(enc), marksOnly)
 }
 
+// The record of actions feeds no decision: a ledger over its limit loses
+// its list cache first, then its oldest records, as few as it must, then
+// its streaks, and only then a mark. What is kept of the record is its
+// newest part, in order.
+func TestFitDropsRecordsAfterListsBeforeStreaksAndMarks(t *testing.T) {
+	skips := map[string]int{}
+	for i := range 20 {
+		skips[fmt.Sprintf("org:acme-%03d", i)] = 4
+	}
+	streaks := state.Streaks{Skips: skips, Bound: 2}
+	history := History(50)
+	l := state.Ledger{Marks: Marks(20), Lists: Lists(3, 20), Streaks: streaks, History: history}
+	whole, _ := SizeOf(t, l)
+	noLists, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: streaks, History: history})
+	noRecords, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: streaks})
+	lastRecord, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: streaks, History: history[49:]})
+	_, marksOnly := SizeOf(t, state.Ledger{Marks: Marks(20)})
+
+	cases := []struct {
+		name    string
+		limit   int
+		records int // how many of the newest records are kept
+		trim    state.Trim
+	}{
+		{"fits whole", whole, 50, state.Trim{}},
+		{"a byte over drops a scope's list cache, no record", whole - 1, 50, state.Trim{DroppedLists: 1}},
+		{"without the list cache the record fits whole", noLists, 50, state.Trim{DroppedLists: 3}},
+		{"a byte under that drops the oldest record only", noLists - 1, 49, state.Trim{DroppedLists: 3, DroppedRecords: 1}},
+		{"room for the newest record keeps it", lastRecord, 1, state.Trim{DroppedLists: 3, DroppedRecords: 49}},
+		{"room for no record keeps the streaks", noRecords, 0, state.Trim{DroppedLists: 3, DroppedRecords: 50}},
+		{"then the streaks go, and no mark", marksOnly, 0, state.Trim{DroppedLists: 3, DroppedRecords: 50, DroppedStreaks: true}},
+		{"and only then the oldest mark", marksOnly - 1, 0, state.Trim{DroppedLists: 3, DroppedRecords: 50, DroppedStreaks: true, DroppedMarks: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			enc, trim, err := fit(l, c.limit)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, Size(enc), c.limit)
+			c.trim.LimitBytes = c.limit
+			assert.Equal(t, c.trim, trim)
+			assert.Equal(t, c.trim.DroppedLists+c.trim.DroppedRecords+c.trim.DroppedMarks > 0 || c.trim.DroppedStreaks, trim.Trimmed())
+			h, err := state.DecodeHistory(enc.History)
+			require.NoError(t, err)
+			if c.records == 0 {
+				assert.Empty(t, enc.History, "no record, no key")
+				return
+			}
+			assert.Equal(t, history[50-c.records:], h, "the newest records, oldest first")
+			assert.Equal(t, streaks, state.DecodeStreaks(enc.Streaks), "the streaks outlive every record")
+		})
+	}
+}
+
 // TestFitTiesBreakByKey checks that marks first seen at the same moment are
 // trimmed the same way every time.
 func TestFitTiesBreakByKey(t *testing.T) {

@@ -18,14 +18,16 @@ const (
 	listsField     = "lists"
 	nextScopeField = "next_scope"
 	streaksField   = "streaks"
+	historyField   = "history"
 )
 
 // WriteLedger writes l as the JSON object json.Marshal makes of it (the
 // same fields, omitted when empty as the tags say, map keys sorted), laid
 // out for a person: indented as json.MarshalIndent indents it with two
-// spaces, but each scope's list cache on one line of its own, which reads
-// better than the thousands of lines it is indented (and is half the
-// bytes). indent is the indentation of the line the object starts on.
+// spaces, but each scope's list cache and each record of an action on one
+// line of its own, which reads better than the thousands of lines they
+// are indented (and is half the bytes). indent is the indentation of the
+// line the object starts on.
 //
 // It writes as it goes. json.MarshalIndent built the whole document
 // twice, once compact and once indented, before any of it was written,
@@ -78,7 +80,35 @@ func WriteLedger(w io.Writer, l Ledger, indent string) error {
 	if _, err := w.Write(b); err != nil {
 		return err
 	}
+	if len(l.History) > 0 {
+		if err := field(historyField); err != nil {
+			return err
+		}
+		if err := writeRecords(w, l.History, inner); err != nil {
+			return err
+		}
+	}
 	_, err = fmt.Fprintf(w, "\n%s}", indent)
+	return err
+}
+
+// writeRecords writes h as a JSON array, a record a line, its lines
+// indented under indent.
+func writeRecords(w io.Writer, h []Record, indent string) error {
+	for i, r := range h {
+		sep := ",\n"
+		if i == 0 {
+			sep = "[\n"
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "%s%s  %s", sep, indent, b); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "\n%s]", indent)
 	return err
 }
 
@@ -164,6 +194,11 @@ func ReadLedger(dec *json.Decoder, keep bool) (l Ledger, found bool, err error) 
 			err = dec.Decode(&l.NextScope)
 		case strings.EqualFold(key, streaksField):
 			err = dec.Decode(&l.Streaks)
+		case strings.EqualFold(key, historyField):
+			// A thousand records at most: read whole. Decoded into the
+			// field itself, a key given twice replaces, as encoding/json
+			// replaces a slice.
+			err = dec.Decode(&l.History)
 		default:
 			err = fmt.Errorf("json: unknown field %q", key)
 		}

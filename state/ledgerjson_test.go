@@ -27,7 +27,8 @@ func ledgers() map[string]state.Ledger {
 		"marks only":       {Marks: Marks(3)},
 		"sample":           Sample(),
 		"escaped keys":     {Marks: map[string]fleet.Mark{"pod/<x>&": {Verdict: fleet.Zombie}}, Lists: html},
-		"every field":      {Marks: Marks(2), Lists: Lists(3, 4), NextScope: "org:scope-1", Streaks: state.Streaks{Skips: map[string]int{"org:scope-2": 3}, Bound: 2}},
+		"every field":      {Marks: Marks(2), Lists: Lists(3, 4), NextScope: "org:scope-1", Streaks: state.Streaks{Skips: map[string]int{"org:scope-2": 3}, Bound: 2}, History: History(3)},
+		"history only":     {History: []state.Record{Record(1), {Verdict: "ghost", Evidence: "<a&b>\u2028\n", At: Epoch}}},
 		"a nil page":       {Marks: Marks(1), Lists: map[string]state.ListCache{"org:a": {}, "org:b": {Pages: []state.CachedPage{{}}, Label: "team"}}},
 		"next scope alone": {NextScope: `org:"quoted"`},
 	}
@@ -36,7 +37,7 @@ func ledgers() map[string]state.Ledger {
 // TestWriteLedgerIsMarshalsJSON: what WriteLedger writes is, but for its
 // layout, exactly what json.Marshal makes of the ledger, and it is laid
 // out as json.MarshalIndent lays it out, but for the list caches, which
-// stand a scope a line.
+// stand a scope a line, and the records of actions, a record a line.
 func TestWriteLedgerIsMarshalsJSON(t *testing.T) {
 	for name, l := range ledgers() {
 		t.Run(name, func(t *testing.T) {
@@ -48,23 +49,38 @@ func TestWriteLedgerIsMarshalsJSON(t *testing.T) {
 			require.NoError(t, json.Compact(&compact, buf.Bytes()), "%s", buf.String())
 			assert.Equal(t, string(want), compact.String())
 
-			noLists := l
-			noLists.Lists = nil
-			indented, err := json.MarshalIndent(noLists, "  ", "  ")
+			rest := l
+			rest.Lists, rest.History = nil, nil
+			indented, err := json.MarshalIndent(rest, "  ", "  ")
 			require.NoError(t, err)
-			if len(l.Lists) == 0 {
+			if len(l.Lists) == 0 && len(l.History) == 0 {
 				assert.Equal(t, string(indented), buf.String(), "laid out as MarshalIndent lays it out")
 				return
 			}
-			for _, line := range strings.Split(string(indented), "\n") {
-				assert.Contains(t, buf.String(), line+"\n", "every line of the rest is MarshalIndent's")
+			lines := strings.Split(string(indented), "\n")
+			for _, line := range lines[:len(lines)-1] {
+				// A field MarshalIndent wrote last may have the
+				// history after it.
+				line = strings.TrimSuffix(line, ",")
+				ok := strings.Contains(buf.String(), line+"\n") || strings.Contains(buf.String(), line+",\n")
+				assert.True(t, ok, "every line of the rest is MarshalIndent's: %q in\n%s", line, buf.String())
 			}
+			assert.True(t, strings.HasSuffix(buf.String(), "\n"+lines[len(lines)-1]), "and so is its end")
 			for k, c := range l.Lists {
 				kb, err := json.Marshal(k)
 				require.NoError(t, err)
 				cb, err := json.Marshal(c)
 				require.NoError(t, err)
 				assert.Contains(t, buf.String(), "\n      "+string(kb)+": "+string(cb), "a scope's cache on a line")
+			}
+			for i, r := range l.History {
+				rb, err := json.Marshal(r)
+				require.NoError(t, err)
+				end := ",\n"
+				if i == len(l.History)-1 {
+					end = "\n    ]"
+				}
+				assert.Contains(t, buf.String(), "\n      "+string(rb)+end, "a record on a line")
 			}
 		})
 	}
@@ -107,6 +123,11 @@ func TestReadLedgerIsStrict(t *testing.T) {
 		{"null", `null`, ""},
 		{"keys in another case", `{"MARKS":{},"Lists":{"org:a":{"trimmed":[]}},"Next_Scope":"org:a"}`, ""},
 		{"a null list cache", `{"marks":{},"lists":null}`, ""},
+		{"a null history", `{"marks":{},"history":null}`, ""},
+		{"a history twice is replaced", `{"history":[{"verdict":"zombie"},{"verdict":"terminal"}],"History":[{"verdict":"ghost"}]}`, ""},
+		{"an unknown field in a record", `{"history":[{"verdict":"zombie","colour":"red"}]}`, `unknown field "colour"`},
+		{"an unknown field in a record's job", `{"history":[{"verdict":"zombie","job":{"repository":"a/b","sha":"x"}}]}`, `unknown field "sha"`},
+		{"a history of another shape", `{"history":{"verdict":"zombie"}}`, "cannot unmarshal object"},
 		{"a key twice is replaced", `{"lists":{"org:a":{"label":"x"},"org:a":{"trimmed":[]}}}`, ""},
 		{"a mark twice is replaced", `{"marks":{"pod/a":{"verdict":"zombie","scope":"org:a"},"pod/a":{"verdict":"ghost"}}}`, ""},
 		{"fields twice merge", `{"marks":{"pod/a":{"verdict":"zombie"}},"lists":{"org:a":{}},"marks":{"pod/b":{"verdict":"ghost"}},"lists":{"org:b":{}}}`, ""},
@@ -151,7 +172,7 @@ func TestLedgerJSONCoversEveryField(t *testing.T) {
 		tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
 		names = append(names, tag)
 	}
-	assert.Equal(t, []string{"marks", "lists", "next_scope", "streaks"}, names,
+	assert.Equal(t, []string{"marks", "lists", "next_scope", "streaks", "history"}, names,
 		"Ledger's fields changed: WriteLedger and ReadLedger must write and read the new ones")
 }
 

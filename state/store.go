@@ -39,6 +39,12 @@ type Ledger struct {
 	// metrics: one lost or unreadable restarts from zero and delays an
 	// alert, never changes what a sweep does.
 	Streaks Streaks `json:"streaks"`
+	// History is the record of the actions sweeps really carried out,
+	// oldest first, at most REAPER_HISTORY_SIZE of them: the one account
+	// of an action that outlives the sweep's log and the Event. It feeds
+	// no decision, so a backend short of room drops its oldest records
+	// after the list cache and before anything else.
+	History []Record `json:"history,omitempty"`
 }
 
 // Streaks are the ledger's counts of sweeps in a row.

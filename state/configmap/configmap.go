@@ -29,13 +29,14 @@ import (
 // "saves": no two saves write the same object.
 //
 // Save changes only what the reaper owns (its two labels and the data keys
-// marks.json, saves and lists.json.gz) on the object it last loaded or
-// saved, so labels, annotations and data keys that others put on the
-// ConfigMap survive.
+// marks.json, saves, next-scope, streaks.json, history.json and
+// lists.json.gz) on the object it last loaded or saved, so labels,
+// annotations and data keys that others put on the ConfigMap survive.
 //
 // A ConfigMap holds at most 1 MiB, so Save keeps the ledger under LimitBytes
-// by dropping first the list cache and then the oldest marks, and says so in
-// a warning and through LastTrim.
+// by dropping first the list cache, then the oldest records of actions,
+// the streaks and the oldest marks (state.Fit), and says so in a warning
+// and through LastTrim.
 type Store struct {
 	client    ConfigMaps
 	namespace string
@@ -117,21 +118,45 @@ func (c *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
 	}
 	l.NextScope = cm.Data[state.NextScopeKey]
 	l.Streaks = state.DecodeStreaks(cm.Data[state.StreaksKey])
+	h, err := state.DecodeHistory(cm.Data[state.HistoryKey])
+	if err != nil {
+		// The record feeds no decision: a sweep goes on without it.
+		c.trims.DroppedHistory(state.HistoryKey, err, "configmap", c.namespace+"/"+c.name)
+	}
+	l.History = h
 	c.remember(cm)
 	return state.Normalize(l), state.Version(cm.ResourceVersion), nil
 }
 
+// LoadHistory reads the record of actions alone, and never writes: for a
+// person asking what the reaper did. A record that cannot be read is an
+// error here, not an empty one. Version "" means there is no ledger.
+func (c *Store) LoadHistory(ctx context.Context) ([]state.Record, state.Version, error) {
+	cm, err := c.client.Get(ctx, c.name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("get ledger configmap %s/%s: %w", c.namespace, c.name, err)
+	}
+	h, err := state.DecodeHistory(cm.Data[state.HistoryKey])
+	if err != nil {
+		return nil, "", fmt.Errorf("decode %s of ledger configmap %s/%s: %w", state.HistoryKey, c.namespace, c.name, err)
+	}
+	return h, state.Version(cm.ResourceVersion), nil
+}
+
 // remember keeps cm as the base of the next Save at its resourceVersion,
-// without the marks and the list cache: every Save writes both afresh, and
-// the list cache is most of the object (834 KB at 100,000 registrations),
-// which the sweep would otherwise hold from its start to its end, when it
-// holds the most.
+// without the marks, the record of actions and the list cache: every Save
+// writes them afresh, and the list cache is most of the object (834 KB at
+// 100,000 registrations), which the sweep would otherwise hold from its
+// start to its end, when it holds the most.
 func (c *Store) remember(cm *corev1.ConfigMap) {
 	base := *cm
 	base.Data, base.BinaryData = nil, nil
 	keep := base.DeepCopy()
 	for k, v := range cm.Data {
-		if k != state.MarksKey {
+		if k != state.MarksKey && k != state.HistoryKey {
 			if keep.Data == nil {
 				keep.Data = map[string]string{}
 			}
@@ -218,6 +243,11 @@ func (c *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (stat
 		cm.Data[state.StreaksKey] = enc.Streaks
 	} else {
 		delete(cm.Data, state.StreaksKey)
+	}
+	if enc.History != "" {
+		cm.Data[state.HistoryKey] = enc.History
+	} else {
+		delete(cm.Data, state.HistoryKey)
 	}
 	if enc.Lists != nil {
 		if cm.BinaryData == nil {

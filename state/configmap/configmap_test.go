@@ -430,3 +430,130 @@ func TestConfigMapCorruptListCacheIsDropped(t *testing.T) {
 
 // TestMain stops the control plane if a test started it.
 func TestMain(m *testing.M) { Main(m) }
+
+// TestConfigMapHistoryIsPlainJSON: the record of actions is the data key
+// history.json, plain compact JSON as `kubectl get configmap -o
+// jsonpath='{.data.history\.json}'` shows it, counted in the size limit:
+// over the limit it loses its oldest records after the list cache, with a
+// warning that says how many; the marks are untouched.
+func TestConfigMapHistoryIsPlainJSON(t *testing.T) {
+	t.Parallel()
+	env := Kube(t)
+	ns := env.Namespace(t, "ledger")
+	var logs bytes.Buffer
+	s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, slog.New(slog.NewJSONHandler(&logs, nil)))
+	l := Sample()
+	v, err := s.Save(Ctx(t), l, "")
+	require.NoError(t, err)
+	before, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, before.Data, "history.json", "no record, no key")
+
+	l.History = History(200)
+	v, err = s.Save(Ctx(t), l, v)
+	require.NoError(t, err)
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
+	require.NoError(t, err)
+	raw := cm.Data["history.json"]
+	require.True(t, json.Valid([]byte(raw)), "history.json is JSON: %.200s", raw)
+	assert.NotContains(t, raw, "\n", "history.json is compact")
+	assert.Contains(t, raw, `"runner_name":"arc-runner-0199"`)
+	assert.Contains(t, raw, `"repository":"acme/api"`)
+	var h []state.Record
+	require.NoError(t, json.Unmarshal([]byte(raw), &h))
+	assert.Equal(t, l.History, h)
+	t.Logf("200 records: history.json is %d bytes (%d a record), the ConfigMap's data %d bytes more",
+		len(raw), len(raw)/200, dataSize(cm)-dataSize(before))
+
+	// Over the limit: the list cache goes, then the oldest records.
+	withoutLists := l
+	withoutLists.Lists = nil
+	noLists, _ := SizeOf(t, withoutLists)
+	s.LimitBytes = noLists - 1
+	logs.Reset()
+	_, err = s.Save(Ctx(t), l, v)
+	require.NoError(t, err)
+	assert.Equal(t, state.Trim{DroppedLists: 2, DroppedRecords: 1, LimitBytes: noLists - 1}, s.LastTrim())
+	got, _, err := s.Load(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, l.History[1:], got.History, "the oldest record went")
+	assert.Equal(t, l.Marks, got.Marks)
+	cm, err = env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len("marks.json")+len(cm.Data["marks.json"])+len("history.json")+len(cm.Data["history.json"]), noLists-1)
+	lines := LogLines(t, &logs)
+	require.Len(t, lines, 1)
+	assert.Equal(t, "ledger trimmed", lines[0]["msg"])
+	assert.EqualValues(t, 1, lines[0]["dropped_records"])
+	assert.EqualValues(t, 2, lines[0]["dropped_lists"])
+}
+
+// dataSize is what the API server counts of a ConfigMap's data: keys and
+// values.
+func dataSize(cm *corev1.ConfigMap) int {
+	n := 0
+	for k, v := range cm.Data {
+		n += len(k) + len(v)
+	}
+	for k, v := range cm.BinaryData {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// TestConfigMapMostRecordsFitTheObject: the most records the reaper may be
+// asked to keep, beside a list cache too large for the object, are saved
+// under the default limit, and the real API server takes the object.
+func TestConfigMapMostRecordsFitTheObject(t *testing.T) {
+	t.Parallel()
+	env := Kube(t)
+	ns := env.Namespace(t, "ledger")
+	s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil)
+	l := state.Ledger{Marks: Marks(200), Lists: FleetLists(1000, 100), History: History(state.MaxHistory)}
+	_, err := s.Save(Ctx(t), l, "")
+	require.NoError(t, err, "the API server takes the object")
+	trim := s.LastTrim()
+	assert.Positive(t, trim.DroppedLists, "the list cache gives way first")
+	assert.Zero(t, trim.DroppedRecords, "a thousand records fit beside the marks")
+	assert.Zero(t, trim.DroppedMarks)
+	got, _, err := s.Load(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, l.History, got.History)
+}
+
+// TestConfigMapCorruptHistory: a history.json edited into something else
+// does not stop a sweep (Load leaves it out, with a warning naming the
+// ledger and what was wrong), but the history command, which asked for
+// the record, is told (LoadHistory fails).
+func TestConfigMapCorruptHistory(t *testing.T) {
+	t.Parallel()
+	env := Kube(t)
+	ns := env.Namespace(t, "ledger")
+	var logs bytes.Buffer
+	s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, slog.New(slog.NewJSONHandler(&logs, nil)))
+	l := Sample()
+	l.History = History(2)
+	_, err := s.Save(Ctx(t), l, "")
+	require.NoError(t, err)
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.Data["history.json"] = `{"not":"a list"}`
+	_, err = env.Client.CoreV1().ConfigMaps(ns).Update(Ctx(t), cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	got, _, err := s.Load(Ctx(t))
+	require.NoError(t, err, "the record does not block the sweep")
+	assert.Equal(t, l.Marks, got.Marks)
+	assert.Empty(t, got.History)
+	lines := LogLines(t, &logs)
+	require.Len(t, lines, 1)
+	assert.Equal(t, "ledger history dropped", lines[0]["msg"])
+	assert.Equal(t, "history.json", lines[0]["field"])
+	assert.Equal(t, ns+"/"+ledgerName, lines[0]["configmap"])
+	assert.Contains(t, lines[0]["error"], "cannot unmarshal object")
+
+	_, _, err = s.LoadHistory(Ctx(t))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "history.json")
+	assert.Contains(t, err.Error(), ns+"/"+ledgerName)
+}

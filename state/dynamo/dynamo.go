@@ -30,6 +30,7 @@ const (
 	dynamoAttrUpdated = "updated"    // S: RFC 3339 time of the save, for a reader
 	dynamoAttrNext    = "next_scope" // S: Ledger.NextScope; absent when empty
 	dynamoAttrStreaks = "streaks"    // S: JSON of Ledger.Streaks; absent when none runs
+	dynamoAttrHistory = "history"    // S: JSON of Ledger.History; absent when nothing is recorded
 )
 
 // DefaultLimitBytes is the size the DynamoDB backend keeps a ledger
@@ -45,8 +46,9 @@ const DefaultLimitBytes = 350 * 1024
 // calls.
 //
 // An item holds at most 400 KB, so Save keeps the ledger under LimitBytes by
-// dropping first the list cache and then the oldest marks, and says so in a
-// warning and through LastTrim.
+// dropping first the list cache, then the oldest records of actions, the
+// streaks and the oldest marks (state.Fit), and says so in a warning and
+// through LastTrim.
 type Store struct {
 	client *dynamodb.Client
 	table  string
@@ -135,7 +137,58 @@ func (d *Store) decode(item map[string]types.AttributeValue) (state.Ledger, stat
 	if s, ok := item[dynamoAttrStreaks].(*types.AttributeValueMemberS); ok {
 		l.Streaks = state.DecodeStreaks(s.Value)
 	}
+	h, err := d.history(item)
+	if err != nil {
+		// The record feeds no decision: a sweep goes on without it.
+		d.trims.DroppedHistory(dynamoAttrHistory, err, "dynamodb_table", d.table, "key", d.key)
+	}
+	l.History = h
 	return state.Normalize(l), state.Version(n.Value), nil
+}
+
+// history reads the item's record of actions; a missing attribute is none.
+func (d *Store) history(item map[string]types.AttributeValue) ([]state.Record, error) {
+	av, present := item[dynamoAttrHistory]
+	if !present {
+		return nil, nil
+	}
+	s, ok := av.(*types.AttributeValueMemberS)
+	if !ok {
+		return nil, fmt.Errorf("attribute %s is not a string", dynamoAttrHistory)
+	}
+	return state.DecodeHistory(s.Value)
+}
+
+// LoadHistory reads the record of actions alone, with a strongly
+// consistent read, and never writes: for a person asking what the reaper
+// did. A record that cannot be read is an error here, not an empty one.
+// Version "" means there is no ledger.
+func (d *Store) LoadHistory(ctx context.Context) ([]state.Record, state.Version, error) {
+	out, err := d.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:            aws.String(d.table),
+		Key:                  d.itemKey(),
+		ConsistentRead:       aws.Bool(true),
+		ProjectionExpression: aws.String("#v, #h"),
+		ExpressionAttributeNames: map[string]string{
+			"#v": dynamoAttrVersion,
+			"#h": dynamoAttrHistory,
+		},
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("get %s: %w", d.where(), err)
+	}
+	if len(out.Item) == 0 {
+		return nil, "", nil
+	}
+	n, ok := out.Item[dynamoAttrVersion].(*types.AttributeValueMemberN)
+	if !ok {
+		return nil, "", fmt.Errorf("decode %s: attribute %s is missing or not a number", d.where(), dynamoAttrVersion)
+	}
+	h, err := d.history(out.Item)
+	if err != nil {
+		return nil, "", fmt.Errorf("decode %s of %s: %w", dynamoAttrHistory, d.where(), err)
+	}
+	return h, state.Version(n.Value), nil
 }
 
 // Save writes l if the item is still at version v, creating it when v is
@@ -182,6 +235,9 @@ func (d *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (stat
 	}
 	if enc.Streaks != "" {
 		in.Item[dynamoAttrStreaks] = &types.AttributeValueMemberS{Value: enc.Streaks}
+	}
+	if enc.History != "" {
+		in.Item[dynamoAttrHistory] = &types.AttributeValueMemberS{Value: enc.History}
 	}
 
 	if _, err := d.client.PutItem(ctx, in); err != nil {

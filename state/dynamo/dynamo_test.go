@@ -431,3 +431,55 @@ func TestDynamoVersions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, state.Version(""), lv, "the conflicting save created nothing")
 }
+
+// TestDynamoHistoryAttribute: the record of actions is the attribute
+// history, a string of plain JSON beside the marks, absent when nothing is
+// recorded; one edited into something else does not stop a sweep (Load
+// leaves it out with a warning) but fails LoadHistory, which a person
+// asked for.
+func TestDynamoHistoryAttribute(t *testing.T) {
+	t.Parallel()
+	srv := dynalite(t)
+	key := srv.freshKey(t)
+	var logs bytes.Buffer
+	s := srv.open(key, slog.New(slog.NewJSONHandler(&logs, nil)))
+	v, err := s.Save(Ctx(t), Sample(), "")
+	require.NoError(t, err)
+	assert.NotContains(t, rawItem(t, srv, key), "history", "no record, no attribute")
+
+	l := Sample()
+	l.History = History(3)
+	_, err = s.Save(Ctx(t), l, v)
+	require.NoError(t, err)
+	item := rawItem(t, srv, key)
+	require.IsType(t, &types.AttributeValueMemberS{}, item["history"])
+	raw := item["history"].(*types.AttributeValueMemberS).Value
+	var h []state.Record
+	require.NoError(t, json.Unmarshal([]byte(raw), &h), "history is JSON: %s", raw)
+	assert.Equal(t, l.History, h)
+	h, hv, err := srv.open(key, nil).LoadHistory(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, l.History, h)
+	assert.Equal(t, state.Version("2"), hv)
+
+	item["history"] = &types.AttributeValueMemberS{Value: `[{"at":"yesterday"}]`}
+	_, err = srv.client.PutItem(Ctx(t), &dynamodb.PutItemInput{TableName: aws.String(dynaliteTable), Item: item})
+	require.NoError(t, err)
+	got, _, err := s.Load(Ctx(t))
+	require.NoError(t, err, "the record does not block the sweep")
+	assert.Equal(t, l.Marks, got.Marks)
+	assert.Empty(t, got.History)
+	lines := LogLines(t, &logs)
+	require.Len(t, lines, 1)
+	assert.Equal(t, "ledger history dropped", lines[0]["msg"])
+	assert.Equal(t, "history", lines[0]["field"])
+	assert.Equal(t, key, lines[0]["key"])
+	_, _, err = s.LoadHistory(Ctx(t))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), key, "the error names the item")
+	assert.Contains(t, err.Error(), "decode history")
+
+	_, v, err = srv.open(srv.freshKey(t), nil).LoadHistory(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, state.Version(""), v, "no item, no ledger")
+}

@@ -48,3 +48,56 @@ func BenchmarkFileLedger(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHistory encodes and decodes the record of the default 200
+// actions, as each backend does it: the ConfigMap's and DynamoDB's
+// history.json (state.Fit's encoding, and DecodeHistory), and the file
+// ledger's save and load of a ledger of little else. history-bytes is the
+// JSON the ConfigMap holds.
+func BenchmarkHistory(b *testing.B) {
+	h := History(200)
+	l := state.Ledger{Marks: Marks(20), History: h}
+	enc, _, err := state.Fit(l, 1<<30, 1<<30, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("configmap=encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := state.Fit(l, 1<<30, 1<<30, "bench"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(enc.History)), "history-bytes")
+	})
+	b.Run("configmap=decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := state.DecodeHistory(enc.History); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	p := filepath.Join(b.TempDir(), "ledger.json")
+	f := New(p)
+	v, err := f.Save(Ctx(b), l, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("file=save", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if v, err = f.Save(Ctx(b), l, v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("file=load", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := f.LoadHistory(Ctx(b)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -41,12 +41,15 @@ type fileDoc struct {
 
 // fileFormat is the layout this code writes. Format 2 added each mark's
 // first_seen_local, format 3 its job_checked_at, format 4 the ledger's
-// streaks; this code reads formats 1 to 3 too (such a mark starts its
-// local hold at the next sweep and has never had its job asked about; such
-// a ledger has no streak running). A runner-reaper older than a file's
+// streaks, format 5 its record of actions (history); this code reads
+// formats 1 to 4 too (such a mark starts its local hold at the next sweep
+// and has never had its job asked about; such a ledger has no streak
+// running and no action recorded). A runner-reaper older than a file's
 // format cannot read it and says so: to go back to one, remove the file,
-// and its marks start again.
-const fileFormat = 4
+// and its marks start again. Each format only adds fields, so a reader
+// that ignores the fields it does not know (jq, a lenient decoder) reads
+// the rest of a newer file as before.
+const fileFormat = 5
 
 // oldestFormat is the oldest layout this code reads.
 const oldestFormat = 1
@@ -72,6 +75,14 @@ func (f *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
 		return state.Normalize(state.Ledger{}), "", nil
 	}
 	return state.Normalize(doc.Ledger), fileVersion(doc.Version), nil
+}
+
+// LoadHistory reads the record of actions, and never writes: for a person
+// asking what the reaper did. The file is read whole and strictly, as Load
+// reads it. Version "" means there is no file.
+func (f *Store) LoadHistory(ctx context.Context) ([]state.Record, state.Version, error) {
+	l, v, err := f.Load(ctx)
+	return l.History, v, err
 }
 
 // Save writes l if the file is still at v.

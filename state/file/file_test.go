@@ -210,8 +210,10 @@ func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
 		{"an unknown field beside the envelope", `{"version":2,"ledger":{"marks":{}},"owner":"team-a"}`, `unknown field "owner"`},
 		{"an unknown field in the ledger", `{"version":2,"ledger":{"marks":{},"notes":"x"}}`, `unknown field "notes"`},
 		{"an unknown field in a mark", `{"version":2,"ledger":{"marks":{"pod/u":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T09:00:00Z","color":"red"}}}}`, `unknown field "color"`},
-		{"a future format", `{"format":5,"version":7,"ledger":{"marks":{}}}`, "format is 5"},
-		{"a future format with fields this code does not know", `{"format":5,"version":7,"ledger":{"marks":{},"quotas":{}}}`, "written by a newer runner-reaper"},
+		{"a future format", `{"format":6,"version":7,"ledger":{"marks":{}}}`, "format is 6"},
+		{"a future format with fields this code does not know", `{"format":6,"version":7,"ledger":{"marks":{},"quotas":{}}}`, "written by a newer runner-reaper"},
+		{"a record of another shape", `{"format":5,"version":1,"ledger":{"marks":{},"history":{"at":1}}}`, "cannot unmarshal object"},
+		{"an unknown field in a record", `{"format":5,"version":1,"ledger":{"marks":{},"history":[{"verdict":"zombie","color":"red"}]}}`, `unknown field "color"`},
 		{"version 0", `{"version":0,"ledger":{"marks":{}}}`, "version is 0"},
 		{"a second document after it", `{"version":1,"ledger":{"marks":{}}} {"version":9}`, "after top-level value"},
 		{"marks of another shape", `{"version":1,"ledger":{"marks":[1,2]}}`, "cannot unmarshal"},
@@ -220,7 +222,7 @@ func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
 		{"a second ledger", `{"version":1,"ledger":{"marks":{"pod/u":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T09:00:00Z"}}},"ledger":{}}`, `"ledger" field is given twice`},
 		{"a null ledger after one", `{"version":1,"ledger":{"marks":{}},"ledger":null}`, `"ledger" field is given twice`},
 		{"a second version", `{"version":1,"version":2,"ledger":{"marks":{}}}`, `"version" field is given twice`},
-		{"a second format", `{"format":5,"format":4,"version":1,"ledger":{"marks":{}}}`, "format is 5"},
+		{"a second format", `{"format":6,"format":5,"version":1,"ledger":{"marks":{}}}`, "format is 6"},
 		{"the envelope's keys in another case", `{"Version":1,"Ledger":{"marks":{}}}`, `no "version" field`},
 		{"cut short in the lists", `{"version":1,"ledger":{"marks":{},"lists":{"org:a":{"trimmed":[]}`, "EOF"},
 	}
@@ -252,7 +254,8 @@ func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
 // format field are the reaper's own, and read as they always were; the next
 // save adds the format.
 // A file of format 1 (written before marks kept their local first
-// sighting) and one without a format at all are read, and saved in format 4.
+// sighting) and one without a format at all are read, and saved in the
+// format this code writes.
 func TestFileWithoutFormatIsRead(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "ledger.json")
 	old := `{"version":3,"ledger":{"marks":{"pod/0000-uid-0001":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T10:00:00Z"}}}}`
@@ -268,7 +271,7 @@ func TestFileWithoutFormatIsRead(t *testing.T) {
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(b, &doc))
-	assert.EqualValues(t, 4, doc["format"], "saved in the layout this code writes")
+	assert.EqualValues(t, fileFormat, doc["format"], "saved in the layout this code writes")
 	assert.EqualValues(t, 4, doc["version"])
 }
 
@@ -356,4 +359,55 @@ func TestFileSaveRemovesStaleTemporaryFiles(t *testing.T) {
 		assert.Contains(t, names, name, "only the ledger's own temporary files go")
 	}
 	assert.Contains(t, names, "ledger.json")
+}
+
+// TestFileHistory: the record of actions is the ledger's "history", a
+// record a line; a format 4 file, written before it existed, loads with
+// none and is saved in the format this code writes; and a file written by
+// this code is, to a reader that ignores the fields it does not know (a
+// decoder of the format 4 layout, jq), the ledger it was, marks and all.
+func TestFileHistory(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ledger.json")
+	old := `{"format":4,"version":9,"ledger":{"marks":{"pod/0000-uid-0001":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T10:00:00Z"}},"streaks":{"bound":2}}}`
+	require.NoError(t, os.WriteFile(p, []byte(old), 0o600))
+	f := New(p)
+	l, v, err := f.Load(Ctx(t))
+	require.NoError(t, err, "a ledger from before the record loads")
+	assert.Equal(t, state.Version("9"), v)
+	assert.Len(t, l.Marks, 1)
+	assert.Empty(t, l.History)
+	h, hv, err := f.LoadHistory(Ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, h)
+	assert.Equal(t, v, hv)
+
+	l.History = History(3)
+	v, err = f.Save(Ctx(t), l, v)
+	require.NoError(t, err)
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	for _, r := range l.History {
+		rb, err := json.Marshal(r)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "\n      "+string(rb), "a record a line")
+	}
+	h, hv, err = New(p).LoadHistory(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, l.History, h)
+	assert.Equal(t, v, hv)
+
+	// A reader of the format 4 layout that ignores unknown fields.
+	var lenient struct {
+		Format  int `json:"format"`
+		Version uint64
+		Ledger  struct {
+			Marks   map[string]fleet.Mark `json:"marks"`
+			Streaks state.Streaks         `json:"streaks"`
+		} `json:"ledger"`
+	}
+	require.NoError(t, json.Unmarshal(b, &lenient))
+	assert.Equal(t, fileFormat, lenient.Format)
+	assert.Equal(t, uint64(10), lenient.Version)
+	assert.Equal(t, l.Marks, lenient.Ledger.Marks)
+	assert.Equal(t, l.Streaks, lenient.Ledger.Streaks)
 }

@@ -40,6 +40,13 @@ func (m *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
 	return l, m.current(), nil
 }
 
+// LoadHistory returns a copy of the stored record of actions; Version ""
+// means nothing was saved.
+func (m *Store) LoadHistory(ctx context.Context) ([]state.Record, state.Version, error) {
+	l, v, err := m.Load(ctx)
+	return l.History, v, err
+}
+
 // Save stores a copy of l if the store is still at v.
 func (m *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (state.Version, error) {
 	if err := ctx.Err(); err != nil {

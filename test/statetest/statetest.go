@@ -89,6 +89,40 @@ func FleetLists(scopes, perScope int) map[string]state.ListCache {
 	return lists
 }
 
+// Record returns the record of the i-th action, i minutes after Epoch: a
+// zombie's EphemeralRunner deleted with its registration, holding a job,
+// every field set; an odd i is a terminal pod instead, with its exit.
+func Record(i int) state.Record {
+	r := state.Record{
+		At: Epoch.Add(time.Duration(i) * time.Minute), Verdict: string(fleet.Zombie),
+		Evidence: fmt.Sprintf("pod running; registration %d \"arc-runner-%04d\" is offline", 5000+i, i),
+		Scope:    "org:acme", Action: "delete-registration-then-ephemeralrunner", Result: "deleted",
+		ObjectKind: fleet.EphemeralRunnerKind, Namespace: "arc-runners", ObjectName: fmt.Sprintf("arc-runner-%04d", i),
+		Pod: fmt.Sprintf("arc-runner-%04d", i), RunnerName: fmt.Sprintf("arc-runner-%04d", i), RunnerID: int64(5000 + i),
+		RegistrationResult: "deleted", ObjectResult: "deleted", FinalizerResult: "deleted",
+		Job: &state.RecordJob{Repository: "acme/api", RunID: int64(90000 + i),
+			RunURL: fmt.Sprintf("https://github.com/acme/api/actions/runs/%d", 90000+i),
+			JobID:  int64(700000 + i), Name: "build (linux)", RequestID: int64(8000 + i),
+			Status: "completed", Conclusion: "failure", URL: fmt.Sprintf("https://github.com/acme/api/actions/runs/%d/job/%d", 90000+i, 700000+i)},
+		Version: "v1.2.3",
+	}
+	if i%2 == 1 {
+		r.Verdict, r.Action, r.ObjectKind, r.FinalizerResult = string(fleet.Terminal), "delete-registration-then-pod", "Pod", ""
+		r.ServiceAccountResult = "already-gone"
+		r.Exit = &state.RecordExit{Code: 137, Reason: "OOMKilled", Class: "oom-host", FinishedAt: r.At.Add(-time.Minute)}
+	}
+	return r
+}
+
+// History returns the records of n actions, oldest first.
+func History(n int) []state.Record {
+	h := make([]state.Record, n)
+	for i := range h {
+		h[i] = Record(i)
+	}
+	return h
+}
+
 // Sample is a small ledger with both marks and a list cache.
 func Sample() state.Ledger {
 	m := Marks(3)
@@ -111,6 +145,9 @@ func Size(e state.Encoded) int {
 	}
 	if e.Streaks != "" {
 		n += len(state.StreaksKey) + len(e.Streaks)
+	}
+	if e.History != "" {
+		n += len(state.HistoryKey) + len(e.History)
 	}
 	return n
 }
