@@ -7,14 +7,17 @@ package sweep
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/history"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/internal/refclock"
 	"github.com/runner-reaper/runner-reaper/reap"
@@ -153,6 +156,15 @@ type Sweeper struct {
 	// the ledger's save and the actions, the reaper's spare included. Zero
 	// defers no scope for time.
 	ListRoom time.Duration
+	// HistorySize is how many records of actions done the ledger keeps
+	// (REAPER_HISTORY_SIZE), the newest; zero records nothing, and a sweep
+	// that acts clears what an earlier one recorded.
+	HistorySize int
+	// Version is the release of runner-reaper, stamped on each record.
+	Version string
+	// Redact removes the process's secrets from a text before the record
+	// keeps it; nil keeps it as it is.
+	Redact func(string) string
 }
 
 // trimReporter is a ledger that must fit a size limit (the ConfigMap and
@@ -330,6 +342,12 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 
 	if mode != Audit {
 		ledger.Marks = res.Confirmation.Marks
+		if mode == Act {
+			// The record's bound holds from this save on, a bound
+			// lowered (or 0, the record off) too. A dry run keeps the
+			// record as it found it: it is not its to change.
+			ledger.History = state.KeepLast(ledger.History, s.HistorySize)
+		}
 		// Save before acting: if another sweep saved since we loaded,
 		// it may be acting on the same verdicts, so this one must not.
 		version, err = s.Ledger.Save(ctx, ledger, version)
@@ -347,9 +365,14 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	res.Outcomes = reaper.Reap(ctx, res.Class.ManagedPods, ready)
 	res.Streaks.Bound = boundStreak(ledger.Streaks.Bound, res.Outcomes)
 
+	var records []state.Record
+	if mode == Act && s.HistorySize > 0 {
+		records = history.Records(res.Outcomes, history.Stamp{At: s.Now().UTC().Round(0), Version: s.Version,
+			WebHost: s.WebHost, Redact: s.Redact})
+	}
 	var lost error
 	if mode != Audit {
-		lost = s.saveActed(ctx, ledger, version, &res, mode == Act)
+		lost = s.saveActed(ctx, ledger, version, &res, mode == Act, records)
 	}
 
 	res.Status, res.Err = settle(res)
@@ -500,22 +523,29 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 
 // saveActed saves the ledger again without the marks of the candidates that
 // are finished with, with when an unanswered job check was made
-// (settleMarks), and with the action bound's streak; a dry run, which finished nothing, saves only the latter,
-// so that its job checks take turns as a real sweep's do. It runs
-// detached, like the actions it records (a signal that came during them
-// must not lose what they did), and bounded like their writes: never into
-// the time the report needs before the deadline. A failed save fails the
-// sweep (exit 1, as for any ledger not saved), its actions still reported
-// as done: its error says what the ledger lost and what the next sweep
-// will redo (the marks only point at objects that are gone or busy now,
-// which the next sweep drops; a stamp lost only reorders its checks).
-func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result, acted bool) error {
+// (settleMarks), with the action bound's streak, and with the records of
+// the actions done (records, which only a real sweep has); a dry run,
+// which finished nothing, saves only the streak and the checks, so that
+// its job checks take turns as a real sweep's do. It runs detached, like
+// the actions it records (a signal that came during them must not lose
+// what they did), and bounded like their writes: never into the time the
+// report needs before the deadline. A failed save fails the sweep (exit
+// 1, as for any ledger not saved), its actions still reported as done:
+// its error says what the ledger lost and what the next sweep will redo
+// (the marks only point at objects that are gone or busy now, which the
+// next sweep drops; a stamp lost only reorders its checks). Only the
+// record cannot be redone, so a save that lost the race to another sweep
+// adds it to what that sweep saved (keepRecords).
+func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result, acted bool, records []state.Record) error {
 	cleared, asked := settleMarks(ledger.Marks, res.Outcomes, res.Started, acted)
 	streak := res.Streaks.Bound != ledger.Streaks.Bound
 	if streak {
 		ledger.Streaks.Bound = res.Streaks.Bound
 	}
-	if cleared == 0 && asked == 0 && !streak {
+	if len(records) > 0 {
+		ledger.History = state.KeepLast(append(ledger.History, records...), s.HistorySize)
+	}
+	if cleared == 0 && asked == 0 && !streak && len(records) == 0 {
 		return nil
 	}
 	end := time.Now().Add(reap.DefaultSpare)
@@ -523,11 +553,20 @@ func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version st
 		end = d.Add(-reap.ReportReserve)
 	}
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+	defer cancel()
 	_, err := s.Ledger.Save(sctx, ledger, version)
-	cancel()
 	if err == nil {
 		res.LedgerTrim = s.lastTrim()
 		return nil
+	}
+	kept := false
+	if errors.Is(err, state.ErrConflict) && len(records) > 0 {
+		var landed bool
+		if landed, kept = s.keepRecords(sctx, records); landed {
+			// The save had landed; only its answer was lost.
+			res.LedgerTrim = s.lastTrim()
+			return nil
+		}
 	}
 	var lost []string
 	if cleared > 0 {
@@ -539,7 +578,71 @@ func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version st
 	if streak {
 		lost = append(lost, "the action bound's streak, which the next sweep counts from the one saved before")
 	}
+	if len(records) > 0 && !kept {
+		lost = append(lost, fmt.Sprintf("the record of %d action(s), which no later sweep can write again (the action lines above say what was done)", len(records)))
+	}
+	if len(lost) == 0 {
+		return nil
+	}
 	return fmt.Errorf("save ledger after acting: the actions above were done, but the ledger keeps the state saved before them; lost: %s: %w", strings.Join(lost, "; "), err)
+}
+
+// recordTries bounds the saves keepRecords makes: each is lost only to
+// another sweep's save, and sweeps start minutes apart.
+const recordTries = 3
+
+// keepRecords adds the records of this sweep's actions to the ledger as it
+// is now, after the save after acting lost the race to another sweep that
+// saved since this one did (its save before acting, or its own after),
+// so that the record is never lost to a race: the other sweep's marks are
+// left as that sweep saved them. It reports whether the save that lost
+// had landed after all, its answer lost (a retry of a save that had
+// succeeded is refused as a conflict), and whether the records are in
+// the ledger. A record is never written twice: each is stamped with this
+// sweep's clock and names its own object, so one already there was put
+// there by this sweep, and a save is whole or nothing, so one of them
+// there means that all of them were saved (some may since have been
+// trimmed, as the oldest, to fit).
+func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record) (landed, kept bool) {
+	for try := range recordTries {
+		l, v, err := s.Ledger.Load(ctx)
+		if err != nil {
+			return false, false
+		}
+		if anyOf(l.History, records) {
+			return try == 0, true
+		}
+		// The other sweep's records may be newer than these: the
+		// record stays in the order of the actions.
+		h := append(slices.Clip(l.History), records...)
+		slices.SortStableFunc(h, func(a, b state.Record) int { return a.At.Compare(b.At) })
+		l.History = state.KeepLast(h, s.HistorySize)
+		_, err = s.Ledger.Save(ctx, l, v)
+		if err == nil {
+			return false, true
+		}
+		if !errors.Is(err, state.ErrConflict) {
+			return false, false
+		}
+	}
+	return false, false
+}
+
+// anyOf reports whether h holds any of records, compared as the ledger
+// stores them.
+func anyOf(h, records []state.Record) bool {
+	mine := make(map[string]bool, len(records))
+	for _, r := range records {
+		if b, err := json.Marshal(r); err == nil {
+			mine[string(b)] = true
+		}
+	}
+	for _, r := range h {
+		if b, err := json.Marshal(r); err == nil && mine[string(b)] {
+			return true
+		}
+	}
+	return false
 }
 
 // settle is how the sweep ended once it has acted: degraded when a scope

@@ -534,8 +534,11 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		Timeout: cfg.SweepTimeout,
 		// A third of the deadline, and never less than twice the spare,
 		// stays for classify, the ledger and the actions.
-		MaxScopes: cfg.MaxScopesPerSweep,
-		ListRoom:  max(cfg.SweepTimeout/3, 2*reap.DefaultSpare),
+		MaxScopes:   cfg.MaxScopesPerSweep,
+		ListRoom:    max(cfg.SweepTimeout/3, 2*reap.DefaultSpare),
+		HistorySize: cfg.HistorySize,
+		Version:     report.Version(),
+		Redact:      o.Secrets.String,
 	}, nil
 }
 

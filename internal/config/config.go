@@ -24,6 +24,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
 )
 
 // LedgerKind is where the marks are kept.
@@ -79,9 +80,12 @@ type Config struct {
 
 	// RemoveFinalizers lets the reaper clear the finalizers of an
 	// EphemeralRunner stuck deleting.
-	RemoveFinalizers     bool
-	DryRun               bool
-	Ledger               Ledger
+	RemoveFinalizers bool
+	DryRun           bool
+	Ledger           Ledger
+	// HistorySize is how many records of actions done the ledger keeps
+	// (REAPER_HISTORY_SIZE); zero records none.
+	HistorySize          int
 	DeleteServiceAccount bool
 	KubeConcurrency      int
 	// KubeTimeout bounds each Kubernetes request: an API server that
@@ -324,6 +328,7 @@ func fromSpec(s spec) Config {
 		KubeTimeout:          s.KubeTimeout,
 		SweepTimeout:         s.SweepTimeout,
 		MaxScopesPerSweep:    s.MaxScopesPerSweep,
+		HistorySize:          s.HistorySize,
 		EKSCluster:           s.EksCluster,
 		MetricsNamespace:     s.MetricsNamespace,
 		Limits:               reconcile.Limits{MaxActions: s.MaxActions, MaxFraction: s.MaxFraction},
@@ -483,6 +488,9 @@ func validateBounds(s spec, bad func(field, what string)) {
 	}
 	if s.KubeConcurrency < 1 || s.KubeConcurrency > 64 {
 		bad("KubeConcurrency", fmt.Sprintf("must be between 1 and 64, got %d", s.KubeConcurrency))
+	}
+	if s.HistorySize < 0 || s.HistorySize > state.MaxHistory {
+		bad("HistorySize", fmt.Sprintf("must be between 0 (no record of actions) and %d, got %d", state.MaxHistory, s.HistorySize))
 	}
 }
 

@@ -87,6 +87,7 @@ func TestLoadDefaults(t *testing.T) {
 	assert.False(t, c.DryRun)
 	assert.Equal(t, Ledger{Kind: LedgerFile, Path: "runner-reaper-ledger.json"}, c.Ledger)
 	assert.Equal(t, "https://api.github.com/", c.GitHub.APIURL)
+	assert.Equal(t, 200, c.HistorySize, "the ledger keeps the last 200 actions")
 
 	in, err := Load(true, "reaper")
 	require.NoError(t, err)
@@ -173,6 +174,9 @@ func TestLoadRejects(t *testing.T) {
 		{"bad dynamodb ledger", with(minimal(), "REAPER_LEDGER", "dynamodb:a"), "REAPER_LEDGER", "dynamodb:TABLE"},
 		{"bad eks cluster", with(minimal(), "REAPER_EKS_CLUSTER", "not a name!"), "REAPER_EKS_CLUSTER", "not an EKS cluster name"},
 		{"bad api url", with(minimal(), "REAPER_GITHUB_API_URL", "ftp://x"), "REAPER_GITHUB_API_URL", "not an absolute http(s) URL"},
+		{"negative history size", with(minimal(), "REAPER_HISTORY_SIZE", "-1"), "REAPER_HISTORY_SIZE", "between 0 (no record of actions) and 1000, got -1"},
+		{"history size over the bound", with(minimal(), "REAPER_HISTORY_SIZE", "1001"), "REAPER_HISTORY_SIZE", "between 0 (no record of actions) and 1000, got 1001"},
+		{"history size not a number", with(minimal(), "REAPER_HISTORY_SIZE", "all"), "REAPER_HISTORY_SIZE", "whole number"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -365,4 +369,19 @@ func TestLoadLengthLimits(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.varName)
 		})
 	}
+}
+
+// REAPER_HISTORY_SIZE's bounds are kept: 0 turns the record off, 1000 is
+// the most; the message of one refused names the variable and an example.
+func TestLoadHistorySize(t *testing.T) {
+	for _, n := range []int{0, 1, 1000} {
+		setenv(t, with(minimal(), "REAPER_HISTORY_SIZE", fmt.Sprint(n)))
+		c, err := Load(false, "")
+		require.NoError(t, err)
+		assert.Equal(t, n, c.HistorySize)
+	}
+	setenv(t, with(minimal(), "REAPER_HISTORY_SIZE", "5000"))
+	_, err := Load(false, "")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "REAPER_HISTORY_SIZE: must be between 0 (no record of actions) and 1000, got 5000 (example: REAPER_HISTORY_SIZE=200)")
 }

@@ -109,25 +109,38 @@ type spec struct {
 	// Mark, confirm, re-check and pre-flight like a real sweep; delete nothing
 	// (same as `sweep --dry-run`).
 	DryRun bool `split_words:"true" default:"false" example:"true"`
-	// Where marks and list ETags live: `configmap:NAMESPACE/NAME`,
-	// `dynamodb:TABLE`, `file:PATH` or `memory`. A ConfigMap save changes only
-	// the reaper's own keys (`marks.json`, `saves`, `lists.json.gz` and its
-	// two labels); other labels, annotations and data keys are kept. A `file:`
-	// ledger must be runner-reaper's own
-	// (`{"format":4,"version":N,"ledger":{...}}`, indented, each scope's list
-	// cache on one line; format 1 to 3 files are read and saved as format 4):
-	// a file of any other shape stops the sweep with exit 1 naming the file,
-	// and is left untouched. Format 2 added each mark's `first_seen_local`,
-	// format 3 its `job_checked_at`, format 4 the ledger's streaks; a
-	// runner-reaper from before a file's format cannot read it and says it was
-	// written by a newer runner-reaper, so going back to one means removing
-	// the file (its marks start again). A list cache that cannot be read is
-	// dropped with the warning `ledger list cache dropped` and the lists are
-	// read afresh; unreadable marks are an error (exit 1, nothing written).
+	// Where marks, list ETags and the record of actions live:
+	// `configmap:NAMESPACE/NAME`, `dynamodb:TABLE`, `file:PATH` or `memory`. A
+	// ConfigMap save changes only the reaper's own keys (`marks.json`,
+	// `saves`, `next-scope`, `streaks.json`, `history.json`, `lists.json.gz`
+	// and its two labels); other labels, annotations and data keys are kept.
+	// A `file:` ledger must be runner-reaper's own
+	// (`{"format":5,"version":N,"ledger":{...}}`, indented, each scope's list
+	// cache and each record on one line; format 1 to 4 files are read and
+	// saved as format 5): a file of any other shape stops the sweep with exit
+	// 1 naming the file, and is left untouched. Format 2 added each mark's
+	// `first_seen_local`, format 3 its `job_checked_at`, format 4 the
+	// ledger's streaks, format 5 its `history`; a runner-reaper from before a
+	// file's format cannot read it and says it was written by a newer
+	// runner-reaper, so going back to one means removing the file (its marks
+	// start again). A list cache that cannot be read is dropped with the
+	// warning `ledger list cache dropped` and the lists are read afresh; a
+	// record of actions likewise, with `ledger history dropped`; unreadable
+	// marks are an error (exit 1, nothing written).
 	//
 	// Default: in a pod: `configmap:<own namespace>/runner-reaper-ledger`;
 	// else `file:runner-reaper-ledger.json`
 	Ledger string `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger"`
+	// How many records of actions done the ledger keeps, the newest, 0 to
+	// 1000: for each registration or object a sweep really deleted, or
+	// finalizer it released, when (the API server's clock), the verdict and
+	// its evidence, the object, pod, runner and the job it held, and what
+	// each write answered; `runner-reaper history` prints them. Dry runs and
+	// audits record nothing. A record is under a kilobyte; over the ledger's
+	// size limit the oldest go, after the list cache and before the streaks
+	// and marks. `0` records nothing, and the next sweep that acts clears
+	// the record.
+	HistorySize int `split_words:"true" default:"200" example:"200"`
 	// Reach this EKS cluster from outside (DescribeCluster and an IAM token).
 	EksCluster string `split_words:"true" example:"build-fleet"`
 	// Write CloudWatch EMF metric lines under this namespace.
