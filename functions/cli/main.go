@@ -29,13 +29,16 @@ const usage = `usage:
   runner-reaper sweep [--dry-run]        one sweep that marks and reaps (JSON lines on stdout)
   runner-reaper audit [--output table|json]
                                          a dry run that changes nothing, printed for a person
+  runner-reaper history [--output table|json] [--runner NAME]
+                                         the actions the ledger recorded, newest first; reads
+                                         only the ledger (REAPER_LEDGER), needs no GitHub token
   runner-reaper metrics                  the metrics a sweep pushes, with their EMF names
   runner-reaper version (or --version)   the version and the git revision it was built from
 Configuration is read from REAPER_* environment variables; see the README.
-Exit status: 0 complete, 1 could not observe or act, 2 bad configuration,
-3 complete but degraded (a scope was skipped, a namespace not observed, or
-actions held for GitHub's rate limit or not reached before the deadline or a
-signal).
+Exit status: 0 complete, 1 could not observe or act (history: could not read
+the ledger), 2 bad configuration or usage, 3 complete but degraded (a scope
+was skipped, a namespace not observed, or actions held for GitHub's rate
+limit or not reached before the deadline or a signal).
 Flags may stand anywhere; any other word exits 2.
 `
 
@@ -99,9 +102,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// ours is printed instead, below.
 	fs.Usage = func() {}
 	dryRun := fs.Bool("dry-run", false, "mark and confirm, but delete nothing")
-	output := fs.String("output", "table", "audit output: table or json")
+	output := fs.String("output", "table", "audit and history output: table or json")
+	runner := fs.String("runner", "", "history: only the actions on this runner")
 	showVersion := fs.Bool("version", false, "print the version and revision, and exit")
 	words, err := parseAnywhere(fs, args)
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprint(stdout, usage)
@@ -116,8 +122,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitBadConfig
 	}
+	if set["runner"] && words[0] != "history" {
+		// A sweep never takes a runner: it must not look as if it did.
+		fmt.Fprintf(stderr, "--runner applies to history only\n%s", usage)
+		return exitBadConfig
+	}
 	requested := sweep.Act
 	switch words[0] {
+	case "history":
+		return runHistory(ctx, words[1:], historyFlags{dryRun: set["dry-run"], output: *output, runner: *runner, runnerSet: set["runner"]}, stdout, stderr)
 	case "sweep":
 	case "audit":
 		requested = sweep.Audit

@@ -542,6 +542,68 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 	}, nil
 }
 
+// HistorySource reads the record of actions a ledger keeps, and nothing
+// else: every backend offers it (LoadHistory), and none of them writes in
+// it. Version "" means there is no ledger yet.
+type HistorySource interface {
+	LoadHistory(ctx context.Context) ([]state.Record, state.Version, error)
+}
+
+// OpenHistory opens the ledger a reads for its record of actions, as
+// Build opens it for a sweep but with nothing else: no GitHub client, and
+// a Kubernetes client only for a ConfigMap ledger, whose one request is a
+// get of the ConfigMap. It returns the ledger's name as REAPER_LEDGER
+// names it (a file's path made absolute). Its error wraps ErrConfig when
+// the configuration is the cause (no cluster to reach).
+func OpenHistory(ctx context.Context, a config.LedgerAccess, awsCfg *aws.Config) (HistorySource, string, error) {
+	name := ledgerName(a.Ledger)
+	switch a.Ledger.Kind {
+	case config.LedgerConfigMap:
+		var restCfg *rest.Config
+		var err error
+		if a.EKSCluster != "" {
+			c, err := awsOrDefault(ctx, awsCfg)
+			if err != nil {
+				return nil, name, err
+			}
+			if restCfg, err = eks.RESTConfig(ctx, c, a.EKSCluster); err != nil {
+				return nil, name, err
+			}
+		} else if restCfg, err = kube.RESTConfig(); err != nil {
+			return nil, name, fmt.Errorf("%w: kubernetes: %w", ErrConfig, err)
+		}
+		kc, err := kube.New(restCfg, kube.Options{Timeout: a.KubeTimeout})
+		if err != nil {
+			return nil, name, fmt.Errorf("%w: kubernetes client: %w", ErrConfig, err)
+		}
+		return configmap.New(kc.ConfigMaps(a.Ledger.Namespace), a.Ledger.Namespace, a.Ledger.Name, nil), name, nil
+	case config.LedgerDynamoDB:
+		c, err := awsOrDefault(ctx, awsCfg)
+		if err != nil {
+			return nil, name, err
+		}
+		return dynamo.New(dynamodb.NewFromConfig(c), a.Ledger.Table, ledgerKey, nil), name, nil
+	case config.LedgerFile:
+		return file.New(a.Ledger.Path), name, nil
+	case config.LedgerMemory:
+		return memory.New(), name, nil
+	default:
+		return nil, name, fmt.Errorf("%w: ledger kind %q", ErrConfig, a.Ledger.Kind)
+	}
+}
+
+// awsOrDefault is c, or the SDK's default chain when c is nil.
+func awsOrDefault(ctx context.Context, c *aws.Config) (aws.Config, error) {
+	if c != nil {
+		return *c, nil
+	}
+	d, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("aws configuration: %w", err)
+	}
+	return d, nil
+}
+
 // ledgerName is the ledger as REAPER_LEDGER names it, a file's path made
 // absolute, so that a sweep run by hand says where its marks are.
 func ledgerName(l config.Ledger) string {

@@ -158,28 +158,9 @@ func (e *Error) Error() string {
 // inCluster and podNamespace choose the default ledger.
 func Load(inCluster bool, podNamespace string) (Config, error) {
 	var s spec
-	var problems []Problem
-	if err := envconfig.CheckDisallowed(Prefix, &s); err != nil {
-		name := strings.TrimPrefix(err.Error(), "unknown environment variable ")
-		p := Problem{Var: name, What: "is not a variable runner-reaper reads; every variable is in docs/configuration.md"}
-		if field, ok := nearest(name); ok {
-			p.What = "is not a variable runner-reaper reads; did you mean " + key(field) + "? (example: " + key(field) + "=" + example(field) + ")"
-		}
-		problems = append(problems, p)
-	}
-	if p, ok := nonDecimal(); ok {
-		return Config{}, &Error{Problems: append(problems, p)}
-	}
-	if err := envconfig.Process(Prefix, &s); err != nil {
-		var pe *envconfig.ParseError
-		if errors.As(err, &pe) {
-			return Config{}, &Error{Problems: append(problems, Problem{
-				Var:     pe.KeyName,
-				What:    fmt.Sprintf("cannot read %q as %s", pe.Value, typeWord(pe.TypeName)),
-				Example: example(pe.FieldName),
-			})}
-		}
-		return Config{}, fmt.Errorf("read configuration: %w", err)
+	problems, err := readEnv(&s)
+	if err != nil {
+		return Config{}, err
 	}
 	c, more := validate(s, inCluster, podNamespace)
 	problems = append(problems, more...)
@@ -196,8 +177,8 @@ var decimal = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
 // decimal. envconfig reads integers in Go's base 0, where 0123456 is octal
 // 42798 and 0x1E240 and 123_456 are numbers too: an App id copied from a
 // Secret that ARC reads in decimal would silently name another App.
-func nonDecimal() (Problem, bool) {
-	t := reflect.TypeOf(spec{})
+func nonDecimal(into any) (Problem, bool) {
+	t := reflect.TypeOf(into).Elem()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if k := f.Type.Kind(); (k != reflect.Int && k != reflect.Int64) || f.Type == reflect.TypeOf(time.Duration(0)) {
@@ -212,6 +193,37 @@ func nonDecimal() (Problem, bool) {
 			Example: f.Tag.Get("example")}, true
 	}
 	return Problem{}, false
+}
+
+// readEnv reads the REAPER_ variables into into, a spec or a part of one,
+// and says which variable is no variable runner-reaper reads at all (a
+// typo), whatever into holds. A value that cannot be parsed is an *Error
+// of its own, with the typo if there is one: the rest cannot be checked.
+func readEnv(into any) ([]Problem, error) {
+	var problems []Problem
+	if err := envconfig.CheckDisallowed(Prefix, &spec{}); err != nil {
+		name := strings.TrimPrefix(err.Error(), "unknown environment variable ")
+		p := Problem{Var: name, What: "is not a variable runner-reaper reads; every variable is in docs/configuration.md"}
+		if field, ok := nearest(name); ok {
+			p.What = "is not a variable runner-reaper reads; did you mean " + key(field) + "? (example: " + key(field) + "=" + example(field) + ")"
+		}
+		problems = append(problems, p)
+	}
+	if p, ok := nonDecimal(into); ok {
+		return nil, &Error{Problems: append(problems, p)}
+	}
+	if err := envconfig.Process(Prefix, into); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return nil, &Error{Problems: append(problems, Problem{
+				Var:     pe.KeyName,
+				What:    fmt.Sprintf("cannot read %q as %s", pe.Value, typeWord(pe.TypeName)),
+				Example: example(pe.FieldName),
+			})}
+		}
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	return problems, nil
 }
 
 func typeWord(t string) string {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -384,4 +385,60 @@ func TestLoadHistorySize(t *testing.T) {
 	_, err := Load(false, "")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "REAPER_HISTORY_SIZE: must be between 0 (no record of actions) and 1000, got 5000 (example: REAPER_HISTORY_SIZE=200)")
+}
+
+// LoadLedgerAccess reads the ledger's own variables, resolved as Load
+// resolves them, and needs nothing else: no scope, no credential. A bad
+// value of what it reads, or a variable runner-reaper never reads, is
+// refused with the variable's name and an example; a bad value of a
+// variable it does not read is not its business.
+func TestLoadLedgerAccess(t *testing.T) {
+	setenv(t, map[string]string{})
+	a, err := LoadLedgerAccess(false, "")
+	require.NoError(t, err, "no scope, no credential")
+	assert.Equal(t, LedgerAccess{Ledger: Ledger{Kind: LedgerFile, Path: "runner-reaper-ledger.json"}, KubeTimeout: 30 * time.Second}, a)
+	a, err = LoadLedgerAccess(true, "reaper")
+	require.NoError(t, err)
+	assert.Equal(t, Ledger{Kind: LedgerConfigMap, Namespace: "reaper", Name: "runner-reaper-ledger"}, a.Ledger, "in a pod, the sweep's own default")
+
+	setenv(t, map[string]string{"REAPER_LEDGER": "configmap:ops/reaper-ledger", "REAPER_KUBE_TIMEOUT": "5s",
+		"REAPER_EKS_CLUSTER": "build-fleet", "REAPER_MAX_ACTIONS": "ten", "REAPER_SCOPES": "team:x"})
+	a, err = LoadLedgerAccess(false, "")
+	require.NoError(t, err, "the variables it does not read are left unread")
+	assert.Equal(t, LedgerAccess{Ledger: Ledger{Kind: LedgerConfigMap, Namespace: "ops", Name: "reaper-ledger"},
+		KubeTimeout: 5 * time.Second, EKSCluster: "build-fleet"}, a)
+
+	for _, c := range []struct {
+		name, k, v, varName, what string
+	}{
+		{"bad ledger", "REAPER_LEDGER", "configmap:ops", "REAPER_LEDGER", "is not configmap:NAMESPACE/NAME (example: REAPER_LEDGER="},
+		{"bad timeout", "REAPER_KUBE_TIMEOUT", "0s", "REAPER_KUBE_TIMEOUT", "must be a positive duration, got 0s (example: REAPER_KUBE_TIMEOUT=30s)"},
+		{"timeout too long", "REAPER_KUBE_TIMEOUT", "1h", "REAPER_KUBE_TIMEOUT", "must be at most 5m0s"},
+		{"timeout not a duration", "REAPER_KUBE_TIMEOUT", "soon", "REAPER_KUBE_TIMEOUT", "cannot read \"soon\" as a duration"},
+		{"bad cluster", "REAPER_EKS_CLUSTER", "not a name!", "REAPER_EKS_CLUSTER", "not an EKS cluster name"},
+		{"typo'd ledger", "REAPER_LEDGR", "configmap:ops/x", "REAPER_LEDGR", "did you mean REAPER_LEDGER?"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			setenv(t, map[string]string{c.k: c.v})
+			_, err := LoadLedgerAccess(false, "")
+			require.Error(t, err)
+			var ce *Error
+			require.ErrorAs(t, err, &ce)
+			assert.Contains(t, err.Error(), c.varName+": ")
+			assert.Contains(t, err.Error(), c.what)
+		})
+	}
+}
+
+// Each variable LoadLedgerAccess reads is spec's own: the same field, so
+// the same name, default and example.
+func TestLedgerSpecIsPartOfSpec(t *testing.T) {
+	part, whole := reflect.TypeFor[ledgerSpec](), reflect.TypeFor[spec]()
+	for i := range part.NumField() {
+		f := part.Field(i)
+		w, ok := whole.FieldByName(f.Name)
+		require.True(t, ok, "%s is not a field of spec", f.Name)
+		assert.Equal(t, w.Type, f.Type, f.Name)
+		assert.Equal(t, w.Tag, f.Tag, f.Name)
+	}
 }

@@ -209,7 +209,10 @@ func (w *world) check(r testenv.Run, args ...string) run {
 		return out // configuration errors are plain text on stderr
 	}
 	logs := r.Stdout
-	if len(args) > 0 && args[0] == "audit" {
+	switch {
+	case len(args) > 0 && args[0] == "history":
+		return out // its stdout is the record, its stderr plain text
+	case len(args) > 0 && args[0] == "audit":
 		logs = r.Stderr
 	}
 	for _, l := range strings.Split(logs, "\n") {

@@ -1,0 +1,58 @@
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// LedgerAccess is what reading the ledger needs, and nothing more: where
+// the ledger is, and how to reach the cluster that holds a ConfigMap
+// ledger. A command that only reads the ledger (history) needs neither a
+// GitHub credential nor the scopes, and should run with the ledger's
+// rights alone.
+type LedgerAccess struct {
+	Ledger Ledger
+	// KubeTimeout bounds each Kubernetes request.
+	KubeTimeout time.Duration
+	// EKSCluster, when set, reaches the cluster from outside.
+	EKSCluster string
+}
+
+// ledgerSpec is the part of spec that LoadLedgerAccess reads: the same
+// fields with the same tags, so the same variables, defaults and examples
+// (TestLedgerSpecIsPartOfSpec checks).
+type ledgerSpec struct {
+	Ledger      string        `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger"`
+	EksCluster  string        `split_words:"true" example:"build-fleet"`
+	KubeTimeout time.Duration `split_words:"true" default:"30s" example:"30s"`
+}
+
+// LoadLedgerAccess reads and validates REAPER_LEDGER, REAPER_EKS_CLUSTER and
+// REAPER_KUBE_TIMEOUT, resolved as Load resolves them (inCluster and
+// podNamespace choose the default ledger), and refuses a variable
+// runner-reaper does not read at all, as Load does: a typo'd REAPER_LEDGER
+// would otherwise send the reader to the default ledger. Every other
+// variable is left unread, bad values and all.
+func LoadLedgerAccess(inCluster bool, podNamespace string) (LedgerAccess, error) {
+	var s ledgerSpec
+	problems, err := readEnv(&s)
+	if err != nil {
+		return LedgerAccess{}, err
+	}
+	bad := func(field, what string) {
+		problems = append(problems, Problem{Var: key(field), What: what, Example: example(field)})
+	}
+	a := LedgerAccess{KubeTimeout: s.KubeTimeout, EKSCluster: s.EksCluster}
+	switch {
+	case s.KubeTimeout <= 0:
+		bad("KubeTimeout", fmt.Sprintf("must be a positive duration, got %s", s.KubeTimeout))
+	case s.KubeTimeout > maxKubeTimeout:
+		bad("KubeTimeout", fmt.Sprintf("must be at most %s, got %s", maxKubeTimeout, s.KubeTimeout))
+	}
+	validateAWS(spec{EksCluster: s.EksCluster}, bad)
+	a.Ledger = parseLedger(s.Ledger, inCluster, podNamespace, bad)
+	if len(problems) > 0 {
+		return LedgerAccess{}, &Error{Problems: problems}
+	}
+	return a, nil
+}
