@@ -292,7 +292,8 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		// "ledger trimmed" warning says; the summary is what gets read.
 		a = append(a,
 			slog.Int("ledger_trimmed_marks", res.LedgerTrim.DroppedMarks),
-			slog.Int("ledger_trimmed_lists", res.LedgerTrim.DroppedLists))
+			slog.Int("ledger_trimmed_lists", res.LedgerTrim.DroppedLists),
+			slog.Int("ledger_trimmed_records", res.LedgerTrim.DroppedRecords))
 	}
 	if res.Err != nil {
 		a = append(a, slog.String("error", res.Err.Error()))

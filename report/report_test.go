@@ -200,8 +200,9 @@ func TestActionLineNamesItsObject(t *testing.T) {
 	assert.NotContains(t, lines[1], "pod_age_seconds", "an EphemeralRunner has no pod to be old")
 }
 
-// The summary says when the ledger's save had to leave marks or list caches
-// out to fit the backend's limit, and says nothing of it otherwise.
+// The summary says when the ledger's save had to leave marks, list caches
+// or records of actions out to fit the backend's limit, and says nothing
+// of it otherwise.
 func TestSummaryReportsATrimmedLedger(t *testing.T) {
 	cases := []struct {
 		name string
@@ -210,9 +211,11 @@ func TestSummaryReportsATrimmedLedger(t *testing.T) {
 	}{
 		{"nothing left out", state.Trim{LimitBytes: 100}, nil},
 		{"list cache dropped", state.Trim{DroppedLists: 3, LimitBytes: 100},
-			map[string]any{"ledger_trimmed_marks": 0.0, "ledger_trimmed_lists": 3.0}},
-		{"marks dropped", state.Trim{DroppedLists: 2, DroppedMarks: 7, LimitBytes: 100},
-			map[string]any{"ledger_trimmed_marks": 7.0, "ledger_trimmed_lists": 2.0}},
+			map[string]any{"ledger_trimmed_marks": 0.0, "ledger_trimmed_lists": 3.0, "ledger_trimmed_records": 0.0}},
+		{"records dropped", state.Trim{DroppedLists: 3, DroppedRecords: 40, LimitBytes: 100},
+			map[string]any{"ledger_trimmed_marks": 0.0, "ledger_trimmed_lists": 3.0, "ledger_trimmed_records": 40.0}},
+		{"marks dropped", state.Trim{DroppedLists: 2, DroppedRecords: 200, DroppedMarks: 7, LimitBytes: 100},
+			map[string]any{"ledger_trimmed_marks": 7.0, "ledger_trimmed_lists": 2.0, "ledger_trimmed_records": 200.0}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -229,6 +232,7 @@ func TestSummaryReportsATrimmedLedger(t *testing.T) {
 				if c.want == nil {
 					assert.NotContains(t, got, "ledger_trimmed_marks")
 					assert.NotContains(t, got, "ledger_trimmed_lists")
+					assert.NotContains(t, got, "ledger_trimmed_records")
 					continue
 				}
 				for k, v := range c.want {

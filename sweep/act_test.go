@@ -19,6 +19,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/app"
+	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/kube"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/state"
@@ -35,7 +36,7 @@ import (
 // was deleted and its pod then stayed for good.
 func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 	env := plane.Env(t)
-	r := newRig(t)
+	r := newRig(t, func(c *config.Config) { c.HistorySize = 200 })
 	dead := r.runner("acme-dead", "offline", false)
 	r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
 	zombie := r.runner("acme-zombie", "offline", false)
@@ -83,6 +84,9 @@ func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 	assert.True(t, r.podExists("acme-zombie"))
 	assert.Empty(t, r.events(), "no Event for an action that did not happen")
 	assert.Contains(t, logs.String(), "forbidden")
+	l, _, err := r.sweeper().Ledger.Load(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, l.History, "no record of an action that did not happen")
 }
 
 // events lists the RunnerReaped Events in the rig's namespace.

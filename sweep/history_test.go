@@ -1,13 +1,14 @@
 package sweep_test
 
 // The record of actions, driven through Sweeper.Run over the in-memory
-// fakes of logic_test.go and the memory and file ledgers: what a sweep
-// records, what it never records, the bound, and the save after acting
-// that fails or loses a race. history_envtest_test.go runs the same against
-// the real API server, the simulator and the stores that need a server.
+// fakes of logic_test.go and every ledger (those that need a server skip
+// under -short): what a sweep records, what it never records, the bound,
+// and the save after acting that fails or loses a race. The end of this
+// file runs a sweep against the real API server and the simulator.
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -18,15 +19,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
+	"github.com/runner-reaper/runner-reaper/state/configmap"
+	"github.com/runner-reaper/runner-reaper/state/dynamo"
 	"github.com/runner-reaper/runner-reaper/state/file"
 	"github.com/runner-reaper/runner-reaper/state/memory"
 	"github.com/runner-reaper/runner-reaper/sweep"
 	. "github.com/runner-reaper/runner-reaper/test/statetest"
+	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
 // recording is a sweeper of w that keeps n records.
@@ -43,9 +50,10 @@ func (w *world) history(t *testing.T) []state.Record {
 	return l.History
 }
 
-// ledgers are the stores the logic tests record on: the memory ledger and
-// a file ledger on disk. Each makes a fresh ledger and returns a way to
-// open store values on it, as separate sweeps hold them.
+// ledgers are the stores the record is tested on: the memory ledger and a
+// file ledger on disk, and a ConfigMap on the real API server and an item
+// in dynalite, which skip under -short. Each makes a fresh ledger and
+// returns a way to open store values on it, as separate sweeps hold them.
 func ledgers() map[string]func(t *testing.T) func() state.Store {
 	return map[string]func(t *testing.T) func() state.Store{
 		"memory": func(*testing.T) func() state.Store {
@@ -55,6 +63,18 @@ func ledgers() map[string]func(t *testing.T) func() state.Store {
 		"file": func(t *testing.T) func() state.Store {
 			path := filepath.Join(t.TempDir(), "ledger.json")
 			return func() state.Store { return file.New(path) }
+		},
+		"configmap": func(t *testing.T) func() state.Store {
+			env := plane.Env(t)
+			ns := env.Namespace(t, "history")
+			return func() state.Store {
+				return configmap.New(env.Client.CoreV1().ConfigMaps(ns), ns, "runner-reaper-ledger", nil)
+			}
+		},
+		"dynamodb": func(t *testing.T) func() state.Store {
+			d := Dynalite(t, LedgerTable("runner-reaper-ledger"))
+			key := t.Name()
+			return func() state.Store { return dynamo.New(d.Client, "runner-reaper-ledger", key, nil) }
 		},
 	}
 }
@@ -116,7 +136,9 @@ func (refusedDryRun) DeletePod(context.Context, fleet.Pod) (fleet.Result, error)
 // between the pre-flight and the delete.
 type gone struct{ *fakeKube }
 
-func (gone) DeletePod(context.Context, fleet.Pod) (fleet.Result, error) { return fleet.AlreadyGone, nil }
+func (gone) DeletePod(context.Context, fleet.Pod) (fleet.Result, error) {
+	return fleet.AlreadyGone, nil
+}
 
 // A dry run and an audit record nothing and keep the record as they found
 // it; a write refused, or one that found its object gone already, is no
@@ -338,4 +360,55 @@ func TestRaceLosesTheMarksNotTheRecord(t *testing.T) {
 	assert.Equal(t, "ghost", h[0].Verdict)
 	assert.Equal(t, int64(7), h[0].RunnerID)
 	assert.True(t, strings.HasPrefix(h[1].RunnerName, "the-rivals"))
+}
+
+// On the real API server and the simulator, wired as the CLI wires it: a
+// dry run records nothing; a real sweep records the terminal pod it
+// reaped, with its exit, and the next the zombie, with its registration's
+// delete, on the sweep's clock; the ConfigMap shows them as plain JSON.
+func TestRecordOnTheRealServers(t *testing.T) {
+	env := plane.Env(t)
+	r := newRig(t, func(c *config.Config) { c.HistorySize = 200 })
+	z := r.runner("acme-zombie", "offline", false)
+	r.pod("acme-zombie", testenv.Running())
+	r.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(137, 0, "OOMKilled")})
+	stored := func() []state.Record {
+		t.Helper()
+		cm, err := env.Client.CoreV1().ConfigMaps(r.ns).Get(context.Background(), "runner-reaper-ledger", metav1.GetOptions{})
+		require.NoError(t, err)
+		raw, ok := cm.Data["history.json"]
+		if !ok {
+			return nil
+		}
+		var h []state.Record
+		require.NoError(t, json.Unmarshal([]byte(raw), &h), "history.json is plain JSON: %s", raw)
+		return h
+	}
+
+	require.NoError(t, r.run(sweep.DryRun).Err)
+	assert.True(t, r.podExists("acme-dead"))
+	assert.Empty(t, stored(), "a dry run records nothing")
+
+	first := r.clock.Now()
+	require.NoError(t, r.run(sweep.Act).Err)
+	r.clock.Add(6 * time.Minute)
+	require.NoError(t, r.run(sweep.Act).Err)
+	assert.False(t, r.podExists("acme-zombie"))
+
+	h := stored()
+	require.Len(t, h, 2, "%+v", h)
+	dead, zombie := h[0], h[1]
+	assert.Equal(t, "terminal", dead.Verdict)
+	assert.True(t, first.Equal(dead.At), "the sweep's reference clock: %s, not %s", dead.At, first)
+	assert.Equal(t, []string{"Pod", r.ns, "acme-dead", "deleted"}, []string{dead.ObjectKind, dead.Namespace, dead.ObjectName, dead.ObjectResult})
+	require.NotNil(t, dead.Exit)
+	assert.Equal(t, state.RecordExit{Code: 137, Reason: "OOMKilled", Class: "oom-host", FinishedAt: dead.Exit.FinishedAt}, *dead.Exit)
+	assert.Equal(t, "zombie", zombie.Verdict)
+	assert.True(t, first.Add(6*time.Minute).Equal(zombie.At))
+	assert.Equal(t, z.ID, zombie.RunnerID)
+	assert.Equal(t, "acme-zombie", zombie.RunnerName)
+	assert.Equal(t, "delete-registration-then-pod", zombie.Action)
+	assert.Equal(t, []string{"deleted", "deleted"}, []string{zombie.RegistrationResult, zombie.ObjectResult})
+	assert.Contains(t, zombie.Evidence, "offline")
+	assert.Equal(t, "dev", zombie.Version, "the release of a plain go build")
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/state/dynamo"
 	"github.com/runner-reaper/runner-reaper/state/file"
@@ -29,6 +30,7 @@ import (
 // after round. The racing sweeps change neither a mark nor the list cache
 // (the pod needs no confirmation and every list page is answered 304), the
 // case in which a save that does not move the version lets them all act.
+// The record of actions gains exactly the one action of each round.
 func TestConcurrentSweepsExactlyOneActs(t *testing.T) {
 	env := plane.Env(t)
 	const sweeps, rounds = 8, 3
@@ -55,7 +57,7 @@ func TestConcurrentSweepsExactlyOneActs(t *testing.T) {
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			r := newRig(t)
+			r := newRig(t, func(c *config.Config) { c.HistorySize = 50 })
 			open := b.open(t)
 			sweeper := func() *sweep.Sweeper {
 				s := r.sweeper()
@@ -111,6 +113,14 @@ func TestConcurrentSweepsExactlyOneActs(t *testing.T) {
 				assert.Equal(t, 1, len(evs.Items), "round %d: one Event", round)
 				assert.False(t, r.podExists(name))
 				assert.False(t, r.runnerExists(reg.ID))
+
+				l, _, err := sweeper().Ledger.Load(context.Background())
+				require.NoError(t, err)
+				require.Len(t, l.History, round+1, "round %d: one record a round, none twice, none lost", round)
+				last := l.History[round]
+				assert.Equal(t, name, last.Pod, "round %d", round)
+				assert.Equal(t, "deleted", last.RegistrationResult)
+				assert.Equal(t, "deleted", last.ObjectResult)
 			}
 		})
 	}
