@@ -46,6 +46,7 @@ func accepted() []acceptedRow {
 		"http://127.255.255.254/", "https://[2001:db8::1]:8443/api/v3/", "https://[::ffff:a00:1]/", "https://ghes.example.com/api/v3/a%20b/",
 		"https://ghes_internal.example.com/", "https://ghes.example.com./api/v3/", "https://ghes.example.com:/api/v3/")
 	add("github.timeout", "REAPER_GITHUB_TIMEOUT", "1s", "4m59s")
+	add("ledger.historySize", "REAPER_HISTORY_SIZE", 0, 1, 1000)
 	add("limits.maxFraction", "REAPER_MAX_FRACTION", "0.5", ".5", "1", "1.0", "0.001", 0.1, 1)
 	add("massSuspicion.fraction", "REAPER_MASS_SUSPICION_FRACTION", "0.75", 0.3)
 	add("metrics.pushgatewayURL", "REAPER_PUSHGATEWAY_URL", "http://pushgateway.monitoring:9091", "https://pgw.example.com/", "http://10.0.0.9:9091/push",

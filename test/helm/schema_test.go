@@ -105,8 +105,10 @@ func decisions() map[string]decision {
 		"REAPER_MASS_SUSPICION_MIN":      {at: "massSuspicion.min", kind: scalar, schema: []string{"0", "-5", "many"}},
 		"REAPER_DRY_RUN":                 {at: "dryRun", kind: scalar, schema: []string{"yes please"}, yamlReads: map[string]string{"y": "true"}},
 		"REAPER_LEDGER":                  {none: ledgerWhy},
-		"REAPER_DELETE_SERVICE_ACCOUNT":  {at: "deleteServiceAccounts", kind: scalar, schema: []string{"sure"}},
-		"REAPER_KUBE_CONCURRENCY":        {at: "kube.concurrency", kind: scalar, schema: []string{"0", "-1", "65", "1000000"}},
+		"REAPER_HISTORY_SIZE": {at: "ledger.historySize", kind: scalar, schema: []string{"-1", "1001", "all", "2.5",
+			"99999999999999999999", " "}},
+		"REAPER_DELETE_SERVICE_ACCOUNT": {at: "deleteServiceAccounts", kind: scalar, schema: []string{"sure"}},
+		"REAPER_KUBE_CONCURRENCY":       {at: "kube.concurrency", kind: scalar, schema: []string{"0", "-1", "65", "1000000"}},
 		"REAPER_KUBE_TIMEOUT": {at: "kube.timeout", schema: []string{"0", "-1s", "forever", "NaN"},
 			startup: map[string]string{"6m": atMost5m}},
 		// Over a Job's deadline past 2h: with the default 50s the template

@@ -80,6 +80,7 @@ func TestFullValuesPassTheSchemaAndTheBinary(t *testing.T) {
 		"REAPER_MASS_SUSPICION_MIN":       "8",
 		"REAPER_DRY_RUN":                  "false",
 		"REAPER_LEDGER":                   "configmap:arc-runners/fleet-a-marks",
+		"REAPER_HISTORY_SIZE":             "500",
 		"REAPER_KUBE_CONCURRENCY":         "8",
 		"REAPER_KUBE_TIMEOUT":             "20s",
 		"REAPER_SWEEP_TIMEOUT":            "100s",
