@@ -157,8 +157,8 @@ type Sweeper struct {
 	// defers no scope for time.
 	ListRoom time.Duration
 	// HistorySize is how many records of actions done the ledger keeps
-	// (REAPER_HISTORY_SIZE), the newest; zero records nothing, and a sweep
-	// that acts clears what an earlier one recorded.
+	// (REAPER_HISTORY_SIZE), the newest; zero records nothing, and an Act
+	// sweep's first save then clears what earlier ones recorded.
 	HistorySize int
 	// Version is the release of runner-reaper, stamped on each record.
 	Version string

@@ -138,8 +138,8 @@ type spec struct {
 	// each write answered; `runner-reaper history` prints them. Dry runs and
 	// audits record nothing. A record is under a kilobyte; over the ledger's
 	// size limit the oldest go, after the list cache and before the streaks
-	// and marks. `0` records nothing, and the next sweep that acts clears
-	// the record.
+	// and marks. `0` records nothing, and the next real sweep (not a dry run
+	// or an audit) clears the record.
 	HistorySize int `split_words:"true" default:"200" example:"200"`
 	// Reach this EKS cluster from outside (DescribeCluster and an IAM token).
 	EksCluster string `split_words:"true" example:"build-fleet"`
