@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -102,7 +103,7 @@ func TestConcurrentSweepsExactlyOneActs(t *testing.T) {
 
 				deletes := 0
 				for _, q := range r.sim.Requests() {
-					if q.Method == "DELETE" {
+					if q.Method == http.MethodDelete {
 						deletes++
 					}
 				}

@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestSweepJudgesAListThatMoves(t *testing.T) {
 		switch {
 		case q.Get("name") != "":
 			lookups = append(lookups, q.Get("name"))
-		case req.Method == "GET":
+		case req.Method == http.MethodGet:
 			pages++
 		}
 	}

@@ -2,6 +2,7 @@ package sweep_test
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -327,7 +328,7 @@ func TestConfigMapLedgerConflictStopsSecondSweep(t *testing.T) {
 	assert.Equal(t, 1, refused)
 	deletes := 0
 	for _, q := range r.sim.Requests() {
-		if q.Method == "DELETE" {
+		if q.Method == http.MethodDelete {
 			deletes++
 		}
 	}
