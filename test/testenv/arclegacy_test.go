@@ -7,7 +7,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
@@ -67,7 +66,7 @@ func TestARCLegacyManager(t *testing.T) {
 	if !sim.RemoveRunner(scope, st.RunnerID) {
 		t.Fatal("no registration to remove")
 	}
-	uid := types.UID(st.Runner.GetUID())
+	uid := st.Runner.GetUID()
 	bg := metav1.DeletePropagationBackground
 	if err := env.Dynamic.Resource(LegacyRunners).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &bg}); err != nil {
