@@ -23,7 +23,7 @@ type kind int
 
 const (
 	// text: the string itself.
-	text kind = iota
+	text kind = iota //nolint:unused // the zero kind, which a row that names no kind has
 	// list: the text split at commas, as the binary splits the variable.
 	list
 	// scalar: a number or boolean value. The text is set as a user writes

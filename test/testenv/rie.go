@@ -487,7 +487,6 @@ type emulatorOutput struct {
 	next    int                   // the next marker's number
 	waiting map[int]chan struct{} // closed when that marker is read
 	at      map[int]int           // where in text a marker was read
-	wErr    error
 }
 
 // markerTag begins a marker line; no function writes it.
