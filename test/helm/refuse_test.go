@@ -130,7 +130,8 @@ func TestSweepEndsBeforeTheJobsDeadline(t *testing.T) {
 			assert.Greater(t, cfg.SweepTimeout, reap.DefaultSpare, "there is time to act")
 			grace := 30 * time.Second // Kubernetes' default
 			if g, ok, _ := unstructured.NestedFieldNoCopy(spec, "template", "spec", "terminationGracePeriodSeconds"); ok {
-				grace = time.Duration(g.(float64)) * time.Second
+				seconds := g.(float64)
+				grace = time.Duration(seconds) * time.Second
 			}
 			assert.Greater(t, grace, reap.DefaultSpare, "after SIGTERM the action in flight has its spare to finish")
 		})
