@@ -325,7 +325,7 @@ func TestContractRaceRepeated(t *testing.T) {
 func contractNextScope(t *testing.T, open func() state.Store) {
 	want := Sample()
 	want.NextScope = "org:acme-7"
-	v, err := open().Save(Ctx(t), want, "")
+	_, err := open().Save(Ctx(t), want, "")
 	require.NoError(t, err)
 	got, v, err := open().Load(Ctx(t))
 	require.NoError(t, err)
@@ -342,7 +342,7 @@ func contractNextScope(t *testing.T, open func() state.Store) {
 func contractStreaks(t *testing.T, open func() state.Store) {
 	want := Sample()
 	want.Streaks = state.Streaks{Skips: map[string]int{"org:acme": 12, "repo:acme/web": 3}, Bound: 5}
-	v, err := open().Save(Ctx(t), want, "")
+	_, err := open().Save(Ctx(t), want, "")
 	require.NoError(t, err)
 	got, v, err := open().Load(Ctx(t))
 	require.NoError(t, err)

@@ -330,7 +330,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			slog.String("effect", "the API server's clock and this machine's disagree about how long ago these marks were first seen: one of them lied; each starts again"))
 	}
 	res.Observed = letGo(&res)
-	obs, pods, ers = reconcile.Observation{}, nil, nil
+	obs, pods, ers = reconcile.Observation{}, nil, nil //nolint:ineffassign // where the sweep lets go of its views: nothing after may read them
 	var ready []reconcile.Candidate
 	for _, c := range res.Confirmation.Candidates {
 		if c.Ready {
