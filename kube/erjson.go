@@ -325,7 +325,7 @@ func looseTime(d *jsontext.Decoder) (time.Time, error) {
 	}
 	var mt metav1.Time
 	if mt.UnmarshalQueryParameter(jsonString(raw)) != nil || mt.IsZero() {
-		return time.Time{}, nil
+		return time.Time{}, nil //nolint:nilerr // an unreadable timestamp reads as none, as Unstructured's getters read it
 	}
 	return mt.Time, nil
 }
