@@ -52,5 +52,5 @@ func restConfig(explicit string, inCluster func() (*rest.Config, error), rules *
 	if errors.Is(inErr, rest.ErrNotInCluster) {
 		return nil, fmt.Errorf("cluster config: not running in a pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT unset), and kubeconfig (tried %s): %w", tried, kErr)
 	}
-	return nil, fmt.Errorf("cluster config: in-cluster config failed (%v), and kubeconfig (tried %s): %w", inErr, tried, kErr)
+	return nil, fmt.Errorf("cluster config: in-cluster config failed (%w), and kubeconfig (tried %s): %w", inErr, tried, kErr)
 }

@@ -357,7 +357,7 @@ func jsonString(b []byte) string {
 func readEphemeralRunnerPage(r io.Reader, memo *listMemo, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, string, error) {
 	d := newERDecoder(r)
 	tok, err := d.ReadToken()
-	if err == io.EOF {
+	if err == io.EOF { //nolint:errorlint // io.EOF itself is how the decoder says its input ended, as Read does; a wrapped one is an error
 		return out, "", errors.New("an empty answer, not a list")
 	} else if err != nil {
 		return out, "", err
@@ -412,7 +412,7 @@ func readEphemeralRunnerPage(r io.Reader, memo *listMemo, out []fleet.EphemeralR
 	}
 	// Read to the end, for the connection's sake too: a body closed
 	// before its end cannot be reused.
-	if tok, err := d.ReadToken(); err != io.EOF {
+	if tok, err := d.ReadToken(); err != io.EOF { //nolint:errorlint // io.EOF itself is how the decoder says its input ended, as Read does; a wrapped one is an error
 		if err == nil {
 			err = fmt.Errorf("data after the list (%v)", tok)
 		}

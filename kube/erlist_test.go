@@ -962,7 +962,7 @@ func BenchmarkEphemeralRunnerPage(b *testing.B) {
 		dec := json.NewDecoder(bytes.NewReader(page))
 		for _, want := range []any{json.Delim('{'), "apiVersion", fleet.EphemeralRunnerAPIVersion, "items", json.Delim('[')} {
 			if tok, err := dec.Token(); err != nil || tok != want {
-				return nil, fmt.Errorf("%v, %v: want %v", tok, err, want)
+				return nil, fmt.Errorf("%v, %v: want %v", tok, err, want) //nolint:errorlint // err is nil when the token is the wrong one
 			}
 		}
 		for dec.More() {

@@ -164,7 +164,7 @@ func readEphemeralRunnerWatch(r io.Reader, memo *listMemo, out []fleet.Ephemeral
 	hd := new(jsontext.Decoder)
 	for {
 		tok, err := d.ReadToken()
-		if err == io.EOF {
+		if err == io.EOF { //nolint:errorlint // io.EOF itself is how the decoder says its input ended, as Read does; a wrapped one is an error
 			return out, errors.New("the stream ended before its initial-events-end bookmark")
 		}
 		if err != nil {

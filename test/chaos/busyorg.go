@@ -512,7 +512,7 @@ type skipMoved struct{ inner runnerLister }
 func (s skipMoved) ListRunners(ctx context.Context, scope fleet.Scope, cache *state.ListCache) ([]fleet.Registration, *state.ListCache, error) {
 	regs, c, err := s.inner.ListRunners(ctx, scope, cache)
 	if errors.Is(err, fleet.ErrMoved) {
-		return nil, nil, fmt.Errorf("list runners for %s: %w: moved while it was read (skip-moved): %v", scope, fleet.ErrInconsistent, err)
+		return nil, nil, fmt.Errorf("list runners for %s: %w: moved while it was read (skip-moved): %v", scope, fleet.ErrInconsistent, err) //nolint:errorlint // not ErrMoved: this lister reads a moved list as a broken one
 	}
 	return regs, c, err
 }

@@ -44,7 +44,7 @@ func (d *Dynalite) CreateTable(ctx context.Context, in *dynamodb.CreateTableInpu
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for table %s in dynalite: %w (last: %v)", aws.ToString(in.TableName), ctx.Err(), err)
+			return fmt.Errorf("wait for table %s in dynalite: %w (last: %v)", aws.ToString(in.TableName), ctx.Err(), err) //nolint:errorlint // the timeout is the cause; the last answer, nil when it was a table not yet active, is context
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -136,7 +136,7 @@ func waitAnswers(url string, exited <-chan error, within time.Duration) error {
 	for {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("exited before answering: %v", err)
+			return fmt.Errorf("exited before answering: %v", err) //nolint:errorlint // nil when dynalite exited 0, which %w would print as %!w(<nil>)
 		default:
 		}
 		if resp, err := hc.Get(url + "/"); err == nil {

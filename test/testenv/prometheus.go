@@ -457,7 +457,7 @@ func WaitPromQuery(ctx context.Context, promURL, expr string, done func([]PromSa
 		last, lastErr = s, err
 		select {
 		case <-ctx.Done():
-			return last, fmt.Errorf("query %q: not as expected before %w; last answer %v (error %v)", expr, ctx.Err(), last, lastErr)
+			return last, fmt.Errorf("query %q: not as expected before %w; last answer %v (error %v)", expr, ctx.Err(), last, lastErr) //nolint:errorlint // the timeout is the cause; the last answer's error, nil when it was only not as expected, is context
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -475,7 +475,7 @@ func WaitPromAlerts(ctx context.Context, promURL string, done func([]PromAlert) 
 		last, lastErr = a, err
 		select {
 		case <-ctx.Done():
-			return last, fmt.Errorf("alerts: not as expected before %w; last answer %v (error %v)", ctx.Err(), last, lastErr)
+			return last, fmt.Errorf("alerts: not as expected before %w; last answer %v (error %v)", ctx.Err(), last, lastErr) //nolint:errorlint // the timeout is the cause; the last answer's error, nil when it was only not as expected, is context
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -277,7 +277,7 @@ func startEmulator(rie, bin string, opts EmulatorOptions) (*Emulator, error) {
 	if err := e.awaitListening(runtimeAPI, invokeAddr); err != nil {
 		e.Stop()
 		if strings.Contains(e.EmulatorLog(), "address already in use") {
-			return nil, fmt.Errorf("%w: %v", errAddressInUse, err)
+			return nil, fmt.Errorf("%w: %w", errAddressInUse, err)
 		}
 		return nil, err
 	}
@@ -317,7 +317,7 @@ func (e *Emulator) awaitListening(addrs ...string) error {
 			}
 			select {
 			case <-e.exited:
-				return fmt.Errorf("the emulator exited while starting (%v):\n%s", e.exitErr, tail(e.EmulatorLog(), 20))
+				return fmt.Errorf("the emulator exited while starting (%v):\n%s", e.exitErr, tail(e.EmulatorLog(), 20)) //nolint:errorlint // nil when the emulator exited 0, which %w would print as %!w(<nil>)
 			case <-time.After(20 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {
