@@ -56,7 +56,7 @@ const (
 	// requests with every other client's, and the reaper sends them one
 	// at a time per worker.
 	DefaultQPS   float32 = 50
-	DefaultBurst         = 100
+	DefaultBurst int     = 100
 )
 
 // Options tune a Client. The zero value is usable.

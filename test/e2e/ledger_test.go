@@ -71,7 +71,7 @@ func TestLedgerCorruptListCache(t *testing.T) {
 	require.Contains(t, cm.BinaryData, "lists.json.gz", "the first sweep cached the list")
 
 	cm.BinaryData["lists.json.gz"] = []byte("not gzip at all")
-	cm, err := env.Client.CoreV1().ConfigMaps(w.ns).Update(context.Background(), cm, metav1.UpdateOptions{})
+	_, err := env.Client.CoreV1().ConfigMaps(w.ns).Update(context.Background(), cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	w.pod("acme-dead", testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(1, 0, "Error")})
 

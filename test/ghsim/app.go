@@ -73,7 +73,7 @@ func (s *Sim) tokenExchange(r *http.Request, rt route) reply {
 // number), exp in the future but at most ten minutes away, iat not in the
 // future. Messages are GitHub's where it has one.
 func (s *Sim) verifyJWT(tok string) error {
-	undecodable := errors.New("A JSON web token could not be decoded")
+	undecodable := errors.New("A JSON web token could not be decoded") //nolint:staticcheck // GitHub's own message, as it words it
 	parts := strings.Split(tok, ".")
 	if len(parts) != 3 {
 		return undecodable
@@ -102,7 +102,7 @@ func (s *Sim) verifyJWT(tok string) error {
 	}
 	iss := strings.Trim(string(claims.Iss), `"`)
 	if iss != strconv.FormatInt(s.opts.AppID, 10) {
-		return errors.New("Integration not found")
+		return errors.New("Integration not found") //nolint:staticcheck // GitHub's own message, as it words it
 	}
 	now := s.now()
 	if claims.Exp == nil || !time.Unix(int64(*claims.Exp), 0).After(now) {
