@@ -17,7 +17,7 @@ import (
 // shared names and ids, pods of no known scope, names and ids of zero,
 // EphemeralRunners listed twice under one UID, registrations listed twice,
 // incomplete lists.
-func TestIdentitiesAgainstDefinitions(t *testing.T) {
+func TestIdentitiesAgainstDefinitions(t *testing.T) { //nolint:gocyclo // each lookup's definition is a plain loop written beside its check
 	scopes := []string{"", "org:a", "org:b", "org:c"}
 	names := []string{"", "r1", "r2", "r3", "r4"}
 	pick := func(r *rand.Rand, s []string) string { return s[r.IntN(len(s))] }

@@ -353,7 +353,7 @@ func audit(t *testing.T) []auditEvent {
 // TestShippedCronJobOnARealKubelet applies the shipped base (with the ARC
 // component) through the test overlay, onto a fleet of leaks the kubelet
 // really runs, and lets the real CronJob controller fire it twice.
-func TestShippedCronJobOnARealKubelet(t *testing.T) {
+func TestShippedCronJobOnARealKubelet(t *testing.T) { //nolint:gocyclo // one story on one cluster, told in the order it happens
 	t.Parallel() // beside TestShippedCronJobCleansUpAfterARC, in a namespace of its own
 	ctx := context.Background()
 	sim, url := githubFor(t, ns)

@@ -471,24 +471,7 @@ func (w *world) arcTarget(c fleet.EphemeralRunner) *ker {
 // afterARC checks the ARC side of one finished sweep: which acts claimed
 // their release, the documented delays, and the no-op writes.
 func (w *world) afterARC(sc *sweepCtx, res sweep.Result, excuseAll bool) {
-	// No write reported deleted that changed nothing.
-	for _, o := range res.Outcomes {
-		if o.ObjectResult == fleet.Deleted && o.Result == fleet.Deleted {
-			key := o.Object
-			if o.Action == reap.ReleaseRegistration {
-				// The stuck one's action is the release alone.
-				key = "release " + o.Object
-			}
-			if changed, wrote := sc.writes[key]; wrote && !changed {
-				w.violateAt(sc, NoopReported, "%s %s: %s reported deleted, the write changed nothing", o.Candidate.Verdict, o.Action, o.Object)
-			}
-		}
-		if o.Finalizer == fleet.Deleted && o.Result == fleet.Deleted {
-			if changed, wrote := sc.writes["release "+o.Object]; wrote && !changed {
-				w.violateAt(sc, NoopReported, "%s %s: the registration finalizer of %s reported released, the write changed nothing", o.Candidate.Verdict, o.Action, o.Object)
-			}
-		}
-	}
+	w.noopWrites(sc, res)
 	if !w.arcOn() {
 		return
 	}
@@ -529,6 +512,28 @@ func (w *world) afterARC(sc *sweepCtx, res sweep.Result, excuseAll bool) {
 		l := w.arc.leaks[uid]
 		if excuseAll || res.Class.SkippedScope(l.scope) {
 			excuseARC(l, sc.at)
+		}
+	}
+}
+
+// noopWrites reports each write the sweep said deleted an object (or
+// released its registration finalizer) that changed nothing.
+func (w *world) noopWrites(sc *sweepCtx, res sweep.Result) {
+	for _, o := range res.Outcomes {
+		if o.ObjectResult == fleet.Deleted && o.Result == fleet.Deleted {
+			key := o.Object
+			if o.Action == reap.ReleaseRegistration {
+				// The stuck one's action is the release alone.
+				key = "release " + o.Object
+			}
+			if changed, wrote := sc.writes[key]; wrote && !changed {
+				w.violateAt(sc, NoopReported, "%s %s: %s reported deleted, the write changed nothing", o.Candidate.Verdict, o.Action, o.Object)
+			}
+		}
+		if o.Finalizer == fleet.Deleted && o.Result == fleet.Deleted {
+			if changed, wrote := sc.writes["release "+o.Object]; wrote && !changed {
+				w.violateAt(sc, NoopReported, "%s %s: the registration finalizer of %s reported released, the write changed nothing", o.Candidate.Verdict, o.Action, o.Object)
+			}
 		}
 	}
 }

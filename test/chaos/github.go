@@ -32,7 +32,7 @@ type transport struct {
 	handler http.Handler
 }
 
-func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) { //nolint:gocyclo // each GitHub call's check and change of the world, under one lock
 	w := t.w
 	w.mu.Lock()
 	defer w.mu.Unlock()

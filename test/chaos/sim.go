@@ -574,7 +574,7 @@ func fullHold(v fleet.Verdict) time.Duration {
 }
 
 // after checks one finished sweep.
-func (w *world) after(c *checker, sc *sweepCtx) {
+func (w *world) after(c *checker, sc *sweepCtx) { //nolint:gocyclo // every invariant checked after a sweep, in the order its bookkeeping needs
 	w.busyAfter(sc)
 	res := sc.res
 	w.afterJobs(sc, res)
