@@ -69,7 +69,7 @@ func run(bin string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // a temporary directory left behind is no failure of the demo
 	kubeconfig, err := env.Kubeconfig(dir)
 	if err != nil {
 		return err
@@ -175,7 +175,7 @@ func printMetrics(ctx context.Context, mon *testenv.Monitoring) error {
 		return fmt.Errorf("read the Pushgateway: %w", err)
 	}
 	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close() // read whole: nothing to report
 	if err != nil {
 		return fmt.Errorf("read the Pushgateway: %w", err)
 	}

@@ -40,7 +40,7 @@ func (c *Client) ephemeralRunnerPage(ctx context.Context, ns string, opts metav1
 	if err != nil {
 		return out, "", err
 	}
-	defer body.Close()
+	defer func() { _ = body.Close() }() // read to its end or given up on: nothing to report
 	r := &bodyReader{r: body}
 	out, cont, err := readEphemeralRunnerPage(r, memo, out)
 	if err != nil {

@@ -75,7 +75,7 @@ func (c *Client) streamEphemeralRunners(ctx context.Context, ns string, memo *li
 		}
 		return out[:start], noERWatchList(err)
 	}
-	defer body.Close()
+	defer func() { _ = body.Close() }() // read to its end or given up on: nothing to report
 	r := &bodyReader{r: body}
 	out, err = readEphemeralRunnerWatch(r, memo, out)
 	if err != nil {

@@ -87,7 +87,7 @@ func (c *Client) streamPods(ctx context.Context, ns, selector string, m Mapping,
 		}
 		return fmt.Errorf("%w: %w", errNoWatchList, err)
 	}
-	defer body.Close()
+	defer func() { _ = body.Close() }() // read to its end or given up on: nothing to report
 	r := bufio.NewReaderSize(body, 64<<10)
 	if first, err := r.Peek(1); err == nil && (first[0] == '{' || first[0] == '[') {
 		return fmt.Errorf("%w: the answer is JSON, not a protobuf watch stream", errNoWatchList)

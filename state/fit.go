@@ -393,7 +393,7 @@ func GunzipLists(b []byte) (map[string]ListCache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not gzip: %w", err)
 	}
-	defer zr.Close()
+	defer func() { _ = zr.Close() }() // its error is one a read has already returned to the decoder
 	var lists map[string]ListCache
 	if err := readEntries(json.NewDecoder(zr), &lists, true, "list cache"); err != nil {
 		return nil, fmt.Errorf("gzip'd content is not the expected JSON: %w", err)

@@ -148,7 +148,7 @@ func (f *Store) read(keep bool) (fileDoc, bool, error) {
 	if err != nil {
 		return fileDoc{}, false, fmt.Errorf("read ledger file %s: %w", f.path, err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }() // only read
 	doc, err := decodeFileDoc(bufio.NewReaderSize(file, readBuffer), keep)
 	var pathErr *fs.PathError
 	if errors.As(err, &pathErr) {

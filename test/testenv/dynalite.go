@@ -108,7 +108,7 @@ func startDynaliteOnce(node, watchdog, cli string) (*Dynalite, error) {
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		<-exited //nolint:errcheck // killed just now: its exit error says only that
 		stdinW.Close()
 	}
 
