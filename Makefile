@@ -131,7 +131,7 @@ deadcode:
 
 # image first: the image and cluster tests run `make image` themselves, and
 # inside the cluster's network namespace nothing can be downloaded.
-test: envtest-assets arc-manager cluster-assets image dynalite openapi $(TEST_ASSETS) vet deadcode
+test: envtest-assets arc-manager cluster-assets image dynalite openapi $(TEST_ASSETS) vet lint deadcode
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./test/chaos/cmd/chaos -sweeps 1000
 
