@@ -27,6 +27,13 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 VERSION_PKG := github.com/runner-reaper/runner-reaper/report
 LDFLAGS := -X $(VERSION_PKG).version=$(VERSION) -X $(VERSION_PKG).revision=$(REVISION)
+# How the shipped binaries (image, package, release) are built: no symbol
+# table or DWARF, no build ID, no paths of the machine, and no stamp of the
+# checkout's state (which counts untracked files; REVISION is linked in
+# instead), so that with CGO_ENABLED=0 the bytes are the source's and the
+# toolchain's alone.
+BIN_LDFLAGS := -s -w -buildid= $(LDFLAGS)
+BIN_GOFLAGS := -trimpath -buildvcs=false
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/runner-reaper ./functions/cli
@@ -34,7 +41,8 @@ build:
 # Debian packages the tests need; installed only when missing, so the second
 # run on a machine costs nothing.
 # kubectl comes with the machine image; Debian's kubernetes-client stands in
-# where it does not.
+# where it does not. zip makes the Lambda's package as CI does, which
+# `make release` requires.
 deps:
 	@pkgs=""; \
 	command -v kubectl >/dev/null 2>&1 || pkgs="$$pkgs kubernetes-client"; \
@@ -43,6 +51,7 @@ deps:
 	command -v runc >/dev/null 2>&1 || pkgs="$$pkgs runc"; \
 	command -v unshare >/dev/null 2>&1 || pkgs="$$pkgs util-linux"; \
 	command -v ip >/dev/null 2>&1 || pkgs="$$pkgs iproute2"; \
+	command -v zip >/dev/null 2>&1 || pkgs="$$pkgs zip"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing from Debian:$$pkgs"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
@@ -131,6 +140,7 @@ deadcode:
 
 # image first: the image and cluster tests run `make image` themselves, and
 # inside the cluster's network namespace nothing can be downloaded.
+# test/release builds the snapshot release twice and compares.
 test: envtest-assets arc-manager cluster-assets image dynalite openapi $(TEST_ASSETS) vet lint deadcode
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./test/chaos/cmd/chaos -sweeps 1000
@@ -203,14 +213,15 @@ demo: envtest-assets build prometheus-tools
 
 # The Lambda's deployment package: dist/runner-reaper-lambda.zip holding
 # `bootstrap` at its root, for provided.al2023 on arm64 (template.yaml's
-# CodeUri). The binary's mtime is pinned and zip stores no extra attributes,
-# so the same source gives the same zip and `sam deploy` sees no change.
+# CodeUri). The binary's mtime and mode are pinned and zip stores no extra
+# attributes, so the same source gives the same zip and `sam deploy` sees no
+# change. It links in VERSION and REVISION, which each summary line carries.
 LAMBDA_ZIP := $(DIST)/runner-reaper-lambda.zip
 
 package:
 	@mkdir -p $(DIST)
-	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(DIST)/bootstrap ./functions/lambda
-	@touch -t 198001010000 $(DIST)/bootstrap
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc $(BIN_GOFLAGS) -ldflags='$(BIN_LDFLAGS)' -o $(DIST)/bootstrap ./functions/lambda
+	@chmod 0755 $(DIST)/bootstrap && touch -t 198001010000 $(DIST)/bootstrap
 	@rm -f $(LAMBDA_ZIP)
 	@if command -v zip >/dev/null 2>&1; then \
 		cd $(DIST) && zip -q -X $(LAMBDA_ZIP) bootstrap; \
@@ -238,7 +249,7 @@ ca-bundle:
 
 image: ca-bundle
 	@for arch in $(IMAGE_ARCHES); do \
-		GOOS=linux GOARCH=$$arch CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' \
+		GOOS=linux GOARCH=$$arch CGO_ENABLED=0 $(GO) build $(BIN_GOFLAGS) -ldflags '$(BIN_LDFLAGS)' \
 			-o $(DIST)/bin/linux-$$arch/runner-reaper ./functions/cli || exit 1; \
 	done
 	cd tools/image && $(GO) run . build $(foreach a,$(IMAGE_ARCHES),--bin linux/$(a)=$(DIST)/bin/linux-$(a)/runner-reaper) \
