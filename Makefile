@@ -41,8 +41,9 @@ build:
 # Debian packages the tests need; installed only when missing, so the second
 # run on a machine costs nothing.
 # kubectl comes with the machine image; Debian's kubernetes-client stands in
-# where it does not. zip makes the Lambda's package as CI does, which
-# `make release` requires.
+# where it does not. shellcheck (2.6 MB) is for `make lint-workflows`:
+# actionlint checks the workflows' run: scripts with it when it is on PATH.
+# zip makes the Lambda's package as CI does, which `make release` requires.
 deps:
 	@pkgs=""; \
 	command -v kubectl >/dev/null 2>&1 || pkgs="$$pkgs kubernetes-client"; \
@@ -51,6 +52,7 @@ deps:
 	command -v runc >/dev/null 2>&1 || pkgs="$$pkgs runc"; \
 	command -v unshare >/dev/null 2>&1 || pkgs="$$pkgs util-linux"; \
 	command -v ip >/dev/null 2>&1 || pkgs="$$pkgs iproute2"; \
+	command -v shellcheck >/dev/null 2>&1 || pkgs="$$pkgs shellcheck"; \
 	command -v zip >/dev/null 2>&1 || pkgs="$$pkgs zip"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing from Debian:$$pkgs"; \
@@ -140,8 +142,9 @@ deadcode:
 
 # image first: the image and cluster tests run `make image` themselves, and
 # inside the cluster's network namespace nothing can be downloaded.
-# test/release builds the snapshot release twice and compares.
-test: envtest-assets arc-manager cluster-assets image dynalite openapi $(TEST_ASSETS) vet lint deadcode
+# lint-workflows: the workflows cannot run here, so actionlint is what
+# checks them; test/release builds the snapshot release twice and compares.
+test: envtest-assets arc-manager cluster-assets image dynalite openapi $(TEST_ASSETS) vet lint deadcode lint-workflows
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) run ./test/chaos/cmd/chaos -sweeps 1000
 
