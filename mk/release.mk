@@ -72,7 +72,8 @@ release:
 		$(REPRO_TAR) -cf - -C $(CURDIR) LICENSE README.md -C $(DIST)/bin/$$p runner-reaper | $(REPRO_GZIP) \
 			> $(RELEASE_DIR)/$(RELEASE_NAME)_$${p/-/_}.tar.gz || exit 1; \
 	done
-	@find $(IMAGE_LAYOUT) -type f -exec chmod 0644 {} + && $(REPRO_TAR) -C $(IMAGE_LAYOUT) -cf $(RELEASE_DIR)/$(RELEASE_NAME)_oci-image.tar oci-layout index.json blobs
+	@find $(IMAGE_LAYOUT) -type f -exec chmod 0644 {} + && \
+		$(REPRO_TAR) -C $(IMAGE_LAYOUT) -cf $(RELEASE_DIR)/$(RELEASE_NAME)_oci-image.tar oci-layout index.json blobs
 	@cp $(LAMBDA_ZIP) $(RELEASE_DIR)/$(RELEASE_NAME)_lambda_linux_arm64.zip
 	@# Helm stamps each file of a package with the time it packed it: the
 	@# package is unpacked and packed again the way the archives are.
@@ -89,7 +90,8 @@ release:
 			-output $(RELEASE_DIR)/$(RELEASE_NAME)_$$name.sbom.cdx.json $$bin 2>$(DIST)/sbom.log || \
 			{ cat $(DIST)/sbom.log >&2; exit 1; }; \
 	done
-	@cd $(RELEASE_DIR) && LC_ALL=C ls | xargs sha256sum > $(DIST)/checksums.txt && mv $(DIST)/checksums.txt checksums.txt
+	@cd $(RELEASE_DIR) && LC_ALL=C ls | xargs sha256sum > $(DIST)/checksums.txt && \
+		mv $(DIST)/checksums.txt checksums.txt
 	@cd $(RELEASE_DIR) && sha256sum --quiet -c checksums.txt && \
 		echo "$(RELEASE_DIR): runner-reaper $$VERSION, sha256sum -c checksums.txt verifies:" && \
 		LC_ALL=C ls -l --block-size=K | tail -n +2 | awk '{ printf "  %8s  %s\n", $$5, $$9 }'
@@ -98,7 +100,9 @@ release:
 # tagging and for test/release to check: its version is SemVer and sorts
 # below every real release (v0.0.0-snapshot.gSHA, .dirty after it when
 # tracked files changed), and a dirty tree is let through.
-SNAPSHOT_VERSION = v0.0.0-snapshot.$(shell r=$$(git rev-parse --short=12 HEAD 2>/dev/null) && echo g$$r || echo dev)$(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),.dirty)
+SNAPSHOT_COMMIT = $(shell r=$$(git rev-parse --short=12 HEAD 2>/dev/null) && echo g$$r || echo dev)
+SNAPSHOT_DIRTY = $(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),.dirty)
+SNAPSHOT_VERSION = v0.0.0-snapshot.$(SNAPSHOT_COMMIT)$(SNAPSHOT_DIRTY)
 
 release-snapshot:
 	@$(MAKE) --no-print-directory release VERSION='$(SNAPSHOT_VERSION)' RELEASE_SNAPSHOT=1

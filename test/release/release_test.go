@@ -152,7 +152,8 @@ func scratchRepo(t *testing.T) string {
 	}
 	git(t, dir, "init", "-q")
 	git(t, dir, "add", ".")
-	git(t, dir, "-c", "user.name=test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false", "commit", "-q", "-m", "scratch")
+	git(t, dir, "-c", "user.name=test", "-c", "user.email=test@example.com", "-c", "commit.gpgsign=false",
+		"commit", "-q", "-m", "scratch")
 	return dir
 }
 

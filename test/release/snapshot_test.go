@@ -69,9 +69,9 @@ func (s snapshot) sbom(platform string) string {
 // checksums.txt verifies, and each artifact is what it says: the binaries
 // of their platform and version (the host's prints it), the image of the
 // linux archives' binaries, the chart of the release's version, and for
-// each binary an SBOM of the modules linked into it, at go.mod's versions. The second build finds Go's build cache warm
-// and only links again: about a minute and a half on two busy cores, the
-// first a few more when nothing is cached.
+// each binary an SBOM of the modules linked into it, at go.mod's versions.
+// With Go's build cache warm each build only links again, under a minute
+// on two cores; with nothing cached the first takes a few minutes more.
 func TestSnapshotReleaseIsReproducibleAndComplete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the whole release twice (minutes); `make test` runs this")
