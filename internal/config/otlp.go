@@ -207,3 +207,32 @@ func resourceAttributes(v string) (map[string]string, string) {
 	}
 	return attrs, ""
 }
+
+// otelVariables are the OpenTelemetry SDK's variables that the OTLP export
+// reads (readOTLP), the general name first, as the reference and the
+// CLI's help describe them.
+func otelVariables() []Variable {
+	pair := func(setting string) []string {
+		return []string{"OTEL_EXPORTER_OTLP_" + setting, "OTEL_EXPORTER_OTLP_METRICS_" + setting}
+	}
+	return []Variable{
+		{Names: pair("ENDPOINT")[:1], Default: "off", Example: "http://otel-collector.monitoring:4318",
+			Description: []string{"Export each sweep's metrics over OTLP/HTTP (protobuf) to this endpoint, with `/v1/metrics` joined on; `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` replaces it. An http(s) URL with no `user:password@`, query or fragment."}},
+		{Names: pair("ENDPOINT")[1:], Default: "off", Example: "http://otel-collector.monitoring:4318/v1/metrics",
+			Description: []string{"Export each sweep's metrics over OTLP/HTTP (protobuf) to this endpoint as it is (its root when it has no path). An http(s) URL with no `user:password@`, query or fragment."}},
+		{Names: pair("HEADERS"), Example: "Authorization=Bearer%20TOKEN,X-Scope-OrgID=fleet",
+			Description: []string{"The export's extra headers: `KEY=VALUE` pairs separated by commas, each value URL-decoded; a name given twice (in any case) is refused. Their values are secrets, kept out of every line the reaper writes."}},
+		{Names: pair("TIMEOUT"), Default: "`10000`", Example: "10000",
+			Description: []string{"Bounds the export, in milliseconds, 0 to 3600000; the push's own budget of 3 s is the shorter."}},
+		{Names: pair("COMPRESSION"), Default: "`none`", Example: "gzip",
+			Description: []string{"`gzip` or `none`."}},
+		{Names: pair("PROTOCOL"), Default: "`http/protobuf`", Example: "http/protobuf",
+			Description: []string{"`http/protobuf`, the only protocol the export speaks; any other value exits 2."}},
+		{Names: pair("INSECURE"), Example: "false",
+			Description: []string{"`true` or `false`, and only in agreement with the endpoint's scheme (`true` for `http`): the export takes the scheme from the endpoint, where the SDK would take this over it."}},
+		{Names: append(append(pair("CERTIFICATE"), pair("CLIENT_CERTIFICATE")...), pair("CLIENT_KEY")...),
+			Description: []string{"Refused (exit 2): the export trusts the system's roots (add a CA with `SSL_CERT_FILE`) and sends no client certificate."}},
+		{Names: []string{"OTEL_RESOURCE_ATTRIBUTES"}, Example: "deployment.environment=production,k8s.cluster.name=eu-west",
+			Description: []string{"The export's resource attributes: `KEY=VALUE` pairs separated by commas, each value URL-decoded, UTF-8. `service.name` (`runner-reaper`) and `service.instance.id` (the push's instance) are the reaper's own and replace any given here."}},
+	}
+}
