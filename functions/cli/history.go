@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"io"
 
 	"github.com/runner-reaper/runner-reaper/history"
 	"github.com/runner-reaper/runner-reaper/internal/app"
@@ -14,32 +14,22 @@ import (
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
-// historyFlags are the command line's flags as history reads them.
-type historyFlags struct {
-	dryRun    bool
-	output    string
-	runner    string
-	runnerSet bool
-}
-
 // runHistory prints the record of actions the configured ledger keeps,
 // newest first: a table, or a line of JSON a record. It reads the ledger's
 // own variables and the ledger, and nothing else: no GitHub credential,
 // no scope, and of the cluster one get of the ledger's ConfigMap. Exit 0
 // when it printed the record (an empty one too), 1 when the ledger could
 // not be read, 2 on a bad command line or a bad ledger variable.
-func runHistory(ctx context.Context, args []string, f historyFlags, stdout, stderr io.Writer) int {
+func runHistory(ctx context.Context, inv invocation) int {
+	stdout, stderr := inv.stdout, inv.stderr
+	f := inv.opts
+	runnerSet := false
+	inv.fs.Visit(func(fl *flag.Flag) { runnerSet = runnerSet || fl.Name == "runner" })
 	switch {
-	case len(args) > 0:
-		fmt.Fprintf(stderr, "unexpected argument %q\n%s", args[0], usage)
-		return exitBadConfig
-	case f.dryRun:
-		fmt.Fprintf(stderr, "--dry-run: history changes nothing; it takes --output and --runner\n%s", usage)
-		return exitBadConfig
 	case f.output != "table" && f.output != "json":
 		fmt.Fprintf(stderr, "--output: %q is not table or json (example: --output json)\n", f.output)
 		return exitBadConfig
-	case f.runnerSet && f.runner == "":
+	case runnerSet && f.runner == "":
 		fmt.Fprintf(stderr, "--runner: the runner's name is empty (example: --runner arc-runners-x7k2p-runner-abcde)\n")
 		return exitBadConfig
 	}

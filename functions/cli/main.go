@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -24,23 +25,6 @@ import (
 // exitBadConfig is the exit status of a bad command line or configuration:
 // nothing was listed or deleted. The other statuses are the sweep's own.
 const exitBadConfig = 2
-
-const usage = `usage:
-  runner-reaper sweep [--dry-run]        one sweep that marks and reaps (JSON lines on stdout)
-  runner-reaper audit [--output table|json]
-                                         a dry run that changes nothing, printed for a person
-  runner-reaper history [--output table|json] [--runner NAME]
-                                         the actions the ledger recorded, newest first; reads
-                                         only the ledger (REAPER_LEDGER), needs no GitHub token
-  runner-reaper metrics                  the metrics a sweep pushes, with their EMF names
-  runner-reaper version (or --version)   the version and the git revision it was built from
-Configuration is read from REAPER_* environment variables; see the README.
-Exit status: 0 complete, 1 could not observe or act (history: could not read
-the ledger), 2 bad configuration or usage, 3 complete but degraded (a scope
-was skipped, a namespace not observed, or actions held for GitHub's rate
-limit or not reached before the deadline or a signal).
-Flags may stand anywhere; any other word exits 2.
-`
 
 func main() {
 	ctx, stop := stopOnSignal(context.Background())
@@ -94,97 +78,136 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// The process's one sweep, its push included, ends within
 	// REAPER_SWEEP_TIMEOUT counted from here.
 	began := time.Now()
-	fs := flag.NewFlagSet("runner-reaper", flag.ContinueOnError)
-	// The flag package would print its errors raw, quoting the argument;
-	// they are printed below, escaped.
-	fs.SetOutput(io.Discard)
-	// The flag package's own usage text lists flags without commands;
-	// ours is printed instead, below.
-	fs.Usage = func() {}
-	dryRun := fs.Bool("dry-run", false, "mark and confirm, but delete nothing")
-	output := fs.String("output", "table", "audit and history output: table or json")
-	runner := fs.String("runner", "", "history: only the actions on this runner")
-	showVersion := fs.Bool("version", false, "print the version and revision, and exit")
+	fs, opts := newFlagSet()
+	// --help is not a flag of the set: the flag package would stop at it
+	// and lose the command it stands after. Wherever it stands, the line
+	// is read as `help COMMAND`.
+	args, helpAsked := withoutHelpFlag(args)
 	words, err := parseAnywhere(fs, args)
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
-		return 0
-	case err == nil && *showVersion:
-		fmt.Fprintln(stdout, report.VersionLine())
-		return 0
 	case err != nil:
-		fmt.Fprintf(stderr, "%s\n%s", safetext.String(err.Error()), usage)
+		fmt.Fprintf(stderr, "%s\n%s", safetext.String(err.Error()), usage(fs))
 		return exitBadConfig
-	case len(words) == 0:
-		fmt.Fprint(stderr, usage)
-		return exitBadConfig
-	}
-	if set["runner"] && words[0] != "history" {
-		// A sweep never takes a runner: it must not look as if it did.
-		fmt.Fprintf(stderr, "--runner applies to history only\n%s", usage)
-		return exitBadConfig
-	}
-	requested := sweep.Act
-	switch words[0] {
-	case "history":
-		return runHistory(ctx, words[1:], historyFlags{dryRun: set["dry-run"], output: *output, runner: *runner, runnerSet: set["runner"]}, stdout, stderr)
-	case "sweep":
-	case "audit":
-		requested = sweep.Audit
-	case "help":
-		fmt.Fprint(stdout, usage)
-		return 0
-	case "version":
-		if len(words) > 1 {
-			fmt.Fprintf(stderr, "unexpected argument %q\n%s", words[1], usage)
-			return exitBadConfig
+	case helpAsked:
+		if len(words) == 0 || words[0] != "help" {
+			words = append([]string{"help"}, words...)
 		}
+	case opts.version:
 		fmt.Fprintln(stdout, report.VersionLine())
 		return 0
-	case "metrics":
-		if len(words) > 1 {
-			fmt.Fprintf(stderr, "unexpected argument %q\n%s", words[1], usage)
-			return exitBadConfig
-		}
-		if err := metrics.WriteTable(stdout); err != nil {
-			fmt.Fprintln(stderr, safetext.String(err.Error()))
-			return int(sweep.StatusFailed)
-		}
-		return 0
-	default:
-		fmt.Fprintf(stderr, "unknown command %q\n%s", words[0], usage)
+	case len(words) == 0:
+		fmt.Fprint(stderr, usage(fs))
+		return exitBadConfig
+	}
+	cmd, ok := lookup(words[0])
+	if !ok {
+		fmt.Fprintf(stderr, "unknown command %q\n%s", words[0], usage(fs))
 		return exitBadConfig
 	}
 	// A word the command does not take is refused, never skipped: the
 	// flag package stops at the first such word, and a --dry-run after it
 	// would otherwise be lost and the sweep would delete.
-	if len(words) > 1 {
-		fmt.Fprintf(stderr, "unexpected argument %q\n%s", words[1], usage)
+	if len(words) > 1+cmd.maxOperands {
+		fmt.Fprintf(stderr, "unexpected argument %q\n%s", words[1+cmd.maxOperands], usage(fs))
 		return exitBadConfig
 	}
-	if *output != "table" && *output != "json" {
-		fmt.Fprintf(stderr, "--output: %q is not table or json (example: --output json)\n", *output)
-		return exitBadConfig
-	}
-	if *dryRun && requested == sweep.Act {
-		requested = sweep.DryRun
-	}
-
-	inCluster, podNamespace := app.InCluster()
-	rt, err := app.Start(ctx, app.Entry{Mode: requested, InCluster: inCluster, PodNamespace: podNamespace,
-		Stdout: stdout, Stderr: stderr, AuditJSON: *output == "json", Began: began})
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		if errors.Is(err, app.ErrConfig) {
+	// So is a flag of another command (help, which runs nothing, excepted):
+	// `sweep --output json` must not read as though it meant something.
+	if cmd.name != "help" {
+		var foreign string
+		fs.Visit(func(f *flag.Flag) {
+			if foreign == "" && f.Name != "version" && !slices.Contains(cmd.flags, f.Name) {
+				foreign = f.Name
+			}
+		})
+		if foreign != "" {
+			fmt.Fprintf(stderr, "--%s is not a flag of %s\n%s", foreign, cmd.name, usage(fs))
 			return exitBadConfig
 		}
+	}
+	return cmd.run(ctx, invocation{operands: words[1:], opts: opts, fs: fs, stdout: stdout, stderr: stderr, began: began})
+}
+
+// options are the flags' values.
+type options struct {
+	dryRun  bool
+	output  string
+	runner  string
+	version bool
+}
+
+// newFlagSet declares every command's flags; each command names those it
+// takes (command.flags). A flag's usage names its value in backquotes, as
+// flag.UnquoteUsage reads it, for the usage and the help.
+func newFlagSet() (*flag.FlagSet, *options) {
+	var o options
+	fs := flag.NewFlagSet("runner-reaper", flag.ContinueOnError)
+	// The flag package would print its errors raw, quoting the argument;
+	// they are printed by run, escaped.
+	fs.SetOutput(io.Discard)
+	// The flag package's own usage text lists flags without commands;
+	// ours is printed instead.
+	fs.Usage = func() {}
+	fs.BoolVar(&o.dryRun, "dry-run", false, "mark and confirm, but delete nothing")
+	fs.StringVar(&o.output, "output", "table", "a table for a person, or JSON lines for a program: `table|json`")
+	fs.StringVar(&o.runner, "runner", "", "only the actions on the runner of this `NAME`")
+	fs.BoolVar(&o.version, "version", false, "print the version and revision, and exit")
+	return fs, &o
+}
+
+// withoutHelpFlag takes -h, -help and --help out of args, and says whether
+// one was there.
+func withoutHelpFlag(args []string) ([]string, bool) {
+	rest := make([]string, 0, len(args))
+	asked := false
+	for _, a := range args {
+		switch a {
+		case "-h", "--h", "-help", "--help":
+			asked = true
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return rest, asked
+}
+
+// runSweep runs one sweep in the requested mode: a real sweep, a dry run
+// or an audit, as the flags and the configuration decide.
+func runSweep(requested sweep.Mode) func(context.Context, invocation) int {
+	return func(ctx context.Context, inv invocation) int {
+		if inv.opts.output != "table" && inv.opts.output != "json" {
+			fmt.Fprintf(inv.stderr, "--output: %q is not table or json (example: --output json)\n", inv.opts.output)
+			return exitBadConfig
+		}
+		if inv.opts.dryRun && requested == sweep.Act {
+			requested = sweep.DryRun
+		}
+		inCluster, podNamespace := app.InCluster()
+		rt, err := app.Start(ctx, app.Entry{Mode: requested, InCluster: inCluster, PodNamespace: podNamespace,
+			Stdout: inv.stdout, Stderr: inv.stderr, AuditJSON: inv.opts.output == "json", Began: inv.began})
+		if err != nil {
+			fmt.Fprintln(inv.stderr, err)
+			if errors.Is(err, app.ErrConfig) {
+				return exitBadConfig
+			}
+			return int(sweep.StatusFailed)
+		}
+		res := rt.Sweep(ctx)
+		return int(res.Status)
+	}
+}
+
+func runMetrics(_ context.Context, inv invocation) int {
+	if err := metrics.WriteTable(inv.stdout); err != nil {
+		fmt.Fprintln(inv.stderr, safetext.String(err.Error()))
 		return int(sweep.StatusFailed)
 	}
-	res := rt.Sweep(ctx)
-	return int(res.Status)
+	return 0
+}
+
+func runVersion(_ context.Context, inv invocation) int {
+	fmt.Fprintln(inv.stdout, report.VersionLine())
+	return 0
 }
 
 // parseAnywhere parses flags wherever they stand among args, before, between

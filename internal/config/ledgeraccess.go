@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -55,4 +56,28 @@ func LoadLedgerAccess(inCluster bool, podNamespace string) (LedgerAccess, error)
 		return LedgerAccess{}, &Error{Problems: problems}
 	}
 	return a, nil
+}
+
+// LedgerVariables are the variables LoadLedgerAccess reads: the REAPER_
+// variables of ledgerSpec's fields, described as Variables describes them.
+func LedgerVariables() ([]Variable, error) {
+	all, err := reaperVariables()
+	if err != nil {
+		return nil, err
+	}
+	t := reflect.TypeOf(ledgerSpec{})
+	want := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		want[key(t.Field(i).Name)] = true
+	}
+	vars := make([]Variable, 0, len(want))
+	for _, v := range all {
+		if want[v.Names[0]] {
+			vars = append(vars, v)
+		}
+	}
+	if len(vars) != len(want) {
+		return nil, fmt.Errorf("ledgerSpec has %d fields, of which spec describes %d", len(want), len(vars))
+	}
+	return vars, nil
 }
