@@ -1,27 +1,31 @@
-// Command demo shows runner-reaper at work on a machine with nothing but Go:
-// a local control plane (kube-apiserver and etcd), a simulated GitHub, a
-// fleet with a runner in every failure state, and the real binary run the
-// way a CronJob runs it: an audit, a sweep that marks, a sweep that reaps,
-// and the audit again; each sweep pushes its metrics to a real Pushgateway,
-// which a real Prometheus scrapes and evaluates the shipped alerts over.
-// It stops everything it started.
+// Command demo shows runner-reaper at work on a machine with nothing but Go
+// (`make demo`): a local control plane (kube-apiserver and etcd), a
+// simulated GitHub, a fleet with a runner in every failure state, and the
+// real binary run the way a CronJob runs it: an audit, a sweep that marks, a
+// sweep that reaps, and the audit again; then each runner's fate and the
+// reason for it, checked against what the sweeps reported, so that the demo
+// fails rather than explain what the reaper no longer does. With
+// --monitoring (`make demo-monitoring`) each sweep also pushes its metrics
+// to a real Pushgateway, which a real Prometheus scrapes and evaluates the
+// shipped alerts over. It stops everything it started.
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -38,17 +42,33 @@ const (
 	confirmAfter = 5 * time.Second
 )
 
+// options are the demo's flags.
+type options struct {
+	bin        string
+	monitoring bool
+	// began is when `make demo` began, for the time to the first sweep;
+	// zero for when the demo itself began.
+	began time.Time
+}
+
 func main() {
 	bin := flag.String("binary", "bin/runner-reaper", "the runner-reaper binary to run")
+	monitoring := flag.Bool("monitoring", false, "push each sweep's metrics to a real Pushgateway that a real Prometheus scrapes with the shipped alerts (make prometheus-tools builds them)")
+	began := flag.Int64("began", 0, "when make demo began, in Unix seconds, to say how long the first sweep took to come")
 	flag.Parse()
-	if err := run(*bin); err != nil {
+	o := options{bin: *bin, monitoring: *monitoring, began: time.Now()}
+	if *began > 0 {
+		o.began = time.Unix(*began, 0)
+	}
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin string) error {
+func run(o options) error {
 	say("Starting a local control plane (kube-apiserver and etcd) with ARC's CRDs")
+	t := time.Now()
 	env, err := testenv.Start()
 	if err != nil {
 		return err
@@ -57,6 +77,7 @@ func run(bin string) error {
 		say("Stopping the control plane and the simulated GitHub")
 		_ = env.Stop()
 	}()
+	fmt.Printf("    up in %s\n", time.Since(t).Round(100*time.Millisecond))
 	sim := ghsim.New(ghsim.Options{Token: token})
 	url, err := sim.Start()
 	if err != nil {
@@ -75,23 +96,28 @@ func run(bin string) error {
 		return err
 	}
 
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return err
+	var mon *testenv.Monitoring
+	if o.monitoring {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			return err
+		}
+		rules := filepath.Join(root, "charts", "runner-reaper", "files", "monitoring", "rules.yaml")
+		mon, err = testenv.LaunchMonitoring(dir, rules)
+		if err != nil {
+			return fmt.Errorf("start the Pushgateway and Prometheus: %w", err)
+		}
+		defer mon.Stop()
+		say("A Pushgateway at " + mon.Pushgateway + ", scraped by Prometheus at " + mon.Prometheus + " with the shipped alerts")
 	}
-	rules := filepath.Join(root, "charts", "runner-reaper", "files", "monitoring", "rules.yaml")
-	mon, err := testenv.LaunchMonitoring(dir, rules)
-	if err != nil {
-		return fmt.Errorf("start the Pushgateway and Prometheus: %w", err)
-	}
-	defer mon.Stop()
-	say("A Pushgateway at " + mon.Pushgateway + ", scraped by Prometheus at " + mon.Prometheus + " with the shipped alerts")
 
-	say("Creating a fleet in namespace " + namespace + ": healthy, busy, and one of every leak")
-	if err := createFleet(context.Background(), env.Client, sim); err != nil {
+	ctx := context.Background()
+	fleet := demoFleet()
+	say("Creating a fleet in namespace " + namespace + ": healthy, busy, one of every leak, and two runners that are not this deployment's")
+	if err := createFleet(ctx, env.Client, sim, fleet); err != nil {
 		return err
 	}
-	printFleet(context.Background(), env.Client, sim)
+	printFleet(ctx, env.Client, sim, fleet)
 	time.Sleep(1500 * time.Millisecond) // let the unregistered pod pass its 1s registration deadline
 
 	reaper := map[string]string{
@@ -109,10 +135,12 @@ func run(bin string) error {
 		"REAPER_REGISTRATION_DEADLINE": "1s",
 		"REAPER_MAX_ACTIONS":           "10",
 		"REAPER_MAX_FRACTION":          "0.5",
-		"REAPER_PUSHGATEWAY_URL":       mon.Pushgateway,
-		"REAPER_METRICS_INSTANCE":      "demo",
 	}
-	say("The reaper's configuration (short durations so the demo is quick; the defaults are 5m and 10m):")
+	if mon != nil {
+		reaper["REAPER_PUSHGATEWAY_URL"] = mon.Pushgateway
+		reaper["REAPER_METRICS_INSTANCE"] = "demo"
+	}
+	say("The reaper's configuration (short durations so the demo is quick; the defaults are 5m and 10m; `runner-reaper help sweep` lists every variable):")
 	keys := make([]string, 0, len(reaper))
 	for k := range reaper {
 		keys = append(keys, k)
@@ -128,41 +156,104 @@ func run(bin string) error {
 		}
 	}
 
-	ctx := context.Background()
-	step := func(title string, args ...string) error {
+	var sweeps [2]swept
+	step := func(title string, args ...string) (ran, error) {
 		say(title + ":  runner-reaper " + strings.Join(args, " "))
-		r, err := testenv.RunBinary(ctx, bin, reaper, args...)
+		r, err := runReaper(ctx, o.bin, reaper, args...)
 		if err != nil {
-			return err
+			return r, err
 		}
 		if strings.Contains(r.Stdout+r.Stderr, token) {
-			return fmt.Errorf("the token appeared in the reaper's output")
+			return r, errors.New("the token appeared in the reaper's output")
 		}
+		// An audit's table is on stdout; its JSON lines, on stderr, are the
+		// sweep's own and shown only when it fails.
 		if args[0] == "audit" {
 			fmt.Print(indent(r.Stdout))
+			if r.Code != 0 && r.Stderr != "" {
+				fmt.Print(indent(r.Stderr))
+			}
 		} else {
 			printSweep(r)
 		}
 		fmt.Printf("    exit status %d\n", r.Code)
-		return nil
+		return r, nil
 	}
-	if err := step("Audit before: what a sweep would do, and when (changes nothing)", "audit"); err != nil {
+	if _, err := step("Audit before: what a sweep would do, and when (changes nothing)", "audit"); err != nil {
 		return err
 	}
-	if err := step("Sweep 1: terminal pods go now (the kubelet's word is final); GitHub-based verdicts are marked", "sweep"); err != nil {
-		return err
+	for i, title := range []string{
+		"Sweep 1: terminal pods go now (the kubelet's word is final); GitHub-based verdicts are marked",
+		"Sweep 2: marks held for REAPER_CONFIRM_AFTER act; registrations deleted first, then pods",
+	} {
+		if i == 1 {
+			say(fmt.Sprintf("Waiting %s so the marks mature (REAPER_CONFIRM_AFTER)", confirmAfter+time.Second))
+			time.Sleep(confirmAfter + time.Second)
+		}
+		r, err := step(title, "sweep")
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			fmt.Printf("    (the first sweep, %s after make demo began)\n", time.Since(o.began).Round(time.Second))
+		}
+		if sweeps[i], err = parseSweep(r); err != nil {
+			return fmt.Errorf("sweep %d: %w", i+1, err)
+		}
 	}
-	say(fmt.Sprintf("Waiting %s so the marks mature (REAPER_CONFIRM_AFTER)", confirmAfter+time.Second))
-	time.Sleep(confirmAfter + time.Second)
-	if err := step("Sweep 2: marks held for confirm-after; registrations deleted first, then pods", "sweep"); err != nil {
-		return err
-	}
-	if err := step("Audit after", "audit"); err != nil {
+	if _, err := step("Audit after", "audit"); err != nil {
 		return err
 	}
 	say("What is left")
-	printFleet(ctx, env.Client, sim)
-	return printMetrics(ctx, mon)
+	printFleet(ctx, env.Client, sim, fleet)
+
+	problems := explainFleet(ctx, env.Client, sim, fleet, sweeps)
+	if mon != nil {
+		if err := printMetrics(ctx, mon); err != nil {
+			return err
+		}
+	} else {
+		say("Metrics and alerts, opt-in: make demo-monitoring")
+		fmt.Println(wrap("runs the same demo with each sweep pushing its metrics to a real Pushgateway, which a real Prometheus scrapes "+
+			"and evaluates the shipped alerts over; it builds Prometheus and the Pushgateway the first time (several minutes more on two cores).", "    "))
+	}
+	if len(problems) > 0 {
+		say("The demo's explanations no longer match what the reaper did")
+		for _, p := range problems {
+			fmt.Println(wrap(p, "    "))
+		}
+		return fmt.Errorf("%d explanation(s) contradicted by the sweeps: the reaper's behaviour changed, so demo/main.go and demo/fleet.go must say what it does now", len(problems))
+	}
+	return nil
+}
+
+// ran is one run of the reaper: its exit status and what it wrote.
+type ran struct {
+	Code           int
+	Stdout, Stderr string
+}
+
+// runReaper runs the binary as the CronJob would, with the environment env
+// and nothing else of the demo's own (a stray REAPER_ variable must not
+// steer it), and returns its exit status and output.
+func runReaper(ctx context.Context, bin string, env map[string]string, args ...string) (ran, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := ran{Stdout: stdout.String(), Stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.Code = exit.ExitCode()
+	case err != nil:
+		return r, fmt.Errorf("run %s %v: %w", bin, args, err)
+	}
+	return r, nil
 }
 
 // printMetrics shows the series the last sweep pushed, as the Pushgateway
@@ -220,7 +311,7 @@ func indent(s string) string {
 
 // printSweep shows each action line in a column a person can read, then the
 // warnings and the summary line as the reaper wrote them.
-func printSweep(r testenv.Run) {
+func printSweep(r ran) {
 	for _, line := range strings.Split(r.Stdout, "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) != nil {
@@ -255,7 +346,7 @@ func printSweep(r testenv.Run) {
 	}
 }
 
-func printFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim) {
+func printFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim, fleet []member) {
 	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		fmt.Println("    list pods:", err)
@@ -265,115 +356,33 @@ func printFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim) {
 	for _, p := range pods.Items {
 		fmt.Print(" ", p.Name)
 	}
-	regs := sim.Runners(scope)
-	fmt.Printf("\n    registrations on GitHub (%d):", len(regs))
-	for _, r := range regs {
-		busy := ""
-		if r.Busy {
-			busy = ",busy"
-		}
-		fmt.Printf(" %s(%s%s)", r.Name, r.Status, busy)
-	}
 	fmt.Println()
-}
-
-// member is one runner of the demo fleet: its pod as a kubelet would leave
-// it, and its registration on GitHub.
-type member struct {
-	name    string
-	pod     bool
-	phase   corev1.PodPhase
-	term    *corev1.ContainerStateTerminated
-	last    *corev1.ContainerStateTerminated
-	noState bool
-	stamped bool
-	reg     string // "", "online", "offline"
-	busy    bool
-	// job is the run the pool's dispatcher gave the runner
-	// (OWNER/REPO/RUN_ID, on the annotation REAPER_JOB_FROM names);
-	// running starts it on GitHub, and lying makes GitHub list the runner
-	// offline and idle while it runs, its DELETE answered 204.
-	job     string
-	running bool
-	lying   bool
-}
-
-func createFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim) error {
-	exit := func(code int32, reason string) *corev1.ContainerStateTerminated {
-		return testenv.Terminated(code, 0, reason)
-	}
-	fleet := []member{
-		{name: "acme-healthy-1", pod: true, reg: "online"},
-		{name: "acme-healthy-2", pod: true, reg: "online"},
-		{name: "acme-busy", pod: true, reg: "online", busy: true},
-		{name: "acme-zombie-1", pod: true, reg: "offline"},
-		{name: "acme-zombie-2", pod: true, reg: "offline"},
-		{name: "acme-unregistered", pod: true},
-		{name: "acme-stamped", pod: true, stamped: true, reg: "online"},
-		{name: "acme-done", pod: true, phase: corev1.PodSucceeded, term: exit(0, "Completed"), reg: "offline"},
-		{name: "acme-lying", pod: true, reg: "online", job: "acme/api/4711", running: true, lying: true},
-		{name: "acme-oom", pod: true, phase: corev1.PodFailed, term: exit(137, "OOMKilled"), job: "acme/api/4712"},
-		{name: "acme-sigkill", pod: true, phase: corev1.PodFailed, term: exit(137, "Error")},
-		{name: "acme-drained", pod: true, phase: corev1.PodFailed, term: exit(143, "Error")},
-		{name: "acme-outdated", pod: true, phase: corev1.PodFailed, term: exit(7, "Error")},
-		{name: "acme-crashed", pod: true, phase: corev1.PodFailed, last: exit(139, "Error")},
-		{name: "acme-vanished", pod: true, phase: corev1.PodFailed, noState: true},
-		{name: "acme-ghost", reg: "offline"},
-		{name: "build-box-7", reg: "offline"}, // another team's runner: never touched
-	}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create namespace: %w", err)
-	}
-	sim.AddScope(scope)
+	// The simulator's truth, and what its API lists where the two differ,
+	// as GitHub's do while a job runs.
+	seen := map[string]bool{}
 	for _, m := range fleet {
-		if m.reg != "" {
-			r := ghsim.Runner{Name: m.name, Status: m.reg, Busy: m.busy, Ephemeral: true,
-				Labels: []ghsim.Label{{Name: "self-hosted", Type: "read-only"}, {Name: "linux", Type: "read-only"}}}
-			if m.lying {
-				r.Lie = ghsim.Lie{BusyLag: time.Hour, Offline: true}
-			}
-			sim.AddRunner(scope, r)
-		}
-		if m.running {
-			i := strings.LastIndex(m.job, "/")
-			runID, err := strconv.ParseInt(m.job[i+1:], 10, 64)
-			if err != nil {
-				return fmt.Errorf("job %s of %s: %w", m.job, m.name, err)
-			}
-			if j := sim.StartJob(m.job[:i], runID, "build (linux)", m.name); j.ID == 0 {
-				return fmt.Errorf("start job %s on %s", m.job, m.name)
-			}
-		}
-		if !m.pod {
+		sc := m.scopeOf()
+		if seen[sc] {
 			continue
 		}
-		if err := createPod(ctx, cs, m); err != nil {
-			return err
+		seen[sc] = true
+		regs := sim.Runners(sc)
+		configured := ""
+		if sc != scope {
+			configured = ", not a configured scope"
 		}
+		fmt.Printf("    registrations in %s%s (%d):", sc, configured, len(regs))
+		for _, r := range regs {
+			busy := ""
+			if r.Busy {
+				busy = ",busy"
+			}
+			lie := ""
+			if r.Lie.Offline && r.Busy {
+				lie = "; listed offline,idle"
+			}
+			fmt.Printf(" %s(%s%s%s)", r.Name, r.Status, busy, lie)
+		}
+		fmt.Println()
 	}
-	return nil
-}
-
-// createPod creates the member's pod as ARC labels it, then writes its
-// status as a kubelet would: a runner still running unless it has ended,
-// or, after a crash, waiting to be restarted.
-func createPod(ctx context.Context, cs kubernetes.Interface, m member) error {
-	p := testenv.RunnerPod{Name: m.name, Org: "acme", PodState: testenv.PodState{
-		Phase:          m.phase,
-		Running:        m.term == nil && m.last == nil,
-		Terminated:     m.term,
-		LastTerminated: m.last,
-		NoStatus:       m.noState,
-	}}
-	if m.last != nil {
-		p.Waiting = "CrashLoopBackOff"
-	}
-	if m.stamped {
-		p.Labels = map[string]string{stampLabel: "job-4711"}
-	}
-	if m.job != "" {
-		p.Annotations = map[string]string{jobKey: m.job}
-	}
-	_, err := testenv.CreateRunnerPod(ctx, cs, namespace, p)
-	return err
 }
