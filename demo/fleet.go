@@ -89,7 +89,7 @@ func demoFleet() []member {
 		{name: "acme-done", pod: true, phase: corev1.PodSucceeded, term: exit(0, "Completed"), reg: "offline", fate: terminal,
 			why: ended + " Its registration went first, then the pod."},
 		{name: "acme-lying", pod: true, reg: "online", job: "acme/api/4711", running: true, lying: true, fate: fate{sweep: 2, verdict: "zombie", result: "protected-job"},
-			why: "GitHub's API lists it offline and idle while its job runs (GitHub does this for minutes at a time; the simulator lies the same way), so it looks like a zombie, and sweep 1 marked it. But its pod's " + jobKey + " annotation names the job it was given, and before deleting, sweep 2 asked GitHub about that job. The job's word outranks the offline flag: a running job protects the runner (protected-job), and it will be asked again next sweep."},
+			why: "GitHub's API lists it offline and idle while its job runs (GitHub does this for minutes at a time; the simulator lies the same way), so it looks like a zombie, and sweep 1 marked it. But its pod's " + jobKey + " annotation names the job it was given, and before deleting, sweep 2 asked GitHub about that job. The job's word outranks the offline flag: a running job protects the runner (protected-job), and it stays; later sweeps judge it afresh."},
 		{name: "acme-oom", pod: true, phase: corev1.PodFailed, term: exit(137, "OOMKilled"), job: "acme/api/4712", fate: terminal,
 			why: ended + " Its job annotation does not hold it: the pod has ended, so no job runs on it."},
 		{name: "acme-sigkill", pod: true, phase: corev1.PodFailed, term: exit(137, "Error"), fate: terminal, why: ended},
