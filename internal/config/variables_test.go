@@ -72,7 +72,7 @@ type spec struct {
 	}
 	var got []row
 	for _, f := range fields {
-		got = append(got, row{f.name, f.doc, f.group})
+		got = append(got, row(f))
 	}
 	assert.Equal(t, []row{
 		{"A", []string{"A is first.", "Its second paragraph."}, 1},

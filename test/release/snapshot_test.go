@@ -8,6 +8,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -214,7 +215,7 @@ func TestSnapshotReleaseIsReproducibleAndComplete(t *testing.T) {
 				tr := tar.NewReader(zr)
 				for {
 					h, err := tr.Next()
-					if err == io.EOF {
+					if errors.Is(err, io.EOF) {
 						break
 					}
 					require.NoError(t, err)
@@ -287,7 +288,7 @@ func readTarFrom(t *testing.T, path string, r io.Reader, epoch time.Time) tarFil
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		require.NoError(t, err, path)
