@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -535,7 +536,10 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 // (the marks only point at objects that are gone or busy now, which the
 // next sweep drops; a stamp lost only reorders its checks). Only the
 // record cannot be redone, so a save that lost the race to another sweep
-// adds it to what that sweep saved (keepRecords).
+// adds it to what that sweep saved (keepRecords), and settles the marks
+// there too: that save of the record can itself win over the other
+// sweep's save after acting, which would otherwise lose that sweep's
+// marks to this sweep's record.
 func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result, acted bool, records []state.Record) error {
 	cleared, asked := settleMarks(ledger.Marks, res.Outcomes, res.Started, acted)
 	streak := res.Streaks.Bound != ledger.Streaks.Bound
@@ -560,19 +564,27 @@ func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version st
 		return nil
 	}
 	kept := false
-	if errors.Is(err, state.ErrConflict) && len(records) > 0 {
+	if errors.Is(err, state.ErrConflict) && acted && (len(records) > 0 || cleared > 0 || asked > 0) {
+		// The save that won may be another sweep's own save after
+		// acting, or this very merge may win over it: what acting taught
+		// the marks goes with the record, or the last of the two sweeps
+		// to save would lose it (a spared runner's mark left to confirm
+		// it at once).
+		settle := func(marks map[string]fleet.Mark) {
+			settleMarks(marks, res.Outcomes, res.Started, acted)
+		}
 		var landed bool
-		if landed, kept = s.keepRecords(sctx, records); landed {
+		if landed, kept = s.keepRecords(sctx, records, settle); landed {
 			// The save had landed; only its answer was lost.
 			res.LedgerTrim = s.lastTrim()
 			return nil
 		}
 	}
 	var lost []string
-	if cleared > 0 {
+	if cleared > 0 && !kept {
 		lost = append(lost, fmt.Sprintf("the %d mark(s) of what was acted on, which the next sweep drops when it finds their objects gone or judges them again", cleared))
 	}
-	if asked > 0 {
+	if asked > 0 && !kept {
 		lost = append(lost, fmt.Sprintf("when %d unanswered job check(s) were asked, so the next sweep may ask about them first again", asked))
 	}
 	if streak {
@@ -594,8 +606,12 @@ const recordTries = 3
 // keepRecords adds the records of this sweep's actions to the ledger as it
 // is now, after the save after acting lost the race to another sweep that
 // saved since this one did (its save before acting, or its own after),
-// so that the record is never lost to a race: the other sweep's marks are
-// left as that sweep saved them. It reports whether the save that lost
+// so that the record is never lost to a race, and settles the marks
+// there as acting taught (settle: the marks of what is finished with
+// dropped, job checks stamped), which only ever restarts a confirmation
+// or reorders checks; the other sweep's marks are otherwise left as that
+// sweep saved them. A ledger that settle leaves as it was, with no record
+// to add, is not saved again. It reports whether the save that lost
 // had landed after all, its answer lost (a retry of a save that had
 // succeeded is refused as a conflict), and whether the records are in
 // the ledger. A record is never written twice: each is stamped with this
@@ -603,7 +619,7 @@ const recordTries = 3
 // there by this sweep, and a save is whole or nothing, so one of them
 // there means that all of them were saved (some may since have been
 // trimmed, as the oldest, to fit).
-func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record) (landed, kept bool) {
+func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record, settle func(map[string]fleet.Mark)) (landed, kept bool) {
 	for try := range recordTries {
 		l, v, err := s.Ledger.Load(ctx)
 		if err != nil {
@@ -612,11 +628,18 @@ func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record) (land
 		if anyOf(l.History, records) {
 			return try == 0, true
 		}
-		// The other sweep's records may be newer than these: the
-		// record stays in the order of the actions.
-		h := append(slices.Clip(l.History), records...)
-		slices.SortStableFunc(h, func(a, b state.Record) int { return a.At.Compare(b.At) })
-		l.History = state.KeepLast(h, s.HistorySize)
+		before := maps.Clone(l.Marks)
+		settle(l.Marks)
+		if len(records) == 0 && maps.Equal(before, l.Marks) {
+			return false, true
+		}
+		if len(records) > 0 {
+			// The other sweep's records may be newer than these: the
+			// record stays in the order of the actions.
+			h := append(slices.Clip(l.History), records...)
+			slices.SortStableFunc(h, func(a, b state.Record) int { return a.At.Compare(b.At) })
+			l.History = state.KeepLast(h, s.HistorySize)
+		}
 		_, err = s.Ledger.Save(ctx, l, v)
 		if err == nil {
 			return false, true
