@@ -557,3 +557,28 @@ func TestConfigMapCorruptHistory(t *testing.T) {
 	assert.Contains(t, err.Error(), "history.json")
 	assert.Contains(t, err.Error(), ns+"/"+ledgerName)
 }
+
+// TestConfigMapNoRecordRemovesTheKey: a save with no record (a sweep
+// with REAPER_HISTORY_SIZE=0) removes history.json, which a release older
+// than the record keeps but does not count in its size limit: the way
+// back to one, as the runbook says.
+func TestConfigMapNoRecordRemovesTheKey(t *testing.T) {
+	t.Parallel()
+	env := Kube(t)
+	ns := env.Namespace(t, "ledger")
+	s := New(env.Client.CoreV1().ConfigMaps(ns), ns, ledgerName, nil)
+	l := Sample()
+	l.History = History(3)
+	v, err := s.Save(Ctx(t), l, "")
+	require.NoError(t, err)
+	l, v, err = s.Load(Ctx(t))
+	require.NoError(t, err)
+	require.Len(t, l.History, 3)
+	l.History = nil
+	_, err = s.Save(Ctx(t), l, v)
+	require.NoError(t, err)
+	cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(Ctx(t), ledgerName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, cm.Data, "history.json")
+	assert.Contains(t, cm.Data, "marks.json")
+}
