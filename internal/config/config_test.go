@@ -417,6 +417,7 @@ func TestLoadLedgerAccess(t *testing.T) {
 		{"timeout not a duration", "REAPER_KUBE_TIMEOUT", "soon", "REAPER_KUBE_TIMEOUT", "cannot read \"soon\" as a duration"},
 		{"bad cluster", "REAPER_EKS_CLUSTER", "not a name!", "REAPER_EKS_CLUSTER", "not an EKS cluster name"},
 		{"typo'd ledger", "REAPER_LEDGR", "configmap:ops/x", "REAPER_LEDGR", "did you mean REAPER_LEDGER?"},
+		{"memory ledger", "REAPER_LEDGER", "memory", "REAPER_LEDGER", "memory keeps nothing after the sweep that wrote it"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			setenv(t, map[string]string{c.k: c.v})

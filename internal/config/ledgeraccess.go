@@ -32,8 +32,9 @@ type ledgerSpec struct {
 // REAPER_KUBE_TIMEOUT, resolved as Load resolves them (inCluster and
 // podNamespace choose the default ledger), and refuses a variable
 // runner-reaper does not read at all, as Load does: a typo'd REAPER_LEDGER
-// would otherwise send the reader to the default ledger. Every other
-// variable is left unread, bad values and all.
+// would otherwise send the reader to the default ledger. A memory ledger
+// is refused: no other process can read it. Every other variable is left
+// unread, bad values and all.
 func LoadLedgerAccess(inCluster bool, podNamespace string) (LedgerAccess, error) {
 	var s ledgerSpec
 	problems, err := readEnv(&s)
@@ -52,6 +53,11 @@ func LoadLedgerAccess(inCluster bool, podNamespace string) (LedgerAccess, error)
 	}
 	validateAWS(spec{EksCluster: s.EksCluster}, bad)
 	a.Ledger = parseLedger(s.Ledger, inCluster, podNamespace, bad)
+	if a.Ledger.Kind == LedgerMemory {
+		// Every reader would find it empty, and say only "no ledger
+		// there yet", as if the sweeps had not run.
+		bad("Ledger", "memory keeps nothing after the sweep that wrote it, so there is no record to read: name the ledger the sweeps use")
+	}
 	if len(problems) > 0 {
 		return LedgerAccess{}, &Error{Problems: problems}
 	}
