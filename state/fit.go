@@ -117,8 +117,10 @@ func Fit(l Ledger, limit, defaultLimit int, where string) (Encoded, Trim, error)
 
 // fit encodes l in the ConfigMap layout within limit bytes. If it does not
 // fit whole it leaves out, in this order and only as much as it must: the
-// scopes' list caches, which only save rate limit (see fitLists); the
-// oldest records of actions, which feed no decision; the streaks, which
+// scopes' list caches, which only save rate limit (see fitLists), but
+// after the records beyond the newest RecordFloor where that keeps every
+// cache; the oldest records of actions, which feed no decision; the
+// streaks, which
 // only feed alerts; and last the oldest marks by FirstSeen, whose loss
 // restarts a confirmation. It fails only when not even an empty ledger
 // fits.
@@ -144,6 +146,24 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 		kept, err := fitLists(&enc, l.Lists, limit)
 		if err != nil {
 			return Encoded{}, trim, err
+		}
+		if kept < len(l.Lists) && len(l.History) > RecordFloor {
+			// A list cache dropped costs rate limit on every sweep: where
+			// dropping the records beyond the newest RecordFloor lets every
+			// cache stay, they go first, and the room the caches leave
+			// comes back to the newest of them. Where not even that keeps
+			// every cache, the fleet's caches outgrow the ledger anyway,
+			// and the record stays.
+			whole := enc
+			all, dropped, err := fitListsBeforeRecords(&enc, l, limit)
+			if err != nil {
+				return Encoded{}, trim, err
+			}
+			if all == len(l.Lists) {
+				kept, trim.DroppedRecords = all, dropped
+			} else {
+				enc = whole
+			}
 		}
 		trim.DroppedLists = len(l.Lists) - kept
 		if kept > 0 {
@@ -191,6 +211,38 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 		return Encoded{}, trim, fmt.Errorf("ledger of %d marks is %d bytes, over the limit of %d bytes", len(keep), enc.size(), limit)
 	}
 	return enc, trim, nil
+}
+
+// RecordFloor is how many of the newest records of actions a ledger short
+// of room keeps whatever the list caches need: beyond it, the records go
+// first where that keeps every scope's cache. A list cache dropped is a
+// scope listed again without ETags on every sweep, which costs GitHub rate
+// limit as long as the ledger stays full; an old record only costs its
+// reader.
+const RecordFloor = 20
+
+// fitListsBeforeRecords fits the list caches beside only the newest
+// RecordFloor records, then gives the room the caches left back to older
+// records, newest first. It returns the list caches kept and the records
+// dropped.
+func fitListsBeforeRecords(enc *Encoded, l Ledger, limit int) (kept, dropped int, err error) {
+	sizes, err := recordSizes(l.History)
+	if err != nil {
+		return 0, 0, err
+	}
+	floor := l.History[len(l.History)-RecordFloor:]
+	if enc.History, err = encodeHistory(floor); err != nil {
+		return 0, 0, err
+	}
+	if kept, err = fitLists(enc, l.Lists, limit); err != nil {
+		return 0, 0, err
+	}
+	enc.History = ""
+	keep := max(RecordFloor, newestRecordsWithin(sizes, limit-enc.size()-len(HistoryKey)))
+	if enc.History, err = encodeHistory(l.History[len(l.History)-keep:]); err != nil {
+		return 0, 0, err
+	}
+	return kept, len(l.History) - keep, nil
 }
 
 // encodeHistory is the JSON of h, "" when it holds no record.

@@ -121,28 +121,29 @@ func TestFitDropsRecordsAfterListsBeforeStreaksAndMarks(t *testing.T) {
 		skips[fmt.Sprintf("org:acme-%03d", i)] = 4
 	}
 	streaks := state.Streaks{Skips: skips, Bound: 2}
-	history := History(50)
+	history := History(state.RecordFloor) // no more than the floor: the lists go first
 	l := state.Ledger{Marks: Marks(20), Lists: Lists(3, 20), Streaks: streaks, History: history}
 	whole, _ := SizeOf(t, l)
 	noLists, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: streaks, History: history})
 	noRecords, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: streaks})
-	lastRecord, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: streaks, History: history[49:]})
+	lastRecord, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: streaks, History: history[state.RecordFloor-1:]})
 	_, marksOnly := SizeOf(t, state.Ledger{Marks: Marks(20)})
 
+	n := state.RecordFloor
 	cases := []struct {
 		name    string
 		limit   int
 		records int // how many of the newest records are kept
 		trim    state.Trim
 	}{
-		{"fits whole", whole, 50, state.Trim{}},
-		{"a byte over drops a scope's list cache, no record", whole - 1, 50, state.Trim{DroppedLists: 1}},
-		{"without the list cache the record fits whole", noLists, 50, state.Trim{DroppedLists: 3}},
-		{"a byte under that drops the oldest record only", noLists - 1, 49, state.Trim{DroppedLists: 3, DroppedRecords: 1}},
-		{"room for the newest record keeps it", lastRecord, 1, state.Trim{DroppedLists: 3, DroppedRecords: 49}},
-		{"room for no record keeps the streaks", noRecords, 0, state.Trim{DroppedLists: 3, DroppedRecords: 50}},
-		{"then the streaks go, and no mark", marksOnly, 0, state.Trim{DroppedLists: 3, DroppedRecords: 50, DroppedStreaks: true}},
-		{"and only then the oldest mark", marksOnly - 1, 0, state.Trim{DroppedLists: 3, DroppedRecords: 50, DroppedStreaks: true, DroppedMarks: 1}},
+		{"fits whole", whole, n, state.Trim{}},
+		{"a byte over drops a scope's list cache, no record", whole - 1, n, state.Trim{DroppedLists: 1}},
+		{"without the list cache the record fits whole", noLists, n, state.Trim{DroppedLists: 3}},
+		{"a byte under that drops the oldest record only", noLists - 1, n - 1, state.Trim{DroppedLists: 3, DroppedRecords: 1}},
+		{"room for the newest record keeps it", lastRecord, 1, state.Trim{DroppedLists: 3, DroppedRecords: n - 1}},
+		{"room for no record keeps the streaks", noRecords, 0, state.Trim{DroppedLists: 3, DroppedRecords: n}},
+		{"then the streaks go, and no mark", marksOnly, 0, state.Trim{DroppedLists: 3, DroppedRecords: n, DroppedStreaks: true}},
+		{"and only then the oldest mark", marksOnly - 1, 0, state.Trim{DroppedLists: 3, DroppedRecords: n, DroppedStreaks: true, DroppedMarks: 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -158,8 +159,58 @@ func TestFitDropsRecordsAfterListsBeforeStreaksAndMarks(t *testing.T) {
 				assert.Empty(t, enc.History, "no record, no key")
 				return
 			}
-			assert.Equal(t, history[50-c.records:], h, "the newest records, oldest first")
+			assert.Equal(t, history[n-c.records:], h, "the newest records, oldest first")
 			assert.Equal(t, streaks, state.DecodeStreaks(enc.Streaks), "the streaks outlive every record")
+		})
+	}
+}
+
+// TestFitDropsRecordsBeyondTheFloorBeforeLists: a list cache dropped costs
+// rate limit on every sweep while the ledger stays full, so the records
+// beyond the newest RecordFloor go before any scope's cache where that
+// keeps every cache, and the room the caches leave comes back to the
+// newest of them; where it would not, the record stays.
+func TestFitDropsRecordsBeyondTheFloorBeforeLists(t *testing.T) {
+	history := History(5 * state.RecordFloor)
+	l := state.Ledger{Marks: Marks(20), Lists: Lists(3, 20), History: history}
+	whole, _ := SizeOf(t, l)
+	floorAndLists, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Lists: Lists(3, 20), History: history[len(history)-state.RecordFloor:]})
+	for _, c := range []struct {
+		name       string
+		limit      int
+		lists      int // list caches dropped; -1 some
+		minRecords int // at least this many of the newest records kept
+		maxRecords int
+	}{
+		{"a byte over drops the oldest record, no list cache", whole - 1, 0, len(history) - 1, len(history) - 1},
+		{"room for the floor and the caches keeps every cache", floorAndLists, 0, state.RecordFloor, state.RecordFloor},
+		{"where not even the floor keeps every cache, the caches go first, as without the floor", floorAndLists - 1, -1, -1, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			enc, trim, err := fit(l, c.limit)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, Size(enc), c.limit)
+			if c.lists < 0 {
+				assert.Positive(t, trim.DroppedLists)
+			} else {
+				assert.Equal(t, c.lists, trim.DroppedLists)
+			}
+			h, err := state.DecodeHistory(enc.History)
+			require.NoError(t, err)
+			if c.minRecords < 0 {
+				// The order without the floor: lists, then records.
+				noLists := l
+				noLists.Lists = nil
+				want, _, err := fit(noLists, c.limit)
+				require.NoError(t, err)
+				assert.Equal(t, want.History, enc.History)
+				return
+			}
+			assert.GreaterOrEqual(t, len(h), c.minRecords)
+			assert.LessOrEqual(t, len(h), c.maxRecords)
+			assert.Equal(t, len(history)-len(h), trim.DroppedRecords)
+			assert.Equal(t, history[len(history)-len(h):], h, "the newest records, oldest first")
+			assert.Zero(t, trim.DroppedMarks)
 		})
 	}
 }

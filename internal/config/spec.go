@@ -136,10 +136,11 @@ type spec struct {
 	// finalizer it released, when (the API server's clock), the verdict and
 	// its evidence, the object, pod, runner and the job it held, and what
 	// each write answered; `runner-reaper history` prints them. Dry runs and
-	// audits record nothing. A record is under a kilobyte; over the ledger's
-	// size limit the oldest go, after the list cache and before the streaks
-	// and marks. `0` records nothing, and the next real sweep (not a dry run
-	// or an audit) clears the record.
+	// audits record nothing. A record is about a kilobyte; over the
+	// ledger's size limit the oldest go before the streaks and marks, and
+	// after the list cache, except that those beyond the newest 20 go first
+	// where that keeps every scope's list cache. `0` records nothing, and
+	// the next real sweep (not a dry run or an audit) clears the record.
 	HistorySize int `split_words:"true" default:"200" example:"200"`
 	// Reach this EKS cluster from outside (DescribeCluster and an IAM token).
 	EksCluster string `split_words:"true" example:"build-fleet"`

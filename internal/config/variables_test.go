@@ -1,13 +1,30 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/state"
 )
+
+// The record's description gives the floor of records kept before any
+// list cache as a number: the number state keeps.
+func TestHistorySizeNamesTheRecordFloor(t *testing.T) {
+	vars, err := Variables()
+	require.NoError(t, err)
+	for _, v := range vars {
+		if v.Names[0] == "REAPER_HISTORY_SIZE" {
+			assert.Contains(t, strings.Join(v.Description, " "), fmt.Sprintf("the newest %d go first", state.RecordFloor))
+			return
+		}
+	}
+	t.Fatal("no REAPER_HISTORY_SIZE")
+}
 
 // Variables is everything Load can read and nothing else: the variable of
 // every field of spec (envconfig reads no other REAPER_ name, and refuses
