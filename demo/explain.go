@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/textwrap"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
 )
 
@@ -262,23 +263,4 @@ func survivors(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim, fle
 
 // wrap breaks text into lines of at most 78 characters where it can, each
 // starting with indent.
-func wrap(text, indent string) string {
-	var b strings.Builder
-	n := 0
-	for i, w := range strings.Fields(text) {
-		switch {
-		case i == 0:
-			b.WriteString(indent)
-			n = len(indent)
-		case n+1+len(w) > 78:
-			b.WriteString("\n" + indent)
-			n = len(indent)
-		default:
-			b.WriteByte(' ')
-			n++
-		}
-		b.WriteString(w)
-		n += len(w)
-	}
-	return b.String()
-}
+func wrap(text, indent string) string { return textwrap.Wrap(text, 78, indent) }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runner-reaper/runner-reaper/internal/config"
+	"github.com/runner-reaper/runner-reaper/internal/textwrap"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -211,7 +212,7 @@ func helpText(c command, fs *flag.FlagSet) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "usage: %s\n\n", synopsis(c, fs))
 	for _, p := range strings.Split(c.about, "\n\n") {
-		b.WriteString(wrap(p, helpWidth, "") + "\n\n")
+		b.WriteString(textwrap.Wrap(p, helpWidth, "") + "\n\n")
 	}
 	b.WriteString("Flags:\n")
 	for _, name := range c.flags {
@@ -224,10 +225,10 @@ func helpText(c command, fs *flag.FlagSet) (string, error) {
 		if value != "" && f.DefValue != "" {
 			text += " (default " + f.DefValue + ")"
 		}
-		b.WriteString(hanging(text, helpWidth, fmt.Sprintf("  %-22s ", left), strings.Repeat(" ", 25)) + "\n")
+		b.WriteString(textwrap.Hanging(text, helpWidth, fmt.Sprintf("  %-22s ", left), strings.Repeat(" ", 25)) + "\n")
 	}
-	b.WriteString(hanging("this help", helpWidth, fmt.Sprintf("  %-22s ", "--help"), "") + "\n\n")
-	b.WriteString(wrap("Exit status: "+c.exits, helpWidth, "") + "\n\n")
+	b.WriteString(textwrap.Hanging("this help", helpWidth, fmt.Sprintf("  %-22s ", "--help"), "") + "\n\n")
+	b.WriteString(textwrap.Wrap("Exit status: "+c.exits, helpWidth, "") + "\n\n")
 	if c.reads == nil {
 		b.WriteString("Reads no configuration: no REAPER_* variable, no cluster, no GitHub.\n")
 		return b.String(), nil
@@ -236,7 +237,7 @@ func helpText(c command, fs *flag.FlagSet) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the variables %s reads: %w", c.name, err)
 	}
-	b.WriteString(wrap("The variables it reads, with their defaults ("+
+	b.WriteString(textwrap.Wrap("The variables it reads, with their defaults ("+
 		"docs/configuration.md describes each in full; an unknown REAPER_ "+
 		"variable is refused):", helpWidth, "") + "\n")
 	group := -1
@@ -249,38 +250,9 @@ func helpText(c command, fs *flag.FlagSet) (string, error) {
 		if v.Default != "" {
 			head += "  (default: " + config.Plain(v.Default) + ")"
 		}
-		b.WriteString(hanging(head, helpWidth, "  ", "      ") + "\n")
-		b.WriteString(wrap(v.Summary(), helpWidth, "      ") + "\n")
+		b.WriteString(textwrap.Hanging(head, helpWidth, "  ", "      ") + "\n")
+		b.WriteString(textwrap.Wrap(v.Summary(), helpWidth, "      ") + "\n")
 	}
-	b.WriteString("\n" + wrap(config.Plain(config.KubernetesAccess), helpWidth, "") + "\n")
+	b.WriteString("\n" + textwrap.Wrap(config.Plain(config.KubernetesAccess), helpWidth, "") + "\n")
 	return b.String(), nil
-}
-
-// wrap breaks text into lines of at most width where it can, each line
-// starting with indent.
-func wrap(text string, width int, indent string) string {
-	return hanging(text, width, indent, indent)
-}
-
-// hanging is wrap with a first line that starts with first and the others
-// with indent.
-func hanging(text string, width int, first, indent string) string {
-	var b strings.Builder
-	n := 0
-	for i, w := range strings.Fields(text) {
-		switch {
-		case i == 0:
-			b.WriteString(first)
-			n = len(first)
-		case n+1+len(w) > width:
-			b.WriteString("\n" + indent)
-			n = len(indent)
-		default:
-			b.WriteByte(' ')
-			n++
-		}
-		b.WriteString(w)
-		n += len(w)
-	}
-	return b.String()
 }
