@@ -48,7 +48,33 @@ type Pod struct {
 	// Job is the job the pool's own label or annotation says the runner
 	// took (REAPER_JOB_FROM); nil when it says none.
 	Job *Job
+	// StartWait is why the runner container has not started yet; nil once
+	// it has started, or while nothing says why. A pointer: nearly every
+	// pod of a fleet has started, and its view should not pay for two
+	// strings it never holds.
+	StartWait *StartWait
 }
+
+// StartWait is what holds a runner pod back from starting its runner: a
+// container's waiting reason (ErrImagePull, ImagePullBackOff,
+// InvalidImageName, CreateContainerConfigError, CreateContainerError), an
+// init container that has not finished, or the scheduler's Unschedulable.
+// Reason and Message are the cluster's words, outside text to be made safe
+// before they are shown.
+type StartWait struct {
+	// Reason is the waiting reason, or Unschedulable.
+	Reason  string
+	Message string
+	// Container is the container that waits (the runner's own, or an init
+	// container's name); empty for Unschedulable.
+	Container string
+	// Init is true when Container is an init container.
+	Init bool
+}
+
+// Unschedulable reports whether the pod waits for room in the cluster, not
+// for anything wrong with itself.
+func (w *StartWait) Unschedulable() bool { return w != nil && w.Reason == "Unschedulable" }
 
 // Owner kinds the reaper deletes instead of the pod, because their
 // controllers would otherwise recreate the pod from a dead runner config.

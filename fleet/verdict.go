@@ -18,6 +18,11 @@ const (
 	// ARCStuckDeleting: an EphemeralRunner whose deletion has waited too
 	// long on a finalizer nobody can satisfy any more.
 	ARCStuckDeleting Verdict = "arc-stuck-deleting"
+	// NeverStarted: a runner pod whose runner container has not started
+	// within the start deadline, counted from the pod's creation. Such a
+	// pod holds a scale set's slot while jobs queue behind it, and ARC
+	// never fails its EphemeralRunner.
+	NeverStarted Verdict = "never-started"
 )
 
 // Verdicts lists every verdict in the order the bound lets them act (as
