@@ -39,6 +39,8 @@ func runHistory(ctx context.Context, inv invocation) int {
 		fmt.Fprintln(stderr, report.PlainError(err, nil))
 		return exitBadConfig
 	}
+	ctx, cancel := context.WithTimeout(ctx, access.Timeout)
+	defer cancel()
 	src, name, err := app.OpenHistory(ctx, access, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, report.PlainError(fmt.Errorf("read the record of actions in %s: %w", name, err), nil))

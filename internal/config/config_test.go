@@ -396,17 +396,17 @@ func TestLoadLedgerAccess(t *testing.T) {
 	setenv(t, map[string]string{})
 	a, err := LoadLedgerAccess(false, "")
 	require.NoError(t, err, "no scope, no credential")
-	assert.Equal(t, LedgerAccess{Ledger: Ledger{Kind: LedgerFile, Path: "runner-reaper-ledger.json"}, KubeTimeout: 30 * time.Second}, a)
+	assert.Equal(t, LedgerAccess{Ledger: Ledger{Kind: LedgerFile, Path: "runner-reaper-ledger.json"}, KubeTimeout: 30 * time.Second, Timeout: 45 * time.Second}, a)
 	a, err = LoadLedgerAccess(true, "reaper")
 	require.NoError(t, err)
 	assert.Equal(t, Ledger{Kind: LedgerConfigMap, Namespace: "reaper", Name: "runner-reaper-ledger"}, a.Ledger, "in a pod, the sweep's own default")
 
 	setenv(t, map[string]string{"REAPER_LEDGER": "configmap:ops/reaper-ledger", "REAPER_KUBE_TIMEOUT": "5s",
-		"REAPER_EKS_CLUSTER": "build-fleet", "REAPER_MAX_ACTIONS": "ten", "REAPER_SCOPES": "team:x"})
+		"REAPER_EKS_CLUSTER": "build-fleet", "REAPER_SWEEP_TIMEOUT": "2m", "REAPER_MAX_ACTIONS": "ten", "REAPER_SCOPES": "team:x"})
 	a, err = LoadLedgerAccess(false, "")
 	require.NoError(t, err, "the variables it does not read are left unread")
 	assert.Equal(t, LedgerAccess{Ledger: Ledger{Kind: LedgerConfigMap, Namespace: "ops", Name: "reaper-ledger"},
-		KubeTimeout: 5 * time.Second, EKSCluster: "build-fleet"}, a)
+		KubeTimeout: 5 * time.Second, EKSCluster: "build-fleet", Timeout: 2 * time.Minute}, a)
 
 	for _, c := range []struct {
 		name, k, v, varName, what string
@@ -415,6 +415,8 @@ func TestLoadLedgerAccess(t *testing.T) {
 		{"bad timeout", "REAPER_KUBE_TIMEOUT", "0s", "REAPER_KUBE_TIMEOUT", "must be a positive duration, got 0s (example: REAPER_KUBE_TIMEOUT=30s)"},
 		{"timeout too long", "REAPER_KUBE_TIMEOUT", "1h", "REAPER_KUBE_TIMEOUT", "must be at most 5m0s"},
 		{"timeout not a duration", "REAPER_KUBE_TIMEOUT", "soon", "REAPER_KUBE_TIMEOUT", "cannot read \"soon\" as a duration"},
+		{"no time to read", "REAPER_SWEEP_TIMEOUT", "0s", "REAPER_SWEEP_TIMEOUT", "must be a positive duration, got 0s (example: REAPER_SWEEP_TIMEOUT=45s)"},
+		{"read too long", "REAPER_SWEEP_TIMEOUT", "2h", "REAPER_SWEEP_TIMEOUT", "must be at most 1h0m0s"},
 		{"bad cluster", "REAPER_EKS_CLUSTER", "not a name!", "REAPER_EKS_CLUSTER", "not an EKS cluster name"},
 		{"typo'd ledger", "REAPER_LEDGR", "configmap:ops/x", "REAPER_LEDGR", "did you mean REAPER_LEDGER?"},
 		{"memory ledger", "REAPER_LEDGER", "memory", "REAPER_LEDGER", "memory keeps nothing after the sweep that wrote it"},

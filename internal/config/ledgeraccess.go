@@ -17,6 +17,11 @@ type LedgerAccess struct {
 	KubeTimeout time.Duration
 	// EKSCluster, when set, reaches the cluster from outside.
 	EKSCluster string
+	// Timeout bounds the whole read, as REAPER_SWEEP_TIMEOUT bounds a
+	// sweep: a DynamoDB endpoint that accepts and never answers would
+	// otherwise hold the reader for as long as the SDK's retries last,
+	// which no request timeout of the SDK's defaults bounds.
+	Timeout time.Duration
 }
 
 // ledgerSpec is the part of spec that LoadLedgerAccess reads: the same
@@ -25,11 +30,12 @@ type LedgerAccess struct {
 type ledgerSpec struct {
 	Ledger      string        `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger"`
 	EksCluster  string        `split_words:"true" example:"build-fleet"`
-	KubeTimeout time.Duration `split_words:"true" default:"30s" example:"30s"`
+	KubeTimeout  time.Duration `split_words:"true" default:"30s" example:"30s"`
+	SweepTimeout time.Duration `split_words:"true" default:"45s" example:"45s"`
 }
 
-// LoadLedgerAccess reads and validates REAPER_LEDGER, REAPER_EKS_CLUSTER and
-// REAPER_KUBE_TIMEOUT, resolved as Load resolves them (inCluster and
+// LoadLedgerAccess reads and validates REAPER_LEDGER, REAPER_EKS_CLUSTER,
+// REAPER_KUBE_TIMEOUT and REAPER_SWEEP_TIMEOUT, resolved as Load resolves them (inCluster and
 // podNamespace choose the default ledger), and refuses a variable
 // runner-reaper does not read at all, as Load does: a typo'd REAPER_LEDGER
 // would otherwise send the reader to the default ledger. A memory ledger
@@ -44,12 +50,18 @@ func LoadLedgerAccess(inCluster bool, podNamespace string) (LedgerAccess, error)
 	bad := func(field, what string) {
 		problems = append(problems, Problem{Var: key(field), What: what, Example: example(field)})
 	}
-	a := LedgerAccess{KubeTimeout: s.KubeTimeout, EKSCluster: s.EksCluster}
+	a := LedgerAccess{KubeTimeout: s.KubeTimeout, EKSCluster: s.EksCluster, Timeout: s.SweepTimeout}
 	switch {
 	case s.KubeTimeout <= 0:
 		bad("KubeTimeout", fmt.Sprintf("must be a positive duration, got %s", s.KubeTimeout))
 	case s.KubeTimeout > maxKubeTimeout:
 		bad("KubeTimeout", fmt.Sprintf("must be at most %s, got %s", maxKubeTimeout, s.KubeTimeout))
+	}
+	switch {
+	case s.SweepTimeout <= 0:
+		bad("SweepTimeout", fmt.Sprintf("must be a positive duration, got %s", s.SweepTimeout))
+	case s.SweepTimeout > maxSweepTimeout:
+		bad("SweepTimeout", fmt.Sprintf("must be at most %s, got %s", maxSweepTimeout, s.SweepTimeout))
 	}
 	validateAWS(spec{EksCluster: s.EksCluster}, bad)
 	a.Ledger = parseLedger(s.Ledger, inCluster, podNamespace, bad)

@@ -181,7 +181,8 @@ type spec struct {
 	// starts; the action in flight finishes; the rest are `not-reached` (exit
 	// 3). Observation still running at the deadline fails the sweep: nothing
 	// is saved or deleted (exit 1). In the Lambda the sooner of it and the
-	// invocation's deadline wins.
+	// invocation's deadline wins. `runner-reaper history` ends within it too,
+	// with exit 1, when the ledger does not answer.
 	SweepTimeout time.Duration `split_words:"true" default:"45s" example:"45s"`
 	// Most GitHub scopes one sweep lists, 0 to 10000; the others are deferred
 	// to the next sweeps in a fair rotation whose position (the next scope) is

@@ -9,6 +9,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -119,4 +120,39 @@ func TestHistoryNamesTheJobOfAReapedZombie(t *testing.T) {
 	refused.requireCode(t, 1)
 	assert.Contains(t, refused.Stderr, "read the record of actions in configmap:"+w.ns+"/another-ledger")
 	assert.Contains(t, refused.Stderr, "forbidden")
+}
+
+// A DynamoDB endpoint that takes the connection and never answers: the
+// SDK's retries have no deadline of their own, so without one `history`
+// would wait for ever. It ends within REAPER_SWEEP_TIMEOUT, saying what it
+// was reading.
+func TestHistoryGivesUpOnALedgerThatNeverAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	held := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // read nothing, answer nothing
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		for len(held) > 0 {
+			_ = (<-held).Close()
+		}
+	})
+	reader := &world{t: t, sim: ghsim.New(ghsim.Options{}), env: map[string]string{
+		"REAPER_LEDGER":        "dynamodb:reaper-ledger",
+		"REAPER_SWEEP_TIMEOUT": "3s",
+	}}
+	awsStandIns(reader.env, map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": "http://" + ln.Addr().String()})
+	r := reader.exec("history")
+	r.requireCode(t, 1)
+	assert.Contains(t, r.Stderr, "read the record of actions in dynamodb:reaper-ledger")
+	assert.Contains(t, r.Stderr, "deadline exceeded")
+	assert.NotEmpty(t, held, "the binary reached the endpoint that never answers")
 }
