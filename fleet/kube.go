@@ -55,26 +55,39 @@ type Pod struct {
 	StartWait *StartWait
 }
 
-// StartWait is what holds a runner pod back from starting its runner: a
-// container's waiting reason (ErrImagePull, ImagePullBackOff,
-// InvalidImageName, CreateContainerConfigError, CreateContainerError), an
-// init container that has not finished, or the scheduler's Unschedulable.
-// Reason and Message are the cluster's words, outside text to be made safe
-// before they are shown.
+// StartWait is what holds a runner pod back from starting its runner, as
+// the kube adapter reads it from the pod's status, most telling first: the
+// scheduler's Unschedulable (or SchedulingGated), an init container that
+// has not finished (waiting with a reason, ended with a non-zero code, or
+// still running while the runner waits for it), the runner container's own
+// waiting reason (ErrImagePull, ImagePullBackOff, InvalidImageName,
+// CreateContainerConfigError, CreateContainerError, or any other). The
+// runner's ContainerCreating and PodInitializing are a start's normal
+// progress: they name the wait only where nothing more telling does, since
+// a pod still creating its container past the start deadline is as stuck
+// as any (a volume that never mounts, a network that never comes). Reason
+// and Message are the cluster's words, outside text to be made safe before
+// they are shown.
 type StartWait struct {
-	// Reason is the waiting reason, or Unschedulable.
+	// Reason is the waiting reason, the scheduling condition's reason, an
+	// ended init container's reason, or Running for an init container
+	// that has not finished.
 	Reason  string
 	Message string
 	// Container is the container that waits (the runner's own, or an init
-	// container's name); empty for Unschedulable.
+	// container's name); empty for a pod not scheduled.
 	Container string
 	// Init is true when Container is an init container.
 	Init bool
 }
 
 // Unschedulable reports whether the pod waits for room in the cluster, not
-// for anything wrong with itself.
-func (w *StartWait) Unschedulable() bool { return w != nil && w.Reason == "Unschedulable" }
+// for anything wrong with itself: the scheduler found no node for it, or a
+// scheduling gate (a queue's quota) holds it back. Deleting it frees
+// nothing, and its controller would make another at once.
+func (w *StartWait) Unschedulable() bool {
+	return w != nil && (w.Reason == "Unschedulable" || w.Reason == "SchedulingGated")
+}
 
 // Owner kinds the reaper deletes instead of the pod, because their
 // controllers would otherwise recreate the pod from a dead runner config.

@@ -39,6 +39,8 @@ func TestStamp(t *testing.T) {
 
 func TestStampIsSmall(t *testing.T) {
 	assert.Equal(t, uintptr(8), unsafe.Sizeof(Stamp{}), "a Stamp is 8 bytes, not time.Time's 24")
-	assert.LessOrEqual(t, unsafe.Sizeof(Pod{}), uintptr(200), "a pod view")
+	// 208: the StartWait pointer's 8 bytes over the 200 a view was; the
+	// reasons themselves live only on the few pods that have not started.
+	assert.LessOrEqual(t, unsafe.Sizeof(Pod{}), uintptr(208), "a pod view")
 	assert.LessOrEqual(t, unsafe.Sizeof(EphemeralRunner{}), uintptr(160), "an EphemeralRunner view")
 }

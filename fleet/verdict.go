@@ -27,8 +27,11 @@ const (
 
 // Verdicts lists every verdict in the order the bound lets them act (as
 // docs/design.md gives it): ARC's own leaks after the pod-level ones and
-// before ghosts, which cost nothing but clutter.
-var Verdicts = []Verdict{Terminal, OrphanStamped, Zombie, Unregistered, ARCFailed, ARCPodless, ARCStuckDeleting, Ghost}
+// before ghosts, which cost nothing but clutter. never-started follows
+// unregistered: both remove a runner that never served, on the same proof
+// (confirmation, and a look-up by name where no registration is listed),
+// and a runner that runs unregistered holds a node's CPU, not only a slot.
+var Verdicts = []Verdict{Terminal, OrphanStamped, Zombie, Unregistered, NeverStarted, ARCFailed, ARCPodless, ARCStuckDeleting, Ghost}
 
 // Priority is the verdict's rank in docs/design.md's act order; lower acts first.
 func (v Verdict) Priority() int {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/docgen"
 )
 
@@ -31,15 +32,17 @@ that restarts every sweep. Times are ^_seconds^; instants are
 ^_timestamp_seconds^. ^runner-reaper metrics^ prints this table.
 `)
 
-var metricsOutro = md(`**Label cardinality.** Labels come only from closed sets: ^mode^ (3),
-^verdict^ (8), ^result^ (about 20, and only the pairs that occurred), ^kind^
+// metricsOutro counts the verdicts from fleet.Verdicts, the set the label
+// takes its values from.
+var metricsOutro = fmt.Sprintf(md(`**Label cardinality.** Labels come only from closed sets: ^mode^ (3),
+^verdict^ (%d), ^result^ (about 20, and only the pairs that occurred), ^kind^
 (3). No scope, namespace, pod or runner name is ever a label: at 1,000
 scopes an instance still has at most a few dozen series. Which scope was
 skipped, and why, is in the log line ^scope skipped^.
 
 The shipped alerts on these names are in
 [charts/runner-reaper/files/monitoring/rules.yaml](../charts/runner-reaper/files/monitoring/rules.yaml).
-`)
+`), len(fleet.Verdicts))
 
 // metricsReference is docs/metrics.md.
 func metricsReference(families []Family) []byte {

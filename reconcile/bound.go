@@ -7,8 +7,9 @@ import (
 )
 
 // Order sorts candidates into the order the bound lets them act: the order
-// of Verdicts (terminal, orphan-stamped, zombie, unregistered, arc-failed,
-// arc-podless, arc-stuck-deleting, ghost); oldest first within a verdict.
+// of Verdicts (terminal, orphan-stamped, zombie, unregistered,
+// never-started, arc-failed, arc-podless, arc-stuck-deleting, ghost); oldest
+// first within a verdict.
 // Oldest first because the longest leak has cost the most.
 func Order(cs []Candidate) {
 	sort.SliceStable(cs, func(i, j int) bool {
