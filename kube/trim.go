@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -28,6 +29,11 @@ import (
 //     name 1), and the serviceAccountName (8);
 //   - status (3): phase (1), startTime (7), and each container status
 //     (containerStatuses 8) with its name (1), state (2) and lastState (3);
+//     each init container status (initContainerStatuses 10) with its name
+//     and state, which say whether an init container holds the runner
+//     back; and of the conditions (2) only a PodScheduled that is False,
+//     with its type (1), status (2), reason (5) and message (6): the
+//     scheduler's Unschedulable (fleet.StartWait);
 //   - in the watch-list, of the containers and container statuses only
 //     the runner container's.
 //
@@ -47,8 +53,14 @@ const (
 	fieldContainerEnv       = 7
 	fieldEnvVarName         = 1
 	fieldStatusPhase        = 1
+	fieldStatusConditions   = 2
 	fieldStatusStartTime    = 7
 	fieldStatusContainers   = 8
+	fieldStatusInit         = 10
+	fieldConditionType      = 1
+	fieldConditionStatus    = 2
+	fieldConditionReason    = 5
+	fieldConditionMessage   = 6
 	fieldCStatusName        = 1
 	fieldCStatusState       = 2
 	fieldCStatusLastState   = 3
@@ -327,13 +339,46 @@ func legacyScopeVar(envVar []byte) bool {
 	return found
 }
 
-// trimStatus appends to dst the phase, the start time and each container
-// status's name, state and last state.
+// trimStatus appends to dst the phase, the start time, each container
+// status's name, state and last state, each init container status's name
+// and state, and a PodScheduled condition that is False.
 func (t *trimmer) trimStatus(dst, status []byte) ([]byte, error) {
 	err := eachField(status, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
 		switch {
 		case (num == fieldStatusPhase || num == fieldStatusStartTime) && typ == protowire.BytesType:
 			dst = append(dst, field...)
+		case num == fieldStatusInit && typ == protowire.BytesType:
+			var err error
+			t.sub, err = keepFields(t.sub[:0], value, func(n protowire.Number, _ protowire.Type, _ []byte) bool {
+				return n == fieldCStatusName || n == fieldCStatusState
+			})
+			if err != nil {
+				return err
+			}
+			dst = appendMessage(dst, fieldStatusInit, t.sub)
+		case num == fieldStatusConditions && typ == protowire.BytesType:
+			// Every running pod has its PodScheduled True, and
+			// Ready, Initialized and the rest View never reads: each
+			// would be a message and four strings to decode.
+			var ctype, cstatus []byte
+			var err error
+			t.sub, err = keepFields(t.sub[:0], value, func(n protowire.Number, typ protowire.Type, v []byte) bool {
+				if typ == protowire.BytesType {
+					switch n {
+					case fieldConditionType:
+						ctype = v // the last, as the decoder keeps it
+					case fieldConditionStatus:
+						cstatus = v
+					}
+				}
+				return n == fieldConditionType || n == fieldConditionStatus || n == fieldConditionReason || n == fieldConditionMessage
+			})
+			if err != nil {
+				return err
+			}
+			if string(ctype) == string(corev1.PodScheduled) && string(cstatus) == string(corev1.ConditionFalse) {
+				dst = appendMessage(dst, fieldStatusConditions, t.sub)
+			}
 		case num == fieldStatusContainers && typ == protowire.BytesType:
 			var err error
 			var name []byte

@@ -53,6 +53,7 @@ func randomPods(t *testing.T, n int) []corev1.Pod {
 				pods[i].Status.ContainerStatuses[0].Name, pods[i].Status.ContainerStatuses[n-1].Name = "dind", "runner"
 			}
 		}
+		notStarted(&pods[i], i)
 		if i%3 == 0 && len(pods[i].OwnerReferences) > 0 {
 			yes := true
 			pods[i].OwnerReferences[0].Controller = &yes
@@ -93,10 +94,52 @@ func randomPods(t *testing.T, n int) []corev1.Pod {
 	return pods
 }
 
+// notStarted makes some of the runner pods wait to start, each way
+// fleet.StartWait tells: a random state has a running and a terminated
+// runner at once, and would never reach what View reads of a wait (the
+// conditions, the init container statuses, the runner's waiting reason).
+func notStarted(p *corev1.Pod, i int) {
+	if i%6 != 0 || len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Name != "runner" {
+		return
+	}
+	p.Status.Phase = corev1.PodPending
+	runner := &p.Status.ContainerStatuses[0]
+	runner.State.Running, runner.State.Terminated, runner.LastTerminationState.Terminated = nil, nil, nil
+	if runner.State.Waiting == nil {
+		runner.State.Waiting = &corev1.ContainerStateWaiting{}
+	}
+	reasons := []string{"ImagePullBackOff", "PodInitializing", "ContainerCreating", "CreateContainerConfigError"}
+	runner.State.Waiting.Reason = reasons[(i/6)%len(reasons)]
+	for j := range p.Status.InitContainerStatuses {
+		st := &p.Status.InitContainerStatuses[j].State
+		// Each init container one way: done, failed, waiting, running.
+		switch (i/6 + j) % 4 {
+		case 0:
+			st.Waiting, st.Running = nil, nil
+			if st.Terminated != nil {
+				st.Terminated.ExitCode = 0
+			}
+		case 1:
+			st.Waiting, st.Running = nil, nil
+		case 2:
+			st.Running, st.Terminated = nil, nil
+		case 3:
+			st.Waiting, st.Terminated = nil, nil
+		}
+	}
+	if i%18 == 0 && len(p.Status.Conditions) > 0 {
+		c := &p.Status.Conditions[len(p.Status.Conditions)-1]
+		c.Type, c.Status = corev1.PodScheduled, corev1.ConditionFalse
+		c.Reason = []string{corev1.PodReasonUnschedulable, corev1.PodReasonSchedulingGated, "Other"}[(i/18)%3]
+	}
+}
+
 // trimmedWant is what trimming must leave of p: its metadata but the
 // managed fields; of its spec, the containers' names and the service
-// account name; of its status, the phase, the start time and each container
-// status's name, state and last state.
+// account name; of its status, the phase, the start time, each container
+// status's name, state and last state, each init container status's name
+// and state, and the PodScheduled conditions that are False, with their
+// type, status, reason and message.
 func trimmedWant(p corev1.Pod) corev1.Pod {
 	w := *p.DeepCopy()
 	w.ManagedFields = nil
@@ -112,6 +155,14 @@ func trimmedWant(p corev1.Pod) corev1.Pod {
 	}
 	w.Spec = spec
 	status := corev1.PodStatus{Phase: w.Status.Phase, StartTime: w.Status.StartTime}
+	for _, c := range w.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			status.Conditions = append(status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		}
+	}
+	for _, c := range w.Status.InitContainerStatuses {
+		status.InitContainerStatuses = append(status.InitContainerStatuses, corev1.ContainerStatus{Name: c.Name, State: c.State})
+	}
 	for _, c := range w.Status.ContainerStatuses {
 		status.ContainerStatuses = append(status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, State: c.State, LastTerminationState: c.LastTerminationState})
 	}
@@ -137,6 +188,14 @@ func mappings(t *testing.T) []Mapping {
 // it views the whole pod. A View that came to read a field the trimming
 // drops fails here.
 func TestTrimKeepsWhatViewReads(t *testing.T) {
+	// The waits the trimmed pods were seen to give, so that the test is
+	// known to reach each way View reads one.
+	waits := map[string]int{}
+	defer func() {
+		for _, kind := range []string{"unschedulable", "init", "runner"} {
+			assert.Positive(t, waits[kind], "no random pod waited on %s", kind)
+		}
+	}()
 	for i, p := range randomPods(t, 500) {
 		full, err := p.Marshal()
 		require.NoError(t, err)
@@ -149,6 +208,14 @@ func TestTrimKeepsWhatViewReads(t *testing.T) {
 		require.NoError(t, got.Unmarshal(trimmed))
 
 		require.Equal(t, trimmedWant(whole), got, "pod %d", i)
+		switch w := (Mapping{}).View(&got).StartWait; {
+		case w.Unschedulable():
+			waits["unschedulable"]++
+		case w != nil && w.Init:
+			waits["init"]++
+		case w != nil:
+			waits["runner"]++
+		}
 		for _, m := range mappings(t) {
 			require.Equal(t, m.View(&whole), m.View(&got), "pod %d, mapping %+v", i, m)
 			// As the watch-list trims: to the Mapping's own keys.

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 	"time"
@@ -114,6 +115,7 @@ func (m Mapping) View(p *corev1.Pod) fleet.Pod {
 		StartedAt:       fleet.StampOf(m.startedAt(p)),
 		Job:             m.job(p),
 	}
+	v.StartWait = m.startWait(p, v.Runner)
 	if ref := controllerOf(p); ref != nil {
 		name := ref.Name
 		if name == v.Name {
@@ -374,6 +376,67 @@ func (m Mapping) runnerContainer(p *corev1.Pod) fleet.Container {
 		}
 	}
 	return fleet.Container{}
+}
+
+// startWait says what holds the runner back from starting (see
+// fleet.StartWait for the order); nil for a pod whose runner has started,
+// run or ended, or that has ended itself, as nearly every pod has, and for
+// one whose status says nothing of a wait.
+func (m Mapping) startWait(p *corev1.Pod, runner fleet.Container) *fleet.StartWait {
+	if runner.Running || runner.Terminated != nil || runner.LastTerminated != nil ||
+		p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return nil
+	}
+	for i := range p.Status.Conditions {
+		c := &p.Status.Conditions[i]
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse &&
+			(c.Reason == corev1.PodReasonUnschedulable || c.Reason == corev1.PodReasonSchedulingGated) {
+			return &fleet.StartWait{Reason: intern(c.Reason), Message: c.Message}
+		}
+	}
+	var runnerWait *corev1.ContainerStateWaiting
+	name := m.runnerContainerName()
+	for i := range p.Status.ContainerStatuses {
+		if cs := &p.Status.ContainerStatuses[i]; cs.Name == name {
+			runnerWait = cs.State.Waiting
+		}
+	}
+	// An init container that failed or cannot start says more than the
+	// runner's PodInitializing; one still running is what the runner
+	// waits for only while the runner says so (a sidecar, an init
+	// container that runs for good, runs beside a started runner too).
+	var running *corev1.ContainerStatus
+	for i := range p.Status.InitContainerStatuses {
+		cs := &p.Status.InitContainerStatuses[i]
+		switch st := cs.State; {
+		case st.Waiting != nil && !startProgress(st.Waiting.Reason):
+			return &fleet.StartWait{Reason: intern(st.Waiting.Reason), Message: st.Waiting.Message, Container: cs.Name, Init: true}
+		case st.Terminated != nil && st.Terminated.ExitCode != 0:
+			msg := "exit code " + strconv.Itoa(int(st.Terminated.ExitCode))
+			if st.Terminated.Message != "" {
+				msg += ": " + st.Terminated.Message
+			}
+			return &fleet.StartWait{Reason: intern(cmp.Or(st.Terminated.Reason, "Error")), Message: msg, Container: cs.Name, Init: true}
+		case st.Running != nil:
+			running = cs
+		}
+	}
+	switch {
+	case runnerWait != nil && !startProgress(runnerWait.Reason):
+		return &fleet.StartWait{Reason: intern(runnerWait.Reason), Message: runnerWait.Message, Container: name}
+	case running != nil && (runnerWait == nil || runnerWait.Reason == "PodInitializing"):
+		return &fleet.StartWait{Reason: "Running", Container: running.Name, Init: true}
+	case runnerWait != nil && runnerWait.Reason != "":
+		return &fleet.StartWait{Reason: intern(runnerWait.Reason), Message: runnerWait.Message, Container: name}
+	}
+	return nil
+}
+
+// startProgress reports whether a waiting reason is a start's normal
+// progress rather than a fault: the kubelet creating the container, or
+// waiting for the init containers. An empty reason says nothing either.
+func startProgress(reason string) bool {
+	return reason == "" || reason == "ContainerCreating" || reason == "PodInitializing"
 }
 
 func termination(t *corev1.ContainerStateTerminated) *fleet.Termination {

@@ -186,7 +186,10 @@ func TestMappingView(t *testing.T) {
 			}},
 		{"runner container waiting", Mapping{},
 			statuses(containerStatus("runner", corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}, none)),
-			func(v *fleet.Pod) { v.Runner = fleet.Container{Found: true} }},
+			func(v *fleet.Pod) {
+				v.Runner = fleet.Container{Found: true}
+				v.StartWait = &fleet.StartWait{Reason: "ContainerCreating", Container: "runner"}
+			}},
 		{"runner container not found among others", Mapping{},
 			statuses(containerStatus("dind", stateRunning(), none)), nil},
 		{"runner container under another name", Mapping{RunnerContainer: "dind"},
@@ -229,6 +232,7 @@ func TestMappingView(t *testing.T) {
 			func(v *fleet.Pod) {
 				v.Runner = fleet.Container{Found: true}
 				v.StartedAt = fleet.StampOf(created.Add(7 * time.Minute))
+				v.StartWait = &fleet.StartWait{Reason: "ContainerCreating", Container: "runner"}
 			}},
 		{"started: the runner container's start beats the pod's", Mapping{},
 			func(p *corev1.Pod) {

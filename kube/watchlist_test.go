@@ -49,6 +49,7 @@ func sorted(pods []fleet.Pod) []fleet.Pod {
 // always in it (the watch-list is a consistent read, not a possibly stale
 // cache).
 func TestWatchListGivesWhatPagesGive(t *testing.T) {
+	var none corev1.ContainerState
 	env := plane.Env(t)
 	ctx := context.Background()
 	ns := env.Namespace(t, "kube")
@@ -59,19 +60,45 @@ func TestWatchListGivesWhatPagesGive(t *testing.T) {
 	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "failed", Labels: map[string]string{"app": "runner"},
 		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), stateTerminated(1, 0, "Error")))})
 	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "pending", Labels: map[string]string{"app": "runner"}, Unscheduled: true})
+	// Runners that never start, each way View reads why.
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "pull", Labels: map[string]string{"app": "runner"}, Sidecar: true,
+		Status: podStatus(corev1.PodPending, containerStatus("dind", stateRunning(), none),
+			containerStatus("runner", stateWaiting("ImagePullBackOff", `Back-off pulling image "ghcr.io/acme/runner:nope"`), none))})
+	noRoom := podStatus(corev1.PodPending)
+	noRoom.Conditions = []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
+		unschedulable("Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.")}
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "no-room", Labels: map[string]string{"app": "runner"}, Status: noRoom})
+	initialising := podStatus(corev1.PodPending, containerStatus("runner", stateWaiting("PodInitializing", ""), none))
+	initialising.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	initialising.InitContainerStatuses = []corev1.ContainerStatus{containerStatus("dind", stateRunning(), none),
+		containerStatus("setup", corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error", Message: "no config",
+			StartedAt: started(), FinishedAt: metav1.NewTime(finished)}}, none)}
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "init", Labels: map[string]string{"app": "runner"}, Status: initialising,
+		InitContainers: []corev1.Container{{Name: "dind", Image: "docker:dind"}, {Name: "setup", Image: "busybox"}}})
 	m := Mapping{Scopes: mustScopes(t, "org:acme"), StampLabel: "pool/claimed-by"}
 
 	pages := newClient(t, Options{Pages: true, PageSize: 5})
 	want, err := pages.ListPods(ctx, []string{ns}, "", m)
 	require.NoError(t, err)
-	require.Len(t, want, 14)
-	assert.Equal(t, int64(3), pages.Counts().Requests, "14 pods in pages of 5")
+	require.Len(t, want, 17)
+	assert.Equal(t, int64(4), pages.Counts().Requests, "17 pods in pages of 5")
+	waits := map[string]*fleet.StartWait{}
+	for _, p := range want {
+		if p.StartWait != nil {
+			waits[p.Name] = p.StartWait
+		}
+	}
+	assert.Equal(t, map[string]*fleet.StartWait{
+		"pull":    {Reason: "ImagePullBackOff", Message: `Back-off pulling image "ghcr.io/acme/runner:nope"`, Container: "runner"},
+		"no-room": {Reason: "Unschedulable", Message: "0/3 nodes are available: 3 Insufficient cpu."},
+		"init":    {Reason: "Error", Message: "exit code 3: no config", Container: "setup", Init: true},
+	}, waits, "what holds each runner back, read through the trimming pages")
 
 	// The reference: the same pods as client-go's Clientset decodes them,
 	// whole, without the reaper's trimming.
 	whole, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
-	require.Len(t, whole.Items, 14)
+	require.Len(t, whole.Items, 17)
 	assert.Equal(t, sorted(viewsOf(m, whole.Items)), sorted(want), "pages, trimmed, view as the whole pods")
 
 	stream := newClient(t, Options{PageSize: 5})

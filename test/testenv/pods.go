@@ -51,6 +51,9 @@ type RunnerPod struct {
 	// sidecar): a pod that the selector matches but that is no runner,
 	// say. PodState then describes the first of them.
 	Containers []corev1.Container
+	// InitContainers are the pod's init containers, which a Status may
+	// then report on.
+	InitContainers []corev1.Container
 
 	// PodState is how the kubelet has left the pod.
 	PodState
@@ -169,6 +172,7 @@ func (p RunnerPod) pod(ns string) *corev1.Pod {
 	if len(p.Containers) > 0 {
 		pod.Spec.Containers = p.Containers
 	}
+	pod.Spec.InitContainers = p.InitContainers
 	if p.Owner != nil {
 		pod.OwnerReferences = []metav1.OwnerReference{*p.Owner}
 	}
