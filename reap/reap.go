@@ -160,6 +160,10 @@ func (r *Reaper) Action(c reconcile.Candidate) Action {
 		return alone
 	}
 	switch {
+	case c.ReportOnly && c.Verdict != fleet.ARCStuckDeleting:
+		// A finding made to be reported (a never-started pod that only
+		// waits for room in the cluster) acts on nothing.
+		return Report
 	case c.EphemeralRunner != nil && c.Verdict == fleet.ARCStuckDeleting:
 		// ARC's registration finalizer still waits on the Actions
 		// service: it is released on proof that the registration is
@@ -283,7 +287,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		switch {
 		case out[i].Action == Report:
 			out[i].Result = fleet.Reported
-			if c.Pod != nil && c.EphemeralRunner == nil {
+			if c.Pod != nil && c.EphemeralRunner == nil && !c.ReportOnly {
 				out[i].Err = errOwnerUnobserved
 			}
 		case alreadyDeleting(c):

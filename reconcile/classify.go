@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 )
@@ -16,6 +17,15 @@ type Policy struct {
 	// RegistrationDeadline is how long a running pod may go without its
 	// runner appearing on GitHub before it is unregistered.
 	RegistrationDeadline time.Duration
+	// StartDeadline is how long a runner pod's runner container may go
+	// without starting, counted from the pod's creation, before the pod is
+	// never-started. Zero turns the verdict off (the configuration never
+	// gives zero; tables that judge other verdicts leave it so).
+	StartDeadline time.Duration
+	// DeleteUnschedulable lets a never-started pod that only waits for
+	// room in the cluster (fleet.StartWait.Unschedulable) act; without it
+	// such a pod is reported and left.
+	DeleteUnschedulable bool
 	// StampEnabled turns orphan-stamped on (an owner-stamp label is set).
 	StampEnabled bool
 	// GhostNamePrefix and GhostLabel say which registrations this
@@ -108,7 +118,8 @@ type Finding struct {
 	// ReportOnly is true for a verdict that is reported and acts on
 	// nothing: an EphemeralRunner stuck deleting whose pod and
 	// registration are both still there, which may be running the job
-	// ARC waits for.
+	// ARC waits for; a never-started pod that only waits for room in the
+	// cluster, unless Policy.DeleteUnschedulable.
 	ReportOnly bool
 	// MinHold, when set, is the least time the verdict's mark must hold,
 	// beyond its verdict's own hold: an unregistered runner whose start
@@ -783,8 +794,14 @@ func (j podJudge) judge(p *fleet.Pod, runnerID int64, out *Classification) {
 		out.Findings = append(out.Findings, f)
 		return
 	}
-	// A Running pod whose runner container has not started (still
-	// being created, its image pulling) has no verdict yet.
+	if notStarted(p) {
+		if f := j.judgeNotStarted(p, runnerID, m, list, listed, out); f != nil {
+			f.OwnerRunner, f.Job = owner, jobOf(p, owner)
+			f.RunnerID, f.RegistrationAbsent, _ = known(runnerID, m, listed, list.proves)
+			out.Findings = append(out.Findings, *f)
+		}
+		return
+	}
 	if p.Phase != "Running" || !p.Runner.Running {
 		return
 	}
@@ -818,6 +835,124 @@ func (j podJudge) judge(p *fleet.Pod, runnerID int64, out *Classification) {
 		f.RunnerID, f.RegistrationAbsent, _ = known(runnerID, m, listed, list.proves)
 		out.Findings = append(out.Findings, *f)
 	}
+}
+
+// notStarted reports whether a live pod's runner container has never
+// started: it is not running and has never ended (a runner that ended is
+// terminal's). A pod in phase Unknown says nothing the kubelet can still
+// vouch for, and is left.
+func notStarted(p *fleet.Pod) bool {
+	return (p.Phase == "Pending" || p.Phase == "Running") && !p.Runner.Running &&
+		p.Runner.Terminated == nil && p.Runner.LastTerminated == nil
+}
+
+// judgeNotStarted judges a pod whose runner container has never started:
+// past the start deadline, counted from the pod's creation on both clocks
+// (as the registration deadline is read), it is never-started. It rests on
+// GitHub as unregistered does: the pod is tied to its registration as a
+// running pod is, a registration that is busy protects it and one that is
+// online (something runs under its name) leaves it alone, and where no
+// registration is listed the choke point looks the runner up by name
+// before it acts. A pod that only waits for room in the cluster is
+// reported, unless the policy lets it act.
+func (j podJudge) judgeNotStarted(p *fleet.Pod, runnerID int64, m match, list listIndex, listed bool, out *Classification) *Finding {
+	pol, obs := j.pol, j.obs
+	if pol.StartDeadline <= 0 {
+		return nil
+	}
+	created := p.CreatedAt.Time()
+	local := obs.Local
+	if local.IsZero() {
+		local = obs.Now
+	}
+	if !obs.past(minTime(created, obs.Now), minTime(created, local), pol.StartDeadline) {
+		return nil
+	}
+	if _, observed := obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed || p.RunnerName == "" {
+		out.Unscoped++
+		return nil
+	}
+	out.ScopePods[p.ScopeKey]++
+	if !listed {
+		return nil
+	}
+	if m.ambiguous {
+		if m.protected {
+			out.Protected++
+		}
+		return nil
+	}
+	reg := m.reg
+	switch {
+	case reg != nil && reg.Busy:
+		out.Protected++
+		return nil
+	case reg != nil && reg.Online:
+		return nil
+	}
+	f := &Finding{Verdict: fleet.NeverStarted, Key: fleet.PodMarkKey(p.UID), ScopeKey: p.ScopeKey, Pod: p, Registration: reg,
+		Since: created, AbsenceUnproven: reg == nil && !list.proves}
+	registered := fmt.Sprintf("runner %q not listed", p.RunnerName)
+	switch {
+	case reg != nil:
+		registered = fmt.Sprintf("registration %d %q is offline", reg.ID, reg.Name)
+	case runnerID != 0:
+		registered = fmt.Sprintf("its registration %d %q is gone from the %s", runnerID, p.RunnerName, listWord(list.proves))
+	}
+	f.Evidence = fmt.Sprintf("runner container not started %s after the pod's creation, past the %s start deadline: %s; %s",
+		max(obs.Now.Sub(created), 0).Round(time.Second), pol.StartDeadline, StartWaitWords(p.StartWait), registered)
+	if !obs.ClocksAgree() {
+		f.MinHold = pol.StartDeadline
+		f.Evidence += fmt.Sprintf("; %s, so the verdict must hold for the whole %s deadline from this reaper's first sighting before it acts", obs.skewWords(), pol.StartDeadline)
+	}
+	if p.StartWait.Unschedulable() && !pol.DeleteUnschedulable {
+		f.ReportOnly = true
+		f.Evidence += "; reported only: it waits for room in the cluster, deleting it would free nothing and its controller would make another (REAPER_DELETE_UNSCHEDULABLE=true deletes it)"
+	}
+	return f
+}
+
+// StartWaitWords says what holds a runner back from starting, for a
+// verdict's evidence: the cluster's reason and, clipped, its message
+// (outside text, made safe where it is shown).
+func StartWaitWords(w *fleet.StartWait) string {
+	if w == nil {
+		return "no reason given"
+	}
+	why := w.Reason
+	if w.Message != "" {
+		why += fmt.Sprintf(" (%q)", clip(w.Message, maxWaitMessage))
+	}
+	switch {
+	case w.Unschedulable():
+		return "not scheduled: " + why
+	case w.Init:
+		return fmt.Sprintf("init container %q has not finished: %s", clip(w.Container, maxWaitMessage), why)
+	}
+	return fmt.Sprintf("container %q waiting: %s", clip(w.Container, maxWaitMessage), why)
+}
+
+// WaitMessage is the wait's message as far as a verdict carries it.
+func WaitMessage(w *fleet.StartWait) string {
+	if w == nil {
+		return ""
+	}
+	return clip(w.Message, maxWaitMessage)
+}
+
+// maxWaitMessage bounds how much of the cluster's message a verdict's
+// evidence carries: a kubelet's says what it needs in a line, and anyone
+// who may write a pod's status could make it megabytes, which every action
+// line, Event and record of it would repeat.
+const maxWaitMessage = 300
+
+// clip is s cut to at most n runes, marked where it was cut.
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n]) + "…"
 }
 
 // scopeFromOwners gives each pod whose EphemeralRunner was observed that

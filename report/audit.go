@@ -26,6 +26,9 @@ type Row struct {
 	AgeSeconds float64 `json:"age_seconds"`
 	Evidence   string  `json:"evidence"`
 	ExitClass  string  `json:"exit_class,omitempty"`
+	// WaitReason is what held a never-started runner back (its message
+	// is in the evidence).
+	WaitReason string `json:"wait_reason,omitempty"`
 	// Job names the job the runner is known to have held, and what GitHub
 	// said of it when the guard asked.
 	Job       string    `json:"job,omitempty"`
@@ -86,7 +89,7 @@ func Rows(res sweep.Result) []Row {
 // break the columns or act on the operator's terminal. It runs on the
 // fields, before the table or the JSON adds any structure.
 func (r *Row) escape() {
-	for _, f := range []*string{&r.Verdict, &r.Namespace, &r.Pod, &r.RunnerName, &r.Scope, &r.Evidence, &r.ExitClass, &r.Job, &r.Would} {
+	for _, f := range []*string{&r.Verdict, &r.Namespace, &r.Pod, &r.RunnerName, &r.Scope, &r.Evidence, &r.ExitClass, &r.WaitReason, &r.Job, &r.Would} {
 		*f = safetext.String(*f)
 	}
 }
@@ -104,6 +107,9 @@ func row(now time.Time, c reconcile.Candidate) Row {
 	}
 	if c.Exit != nil {
 		r.ExitClass = string(c.Exit.Class)
+	}
+	if w := startWait(c); w != nil {
+		r.WaitReason = w.Reason
 	}
 	switch j := c.Job; {
 	case j == nil:
@@ -153,6 +159,9 @@ func WriteTable(w io.Writer, res sweep.Result) error {
 		evidence := r.Evidence
 		if r.ExitClass != "" {
 			evidence = "[" + r.ExitClass + "] " + evidence
+		}
+		if r.WaitReason != "" {
+			evidence = "[" + r.WaitReason + "] " + evidence
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Verdict, pod, runner, r.Scope,
 			(time.Duration(r.AgeSeconds) * time.Second).String(), job, r.Would, matures, evidence)

@@ -2,9 +2,11 @@ package report
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/internal/redact"
+	"github.com/runner-reaper/runner-reaper/internal/safetext"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -138,4 +141,46 @@ func TestPlainError(t *testing.T) {
 	plain := errors.New("plain")
 	assert.Same(t, plain, PlainError(plain, nil))
 	assert.NoError(t, PlainError(nil, nil))
+}
+
+// A never-started runner's action line and audit row carry what held it
+// back, the cluster's reason and message; a message with a line break, an
+// escape sequence and a right-to-left override reaches them only made safe,
+// and a token in it only redacted, as all outside text does.
+func TestNeverStartedCarriesItsWaitMadeSafe(t *testing.T) {
+	const secret = "ghp_waitSECRET0123456789"
+	started := time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
+	wait := &fleet.StartWait{Reason: "ErrImagePull", Container: "runner",
+		Message: "pull access denied\n{\"msg\":\"action\"}\x1b[2J\u202eevil token " + secret}
+	pod := &fleet.Pod{Namespace: "arc", Name: "acme-stuck", RunnerName: "acme-stuck", CreatedAt: fleet.StampOf(started.Add(-time.Hour)), StartWait: wait}
+	c := reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.NeverStarted, Pod: pod, ScopeKey: "org:acme",
+		Evidence: "runner container not started: " + reconcile.StartWaitWords(wait)}}
+	res := sweep.Result{Looked: true, Mode: sweep.Audit, Started: started, Observed: sweep.Observed{Pods: 1},
+		Outcomes: []reap.Outcome{{Candidate: c, Action: reap.DeletePod, Result: fleet.WouldDelete, DryRun: true}}}
+
+	var buf bytes.Buffer
+	log := slog.New(redact.New(secret).Handler(safetext.Handler(slog.NewJSONHandler(&buf, nil))))
+	Log(context.Background(), log, res)
+	out := buf.String()
+	if r, ok := rawControl(out); ok {
+		t.Fatalf("the log holds a raw %U:\n%q", r, out)
+	}
+	assert.NotContains(t, out, secret)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, "one action line and the summary:\n%s", out)
+	var line map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &line))
+	assert.Equal(t, "ErrImagePull", line["wait_reason"])
+	assert.Equal(t, "runner", line["wait_container"])
+	assert.Equal(t, `pull access denied\n{"msg":"action"}\x1b[2J\u202eevil token [REDACTED]`, line["wait_message"])
+
+	var table bytes.Buffer
+	require.NoError(t, WriteTable(&table, res))
+	if r, ok := rawControl(table.String()); ok {
+		t.Fatalf("the table holds a raw %U:\n%q", r, table.String())
+	}
+	rows := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
+	require.Len(t, rows, 3, "header, one row, the totals:\n%s", table.String())
+	assert.Regexp(t, `^never-started\s+arc/acme-stuck\s+`, rows[1])
+	assert.Contains(t, rows[1], `[ErrImagePull] runner container not started: container "runner" waiting: ErrImagePull ("pull access denied\n`)
 }

@@ -133,6 +133,12 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	if c.Verdict == fleet.Zombie {
 		a = append(a, slog.Bool("registration_gone", c.Gone))
 	}
+	if w := startWait(c); w != nil {
+		// The wait's fingerprint: the cluster's words, which the log's
+		// handler redacts and makes safe as it does all outside text.
+		a = append(a, slog.String("wait_reason", w.Reason), slog.String("wait_message", reconcile.WaitMessage(w)),
+			slog.String("wait_container", w.Container), slog.Bool("wait_init", w.Init))
+	}
 	if e := c.Exit; e != nil {
 		a = append(a, slog.Int("exit_code", int(e.Code)), slog.Int("signal", int(e.Signal)),
 			slog.String("reason", e.Reason), slog.String("exit_class", string(e.Class)),
@@ -168,6 +174,14 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 		a = append(a, slog.String("event_error", o.EventErr.Error()))
 	}
 	return a
+}
+
+// startWait is what held a never-started runner back, or nil.
+func startWait(c reconcile.Candidate) *fleet.StartWait {
+	if c.Verdict != fleet.NeverStarted || c.Pod == nil {
+		return nil
+	}
+	return c.Pod.StartWait
 }
 
 // jobAttrs name the job the runner is known to have held, so that a
