@@ -354,6 +354,8 @@ func fromSpec(s spec) Config {
 		},
 		Policy: reconcile.Policy{
 			RegistrationDeadline:  s.RegistrationDeadline,
+			StartDeadline:         s.StartDeadline,
+			DeleteUnschedulable:   s.DeleteUnschedulable,
 			StampEnabled:          s.OwnerStampLabel != "",
 			GhostNamePrefix:       s.GhostNamePrefix,
 			GhostLabel:            s.GhostLabel,
@@ -450,7 +452,7 @@ func validateDurations(s spec, bad func(field, what string)) {
 	}{
 		{"StampMaxAge", s.StampMaxAge},
 		{"ArcFailedAfter", s.ArcFailedAfter}, {"ArcPodlessAfter", s.ArcPodlessAfter}, {"ArcStuckDeletingAfter", s.ArcStuckDeletingAfter},
-		{"RegistrationDeadline", s.RegistrationDeadline}, {"ConfirmAfter", s.ConfirmAfter},
+		{"RegistrationDeadline", s.RegistrationDeadline}, {"StartDeadline", s.StartDeadline}, {"ConfirmAfter", s.ConfirmAfter},
 		{"GithubTimeout", s.GithubTimeout},
 		{"KubeTimeout", s.KubeTimeout}, {"SweepTimeout", s.SweepTimeout},
 	} {

@@ -78,6 +78,8 @@ func TestLoadDefaults(t *testing.T) {
 	assert.Equal(t, "runner", c.RunnerContainer)
 	assert.Equal(t, NameSource{From: NameFromPod}, c.RunnerName)
 	assert.Equal(t, 10*time.Minute, c.Policy.RegistrationDeadline)
+	assert.Equal(t, 15*time.Minute, c.Policy.StartDeadline)
+	assert.False(t, c.Policy.DeleteUnschedulable, "a runner pod that waits for room is only reported unless asked")
 	assert.Equal(t, 5*time.Minute, c.Hold.ConfirmAfter)
 	assert.Equal(t, reconcile.Limits{MaxActions: 10, MaxFraction: 0.25}, c.Limits)
 	assert.False(t, c.Policy.StampEnabled, "orphan-stamped is off without a stamp label")
@@ -138,6 +140,9 @@ func TestLoadRejects(t *testing.T) {
 		{"empty selector", with(minimal(), "REAPER_POD_SELECTOR", " "), "REAPER_POD_SELECTOR", "must not be empty"},
 		{"bad duration", with(minimal(), "REAPER_CONFIRM_AFTER", "5 minutes"), "REAPER_CONFIRM_AFTER", "a duration"},
 		{"negative duration", with(minimal(), "REAPER_REGISTRATION_DEADLINE", "-1m"), "REAPER_REGISTRATION_DEADLINE", "positive"},
+		{"zero start deadline", with(minimal(), "REAPER_START_DEADLINE", "0s"), "REAPER_START_DEADLINE", "positive"},
+		{"start deadline without a unit", with(minimal(), "REAPER_START_DEADLINE", "15"), "REAPER_START_DEADLINE", "a duration"},
+		{"unschedulable switch not a boolean", with(minimal(), "REAPER_DELETE_UNSCHEDULABLE", "sure"), "REAPER_DELETE_UNSCHEDULABLE", "true or false"},
 		{"bad number", with(minimal(), "REAPER_MAX_ACTIONS", "ten"), "REAPER_MAX_ACTIONS", "whole number"},
 		{"app id in octal", with(minimal(), "REAPER_GITHUB_TOKEN", "<unset>", "REAPER_GITHUB_APP_ID", "0123456", "REAPER_GITHUB_INSTALLATION_ID", "2"),
 			"REAPER_GITHUB_APP_ID", "written in decimal"},

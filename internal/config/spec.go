@@ -95,6 +95,19 @@ type spec struct {
 
 	// How long a running pod may go without its runner appearing on GitHub.
 	RegistrationDeadline time.Duration `split_words:"true" default:"10m" example:"10m"`
+	// How long a runner pod's runner container may go without starting,
+	// counted from the pod's creation, before it is `never-started`: an image
+	// that cannot be pulled, a missing secret, an init container that does
+	// not finish, no node with room. Above 0; keep it above the longest a
+	// healthy runner takes to be scheduled and pull its image (a node
+	// scale-up and a large image can take minutes), since `confirm-after`
+	// is all that follows it.
+	StartDeadline time.Duration `split_words:"true" default:"15m" example:"15m"`
+	// Delete a `never-started` runner pod that waits only for room in the
+	// cluster (`Unschedulable`, or a scheduling gate), too. Off, it is
+	// reported and left: deleting it frees nothing, and its controller
+	// would make another at once.
+	DeleteUnschedulable bool `split_words:"true" default:"false" example:"true"`
 	// How long a GitHub-based verdict must hold before it acts.
 	ConfirmAfter time.Duration `split_words:"true" default:"5m" example:"5m"`
 	// Most actions per sweep.

@@ -40,6 +40,8 @@ func Hostile() map[string][]string {
 		"REAPER_ARC_STUCK_DELETING_AFTER": {"-30m", "1d"},
 		"REAPER_ARC_REMOVE_FINALIZERS":    {"on", "true"}, // true without REAPER_ARC_LEAKS
 		"REAPER_REGISTRATION_DEADLINE":    {"0", "-10m", "NaN"},
+		"REAPER_START_DEADLINE":           {"0", "-15m", "15", "soon"},
+		"REAPER_DELETE_UNSCHEDULABLE":     {"sure", "2"},
 		"REAPER_CONFIRM_AFTER":            {"0s", "-5m", "5 min"},
 		"REAPER_MAX_ACTIONS":              {"0", "-1", "1e3", "99999999999999999999", "ten"},
 		"REAPER_MAX_FRACTION":             {"NaN", "nan", "Inf", "+Inf", "-Inf", "0", "-0.1", "1.0001", "1e-400", "1e400"},

@@ -129,6 +129,8 @@ func freeTexts() map[string]freeText {
 		"arc.stuckDeletingAfter":                         {got: env("REAPER_ARC_STUCK_DELETING_AFTER")},
 		"deleteServiceAccounts":                          {refused: "deleteServiceAccounts must be true or false"},
 		"registrationDeadline":                           {got: env("REAPER_REGISTRATION_DEADLINE")},
+		"startDeadline":                                  {got: env("REAPER_START_DEADLINE")},
+		"deleteUnschedulable":                            {refused: "deleteUnschedulable must be true or false"},
 		"confirmAfter":                                   {got: env("REAPER_CONFIRM_AFTER")},
 		"limits.maxFraction":                             {got: env("REAPER_MAX_FRACTION")},
 		"massSuspicion.fraction":                         {got: env("REAPER_MASS_SUSPICION_FRACTION")},

@@ -43,6 +43,7 @@ func beyondTheTable() []struct {
 		{at: "scopes", env: "REAPER_SCOPES", value: []any{"org:acme", "enterprise:acme-corp"}, app: true, refusedAt: "/scopes/1"},
 		{at: "confirmAfter", env: "REAPER_CONFIRM_AFTER", value: "0.0000000001s"},
 		{at: "registrationDeadline", env: "REAPER_REGISTRATION_DEADLINE", value: "0.5ns"},
+		{at: "startDeadline", env: "REAPER_START_DEADLINE", value: "0.000000000001m"},
 		{at: "arc.failedAfter", env: "REAPER_ARC_FAILED_AFTER", value: "0.0000000000001h"},
 		{at: "ownerStamp.maxAge", env: "REAPER_STAMP_MAX_AGE", value: "0.00000000001m"},
 		{at: "github.timeout", env: "REAPER_GITHUB_TIMEOUT", value: "0.0001us"},

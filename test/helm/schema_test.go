@@ -96,6 +96,8 @@ func decisions() map[string]decision {
 		// if/then says so.
 		"REAPER_ARC_REMOVE_FINALIZERS": {at: "arc.removeFinalizers", kind: scalar, schema: []string{"on", "true"}, refusedAt: "/arc/enabled"},
 		"REAPER_REGISTRATION_DEADLINE": {at: "registrationDeadline", schema: []string{"0", "-10m", "NaN"}},
+		"REAPER_START_DEADLINE":        {at: "startDeadline", schema: []string{"0", "-15m", "15", "soon"}},
+		"REAPER_DELETE_UNSCHEDULABLE":  {at: "deleteUnschedulable", kind: scalar, schema: []string{"sure", "2"}},
 		"REAPER_CONFIRM_AFTER":         {at: "confirmAfter", schema: []string{"0s", "-5m", "5 min"}},
 		"REAPER_MAX_ACTIONS": {at: "limits.maxActions", kind: scalar, schema: []string{"0", "-1", "99999999999999999999", "ten"},
 			yamlReads: map[string]string{"1e3": "1000"}},

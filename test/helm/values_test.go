@@ -72,6 +72,8 @@ func TestFullValuesPassTheSchemaAndTheBinary(t *testing.T) {
 		"REAPER_ARC_STUCK_DELETING_AFTER": "1h",
 		"REAPER_DELETE_SERVICE_ACCOUNT":   "true",
 		"REAPER_REGISTRATION_DEADLINE":    "12m",
+		"REAPER_START_DEADLINE":           "20m",
+		"REAPER_DELETE_UNSCHEDULABLE":     "true",
 		"REAPER_CONFIRM_AFTER":            "3m",
 		"REAPER_MAX_ACTIONS":              "25",
 		"REAPER_MAX_FRACTION":             "0.1",

@@ -275,6 +275,7 @@ the configuration, which writes the string, says is off. */}}
   "arc.enabled" .Values.arc.enabled
   "arc.removeFinalizers" .Values.arc.removeFinalizers
   "deleteServiceAccounts" .Values.deleteServiceAccounts
+  "deleteUnschedulable" .Values.deleteUnschedulable
   "lambdaAccess.enabled" .Values.lambdaAccess.enabled
   "dryRun" .Values.dryRun
   "suspend" .Values.suspend
