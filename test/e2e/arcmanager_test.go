@@ -260,3 +260,41 @@ func (l *arcLoop) report(t *testing.T, name string, r run, acted time.Time, verd
 	after.requireCode(t, 0)
 	assert.Empty(t, after.msg("action"), "nothing left to act on: %s", fmt.Sprint(after.msg("action")))
 }
+
+// ARC's manager replaces a never-started runner it owned: an
+// EphemeralRunner of a set whose pod cannot pull its image (ARC v0.27.6
+// never fails it, and the set's slot stays taken) is never-started past
+// REAPER_START_DEADLINE; the reaper removes its registration and deletes
+// the EphemeralRunner, ARC's finalizers finish the rest, and the set makes
+// a new runner in its place.
+func TestARCManagerReplacesANeverStartedRunner(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, arcEnv(map[string]string{"REAPER_START_DEADLINE": startDeadline.String()}))
+	cfg, err := ghsim.ConfigURL(w.env["REAPER_GITHUB_API_URL"], scope)
+	require.NoError(t, err)
+	env.ARCGitHubTokenSecret(t, w.ns, w.token)
+	l := &arcLoop{world: w, cfg: cfg}
+	l.startARC()
+
+	const set = "arc-set-pull"
+	env.ARCRunnerSet(t, l.ns, set, l.cfg, 1)
+	listed := func(name string) (int64, bool) {
+		r, ok := l.sim.RunnerByName(scope, name)
+		return r.ID, ok
+	}
+	name, st := env.ProvisionARCSetRunner(t, l.ns, set, 30*time.Second, listed)
+	// The kubelet's word: the runner's image cannot be pulled. Its JIT
+	// registration never connects.
+	env.WritePodState(t, l.ns, name, testenv.PodState{Phase: corev1.PodPending, Waiting: "ImagePullBackOff"})
+	require.True(t, l.sim.SetRunner(scope, st.RunnerID, func(r *ghsim.Runner) { r.Status = "offline" }))
+	time.Sleep(pastDeadline)
+
+	r, acted := l.actOn(name, true)
+	l.report(t, name, r, acted, "never-started", "delete-registration-then-ephemeralrunner", st.RunnerID)
+	assert.Equal(t, "ImagePullBackOff", r.actions(t)[name]["wait_reason"])
+
+	next, nst := env.ProvisionARCSetRunner(t, l.ns, set, 30*time.Second, listed)
+	assert.NotEqual(t, name, next, "the set made a new runner")
+	assert.NotEqual(t, st.RunnerID, nst.RunnerID, "registered afresh")
+	t.Logf("never-started %s replaced by %s, registered as %d, %v after the act", name, next, nst.RunnerID, time.Since(acted).Round(time.Millisecond))
+}
