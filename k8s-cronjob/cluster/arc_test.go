@@ -29,8 +29,9 @@ package cluster_test
 // The terminal case needs ARC down, so it has a namespace, a manager, a
 // simulator and a CronJob of its own; the others share one. After the act,
 // ARC must finish: the EphemeralRunner, its pod, its JIT Secret and the
-// registration gone, and the set's replacement runner Running. A busy
-// runner beside them is left alone.
+// registration gone, and the set's replacement runner Running; and nothing
+// may be left deleting, a runner ARC strands by itself included (see
+// await). A busy runner beside them is left alone.
 
 import (
 	"context"
@@ -38,6 +39,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -58,12 +60,14 @@ import (
 )
 
 // arcConfig is the test's reaper configuration beside the overlay's: an
-// EphemeralRunner may stay Failed 20 s, not 10 m; and one sweep may act on
-// every leak of the namespace (the shipped quarter of the managed pods
+// EphemeralRunner may stay Failed 20 s, not 10 m, and stay deleting 20 s,
+// not 30 m (see await: ARC itself can strand one); and one sweep may act
+// on every leak of the namespace (the shipped quarter of the managed pods
 // would queue these few cases one a minute; the bound is shown elsewhere).
 var arcConfig = map[string]string{
-	"REAPER_ARC_FAILED_AFTER": "20s",
-	"REAPER_MAX_FRACTION":     "1",
+	"REAPER_ARC_FAILED_AFTER":         "20s",
+	"REAPER_ARC_STUCK_DELETING_AFTER": "20s",
+	"REAPER_MAX_FRACTION":             "1",
 }
 
 // arcWorld is one namespace with ARC's manager watching it, a simulator
@@ -435,8 +439,19 @@ func (w *arcWorld) await(t *testing.T, cases []*arcCase, afterAct func()) {
 				w.mode.label, c.label, c.verdict, c.action, w.mode.what, c.gone.at.Sub(at).Round(10*time.Millisecond), repl, a["finalizer_result"], a["exit_class"])
 		})
 	}
-	// Nothing left deleting in the namespace.
+	// Nothing left deleting in the namespace. ARC v0.27.6 can strand a
+	// runner of its own here: its EphemeralRunnerSet, reading its cache
+	// before the replacement it has just made shows up there, makes a
+	// second, then scales the surplus down by removing its registration
+	// (204) and deleting it, and that runner's own controller asks the
+	// Actions service to remove it again, meets 404 and retries for ever
+	// (test/testenv's TestARCManagerEphemeralRunner shows the scale-down
+	// half). The CronJob releases such a runner as arc-stuck-deleting once
+	// it has been deleting REAPER_ARC_STUCK_DELETING_AFTER and the verdict
+	// is confirmed over a later sweep: hence the wait of several sweeps,
+	// and each runner seen so stranded must have been released by it.
 	var deleting []string
+	stranded := map[string]bool{}
 	require.Eventually(t, func() bool {
 		deleting = nil
 		rs, err := cluster.Dynamic.Resource(w.mode.runner).Namespace(w.ns).List(context.Background(), metav1.ListOptions{})
@@ -444,8 +459,12 @@ func (w *arcWorld) await(t *testing.T, cases []*arcCase, afterAct func()) {
 			return false
 		}
 		for _, r := range rs.Items {
-			if r.GetDeletionTimestamp() != nil {
-				deleting = append(deleting, r.GetKind()+" "+r.GetName()+" "+fmt.Sprint(r.GetFinalizers()))
+			if r.GetDeletionTimestamp() == nil {
+				continue
+			}
+			deleting = append(deleting, r.GetKind()+" "+r.GetName()+" "+fmt.Sprint(r.GetFinalizers()))
+			if _, registered := w.sim.RunnerByName(scope, r.GetName()); !registered && slices.Contains(r.GetFinalizers(), fleet.ARCRegistrationFinalizer) {
+				stranded[r.GetName()] = true
 			}
 		}
 		pods, err := cluster.Client.CoreV1().Pods(w.ns).List(context.Background(), metav1.ListOptions{})
@@ -458,7 +477,21 @@ func (w *arcWorld) await(t *testing.T, cases []*arcCase, afterAct func()) {
 			}
 		}
 		return len(deleting) == 0
-	}, 2*time.Minute, 250*time.Millisecond, "%s: something is left deleting: %v", w.ns, &deleting)
+	}, 5*time.Minute, 250*time.Millisecond, "%s: something is left deleting: %v", w.ns, &deleting)
+	for name := range stranded {
+		// The acting sweep's log is read once its pod has finished,
+		// which may be after ARC has finished the runner.
+		var a map[string]any
+		assert.Eventually(t, func() bool {
+			a = w.actionOn(name)
+			return a != nil
+		}, 2*time.Minute, 250*time.Millisecond)
+		require.NotNil(t, a, "%s: %s was left deleting on a registration already gone, and no sweep acted on it; all actions %v", w.ns, name, w.actions())
+		assert.Equal(t, "arc-stuck-deleting", a["verdict"], "%v", a)
+		assert.Equal(t, "release-registration", a["action"], "%v", a)
+		assert.Equal(t, "deleted", a["result"], "%v", a)
+		t.Logf("%s: %s was stranded by ARC deleting, its registration gone; the CronJob released it: %v", w.mode.label, name, a["evidence"])
+	}
 }
 
 // TestShippedCronJobCleansUpAfterARC: the shipped CronJob, firing on its
