@@ -1,6 +1,9 @@
 package fleet
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Pod is the little the classifier needs of a Kubernetes pod. The kube
 // adapter builds it page by page so a sweep never holds the fleet's full Pod
@@ -225,3 +228,9 @@ type UnobservedNamespace struct {
 	Namespace string
 	Reason    string
 }
+
+// ErrNoLogRight marks a read of a runner's log that the API server refused
+// (403): the reaper's role lacks `get` on `pods/log`. It is no evidence
+// either way, like any read that fails, and the sweep says once what right
+// is missing rather than once per runner.
+var ErrNoLogRight = errors.New("forbidden: the reaper may not get pods/log")
