@@ -77,6 +77,11 @@ type Options struct {
 	// before anything is deleted for it. Without it such a runner is never
 	// acted on (job-unchecked): the guard fails closed.
 	Jobs Jobs
+	// RunnerLogs reads a running runner's log before an action on it when
+	// nothing else says whether it holds a job (needsLogRead); nil reads
+	// none (REAPER_READ_RUNNER_LOG=false), and such runners rest on
+	// GitHub's flags and the 422 alone.
+	RunnerLogs RunnerLogs
 }
 
 // DefaultSpare is the spare time of every entry point: enough for an action
@@ -245,6 +250,9 @@ type Outcome struct {
 	// Job is what GitHub said of the candidate's job when the guard asked
 	// (see checkJob); nil when it did not ask.
 	Job *fleet.JobStatus
+	// RunnerLog is what the runner's own log said when the guard read it
+	// (see readLogs); nil when it did not read.
+	RunnerLog *LogRead
 	// Bounded is true when the action bound (REAPER_MAX_ACTIONS,
 	// REAPER_MAX_FRACTION) deferred the candidate, as opposed to a job
 	// check that did not get its turn: only the former is the bound
@@ -280,7 +288,18 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	reconcile.Order(cs)
 	budget := reconcile.NewBudget(r.opts.Limits, managedPods)
 	turns := r.jobCheckTurns(cs)
+	logTurns := r.logTurns(cs, budget, turns)
+	// The job checks ask GitHub and the log reads the API server: they go
+	// together, each under its own budget, before anything is admitted.
+	var reads map[int]*LogRead
+	var readers sync.WaitGroup
+	readers.Add(1)
+	go func() {
+		defer readers.Done()
+		reads = r.readLogs(ctx, cs, logTurns)
+	}()
 	answers := r.askJobs(ctx, cs, turns)
+	readers.Wait()
 	out := make([]Outcome, len(cs))
 	for i, c := range cs {
 		out[i] = Outcome{Candidate: c, Action: r.Action(c), Object: Object(c), DryRun: r.opts.DryRun, Result: fleet.Deferred}
@@ -302,6 +321,14 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// The job guard has asked before admission (askJobs), so
 			// that a protected runner takes no place in the bound.
 			// checkJob said why not.
+		case r.needsLogRead(c) && !logTurns[i] && (r.limit == nil || !r.needsGitHub(c)):
+			// Deferred: a protected runner before it freed the place it
+			// fits in, after the reads were sent; a later sweep reads
+			// its log.
+		case r.needsLogRead(c) && !logSays(&out[i], reads[i]):
+			// Its runner said it runs a job, read before admission
+			// (readLogs) so that a protected runner takes no place in
+			// the bound.
 		default:
 			budget.Admit(c)
 			out[i].Result = ""

@@ -1,0 +1,172 @@
+package reap
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/internal/runnerlog"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+)
+
+// RunnerLogs reads the tail of a pod's runner container's log: the
+// runner's own word on whether it runs a job, for runners of which nothing
+// else says so.
+type RunnerLogs interface {
+	TailRunnerLog(ctx context.Context, p fleet.Pod) ([]byte, error)
+}
+
+// LogRead is what the guard read of a runner's log before acting on it.
+type LogRead struct {
+	// Word is what the runner last said; Silent when the log could not be
+	// read.
+	Word runnerlog.Word
+	// Err is why the log could not be read; it wraps fleet.ErrNoLogRight
+	// when RBAC refused the read. It is no evidence either way, and not
+	// the action's error: the action goes on by today's rules.
+	Err error
+}
+
+// Unread reports whether the log could not be read.
+func (l *LogRead) Unread() bool { return l != nil && l.Err != nil }
+
+// needsLogRead reports whether the candidate's action could stop a runner
+// that may be running a job of which there is no evidence at all: its pod's
+// runner container runs, and neither ARC nor the pool recorded a job (with
+// a job recorded, the job check rules: needsJobCheck). A runner that is
+// not running has no listener to say anything, and no job to lose.
+func (r *Reaper) needsLogRead(c reconcile.Candidate) bool {
+	return r.opts.RunnerLogs != nil && c.Job == nil && c.Pod != nil && c.Verdict != fleet.Terminal &&
+		c.Pod.Runner.Running && !reconcile.RunnerEnded(c.Pod)
+}
+
+// logTurns picks the candidates whose runner's log is read this sweep:
+// those that need a read (needsLogRead) among the candidates the bound
+// would admit if no runner turned out protected. The bound is walked on a
+// copy of the sweep's budget, in the order the loop admits, and every
+// candidate that would take a place takes one, so the reads are at most
+// one per action the sweep may take, never one per pod observed. A
+// candidate that needs a read and finds no turn (a protected runner freed
+// a place it could have taken) is deferred to a later sweep, which reads
+// it. One that GitHub's rate limit holds anyway is not read.
+func (r *Reaper) logTurns(cs []reconcile.Candidate, budget *reconcile.Budget, jobTurns map[int]bool) map[int]bool {
+	if r.opts.RunnerLogs == nil {
+		return nil
+	}
+	scratch := *budget
+	turns := map[int]bool{}
+	for i, c := range cs {
+		switch {
+		case r.Action(c) == Report, alreadyDeleting(c), !scratch.Fits(c):
+			continue
+		case needsJobCheck(c) && (!r.asks(c) || !jobTurns[i]):
+			// Held or deferred by the job guard: it takes no place.
+			continue
+		case r.needsLogRead(c) && r.limit != nil && r.needsGitHub(c):
+			continue
+		case r.needsLogRead(c):
+			turns[i] = true
+		}
+		scratch.Admit(c)
+	}
+	return turns
+}
+
+// The log reads' budget, as the job checks': each read is one request the
+// API server passes to a kubelet, and a kubelet that does not answer (its
+// node gone, as a zombie's may be) must not starve the actions. They run
+// all at once before anything acts, at most logReadConcurrency at a time,
+// each within logReadTimeout, all within logReadShare of the time the
+// sweep has left to act in. A read they leave without an answer is no
+// evidence, as a read that failed.
+const (
+	logReadConcurrency = 4
+	logReadTimeout     = 5 * time.Second
+	logReadShare       = 4 // a quarter
+)
+
+// errLogReadBudget is why a read got no answer: the reads' budget ran out.
+var errLogReadBudget = errors.New("no answer within the log reads' budget (a share of the sweep, each read at most 5 s)")
+
+// readLogs reads the logs of the candidates whose turn it is (logTurns)
+// under the reads' budget, and returns what each said by the candidate's
+// index; every candidate with a turn has an answer, an error when its read
+// failed or was cut by the budget.
+func (r *Reaper) readLogs(ctx context.Context, cs []reconcile.Candidate, turns map[int]bool) map[int]*LogRead {
+	if len(turns) == 0 {
+		return nil
+	}
+	timeout := logReadTimeout
+	if r.opts.ActionTimeout > 0 {
+		timeout = min(timeout, r.opts.ActionTimeout)
+	}
+	end := time.Now().Add(timeout * time.Duration((len(turns)+logReadConcurrency-1)/logReadConcurrency))
+	if last, ok := lastMoment(ctx); ok {
+		left := time.Until(last) - max(r.opts.Spare, minLeft)
+		end = minTime(end, time.Now().Add(left/logReadShare))
+	}
+	bctx, stop := context.WithDeadline(ctx, end)
+	defer stop()
+	var mu sync.Mutex
+	reads := make(map[int]*LogRead, len(turns))
+	sem := make(chan struct{}, logReadConcurrency)
+	var wg sync.WaitGroup
+	for i := range cs {
+		if !turns[i] {
+			continue
+		}
+		p := *cs[i].Pod
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			read := &LogRead{Err: errLogReadBudget}
+			defer func() {
+				mu.Lock()
+				reads[i] = read
+				mu.Unlock()
+			}()
+			select {
+			case sem <- struct{}{}:
+			case <-bctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			if bctx.Err() != nil {
+				return
+			}
+			cctx, cancel := context.WithTimeout(bctx, timeout)
+			defer cancel()
+			tail, err := r.opts.RunnerLogs.TailRunnerLog(cctx, p)
+			switch {
+			case err != nil && bctx.Err() != nil && !errors.Is(err, fleet.ErrNoLogRight):
+				// The budget ran out under it: no answer.
+			case err != nil:
+				read.Err = err
+			default:
+				read.Err = nil
+				read.Word = runnerlog.Parse(tail)
+			}
+		}()
+	}
+	wg.Wait()
+	return reads
+}
+
+// logSays decides, from what the runner's log said (readLogs), whether the
+// candidate may go on: a job the runner said it started and has not said
+// it ended protects it (ProtectedJob), as a job GitHub says is running
+// does. Anything else (listening, a job completed, nothing either way, a
+// log that could not be read) is no evidence, and today's rules go on.
+func logSays(o *Outcome, read *LogRead) bool {
+	if read == nil {
+		return true
+	}
+	o.RunnerLog = read
+	if read.Err == nil && read.Word.RunningJob() {
+		o.Result = fleet.ProtectedJob
+		return false
+	}
+	return true
+}
