@@ -50,6 +50,10 @@ func Rows(res sweep.Result) []Row {
 			}
 			r.Job += ")"
 		}
+		if l := o.RunnerLog; l != nil && r.Job == "" && l.Err == nil && l.Word.Job != "" {
+			// The runner's own word, where nothing else names a job.
+			r.Job = l.Word.Kind.String() + " " + l.Word.Job + " (runner's log)"
+		}
 		switch o.Result {
 		case fleet.WouldDelete:
 			r.Would = "now: " + strings.ReplaceAll(string(o.Action), "-", " ")

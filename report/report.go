@@ -5,6 +5,7 @@ package report
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sort"
 	"time"
@@ -58,6 +59,7 @@ func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 			slog.String("scope", m.ScopeKey), slog.Int("newly_suspect", m.NewlySuspect), slog.Int("pods", m.Pods),
 			slog.String("effect", "confirmation and bounds still apply; check GitHub's status before raising the bounds"))
 	}
+	warnNoLogRight(ctx, log, res.Outcomes)
 	// The action lines and the summary are the product's output, written
 	// at every log level through a logger built with Diagnostics; the
 	// lines above are diagnostics, and the level may filter them.
@@ -67,7 +69,8 @@ func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 		if o.Result == fleet.Failed || o.EventErr != nil {
 			level = slog.LevelError
 		}
-		log.LogAttrs(records, level, "action", append(actionAttrs(res.Started, o), jobAttrs(res.WebHost, o)...)...)
+		a := append(actionAttrs(res.Started, o), jobAttrs(res.WebHost, o)...)
+		log.LogAttrs(records, level, "action", append(a, runnerLogAttrs(o)...)...)
 	}
 	log.LogAttrs(records, summaryLevel(res), "sweep", summaryAttrs(res)...)
 }
@@ -218,6 +221,52 @@ func jobAttrs(webHost string, o reap.Outcome) []slog.Attr {
 		a = append(a, slog.Int64("job_request_id", j.RequestID))
 	}
 	return a
+}
+
+// runnerLogAttrs say what the runner's own log said when the guard read
+// it: the word (listening, running, completed, silent, or unread with
+// why), and the job it named where nothing else named one. The name is
+// already bounded and escaped (package runnerlog).
+func runnerLogAttrs(o reap.Outcome) []slog.Attr {
+	l := o.RunnerLog
+	if l == nil {
+		return nil
+	}
+	if l.Err != nil {
+		return []slog.Attr{slog.String("runner_log", "unread"), slog.String("runner_log_error", l.Err.Error())}
+	}
+	a := []slog.Attr{slog.String("runner_log", l.Word.Kind.String())}
+	if l.Word.Job != "" && o.Candidate.Job == nil {
+		a = append(a, slog.String("job_name", l.Word.Job))
+	}
+	if l.Word.Result != "" {
+		a = append(a, slog.String("job_result", l.Word.Result))
+	}
+	return a
+}
+
+// warnNoLogRight says once a sweep, not once per runner, that RBAC refused
+// the runners' logs, which right is missing and how to grant it or turn
+// the read off. Without the right the guard has no evidence: the sweep
+// goes on by today's rules, and exits as it would have.
+func warnNoLogRight(ctx context.Context, log *slog.Logger, outs []reap.Outcome) {
+	n := 0
+	var first error
+	for _, o := range outs {
+		if o.RunnerLog != nil && errors.Is(o.RunnerLog.Err, fleet.ErrNoLogRight) {
+			if n == 0 {
+				first = o.RunnerLog.Err
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	log.LogAttrs(ctx, slog.LevelWarn, "runner logs not readable",
+		slog.Int("runners", n), slog.String("right", "get pods/log"), slog.String("reason", first.Error()),
+		slog.String("fix", "grant get on pods/log in the runners' namespaces (chart: runnerLog.enabled=true; kustomize: the base, or components/runner-log), or set REAPER_READ_RUNNER_LOG=false"),
+		slog.String("effect", "runners with no recorded job are acted on without their own word on it: GitHub's flags and the 422 alone, as with the read off"))
 }
 
 func summaryLevel(res sweep.Result) slog.Level {

@@ -499,6 +499,10 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 			JobAnnotation:   cfg.JobAnnotation,
 		},
 	}
+	var logs reap.RunnerLogs
+	if cfg.ReadRunnerLog {
+		logs = kc.RunnerLogs(cfg.RunnerContainer)
+	}
 	return &sweep.Sweeper{
 		Pods:             pods,
 		WebHost:          ghclient.WebHost(cfg.GitHub.APIURL),
@@ -516,6 +520,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 				Scopes:               scopes,
 				RemoveFinalizers:     cfg.RemoveFinalizers,
 				Jobs:                 gh,
+				RunnerLogs:           logs,
 				Spare:                reap.DefaultSpare,
 				// An action begun with the spare time left ends
 				// within it, so the report is still written.

@@ -73,6 +73,9 @@ type Config struct {
 	// JobAnnotation is the annotation a pool's dispatcher writes the
 	// runner's job into (REAPER_JOB_FROM); "" when not configured.
 	JobAnnotation string
+	// ReadRunnerLog reads a running runner's log before acting on it when
+	// no job is recorded for it (REAPER_READ_RUNNER_LOG).
+	ReadRunnerLog bool
 
 	Policy reconcile.Policy
 	Hold   reconcile.Hold
@@ -331,6 +334,7 @@ func fromSpec(s spec) Config {
 	return Config{
 		PodSelector:          s.PodSelector,
 		RunnerContainer:      s.RunnerContainer,
+		ReadRunnerLog:        s.ReadRunnerLog,
 		ScopeLabel:           s.ScopeLabel,
 		StampLabel:           s.OwnerStampLabel,
 		DryRun:               s.DryRun,

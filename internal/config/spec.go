@@ -54,6 +54,16 @@ type spec struct {
 	// EphemeralRunners say it themselves). A label cannot hold the `/` and is
 	// refused.
 	JobFrom string `split_words:"true" example:"annotation:pool.example.com/job"`
+	// Before acting on a running runner of which no job is recorded (ARC's
+	// EphemeralRunner, `REAPER_JOB_FROM`), read the last 50 lines (at most
+	// 16 KiB) of its runner container's log, one request per runner about to
+	// be acted on: a `Running job: NAME` line with no `Job NAME completed
+	// with result` after it leaves the runner alone (`protected-job`). A log
+	// that cannot be read, or says neither, changes nothing. Needs `get` on
+	// `pods/log` (`components/runner-log`, which the kustomize base includes;
+	// the chart's `runnerLog.enabled`); without it the sweep warns `runner
+	// logs not readable` once and goes on without the read.
+	ReadRunnerLog bool `split_words:"true" default:"true" example:"false"`
 
 	// The pool's owner-stamp (claimed) label key; empty turns `orphan-stamped`
 	// off.
