@@ -613,6 +613,25 @@ func TestSweepAsTheCronJob(t *testing.T) {
 	t.Run("delete-serviceaccounts component", func(t *testing.T) {
 		deleteServiceAccounts(t, bin)
 	})
+	t.Run("without the runner-log right", func(t *testing.T) {
+		t.Parallel()
+		noLogRight(t, bin)
+	})
+}
+
+// Without get on pods/log the read of a runner's log is refused: the
+// sweep says so once, naming the right and how to grant it, and goes on by
+// today's rules (the confirmed zombie goes), exiting 0.
+func noLogRight(t *testing.T, bin string) {
+	w := newWorld(t, bin, render(t, false), worldOpts{dropRule: "get pods/log"})
+	first := w.sweep()
+	require.Equal(t, 0, first.Code, describe(first))
+	time.Sleep(1500 * time.Millisecond)
+	second := w.sweep()
+	require.Equal(t, 0, second.Code, describe(second))
+	assert.False(t, w.podExists("acme-zombie"), "no evidence either way: today's rules")
+	assert.Len(t, second.Lines(`"msg":"runner logs not readable"`, `"right":"get pods/log"`, `"runners":1`, `REAPER_READ_RUNNER_LOG=false`), 1, describe(second))
+	assert.Len(t, second.Lines(`"pod":"acme-zombie"`, `"runner_log":"unread"`, `cannot get resource \"pods/log\"`), 1, describe(second))
 }
 
 // The manifest's Role is enough for the whole job, run as the manifest's
@@ -637,6 +656,9 @@ func wholeJob(t *testing.T, bin string) {
 	assert.False(t, w.podExists("acme-zombie"), "the confirmed zombie's pod is gone")
 	assert.False(t, w.registered(w.zomID), "and its registration first")
 	assert.Len(t, second.Lines(`"msg":"action"`, `"verdict":"zombie"`, `"pod":"acme-zombie"`, `"action":"delete-registration-then-pod"`, `"result":"deleted"`), 1, describe(second))
+	// Its log was read first (this control plane has no kubelet, so the
+	// API server answers an empty log, which says nothing either way).
+	assert.Len(t, second.Lines(`"pod":"acme-zombie"`, `"runner_log":"silent"`), 1, describe(second))
 	assert.NotContains(t, first.Stdout+second.Stdout, "event_error")
 	assert.Equal(t, []string{"acme-dead", "acme-zombie"}, w.reapedEvents(), "one Event per action, on its pod")
 

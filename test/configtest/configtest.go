@@ -51,7 +51,7 @@ func Hostile() map[string][]string {
 		"REAPER_LEDGER": {"redis:x", "configmap:", "configmap:ns", "configmap:NS/x", "configmap:ns/", "file:", "file:a\nb",
 			"dynamodb:a", "dynamodb:bad table", "memory:x", "memory:"},
 		"REAPER_DELETE_SERVICE_ACCOUNT": {"sure"},
-		"REAPER_READ_RUNNER_LOG":        {"off", "no"},
+		"REAPER_READ_RUNNER_LOG":        {"sure", "2"},
 		"REAPER_KUBE_CONCURRENCY":       {"0", "-1", "65", "1000000"},
 		"REAPER_KUBE_TIMEOUT":           {"0", "-1s", "6m", "forever", "NaN"},
 		"REAPER_SWEEP_TIMEOUT":          {"0", "-45s", "5s", "1s", "2h", "soon", "Inf"},

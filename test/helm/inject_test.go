@@ -128,6 +128,7 @@ func freeTexts() map[string]freeText {
 		"arc.podlessAfter":                               {got: env("REAPER_ARC_PODLESS_AFTER")},
 		"arc.stuckDeletingAfter":                         {got: env("REAPER_ARC_STUCK_DELETING_AFTER")},
 		"deleteServiceAccounts":                          {refused: "deleteServiceAccounts must be true or false"},
+		"runnerLog.enabled":                              {refused: "runnerLog.enabled must be true or false"},
 		"registrationDeadline":                           {got: env("REAPER_REGISTRATION_DEADLINE")},
 		"startDeadline":                                  {got: env("REAPER_START_DEADLINE")},
 		"deleteUnschedulable":                            {refused: "deleteUnschedulable must be true or false"},

@@ -38,6 +38,8 @@ func options() []option {
 			components: []string{"components/arc", "components/arc-finalizers"}},
 		{name: "delete-serviceaccounts", values: map[string]any{"deleteServiceAccounts": true},
 			components: []string{"components/delete-serviceaccounts"}},
+		{name: "runner-log-off", values: map[string]any{"runnerLog": map[string]any{"enabled": false}},
+			components: []string{"components/runner-log-off"}},
 		{name: "lambda-access", values: map[string]any{"lambdaAccess": map[string]any{"enabled": true}},
 			components: []string{"components/lambda-access"}},
 		{name: "every option", values: map[string]any{"arc": map[string]any{"enabled": true, "removeFinalizers": true},

@@ -104,6 +104,7 @@ func TestSwitchesThatDecideRightsAreBooleans(t *testing.T) {
 		{"arc.enabled", map[string]any{"arc": map[string]any{"enabled": "false"}}},
 		{"arc.removeFinalizers", map[string]any{"arc": map[string]any{"enabled": true, "removeFinalizers": "false"}}},
 		{"deleteServiceAccounts", map[string]any{"deleteServiceAccounts": "false"}},
+		{"runnerLog.enabled", map[string]any{"runnerLog": map[string]any{"enabled": "false"}}},
 		{"lambdaAccess.enabled", map[string]any{"lambdaAccess": map[string]any{"enabled": "false"}}},
 		{"dryRun", map[string]any{"dryRun": "true"}},
 		{"suspend", map[string]any{"suspend": 0}},

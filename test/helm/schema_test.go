@@ -110,6 +110,7 @@ func decisions() map[string]decision {
 		"REAPER_HISTORY_SIZE": {at: "ledger.historySize", kind: scalar, schema: []string{"-1", "1001", "all", "2.5",
 			"99999999999999999999", " "}},
 		"REAPER_DELETE_SERVICE_ACCOUNT": {at: "deleteServiceAccounts", kind: scalar, schema: []string{"sure"}},
+		"REAPER_READ_RUNNER_LOG":        {at: "runnerLog.enabled", kind: scalar, schema: []string{"sure", "2"}},
 		"REAPER_KUBE_CONCURRENCY":       {at: "kube.concurrency", kind: scalar, schema: []string{"0", "-1", "65", "1000000"}},
 		"REAPER_KUBE_TIMEOUT": {at: "kube.timeout", schema: []string{"0", "-1s", "forever", "NaN"},
 			startup: map[string]string{"6m": atMost5m}},

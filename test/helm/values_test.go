@@ -71,6 +71,7 @@ func TestFullValuesPassTheSchemaAndTheBinary(t *testing.T) {
 		"REAPER_ARC_PODLESS_AFTER":        "20m",
 		"REAPER_ARC_STUCK_DELETING_AFTER": "1h",
 		"REAPER_DELETE_SERVICE_ACCOUNT":   "true",
+		"REAPER_READ_RUNNER_LOG":          "false",
 		"REAPER_REGISTRATION_DEADLINE":    "12m",
 		"REAPER_START_DEADLINE":           "20m",
 		"REAPER_DELETE_UNSCHEDULABLE":     "true",

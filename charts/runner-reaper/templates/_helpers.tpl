@@ -276,6 +276,7 @@ the configuration, which writes the string, says is off. */}}
   "arc.removeFinalizers" .Values.arc.removeFinalizers
   "deleteServiceAccounts" .Values.deleteServiceAccounts
   "deleteUnschedulable" .Values.deleteUnschedulable
+  "runnerLog.enabled" .Values.runnerLog.enabled
   "lambdaAccess.enabled" .Values.lambdaAccess.enabled
   "dryRun" .Values.dryRun
   "suspend" .Values.suspend
@@ -377,6 +378,13 @@ option grants exactly what its component in k8s-cronjob/components does.
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["delete"]
+{{- end }}
+{{- if and $swept $root.Values.runnerLog.enabled }}
+# runnerLog.enabled (components/runner-log): read the tail of a running
+# runner's log before acting on it, when no job is recorded for it
+- apiGroups: [""]
+  resources: ["pods/log"]
+  verbs: ["get"]
 {{- end }}
 {{- end }}
 

@@ -1,0 +1,41 @@
+package cronjob_test
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/test/testenv"
+)
+
+// The read of runners' logs is on by default: the base includes
+// components/runner-log, whose one right (get pods/log) and setting come
+// together; components/runner-log-off takes both away again, and only
+// them, whatever other component an overlay adds.
+func TestRunnerLogComponents(t *testing.T) {
+	base := render(t, false)
+	assert.Contains(t, testenv.Permissions(base.Role.Rules), "get pods/log")
+	assert.Equal(t, "true", base.Config.Data["REAPER_READ_RUNNER_LOG"])
+
+	for _, tc := range []struct {
+		name       string
+		components []string
+		extra      []string
+	}{
+		{"runner-log-off", []string{"runner-log-off"}, nil},
+		{"runner-log-off with arc", []string{"runner-log-off", arcComponent}, arcRules},
+		{"arc with runner-log-off", []string{arcComponent, "runner-log-off"}, arcRules},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := renderWith(t, tc.components...)
+			want := append(testenv.Permissions(testenv.Without(testenv.LeastPrivilege(), "get pods/log")), tc.extra...)
+			sort.Strings(want)
+			assert.Equal(t, want, testenv.Permissions(m.Role.Rules))
+			require.Contains(t, m.Config.Data, "REAPER_READ_RUNNER_LOG")
+			assert.Equal(t, "false", m.Config.Data["REAPER_READ_RUNNER_LOG"])
+			assert.Equal(t, base.CronJob, m.CronJob)
+		})
+	}
+}
