@@ -262,6 +262,10 @@ func StartCluster(dir string, images func(dir string) ([]string, error)) (*Clust
 		args.Set("audit-policy-file", policy)
 		args.Set("audit-log-path", auditLog)
 		args.Set("audit-log-format", "json")
+		// pods/log (and exec, attach) go from the API server to the
+		// kubelet: by the node's InternalIP, since nothing here resolves
+		// the node's name.
+		args.Set("kubelet-preferred-address-types", "InternalIP")
 	})
 	if err != nil {
 		return nil, err
@@ -450,15 +454,19 @@ func (c *Cluster) startKubelet(bins, kubeconfig string) error {
 		}
 	}
 	root := filepath.Join(c.Dir, "kubelet")
+	// The kubelet serves its API (the container logs the API server asks
+	// it for) on the node's address, and to anyone: the API server has no
+	// client certificate for it here, and nothing outside the cluster's
+	// own network namespace can reach that address.
 	conf := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: %[4]s
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
 authentication:
-  anonymous: {enabled: false}
+  anonymous: {enabled: true}
   webhook: {enabled: false}
 authorization:
   mode: AlwaysAllow
@@ -482,7 +490,7 @@ evictionHard:
   nodefs.available: "1%%"
   nodefs.inodesFree: "1%%"
   imagefs.available: "1%%"
-`, c.cgroupRoot, c.sock, c.PodLogs)
+`, c.cgroupRoot, c.sock, c.PodLogs, ClusterNodeIP)
 	confFile := filepath.Join(c.Dir, "kubelet-config.yaml")
 	if err := os.WriteFile(confFile, []byte(conf), 0o644); err != nil {
 		return err

@@ -21,6 +21,16 @@
 //	hang    ignore SIGTERM from now on, as the runner of the 2026-03-05
 //	        zombie did: only the kubelet's SIGKILL after the grace period
 //	        ends it (137)
+//	job NAME
+//	        log "Running job: NAME", as the runner does when a job
+//	        starts on it, and keep running
+//	done NAME RESULT
+//	        log "Job NAME completed with result: RESULT", as the runner
+//	        does when its job ends, and keep running
+//
+// Each line is written as the runner writes it, after its time in .NET's
+// "u" form and a colon ("2026-01-01 10:00:00Z: Listening for Jobs"); a
+// job or done cue is logged once, when it first appears.
 //
 // An empty or missing file is no cue. Without a hang cue, SIGTERM or SIGINT
 // ends it with 143 (128+15), as the runner's shell does. There is no cue to
@@ -62,7 +72,7 @@ func main() {
 // runner is the stand-in runner; it returns the exit status.
 func runner(dir, name string) int {
 	logf := func(format string, args ...any) {
-		fmt.Printf("%s %s\n", time.Now().UTC().Format("2006-01-02 15:04:05Z"), fmt.Sprintf(format, args...))
+		fmt.Printf("%s: %s\n", time.Now().UTC().Format("2006-01-02 15:04:05Z"), fmt.Sprintf(format, args...))
 	}
 	if name == "" {
 		logf("POD_NAME is not set: no cue file to read")
@@ -74,6 +84,7 @@ func runner(dir, name string) int {
 	logf("Listening for Jobs")
 	path := filepath.Join(dir, name)
 	hanging := false
+	said := ""
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -93,6 +104,12 @@ func runner(dir, name string) int {
 			case cue == "hang" && !hanging:
 				logf("cued: hang, ignoring SIGTERM")
 				hanging = true
+			case len(fields) >= 2 && fields[0] == "job" && cue != said:
+				logf("Running job: %s", strings.TrimSpace(strings.TrimPrefix(cue, "job")))
+				said = cue
+			case len(fields) == 3 && fields[0] == "done" && cue != said:
+				logf("Job %s completed with result: %s", fields[1], fields[2])
+				said = cue
 			}
 		}
 		select {
