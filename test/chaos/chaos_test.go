@@ -265,6 +265,8 @@ func TestBusyLies(t *testing.T) {
 	require.Positive(t, js.Protected, "the guard protected a runner GitHub lied about")
 	require.Zero(t, js.Unchecked, "a job check failed in a world without GitHub faults")
 	require.Positive(t, Sum(js.NoEvidence), "GitHub's lies kill jobs nothing told of: measured, not a violation")
+	require.Greater(t, Sum(js.Blind), Sum(js.BlindRunning), "some acts on runners with no job evidence hit an idle runner")
+	require.Equal(t, Sum(js.NoEvidence), Sum(js.BlindRunning), "each job killed with no evidence is an act on a runner running a job with no evidence, and only those")
 
 	cfg.Break = NoJobGuard
 	old, err := Run(cfg)

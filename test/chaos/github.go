@@ -108,6 +108,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) { //nol
 			}
 		}
 		if resp.StatusCode == http.StatusNoContent && before != nil {
+			w.hitRegistration(sc, scope, id)
 			if before.Busy {
 				// The simulator answers a busy runner's DELETE 204
 				// only under its Lie (jobs.go).

@@ -217,6 +217,48 @@ func (w *world) killedByDelete(sc *sweepCtx, scope string, id int64, name string
 	}
 }
 
+// actHit is what an act's first write in a sweep met on its runner: a
+// live one (its pod there, not ended, its runner container running),
+// whether the reaper could know of a job on it, and whether one ran.
+type actHit struct {
+	live, evidence, running bool
+}
+
+// hit records what the act under key met on the pod's runner as its first
+// write of the sweep is made; p is nil where the act has no pod alive.
+func (sc *sweepCtx) hit(key string, w *world, p *kpod) {
+	if _, ok := sc.hits[key]; ok {
+		return
+	}
+	if sc.hits == nil {
+		sc.hits = map[string]actHit{}
+	}
+	h := actHit{}
+	if p != nil && !p.gone && !p.terminal() && p.running {
+		h = actHit{live: true, evidence: w.evidence(p), running: p.simJob != 0}
+	}
+	sc.hits[key] = h
+}
+
+// hitRegistration records a registration delete GitHub answered 204, under
+// the key its act counts under (the pod's, the EphemeralRunner's, or the
+// registration's own), before the world takes it in.
+func (w *world) hitRegistration(sc *sweepCtx, scope string, id int64) {
+	if p := w.owner[id]; p != nil && !p.gone {
+		sc.hit(fleet.PodMarkKey(p.uid), w, p)
+		return
+	}
+	if e := w.erOfRunner(scope, id); e != nil {
+		var p *kpod
+		if e.podAlive() {
+			p = e.pod
+		}
+		sc.hit(e.actKey(), w, p)
+		return
+	}
+	sc.hit(fleet.RegistrationMarkKey(scope, id), w, nil)
+}
+
 // killedSaidBusy records, and reports, a kill after GitHub said busy.
 func (w *world) killedSaidBusy(key string, p *kpod, format string, args ...any) {
 	if len(w.stack) > 0 {
@@ -268,6 +310,13 @@ type JobKillStats struct {
 	// on a runner without (measured, not violations); SaidBusy jobs
 	// killed after GitHub said busy (violations, evidence or not).
 	Evidence, NoEvidence, SaidBusy map[string]int
+	// Blind counts, per verdict, the acts whose first write met a live
+	// runner the reaper could know no job of (no pool annotation, no job
+	// on its EphemeralRunner); BlindRunning those of them whose runner was
+	// in fact running a job. BlindRunning over Blind is the no-evidence
+	// kill rate: how often an act that only GitHub's word allowed hit a
+	// runner at work.
+	Blind, BlindRunning map[string]int
 }
 
 func (s *JobKillStats) add(m *map[string]int, v string) {
@@ -295,6 +344,12 @@ func (w *world) afterJobs(sc *sweepCtx, res sweep.Result) {
 		if o.Registration == fleet.Deleted || o.ObjectResult == fleet.Deleted && o.Result == fleet.Deleted {
 			js.add(&js.Actions, v)
 			verdict[o.Candidate.Key] = v
+			if h := sc.hits[o.Candidate.Key]; h.live && !h.evidence {
+				js.add(&js.Blind, v)
+				if h.running {
+					js.add(&js.BlindRunning, v)
+				}
+			}
 		}
 	}
 	for _, k := range sc.jobKills {
@@ -322,14 +377,41 @@ func (s *Stats) JobSummary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos: jobs: %d landed, %d with evidence (annotation or EphemeralRunner), %d under GitHub's lies; job guard: %d answers, %d protected, %d held unchecked\n",
 		js.Jobs, js.WithEvidence, js.Lied, js.Checks, js.Protected, js.Unchecked)
-	verdicts := map[string]bool{}
-	for _, m := range []map[string]int{js.Actions, js.Evidence, js.NoEvidence, js.SaidBusy} {
+	order := sortedVerdicts(js.Actions, js.Evidence, js.NoEvidence, js.SaidBusy)
+	fmt.Fprintf(&b, "  %-18s %7s %9s %9s %11s %9s %11s\n", "verdict", "acts", "wrongful", "said-busy", "no-evidence", "per act", "per 1k sw")
+	for _, v := range order {
+		n, ne := js.Actions[v], js.NoEvidence[v]
+		fmt.Fprintf(&b, "  %-18s %7d %9d %9d %11d %9s %11s\n", v, n, js.Evidence[v], js.SaidBusy[v], ne, ratio(ne, n, 1), ratio(ne, s.Sweeps, 1000))
+	}
+	b.WriteString(s.BlindSummary())
+	return b.String()
+}
+
+// BlindSummary is the no-evidence kill rate per verdict: of the acts on a
+// live runner with no job evidence, those whose runner was running a job.
+func (s *Stats) BlindSummary() string {
+	js := s.JobKills
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos: no job evidence: %d of %d acts on a live runner the reaper could know no job of hit one running a job (%s)\n",
+		Sum(js.BlindRunning), Sum(js.Blind), ratio(Sum(js.BlindRunning), Sum(js.Blind), 1))
+	fmt.Fprintf(&b, "  %-18s %11s %12s %9s\n", "verdict", "no-ev acts", "running job", "rate")
+	for _, v := range sortedVerdicts(js.Blind) {
+		fmt.Fprintf(&b, "  %-18s %11d %12d %9s\n", v, js.Blind[v], js.BlindRunning[v], ratio(js.BlindRunning[v], js.Blind[v], 1))
+	}
+	return b.String()
+}
+
+// sortedVerdicts is the verdicts of the maps' keys in the act order, then
+// by name.
+func sortedVerdicts(ms ...map[string]int) []string {
+	seen := map[string]bool{}
+	for _, m := range ms {
 		for v := range m {
-			verdicts[v] = true
+			seen[v] = true
 		}
 	}
-	order := make([]string, 0, len(verdicts))
-	for v := range verdicts {
+	order := make([]string, 0, len(seen))
+	for v := range seen {
 		order = append(order, v)
 	}
 	sort.Slice(order, func(i, j int) bool {
@@ -339,12 +421,7 @@ func (s *Stats) JobSummary() string {
 		}
 		return order[i] < order[j]
 	})
-	fmt.Fprintf(&b, "  %-18s %7s %9s %9s %11s %9s %11s\n", "verdict", "acts", "wrongful", "said-busy", "no-evidence", "per act", "per 1k sw")
-	for _, v := range order {
-		n, ne := js.Actions[v], js.NoEvidence[v]
-		fmt.Fprintf(&b, "  %-18s %7d %9d %9d %11d %9s %11s\n", v, n, js.Evidence[v], js.SaidBusy[v], ne, ratio(ne, n, 1), ratio(ne, s.Sweeps, 1000))
-	}
-	return b.String()
+	return order
 }
 
 func ratio(n, d int, per float64) string {

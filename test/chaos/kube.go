@@ -103,6 +103,7 @@ func (w *world) deletePod(p fleet.Pod) fleet.Result {
 	}
 	w.judgePodDelete(q)
 	sc := w.top()
+	sc.hit(fleet.PodMarkKey(q.uid), w, q)
 	if q.er != nil {
 		w.violate(WrongTarget, "pod %s deleted directly: ARC owns it, and its EphemeralRunner %s stays", q.key(), q.er.key())
 	}

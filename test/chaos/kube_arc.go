@@ -87,8 +87,13 @@ func (w *world) deleteER(e *ker) fleet.Result {
 
 // judgeERWrite checks a write that ends an EphemeralRunner (its delete,
 // the release of its registration finalizer, the removal of its
-// finalizers) against the truth.
+// finalizers) against the truth. Each is called as the write is made.
 func (w *world) judgeERWrite(e *ker, what string) {
+	var p *kpod
+	if e.podAlive() {
+		p = e.pod
+	}
+	w.top().hit(e.actKey(), w, p)
 	if e.podAlive() {
 		q := e.pod
 		if !q.managed() {

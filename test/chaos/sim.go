@@ -218,6 +218,9 @@ type sweepCtx struct {
 	org orgSweep
 	// jobKills are the jobs the sweep's writes killed (jobs.go).
 	jobKills []jobKill
+	// hits holds, per act key, what the sweep's first write of that act
+	// met on the runner (jobs.go).
+	hits map[string]actHit
 }
 
 func (w *world) top() *sweepCtx { return w.stack[len(w.stack)-1] }
