@@ -82,6 +82,9 @@ func TestBrokenProductIsCaught(t *testing.T) {
 		// a job, and answers its DELETE 204. The product before the job
 		// guard kills jobs the pool's annotation or ARC's status told of.
 		{"the product before the job guard, under GitHub's lies", NoJobGuard, BusyLies | OrphanStamp | ARC, JobKilled, 0},
+		// The runner-log guard costs a request per acting candidate; a
+		// product that reads every pod it observes costs one a pod.
+		{"a product that reads every pod's runner log", ReadEveryLog, RunnerLogFaults | InvalidateOne, LogReads, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,6 +37,7 @@ const (
 	BusyOrg                            // the first scope is a busy org: thousands of other teams' runners over 20 and more pages, two to four joining or leaving every second, jobs starting and ending on them, while each GitHub request takes 150 ms
 	BusyLies                           // GitHub lies about a runner running a job: busy:false for up to 60 s after it starts, or for minutes in its middle, its DELETE answered 204 meanwhile; or offline while it runs
 	RepeatPage                         // a list page lists a runner a second time: a list that contradicts itself, which no runner joining or leaving explains
+	RunnerLogFaults                    // runner log reads fail now and then; some runners' logs are empty, end in a line cut mid-way, or forge a "Running job:" inside another line; some jobs' names read like runner lines
 	hazardEnd
 )
 
@@ -47,7 +48,7 @@ var hazardNames = []string{
 	"job-lag", "invalidate-one", "invalidate-scope", "list-error", "rate-limit", "short-page", "shift",
 	"kube-race", "late-start", "late-register", "never-register", "orphan-stamp", "other-teams", "overlap",
 	"wipe", "recheck-race", "delete-fault", "refuse", "pod-list-fault", "node-loss", "crash", "others-delete",
-	"skew", "arc", "busy-org", "busy-lies", "repeat-page",
+	"skew", "arc", "busy-org", "busy-lies", "repeat-page", "runner-log",
 }
 
 // Has reports whether x is enabled.
@@ -150,13 +151,17 @@ const (
 	// a failure wrapping fleet.ErrInconsistent, as the product did before
 	// it served moved lists: a busy org is skipped sweep after sweep.
 	SkipMoved
+	// ReadEveryLog: a product that reads the runner log of every pod it
+	// observes, not only of the candidates it acts on: one request a pod
+	// a sweep.
+	ReadEveryLog
 	breakEnd
 )
 
 var breakNames = []string{
 	"none", "no-bounds", "trust-busy-false", "confirm-zero", "defer-deletes", "list-all-namespaces", "ghost-all",
 	"swallow-list-errors", "lying-deletes", "no-recheck", "one-clock", "release-nothing", "delete-by-uid-only",
-	"release-on-422", "byte-strict-revalidation", "no-job-guard", "skip-moved",
+	"release-on-422", "byte-strict-revalidation", "no-job-guard", "skip-moved", "read-every-log",
 }
 
 // String is the Break's name, as the chaos command's -break takes it.
@@ -213,12 +218,16 @@ const (
 	// flipping busy or status, are an ephemeral fleet's normal state: the
 	// product serves such a list as moved, and judges the scope.
 	SkippedForMovement Invariant = "a scope is skipped as inconsistent or failed only when the world broke an answer of its list in that sweep, never for runners joining, leaving or flipping"
+	// LogReads: the runner-log guard costs one request per acting
+	// candidate, never one per pod observed.
+	LogReads Invariant = "a sweep reads a runner's log only for a candidate it acts on or holds, and once"
 )
 
 var invariantNames = map[Invariant]string{
 	JobKilled: "JobKilled", HealthyKilled: "HealthyKilled", WrongTarget: "WrongTarget", Bounds: "Bounds",
 	ExitStatus: "ExitStatus", Unconfirmed: "Unconfirmed", Liveness: "Liveness", ARCLeakEnds: "ARCLeakEnds",
 	StaysDeleting: "StaysDeleting", NoopReported: "NoopReported", SkippedForMovement: "SkippedForMovement",
+	LogReads: "LogReads",
 }
 
 // Name is the invariant's name in this package (Liveness, ...).

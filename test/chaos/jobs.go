@@ -123,6 +123,7 @@ func (w *world) startJob(p *kpod, listedIdle bool) {
 		panic(fmt.Sprintf("chaos: the simulator refused a job on runner %s", p.name))
 	}
 	p.simJob = sj.ID
+	p.logJob = w.logJobStarted(p)
 	w.stats.JobKills.Jobs++
 	ref := &fleet.Job{Owner: owner, Repo: repo, RunID: jw.run}
 	switch {
@@ -157,6 +158,7 @@ func (w *world) endJob(p *kpod, t fleet.Termination) {
 		conclusion = "failure"
 	}
 	w.sim.FinishJob(p.simJob, conclusion)
+	w.logJobEnded(p, t)
 	p.simJob = 0
 }
 
@@ -211,9 +213,15 @@ func (w *world) killedByDelete(sc *sweepCtx, scope string, id int64, name string
 		key = w.erOfRunner(scope, id).actKey()
 	}
 	ev := w.evidence(p)
-	sc.jobKills = append(sc.jobKills, jobKill{key: key, kind: killLied, evidence: ev})
-	if ev {
+	// A bare runner's log, read whole and clean in this sweep, that said
+	// it runs a job told the product of it.
+	logSaid := p != nil && p.er == nil && sc.logEvidence(p)
+	sc.jobKills = append(sc.jobKills, jobKill{key: key, kind: killLied, evidence: ev || logSaid})
+	switch {
+	case ev:
 		w.violate(JobKilled, "registration %d %q deleted while it runs a job, answered 204 under GitHub's lie, though the job was known (%s)", id, name, describeJob(p))
+	case logSaid:
+		w.violate(JobKilled, "registration %d %q deleted while it runs a job, answered 204 under GitHub's lie, though its runner's log, read in this sweep, said it runs job %q", id, name, p.logJob)
 	}
 }
 

@@ -38,6 +38,9 @@ type Config struct {
 	// BusyOrgRunners is the busy org's size under hazard BusyOrg;
 	// DefaultBusyOrgRunners when zero.
 	BusyOrgRunners int
+	// LogsForbidden is the world whose reaper lacks the pods/log right:
+	// every runner log read is refused 403.
+	LogsForbidden bool
 }
 
 // Violation is one broken promise, with the sweep it broke in.
@@ -94,6 +97,8 @@ type Stats struct {
 	// JobKills is what the jobs met: the job guard's answers, and the
 	// jobs killed per verdict, with evidence and without (jobs.go).
 	JobKills JobKillStats
+	// Logs is what the runners' logs met (runnerlog.go).
+	Logs     LogStats
 	Duration time.Duration
 }
 
@@ -221,6 +226,12 @@ type sweepCtx struct {
 	// hits holds, per act key, what the sweep's first write of that act
 	// met on the runner (jobs.go).
 	hits map[string]actHit
+	// logReads counts the sweep's runner log reads, logReadOrder names
+	// the pod of each, and logs holds each pod's first answer
+	// (runnerlog.go).
+	logReads     int
+	logReadOrder []string
+	logs         map[string]logRead
 }
 
 func (w *world) top() *sweepCtx { return w.stack[len(w.stack)-1] }
@@ -483,8 +494,12 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		scopes[s.Key()] = s
 	}
 	k := kube{w: w}
+	var pods sweep.PodLister = k
+	if w.cfg.Break == ReadEveryLog {
+		pods = everyLog{k}
+	}
 	sw := &sweep.Sweeper{
-		Pods:             k,
+		Pods:             pods,
 		EphemeralRunners: k,
 		Runners:          lister,
 		Ledger:           store,
@@ -581,6 +596,11 @@ func (w *world) after(c *checker, sc *sweepCtx) { //nolint:gocyclo // every inva
 	w.busyAfter(sc)
 	res := sc.res
 	w.afterJobs(sc, res)
+	cands := map[string]bool{}
+	for _, o := range res.Outcomes {
+		cands[o.Candidate.Key] = true
+	}
+	w.afterLogs(sc, cands)
 	// The bounds, counted from the writes that happened.
 	podCap := int(math.Ceil(maxFraction * float64(sc.managed)))
 	if sc.podDeletes > podCap {

@@ -91,6 +91,10 @@ type kpod struct {
 	annotated bool
 	job       *fleet.Job
 	simJob    int64
+	// log is the runner container's log (runnerlog.go); logJob the
+	// display name of the job it last said it runs, empty when none.
+	log    *runnerLog
+	logJob string
 }
 
 func (p *kpod) key() string { return p.ns + "/" + p.name }
@@ -144,6 +148,8 @@ type world struct {
 	// carry job evidence, and GitHub's lies. Apart from rng, so that its
 	// draws do not move the world's other events.
 	jobs *jobWorld
+	// logs is the runner logs' own random sources (runnerlog.go).
+	logs *logWorld
 	now  time.Time
 	sim  *ghsim.Sim
 	pods []*kpod // alive pods, in creation order
@@ -207,6 +213,7 @@ func newWorld(cfg Config, stats *Stats) *world {
 		cfg:       cfg,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		jobs:      newJobWorld(cfg.Seed),
+		logs:      newLogWorld(cfg.Seed),
 		now:       time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
 		byKey:     map[string]*kpod{},
 		owner:     map[int64]*kpod{},
@@ -274,6 +281,7 @@ func (w *world) newPod(ns, name, scope string, selected bool) *kpod {
 	w.seq++
 	p := &kpod{ns: ns, name: name, uid: fmt.Sprintf("uid-%06d", w.seq), rv: 1, selected: selected, scope: scope,
 		created: w.now, phase: "Pending", found: true}
+	w.newLog(p)
 	w.pods = append(w.pods, p)
 	w.byKey[p.key()] = p
 	return p
@@ -312,6 +320,11 @@ func (w *world) addTheirs(scope string) {
 func (w *world) start(p *kpod, at time.Time) {
 	p.phase, p.running, p.started = "Running", true, at
 	p.rv++
+	if p.er != nil {
+		// ARC's runner has its registration from its JIT config: it
+		// listens as soon as it runs.
+		w.logConnected(p)
+	}
 }
 
 // finish ends the pod's runner with the given fingerprint.
@@ -391,6 +404,7 @@ func (w *world) register(p *kpod) {
 		Labels: []ghsim.Label{{Name: "self-hosted"}, {Name: "linux"}}})
 	p.regID = r.ID
 	w.owner[r.ID] = p
+	w.logConnected(p)
 	if w.chance(OrphanStamp, 0.2) {
 		p.stamped, p.stampAt = true, w.now
 		p.rv++

@@ -18,6 +18,7 @@ func main() {
 	seed := flag.Uint64("seed", 0, "the world's seed; 0 draws a fresh one")
 	hazards := flag.String("hazards", "all", "comma-separated hazards, or all")
 	brk := flag.String("break", "none", "run a product broken on purpose, by name (no-job-guard: the product before the job guard); none is the product as it is")
+	logsForbidden := flag.Bool("logs-forbidden", false, "a world whose reaper lacks the pods/log right: every runner log read is refused 403")
 	busyOrg := flag.Int("busy-org-runners", 0, fmt.Sprintf("the busy org's size under hazard busy-org; %d when 0", chaos.DefaultBusyOrgRunners))
 	flag.Parse()
 	chaos.TuneGC()
@@ -38,7 +39,7 @@ func main() {
 	if b != chaos.None {
 		fmt.Printf("chaos: the product broken on purpose: %s\n", b)
 	}
-	cfg := chaos.Config{Seed: *seed, Sweeps: *sweeps, Hazards: hz, Break: b, BusyOrgRunners: *busyOrg}
+	cfg := chaos.Config{Seed: *seed, Sweeps: *sweeps, Hazards: hz, Break: b, BusyOrgRunners: *busyOrg, LogsForbidden: *logsForbidden}
 	st, err := chaos.Run(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -53,6 +54,7 @@ func main() {
 		fmt.Println(st.BusyOrgSummary())
 	}
 	fmt.Print(st.JobSummary())
+	fmt.Println(st.LogSummary())
 	fmt.Printf("chaos: %d of the cleaned leaks waited on a documented cause (bound, skipped scope, refused delete, ledger wipe or overlap)\n", st.Delayed)
 	fmt.Printf("chaos: %d shifts, %d lists taken as complete after one, %d pages listing a runner twice, %d wrong marks, %d rate-limited sweeps exited 1, run time %s\n",
 		st.Shifts, st.Undetected, st.Repeats, st.WrongMarks, st.RateLimitFailed, st.Duration.Round(1e6))
