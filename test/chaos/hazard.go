@@ -155,6 +155,9 @@ const (
 	// observes, not only of the candidates it acts on: one request a pod
 	// a sweep.
 	ReadEveryLog
+	// HideNeverStarted: a pod lister that lists only pods whose runner
+	// has started, as the product judged before never-started.
+	HideNeverStarted
 	breakEnd
 )
 
@@ -162,6 +165,7 @@ var breakNames = []string{
 	"none", "no-bounds", "trust-busy-false", "confirm-zero", "defer-deletes", "list-all-namespaces", "ghost-all",
 	"swallow-list-errors", "lying-deletes", "no-recheck", "one-clock", "release-nothing", "delete-by-uid-only",
 	"release-on-422", "byte-strict-revalidation", "no-job-guard", "skip-moved", "read-every-log",
+	"hide-never-started",
 }
 
 // String is the Break's name, as the chaos command's -break takes it.
@@ -221,13 +225,24 @@ const (
 	// LogReads: the runner-log guard costs one request per acting
 	// candidate, never one per pod observed.
 	LogReads Invariant = "a sweep reads a runner's log only for a candidate it acts on or holds, and once"
+	// NeverStartedCleaned: Liveness for the never-started pods
+	// (Config.StartFaults), from creation plus the start deadline;
+	// Unschedulable ones only where the reaper is told to delete them.
+	NeverStartedCleaned Invariant = "every never-started pod is cleaned within the start deadline plus confirm-after plus two sweeps, unless a documented cause delays it"
+	// LoopReported: by the sweep after the one that made a broken
+	// group's loopN-th reap within loopWindow (read through Config.Loops).
+	LoopReported Invariant = "a broken template's loop is reported within N reaps"
+	// LoopDelaysOthers: a looping group acts on more than one pod a
+	// sweep on verdicts that need confirmation only where no other leak
+	// is held back by the bound in that sweep.
+	LoopDelaysOthers Invariant = "no other leak is delayed by a group's loop"
 )
 
 var invariantNames = map[Invariant]string{
 	JobKilled: "JobKilled", HealthyKilled: "HealthyKilled", WrongTarget: "WrongTarget", Bounds: "Bounds",
 	ExitStatus: "ExitStatus", Unconfirmed: "Unconfirmed", Liveness: "Liveness", ARCLeakEnds: "ARCLeakEnds",
 	StaysDeleting: "StaysDeleting", NoopReported: "NoopReported", SkippedForMovement: "SkippedForMovement",
-	LogReads: "LogReads",
+	LogReads: "LogReads", NeverStartedCleaned: "NeverStartedCleaned", LoopReported: "LoopReported", LoopDelaysOthers: "LoopDelaysOthers",
 }
 
 // Name is the invariant's name in this package (Liveness, ...).

@@ -114,6 +114,7 @@ func (w *world) deletePod(p fleet.Pod) fleet.Result {
 	sc.wrote("Pod "+q.key(), true)
 	sc.podDeletes++
 	sc.acted[fleet.PodMarkKey(q.uid)] = true
+	w.groupReaped(q, sc)
 	if l := w.leaks[fleet.PodMarkKey(q.uid)]; l != nil {
 		l.cleaned, l.cleanAt = true, w.now
 	}
@@ -149,7 +150,12 @@ func (w *world) judgePodDelete(q *kpod) {
 	}
 	if _, since, ok := w.podLeak(q); !ok {
 		why := "a healthy runner"
-		if q.stamped && w.now.Before(since) {
+		switch {
+		case q.neverStart && q.startWait.Unschedulable() && !w.cfg.UnschedulableOptIn:
+			why = "an Unschedulable pod, which the reaper is not told to delete"
+		case q.neverStart:
+			why = "a pod waiting to start, before its start deadline"
+		case q.stamped && w.now.Before(since):
 			why = "a stamped pod younger than the stamp's max age"
 		}
 		w.violate(HealthyKilled, "pod %s deleted: %s (%s)", q.key(), why, w.describe(q))

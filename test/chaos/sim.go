@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,13 @@ type Config struct {
 	// LogsForbidden is the world whose reaper lacks the pods/log right:
 	// every runner log read is refused 403.
 	LogsForbidden bool
+	// StartFaults adds bare pods that never start and broken templates,
+	// and their invariants (startfaults.go); UnschedulableOptIn is the
+	// reaper told to delete Unschedulable pods too. Loops reads the
+	// loops a sweep reported; nil leaves LoopReported unchecked.
+	StartFaults        bool
+	UnschedulableOptIn bool
+	Loops              LoopReporter
 }
 
 // Violation is one broken promise, with the sweep it broke in.
@@ -98,7 +106,9 @@ type Stats struct {
 	// jobs killed per verdict, with evidence and without (jobs.go).
 	JobKills JobKillStats
 	// Logs is what the runners' logs met (runnerlog.go).
-	Logs     LogStats
+	Logs LogStats
+	// Starts is what the start faults met (startfaults.go).
+	Starts   StartStats
 	Duration time.Duration
 }
 
@@ -232,6 +242,8 @@ type sweepCtx struct {
 	logReads     int
 	logReadOrder []string
 	logs         map[string]logRead
+	// log holds the sweep's JSON log lines where Config.Loops reads them.
+	log bytes.Buffer
 }
 
 func (w *world) top() *sweepCtx { return w.stack[len(w.stack)-1] }
@@ -495,8 +507,15 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 	}
 	k := kube{w: w}
 	var pods sweep.PodLister = k
-	if w.cfg.Break == ReadEveryLog {
+	switch w.cfg.Break {
+	case ReadEveryLog:
 		pods = everyLog{k}
+	case HideNeverStarted:
+		pods = startedOnly{k}
+	}
+	logTo := io.Discard
+	if w.cfg.Loops != nil {
+		logTo = &sc.log
 	}
 	sw := &sweep.Sweeper{
 		Pods:             pods,
@@ -509,7 +528,7 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		Scopes: configuredScopes,
 		Policy: pol,
 		Hold:   hold,
-		Log:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Log:    slog.New(slog.NewJSONHandler(logTo, nil)),
 		Now:    func() time.Time { return sc.at.Add(sc.refSkew) },
 		Local:  func() time.Time { return sc.at.Add(sc.localSkew) },
 		GitHub: gh,
@@ -601,6 +620,7 @@ func (w *world) after(c *checker, sc *sweepCtx) { //nolint:gocyclo // every inva
 		cands[o.Candidate.Key] = true
 	}
 	w.afterLogs(sc, cands)
+	w.afterStarts(sc, res)
 	// The bounds, counted from the writes that happened.
 	podCap := int(math.Ceil(maxFraction * float64(sc.managed)))
 	if sc.podDeletes > podCap {
@@ -777,7 +797,11 @@ func (w *world) track() {
 func (w *world) liveness(sc *sweepCtx) {
 	for _, l := range w.sortedLeaks() {
 		if !l.cleaned && sc.at.After(l.deadline) {
-			w.violateAt(sc, Liveness, "%s %s open since %s, deadline %s passed", l.kind, l.key, l.since.Format(time.TimeOnly), l.deadline.Format(time.TimeOnly))
+			inv := Liveness
+			if l.kind == string(fleet.NeverStarted) {
+				inv = NeverStartedCleaned
+			}
+			w.violateAt(sc, inv, "%s %s open since %s, deadline %s passed", l.kind, l.key, l.since.Format(time.TimeOnly), l.deadline.Format(time.TimeOnly))
 			l.deadline = l.deadline.Add(1000 * time.Hour)
 		}
 	}
@@ -843,6 +867,7 @@ func Run(cfg Config) (*Stats, error) {
 			break
 		}
 	}
+	w.startStats()
 	st.Duration = time.Since(start)
 	return st, failed
 }

@@ -95,6 +95,13 @@ type kpod struct {
 	// display name of the job it last said it runs, empty when none.
 	log    *runnerLog
 	logJob string
+	// neverStart: the runner never starts, waiting as startWait says;
+	// group is the broken template that made the pod, and outdated says
+	// its runner exits 7 (startfaults.go).
+	neverStart bool
+	startWait  *fleet.StartWait
+	group      *brokenGroup
+	outdated   bool
 }
 
 func (p *kpod) key() string { return p.ns + "/" + p.name }
@@ -116,6 +123,17 @@ func (p *kpod) view() fleet.Pod {
 	}
 	if p.er != nil {
 		v.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: p.er.name, UID: p.er.uid}
+	}
+	if g := p.group; g != nil {
+		v.Owner = &fleet.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: g.name, UID: g.uid}
+	}
+	if p.startWait != nil {
+		sw := *p.startWait
+		v.StartWait = &sw
+		// Scheduled, its status.startTime set; or, unschedulable,
+		// neither scheduled nor with any container status.
+		v.StartedAt = fleet.StampOf(p.created)
+		v.Runner.Found = !sw.Unschedulable()
 	}
 	if p.job != nil {
 		// What kube.Mapping.job reads from the pool's annotation.
@@ -150,9 +168,12 @@ type world struct {
 	jobs *jobWorld
 	// logs is the runner logs' own random sources (runnerlog.go).
 	logs *logWorld
-	now  time.Time
-	sim  *ghsim.Sim
-	pods []*kpod // alive pods, in creation order
+	// starts is the never-started pods' and broken templates' state,
+	// nil unless Config.StartFaults (startfaults.go).
+	starts *startWorld
+	now    time.Time
+	sim    *ghsim.Sim
+	pods   []*kpod // alive pods, in creation order
 	// byKey holds the alive pod of each namespace/name.
 	byKey map[string]*kpod
 	// owner maps a registration id to the pod whose runner holds it.
@@ -252,6 +273,7 @@ func newWorld(cfg Config, stats *Stats) *world {
 		}
 	}
 	w.newARC()
+	w.newStartFaults()
 	w.advanceTo(w.now)
 	return w
 }
@@ -304,6 +326,7 @@ func (w *world) spawn(scope string) *kpod {
 	case w.chance(LateRegister, 0.1):
 		p.registerAt = p.startAt.Add(w.within(regDeadline * 3 / 2))
 	}
+	w.neverStarts(p)
 	return p
 }
 
@@ -510,7 +533,7 @@ func (w *world) step() {
 	for _, s := range shapes {
 		n := 0
 		for _, p := range w.pods {
-			if p.scope == s.key && p.managed() && !p.terminal() && p.er == nil {
+			if p.scope == s.key && p.managed() && !p.terminal() && p.er == nil && p.group == nil {
 				n++
 			}
 		}
@@ -519,6 +542,7 @@ func (w *world) step() {
 			w.spawn(s.key)
 		}
 	}
+	w.keepGroups()
 	w.advanceTo(to)
 	w.arcPass()
 }
@@ -573,10 +597,11 @@ func (w *world) invalidate(p *kpod) {
 // the end of the busy lag, the end of jobs.
 func (w *world) advanceTo(t time.Time) {
 	for _, p := range append([]*kpod(nil), w.pods...) {
-		if p.phase == "Pending" && !t.Before(p.startAt) {
+		if p.phase == "Pending" && !p.neverStart && !t.Before(p.startAt) {
 			w.now = p.startAt
 			w.start(p, p.startAt)
 		}
+		w.startEvents(p, t)
 		if p.running && p.regID == 0 && !p.registerAt.IsZero() && !t.Before(p.registerAt) && p.removedAt.IsZero() {
 			w.now = maxTime(p.registerAt, p.started)
 			w.register(p)
@@ -608,6 +633,9 @@ func maxTime(a, b time.Time) time.Time {
 func (w *world) podLeak(p *kpod) (kind string, since time.Time, ok bool) {
 	if p.gone || !p.managed() {
 		return "", time.Time{}, false
+	}
+	if p.neverStart {
+		return w.startLeak(p)
 	}
 	if p.terminal() {
 		return "terminal", p.termAt, true
@@ -698,8 +726,13 @@ func (w *world) trackLeaks() {
 		key := fleet.PodMarkKey(p.uid)
 		seen[key] = true
 		if l := w.leaks[key]; l == nil || l.kind != kind {
-			w.leaks[key] = &leak{key: key, kind: kind, scope: p.scope, since: since,
+			l := &leak{key: key, kind: kind, scope: p.scope, since: since,
 				deadline: maxTime(since.Add(holdOf(kind)), w.lastExcuse(p.scope).Add(fullHold(fleet.Verdict(kind)))).Add(2 * interval)}
+			if g := p.group; g != nil && kind == string(fleet.NeverStarted) {
+				// A looping group acts on one pod a sweep.
+				l.deadline = l.deadline.Add(time.Duration(g.replicas-1) * interval)
+			}
+			w.leaks[key] = l
 		}
 	}
 	for _, s := range shapes {

@@ -19,6 +19,8 @@ func main() {
 	hazards := flag.String("hazards", "all", "comma-separated hazards, or all")
 	brk := flag.String("break", "none", "run a product broken on purpose, by name (no-job-guard: the product before the job guard); none is the product as it is")
 	logsForbidden := flag.Bool("logs-forbidden", false, "a world whose reaper lacks the pods/log right: every runner log read is refused 403")
+	startFaults := flag.Bool("start-faults", false, "add bare pods that never start and broken templates, with their invariants (needs the product's never-started verdict and loop report)")
+	unschedOptIn := flag.Bool("unschedulable-opt-in", false, "with -start-faults: the reaper is told to delete Unschedulable pods too")
 	busyOrg := flag.Int("busy-org-runners", 0, fmt.Sprintf("the busy org's size under hazard busy-org; %d when 0", chaos.DefaultBusyOrgRunners))
 	flag.Parse()
 	chaos.TuneGC()
@@ -39,7 +41,8 @@ func main() {
 	if b != chaos.None {
 		fmt.Printf("chaos: the product broken on purpose: %s\n", b)
 	}
-	cfg := chaos.Config{Seed: *seed, Sweeps: *sweeps, Hazards: hz, Break: b, BusyOrgRunners: *busyOrg, LogsForbidden: *logsForbidden}
+	cfg := chaos.Config{Seed: *seed, Sweeps: *sweeps, Hazards: hz, Break: b, BusyOrgRunners: *busyOrg, LogsForbidden: *logsForbidden,
+		StartFaults: *startFaults, UnschedulableOptIn: *unschedOptIn}
 	st, err := chaos.Run(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -55,6 +58,9 @@ func main() {
 	}
 	fmt.Print(st.JobSummary())
 	fmt.Println(st.LogSummary())
+	if cfg.StartFaults {
+		fmt.Print(st.StartSummary())
+	}
 	fmt.Printf("chaos: %d of the cleaned leaks waited on a documented cause (bound, skipped scope, refused delete, ledger wipe or overlap)\n", st.Delayed)
 	fmt.Printf("chaos: %d shifts, %d lists taken as complete after one, %d pages listing a runner twice, %d wrong marks, %d rate-limited sweeps exited 1, run time %s\n",
 		st.Shifts, st.Undetected, st.Repeats, st.WrongMarks, st.RateLimitFailed, st.Duration.Round(1e6))
