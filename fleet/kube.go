@@ -56,6 +56,8 @@ type Pod struct {
 	// pod of a fleet has started, and its view should not pay for two
 	// strings it never holds.
 	StartWait *StartWait
+	// Group is what made the pod (see Group); zero when nothing says.
+	Group Group
 }
 
 // StartWait is what holds a runner pod back from starting its runner, as

@@ -75,6 +75,15 @@ func randomPods(t *testing.T, n int) []corev1.Pod {
 			for k, v := range map[string]string{LabelOrganization: "acme", LabelRepository: "api", "pool/claimed-by": "claim-1", "runner-name": "acme-runner-1", "scope": "api"} {
 				pods[i].Labels[k] = v
 			}
+			// The labels that name a pod's group, each kind in turn.
+			switch i % 16 {
+			case 1:
+				pods[i].Labels[LabelScaleSetName], pods[i].Labels[LabelScaleSetNamespace] = "acme-set", "arc"
+			case 5:
+				pods[i].Labels[LabelLegacyRunnerDeployment] = "acme-rd"
+			case 9:
+				pods[i].Labels[LabelLegacyRunnerSet] = "acme-rs"
+			}
 			for k, v := range map[string]string{"runner-name": "acme-runner-2", AnnotationLegacyRunnerID: "42", "pool/job": "acme/api/7/8"} {
 				pods[i].Annotations[k] = v
 			}

@@ -21,6 +21,19 @@ const (
 	LabelRepository   = "actions.github.com/repository"
 )
 
+// The labels that name what made a runner pod (fleet.Group): ARC's scale
+// set (controllers/actions.github.com constants.go, which the
+// EphemeralRunnerSet copies onto each EphemeralRunner and so onto its
+// pod), and legacy ARC's RunnerDeployment and RunnerSet
+// (controllers/actions.summerwind.net runnerdeployment_controller.go and
+// constants.go).
+const (
+	LabelScaleSetName           = "actions.github.com/scale-set-name"
+	LabelScaleSetNamespace      = "actions.github.com/scale-set-namespace"
+	LabelLegacyRunnerDeployment = "runner-deployment-name"
+	LabelLegacyRunnerSet        = "runnerset-name"
+)
+
 // DefaultRunnerContainer is the container ARC runs the runner in.
 const DefaultRunnerContainer = "runner"
 
@@ -74,7 +87,8 @@ type Mapping struct {
 // marks a watch-list's end bookmark, which streamPods reads.
 func (m Mapping) keys() *metaKeys {
 	k := &metaKeys{
-		labels:      []string{LabelEnterprise, LabelOrganization, LabelRepository},
+		labels: []string{LabelEnterprise, LabelOrganization, LabelRepository,
+			LabelScaleSetName, LabelScaleSetNamespace, LabelLegacyRunnerDeployment, LabelLegacyRunnerSet},
 		annotations: []string{AnnotationLegacyRunnerID, metav1.InitialEventsAnnotationKey},
 		runner:      m.runnerContainerName(),
 	}
@@ -114,6 +128,7 @@ func (m Mapping) View(p *corev1.Pod) fleet.Pod {
 		HasRunner:       m.hasRunner(p),
 		StartedAt:       fleet.StampOf(m.startedAt(p)),
 		Job:             m.job(p),
+		Group:           groupOf(p),
 	}
 	v.StartWait = m.startWait(p, v.Runner)
 	if ref := controllerOf(p); ref != nil {
@@ -135,6 +150,32 @@ func (m Mapping) View(p *corev1.Pod) fleet.Pod {
 		}
 	}
 	return v
+}
+
+// groupOf is what made the pod (fleet.Group): ARC's scale set or legacy
+// ARC's RunnerDeployment or RunnerSet by their labels, else the pod's
+// controller owner, else its generateName. ARC's own per-runner owners
+// (an EphemeralRunner, a Runner) name one runner, not a template, so a
+// pod they own without the labels is in no group. fleet.GroupOf interns
+// the name, so the views of a group's pods share one string.
+func groupOf(p *corev1.Pod) fleet.Group {
+	if name := p.Labels[LabelScaleSetName]; name != "" {
+		return fleet.GroupOf(fleet.GroupScaleSet, cmp.Or(p.Labels[LabelScaleSetNamespace], p.Namespace), name)
+	}
+	if name := p.Labels[LabelLegacyRunnerDeployment]; name != "" {
+		return fleet.GroupOf(fleet.GroupRunnerDeployment, p.Namespace, name)
+	}
+	if name := p.Labels[LabelLegacyRunnerSet]; name != "" {
+		return fleet.GroupOf(fleet.GroupRunnerSet, p.Namespace, name)
+	}
+	if ref := controllerOf(p); ref != nil {
+		o := fleet.Owner{APIVersion: ref.APIVersion, Kind: ref.Kind}
+		if o.ARCOwned() {
+			return fleet.Group{}
+		}
+		return fleet.GroupOf(ref.Kind, p.Namespace, ref.Name)
+	}
+	return fleet.GroupOf(fleet.GroupGenerateName, p.Namespace, p.GenerateName)
 }
 
 // AnnotationLegacyRunnerID is where ARC's legacy runner pod controller

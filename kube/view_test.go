@@ -283,6 +283,7 @@ func TestMappingView(t *testing.T) {
 			ownedBy("apps/v1", "StatefulSet", "9173"),
 			func(v *fleet.Pod) {
 				v.Owner = &fleet.Owner{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "runner-abc", UID: "uid-owner"}
+				v.Group = fleet.GroupOf("StatefulSet", "ci", "runner-abc")
 			}},
 		{"an EphemeralRunner's pod: the annotation is not ARC's there, not read", Mapping{},
 			ownedBy(fleet.EphemeralRunnerAPIVersion, fleet.EphemeralRunnerKind, "9173"),
@@ -325,7 +326,47 @@ func TestMappingView(t *testing.T) {
 			ownedBy("actions.example.com/v1", fleet.LegacyRunnerKind, "9173"),
 			func(v *fleet.Pod) {
 				v.Owner = &fleet.Owner{APIVersion: "actions.example.com/v1", Kind: fleet.LegacyRunnerKind, Name: "runner-abc", UID: "uid-owner"}
+				v.Group = fleet.GroupOf(fleet.LegacyRunnerKind, "ci", "runner-abc")
 			}},
+		// Group: what made the pod.
+		{"group: ARC's scale set, by its labels, over its EphemeralRunner", Mapping{},
+			func(p *corev1.Pod) {
+				ownedBy(fleet.EphemeralRunnerAPIVersion, fleet.EphemeralRunnerKind, "")(p)
+				labels(LabelScaleSetName, "acme-set", LabelScaleSetNamespace, "arc-systems")(p)
+			},
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "runner-abc", UID: "uid-owner"}
+				v.Group = fleet.GroupOf(fleet.GroupScaleSet, "arc-systems", "acme-set")
+			}},
+		{"group: a scale set without its namespace label is the pod's namespace's", Mapping{},
+			labels(LabelScaleSetName, "acme-set"),
+			func(v *fleet.Pod) { v.Group = fleet.GroupOf(fleet.GroupScaleSet, "ci", "acme-set") }},
+		{"group: legacy ARC's RunnerDeployment, over the Runner that owns the pod", Mapping{},
+			func(p *corev1.Pod) {
+				ownedBy(fleet.LegacyRunnerAPIVersion, fleet.LegacyRunnerKind, "")(p)
+				labels(LabelLegacyRunnerDeployment, "acme-rd")(p)
+			},
+			func(v *fleet.Pod) {
+				v.Owner = legacyOwner()
+				v.Group = fleet.GroupOf(fleet.GroupRunnerDeployment, "ci", "acme-rd")
+			}},
+		{"group: legacy ARC's RunnerSet", Mapping{},
+			labels(LabelLegacyRunnerSet, "acme-rs"),
+			func(v *fleet.Pod) { v.Group = fleet.GroupOf(fleet.GroupRunnerSet, "ci", "acme-rs") }},
+		{"group: an EphemeralRunner without the labels names one runner, no group", Mapping{},
+			ownedBy(fleet.EphemeralRunnerAPIVersion, fleet.EphemeralRunnerKind, ""),
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "runner-abc", UID: "uid-owner"}
+			}},
+		{"group: a bare pool's ReplicaSet", Mapping{},
+			ownedBy("apps/v1", "ReplicaSet", ""),
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "runner-abc", UID: "uid-owner"}
+				v.Group = fleet.GroupOf("ReplicaSet", "ci", "runner-abc")
+			}},
+		{"group: a pod with no controller, by its generateName", Mapping{},
+			func(p *corev1.Pod) { p.GenerateName = "pool-runner-" },
+			func(v *fleet.Pod) { v.Group = fleet.GroupOf(fleet.GroupGenerateName, "ci", "pool-runner-") }},
 		{"deleting", Mapping{},
 			func(p *corev1.Pod) { ts := metav1.NewTime(created.Add(time.Hour)); p.DeletionTimestamp = &ts },
 			func(v *fleet.Pod) { v.Deleting = true }},
