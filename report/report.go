@@ -356,7 +356,8 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		a = append(a,
 			slog.Int("ledger_trimmed_marks", res.LedgerTrim.DroppedMarks),
 			slog.Int("ledger_trimmed_lists", res.LedgerTrim.DroppedLists),
-			slog.Int("ledger_trimmed_records", res.LedgerTrim.DroppedRecords))
+			slog.Int("ledger_trimmed_records", res.LedgerTrim.DroppedRecords),
+			slog.Int("ledger_trimmed_loop_groups", res.LedgerTrim.DroppedLoops))
 	}
 	if res.Err != nil {
 		a = append(a, slog.String("error", res.Err.Error()))

@@ -77,6 +77,7 @@ func TestStoreContract(t *testing.T) {
 		{"the scope rotation's position round-trips and clears", contractNextScope},
 		{"the streaks round-trip and clear", contractStreaks},
 		{"the record of actions round-trips in order, and clears", contractHistory},
+		{"the reap-loop window round-trips, and clears", contractLoops},
 	}
 	for _, b := range backends() {
 		for _, c := range cases {
@@ -403,4 +404,26 @@ func contractHistory(t *testing.T, open func() state.Store) {
 	h, _, err = open().(historyReader).LoadHistory(Ctx(t))
 	require.NoError(t, err)
 	assert.Empty(t, h)
+}
+
+// contractLoops: the reap-loop window comes back as it was saved, every
+// group and entry in order; a ledger saved without it holds none.
+func contractLoops(t *testing.T, open func() state.Store) {
+	want := Sample()
+	want.Loops = Loops(3, 5)
+	want.History = History(2)
+	v, err := open().Save(Ctx(t), want, "")
+	require.NoError(t, err)
+	got, gv, err := open().Load(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, v, gv)
+	assert.Equal(t, want, got)
+
+	got.Loops = nil
+	_, err = open().Save(Ctx(t), got, gv)
+	require.NoError(t, err)
+	again, _, err := open().Load(Ctx(t))
+	require.NoError(t, err)
+	assert.Empty(t, again.Loops, "a ledger saved without the window holds none")
+	assert.Equal(t, want.History, again.History, "and keeps the rest")
 }

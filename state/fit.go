@@ -29,6 +29,9 @@ const (
 	// configmap -o jsonpath='{.data.history\.json}'` shows what the reaper
 	// did; absent when nothing is recorded.
 	HistoryKey = "history.json"
+	// LoopsKey holds Ledger.Loops as plain JSON; absent when no group has
+	// a recent action.
+	LoopsKey = "loops.json"
 )
 
 // Trim says what a save had to leave out to fit the limit. Dropping the
@@ -44,6 +47,10 @@ type Trim struct {
 	// DroppedStreaks is true when the streaks were dropped: the alerts on
 	// things lasting several sweeps start counting again.
 	DroppedStreaks bool
+	// DroppedLoops is how many groups' reap-loop windows were dropped
+	// (all of them, when any is): a loop is reported, and backed off
+	// from, only once its group has been acted on often enough again.
+	DroppedLoops int
 	// DroppedMarks is how many marks were dropped, the oldest by FirstSeen.
 	DroppedMarks int
 	// LimitBytes is the limit the ledger was fitted to.
@@ -52,7 +59,7 @@ type Trim struct {
 
 // Trimmed is true when anything was left out.
 func (t Trim) Trimmed() bool {
-	return t.DroppedLists > 0 || t.DroppedRecords > 0 || t.DroppedMarks > 0 || t.DroppedStreaks
+	return t.DroppedLists > 0 || t.DroppedRecords > 0 || t.DroppedMarks > 0 || t.DroppedStreaks || t.DroppedLoops > 0
 }
 
 // Encoded is a ledger in the ConfigMap layout, as a backend with a size
@@ -67,6 +74,9 @@ type Encoded struct {
 	// History is the JSON of Ledger.History: data[HistoryKey]; empty when
 	// no record is kept.
 	History string
+	// Loops is the JSON of Ledger.Loops: data[LoopsKey]; empty when no
+	// group has a recent action.
+	Loops string
 }
 
 // DecodeStreaks reads what Fit encoded as Streaks. Streaks only feed
@@ -92,6 +102,9 @@ func (e Encoded) size() int {
 	}
 	if e.History != "" {
 		n += len(HistoryKey) + len(e.History)
+	}
+	if e.Loops != "" {
+		n += len(LoopsKey) + len(e.Loops)
 	}
 	if e.Lists != nil {
 		n += len(ListsKey) + len(e.Lists)
@@ -120,9 +133,9 @@ func Fit(l Ledger, limit, defaultLimit int, where string) (Encoded, Trim, error)
 // scopes' list caches, which only save rate limit (see fitLists), but
 // after the records beyond the newest RecordFloor where that keeps every
 // cache; the oldest records of actions, which feed no decision; the
-// streaks, which
-// only feed alerts; and last the oldest marks by FirstSeen, whose loss
-// restarts a confirmation. It fails only when not even an empty ledger
+// streaks, which only feed alerts; the reap-loop window, which feeds only
+// the back-off of a looping group, and whose loss delays it; and last the
+// oldest marks by FirstSeen, whose loss restarts a confirmation. It fails only when not even an empty ledger
 // fits.
 func fit(l Ledger, limit int) (Encoded, Trim, error) {
 	l = Normalize(l)
@@ -140,6 +153,9 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 		enc.Streaks = string(b)
 	}
 	if enc.History, err = encodeHistory(l.History); err != nil {
+		return Encoded{}, trim, err
+	}
+	if enc.Loops, err = encodeLoops(l.Loops); err != nil {
 		return Encoded{}, trim, err
 	}
 	if len(l.Lists) > 0 {
@@ -192,6 +208,15 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 	// would restart a verdict's confirmation.
 	if enc.Streaks != "" {
 		enc.Streaks, trim.DroppedStreaks = "", true
+		if enc.size() <= limit {
+			return enc, trim, nil
+		}
+	}
+	// The reap-loop window feeds a back-off, not a verdict: it goes
+	// before any mark, whole (it is a few kilobytes; a part of it would
+	// report a loop by fewer actions than it had).
+	if enc.Loops != "" {
+		enc.Loops, trim.DroppedLoops = "", len(l.Loops)
 		if enc.size() <= limit {
 			return enc, trim, nil
 		}
@@ -484,6 +509,7 @@ func (t *TrimLog) Saved(trim Trim, where ...any) {
 			"dropped_lists", trim.DroppedLists,
 			"dropped_records", trim.DroppedRecords,
 			"dropped_streaks", trim.DroppedStreaks,
+			"dropped_loops", trim.DroppedLoops,
 			"dropped_marks", trim.DroppedMarks,
 			"limit_bytes", trim.LimitBytes)...)
 	}
@@ -508,6 +534,17 @@ func (t *TrimLog) DroppedHistory(key string, err error, where ...any) {
 		"field", key,
 		"error", err.Error(),
 		"effect", "the record of earlier actions is not kept; the next save starts it again from that sweep's actions")...)
+}
+
+// DroppedLoops warns that the stored reap-loop window, under key, could
+// not be read and was left out; where names the ledger. A sweep goes on
+// without it: a loop is reported, and backed off from, once its group's
+// actions fill the window again.
+func (t *TrimLog) DroppedLoops(key string, err error, where ...any) {
+	t.logger.Warn("ledger reap-loop window dropped", append(where,
+		"field", key,
+		"error", err.Error(),
+		"effect", "reap loops are detected again from this sweep's actions on")...)
 }
 
 // LastTrim reports what the most recent successful Save left out to fit the

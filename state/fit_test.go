@@ -458,3 +458,49 @@ func TestGunzipLists(t *testing.T) {
 	_, err := state.GunzipLists([]byte("not gzip"))
 	assert.ErrorContains(t, err, "not gzip")
 }
+
+// The reap-loop window feeds only a back-off: a ledger over its limit
+// loses its list cache, its records and its streaks first, then the
+// window, whole, and only then a mark.
+func TestFitDropsLoopsAfterStreaksBeforeMarks(t *testing.T) {
+	streaks := state.Streaks{Bound: 2}
+	history := History(3)
+	loops := Loops(4, 5)
+	l := state.Ledger{Marks: Marks(20), Lists: Lists(2, 10), Streaks: streaks, History: history, Loops: loops}
+	whole, _ := SizeOf(t, l)
+	noLists, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: streaks, History: history, Loops: loops})
+	noRecords, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: streaks, Loops: loops})
+	noStreaks, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Loops: loops})
+	_, marksOnly := SizeOf(t, state.Ledger{Marks: Marks(20)})
+
+	cases := []struct {
+		name      string
+		limit     int
+		keptLoops bool
+		trim      state.Trim
+	}{
+		{"fits whole", whole, true, state.Trim{}},
+		{"the list cache goes first", noLists, true, state.Trim{DroppedLists: 2}},
+		{"then the records", noRecords, true, state.Trim{DroppedLists: 2, DroppedRecords: 3}},
+		{"then the streaks", noStreaks, true, state.Trim{DroppedLists: 2, DroppedRecords: 3, DroppedStreaks: true}},
+		{"then the window, every group of it, and no mark", noStreaks - 1, false, state.Trim{DroppedLists: 2, DroppedRecords: 3, DroppedStreaks: true, DroppedLoops: 4}},
+		{"the marks alone fit", marksOnly, false, state.Trim{DroppedLists: 2, DroppedRecords: 3, DroppedStreaks: true, DroppedLoops: 4}},
+		{"and only then a mark", marksOnly - 1, false, state.Trim{DroppedLists: 2, DroppedRecords: 3, DroppedStreaks: true, DroppedLoops: 4, DroppedMarks: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			enc, trim, err := fit(l, c.limit)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, Size(enc), c.limit)
+			c.trim.LimitBytes = c.limit
+			assert.Equal(t, c.trim, trim)
+			got, err := state.DecodeLoops(enc.Loops)
+			require.NoError(t, err)
+			if c.keptLoops {
+				assert.Equal(t, loops, got)
+			} else {
+				assert.Empty(t, got)
+			}
+		})
+	}
+}

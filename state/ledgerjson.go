@@ -19,6 +19,7 @@ const (
 	nextScopeField = "next_scope"
 	streaksField   = "streaks"
 	historyField   = "history"
+	loopsField     = "loops"
 )
 
 // WriteLedger writes l as the JSON object json.Marshal makes of it (the
@@ -85,6 +86,15 @@ func WriteLedger(w io.Writer, l Ledger, indent string) error {
 			return err
 		}
 		if err := writeRecords(w, l.History, inner); err != nil {
+			return err
+		}
+	}
+	if len(l.Loops) > 0 {
+		// A group a line: at most a few dozen entries each.
+		if err := field(loopsField); err != nil {
+			return err
+		}
+		if err := writeEntries(w, l.Loops, inner, false); err != nil {
 			return err
 		}
 	}
@@ -199,6 +209,8 @@ func ReadLedger(dec *json.Decoder, keep bool) (l Ledger, found bool, err error) 
 			// field itself, a key given twice replaces, as encoding/json
 			// replaces a slice.
 			err = dec.Decode(&l.History)
+		case strings.EqualFold(key, loopsField):
+			err = readEntries(dec, &l.Loops, keep, "reap-loop group")
 		default:
 			err = fmt.Errorf("json: unknown field %q", key)
 		}

@@ -172,7 +172,7 @@ func TestLedgerJSONCoversEveryField(t *testing.T) {
 		tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
 		names = append(names, tag)
 	}
-	assert.Equal(t, []string{"marks", "lists", "next_scope", "streaks", "history"}, names,
+	assert.Equal(t, []string{"marks", "lists", "next_scope", "streaks", "history", "loops"}, names,
 		"Ledger's fields changed: WriteLedger and ReadLedger must write and read the new ones")
 }
 

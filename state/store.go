@@ -45,6 +45,13 @@ type Ledger struct {
 	// no decision, so a backend short of room drops its oldest records
 	// after the list cache and before anything else.
 	History []Record `json:"history,omitempty"`
+	// Loops is the reap-loop window: by group (fleet.Group's string), the
+	// recent actions really done on its runner pods, oldest first, within
+	// REAPER_LOOP_WINDOW and bounded by package loops. It feeds the
+	// back-off of a looping group, so it ranks above the record of
+	// actions and the streaks when room runs short; lost, it only delays
+	// a loop's report and back-off.
+	Loops map[string][]LoopEntry `json:"loops,omitempty"`
 }
 
 // Streaks are the ledger's counts of sweeps in a row.

@@ -29,13 +29,13 @@ import (
 // "saves": no two saves write the same object.
 //
 // Save changes only what the reaper owns (its two labels and the data keys
-// marks.json, saves, next-scope, streaks.json, history.json and
-// lists.json.gz) on the object it last loaded or saved, so labels,
+// marks.json, saves, next-scope, streaks.json, history.json, loops.json
+// and lists.json.gz) on the object it last loaded or saved, so labels,
 // annotations and data keys that others put on the ConfigMap survive.
 //
 // A ConfigMap holds at most 1 MiB, so Save keeps the ledger under LimitBytes
 // by dropping first the list cache, then the oldest records of actions,
-// the streaks and the oldest marks (state.Fit), and says so in a warning
+// the streaks, the reap-loop window and the oldest marks (state.Fit), and says so in a warning
 // and through LastTrim.
 type Store struct {
 	client    ConfigMaps
@@ -124,6 +124,12 @@ func (c *Store) Load(ctx context.Context) (state.Ledger, state.Version, error) {
 		c.trims.DroppedHistory(state.HistoryKey, err, "configmap", c.namespace+"/"+c.name)
 	}
 	l.History = h
+	loops, err := state.DecodeLoops(cm.Data[state.LoopsKey])
+	if err != nil {
+		// It feeds only a back-off: a sweep goes on without it.
+		c.trims.DroppedLoops(state.LoopsKey, err, "configmap", c.namespace+"/"+c.name)
+	}
+	l.Loops = loops
 	c.remember(cm)
 	return state.Normalize(l), state.Version(cm.ResourceVersion), nil
 }
@@ -147,7 +153,8 @@ func (c *Store) LoadHistory(ctx context.Context) ([]state.Record, state.Version,
 }
 
 // remember keeps cm as the base of the next Save at its resourceVersion,
-// without the marks, the record of actions and the list cache: every Save
+// without the marks, the record of actions, the reap-loop window and the
+// list cache: every Save
 // writes them afresh, and the list cache is most of the object (834 KB at
 // 100,000 registrations), which the sweep would otherwise hold from its
 // start to its end, when it holds the most.
@@ -156,7 +163,7 @@ func (c *Store) remember(cm *corev1.ConfigMap) {
 	base.Data, base.BinaryData = nil, nil
 	keep := base.DeepCopy()
 	for k, v := range cm.Data {
-		if k != state.MarksKey && k != state.HistoryKey {
+		if k != state.MarksKey && k != state.HistoryKey && k != state.LoopsKey {
 			if keep.Data == nil {
 				keep.Data = map[string]string{}
 			}
@@ -248,6 +255,11 @@ func (c *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (stat
 		cm.Data[state.HistoryKey] = enc.History
 	} else {
 		delete(cm.Data, state.HistoryKey)
+	}
+	if enc.Loops != "" {
+		cm.Data[state.LoopsKey] = enc.Loops
+	} else {
+		delete(cm.Data, state.LoopsKey)
 	}
 	if enc.Lists != nil {
 		if cm.BinaryData == nil {

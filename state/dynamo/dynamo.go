@@ -31,6 +31,7 @@ const (
 	dynamoAttrNext    = "next_scope" // S: Ledger.NextScope; absent when empty
 	dynamoAttrStreaks = "streaks"    // S: JSON of Ledger.Streaks; absent when none runs
 	dynamoAttrHistory = "history"    // S: JSON of Ledger.History; absent when nothing is recorded
+	dynamoAttrLoops   = "loops"      // S: JSON of Ledger.Loops; absent when no group has a recent action
 )
 
 // DefaultLimitBytes is the size the DynamoDB backend keeps a ledger
@@ -47,7 +48,7 @@ const DefaultLimitBytes = 350 * 1024
 //
 // An item holds at most 400 KB, so Save keeps the ledger under LimitBytes by
 // dropping first the list cache, then the oldest records of actions, the
-// streaks and the oldest marks (state.Fit), and says so in a warning and
+// streaks, the reap-loop window and the oldest marks (state.Fit), and says so in a warning and
 // through LastTrim.
 type Store struct {
 	client *dynamodb.Client
@@ -143,6 +144,16 @@ func (d *Store) decode(item map[string]types.AttributeValue) (state.Ledger, stat
 		d.trims.DroppedHistory(dynamoAttrHistory, err, "dynamodb_table", d.table, "key", d.key)
 	}
 	l.History = h
+	if av, present := item[dynamoAttrLoops]; present {
+		// It feeds only a back-off: a sweep goes on without it.
+		if s, ok := av.(*types.AttributeValueMemberS); !ok {
+			d.trims.DroppedLoops(dynamoAttrLoops, errors.New("the attribute is not a string"), "dynamodb_table", d.table, "key", d.key)
+		} else if loops, err := state.DecodeLoops(s.Value); err != nil {
+			d.trims.DroppedLoops(dynamoAttrLoops, err, "dynamodb_table", d.table, "key", d.key)
+		} else {
+			l.Loops = loops
+		}
+	}
 	return state.Normalize(l), state.Version(n.Value), nil
 }
 
@@ -238,6 +249,9 @@ func (d *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (stat
 	}
 	if enc.History != "" {
 		in.Item[dynamoAttrHistory] = &types.AttributeValueMemberS{Value: enc.History}
+	}
+	if enc.Loops != "" {
+		in.Item[dynamoAttrLoops] = &types.AttributeValueMemberS{Value: enc.Loops}
 	}
 
 	if _, err := d.client.PutItem(ctx, in); err != nil {

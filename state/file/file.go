@@ -41,15 +41,16 @@ type fileDoc struct {
 
 // fileFormat is the layout this code writes. Format 2 added each mark's
 // first_seen_local, format 3 its job_checked_at, format 4 the ledger's
-// streaks, format 5 its record of actions (history); this code reads
-// formats 1 to 4 too (such a mark starts its local hold at the next sweep
-// and has never had its job asked about; such a ledger has no streak
-// running and no action recorded). A runner-reaper older than a file's
+// streaks, format 5 its record of actions (history), format 6 its
+// reap-loop window (loops); this code reads formats 1 to 5 too (such a
+// mark starts its local hold at the next sweep and has never had its job
+// asked about; such a ledger has no streak running, no action recorded
+// and no recent action of any group). A runner-reaper older than a file's
 // format cannot read it and says so: to go back to one, remove the file,
 // and its marks start again. Each format only adds fields, so a reader
 // that ignores the fields it does not know (jq, a lenient decoder) reads
 // the rest of a newer file as before.
-const fileFormat = 5
+const fileFormat = 6
 
 // oldestFormat is the oldest layout this code reads.
 const oldestFormat = 1

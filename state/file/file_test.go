@@ -210,8 +210,10 @@ func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
 		{"an unknown field beside the envelope", `{"version":2,"ledger":{"marks":{}},"owner":"team-a"}`, `unknown field "owner"`},
 		{"an unknown field in the ledger", `{"version":2,"ledger":{"marks":{},"notes":"x"}}`, `unknown field "notes"`},
 		{"an unknown field in a mark", `{"version":2,"ledger":{"marks":{"pod/u":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T09:00:00Z","color":"red"}}}}`, `unknown field "color"`},
-		{"a future format", `{"format":6,"version":7,"ledger":{"marks":{}}}`, "format is 6"},
-		{"a future format with fields this code does not know", `{"format":6,"version":7,"ledger":{"marks":{},"quotas":{}}}`, "written by a newer runner-reaper"},
+		{"a future format", `{"format":7,"version":7,"ledger":{"marks":{}}}`, "format is 7"},
+		{"a future format with fields this code does not know", `{"format":7,"version":7,"ledger":{"marks":{},"quotas":{}}}`, "written by a newer runner-reaper"},
+		{"a reap-loop window of another shape", `{"format":6,"version":1,"ledger":{"marks":{},"loops":{"ReplicaSet ci/a":{"at":1}}}}`, "cannot unmarshal object"},
+		{"an unknown field in a reap-loop entry", `{"format":6,"version":1,"ledger":{"marks":{},"loops":{"ReplicaSet ci/a":[{"verdict":"terminal","color":"red"}]}}}`, `unknown field "color"`},
 		{"a record of another shape", `{"format":5,"version":1,"ledger":{"marks":{},"history":{"at":1}}}`, "cannot unmarshal object"},
 		{"an unknown field in a record", `{"format":5,"version":1,"ledger":{"marks":{},"history":[{"verdict":"zombie","color":"red"}]}}`, `unknown field "color"`},
 		{"version 0", `{"version":0,"ledger":{"marks":{}}}`, "version is 0"},
@@ -222,7 +224,7 @@ func TestFileOfAnotherShapeIsLeftAlone(t *testing.T) {
 		{"a second ledger", `{"version":1,"ledger":{"marks":{"pod/u":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T09:00:00Z"}}},"ledger":{}}`, `"ledger" field is given twice`},
 		{"a null ledger after one", `{"version":1,"ledger":{"marks":{}},"ledger":null}`, `"ledger" field is given twice`},
 		{"a second version", `{"version":1,"version":2,"ledger":{"marks":{}}}`, `"version" field is given twice`},
-		{"a second format", `{"format":6,"format":5,"version":1,"ledger":{"marks":{}}}`, "format is 6"},
+		{"a second format", `{"format":7,"format":5,"version":1,"ledger":{"marks":{}}}`, "format is 7"},
 		{"the envelope's keys in another case", `{"Version":1,"Ledger":{"marks":{}}}`, `no "version" field`},
 		{"cut short in the lists", `{"version":1,"ledger":{"marks":{},"lists":{"org:a":{"trimmed":[]}`, "EOF"},
 	}
@@ -410,4 +412,36 @@ func TestFileHistory(t *testing.T) {
 	assert.Equal(t, uint64(10), lenient.Version)
 	assert.Equal(t, l.Marks, lenient.Ledger.Marks)
 	assert.Equal(t, l.Streaks, lenient.Ledger.Streaks)
+}
+
+// TestFileLoops: the reap-loop window is the ledger's "loops", a group a
+// line; a format 5 file, written before it existed, loads with none and
+// is saved in the format this code writes, which reads it back whole.
+func TestFileLoops(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "ledger.json")
+	old := `{"format":5,"version":4,"ledger":{"marks":{},"history":[{"at":"2026-03-14T09:00:00Z","verdict":"terminal","action":"delete-pod","result":"deleted"}]}}`
+	require.NoError(t, os.WriteFile(p, []byte(old), 0o600))
+	f := New(p)
+	l, v, err := f.Load(Ctx(t))
+	require.NoError(t, err, "a ledger from before the window loads")
+	assert.Empty(t, l.Loops)
+	assert.Len(t, l.History, 1)
+
+	l.Loops = Loops(2, 3)
+	v, err = f.Save(Ctx(t), l, v)
+	require.NoError(t, err)
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"format": 6`)
+	for g, es := range l.Loops {
+		eb, err := json.Marshal(es)
+		require.NoError(t, err)
+		gb, err := json.Marshal(g)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "\n      "+string(gb)+": "+string(eb), "a group a line")
+	}
+	got, gv, err := New(p).Load(Ctx(t))
+	require.NoError(t, err)
+	assert.Equal(t, v, gv)
+	assert.Equal(t, l, got)
 }

@@ -123,6 +123,23 @@ func History(n int) []state.Record {
 	return h
 }
 
+// Loops is a reap-loop window of groups groups, each with n actions a
+// minute apart, their fingerprints alike but the verdict of every third.
+func Loops(groups, n int) map[string][]state.LoopEntry {
+	l := make(map[string][]state.LoopEntry, groups)
+	for g := range groups {
+		es := make([]state.LoopEntry, n)
+		for i := range es {
+			es[i] = state.LoopEntry{At: Epoch.Add(time.Duration(i) * time.Minute), Fingerprint: "outdated", Verdict: string(fleet.Terminal)}
+			if i%3 == 2 {
+				es[i].Fingerprint, es[i].Verdict = "ImagePullBackOff", "never-started"
+			}
+		}
+		l[fmt.Sprintf("AutoscalingRunnerSet arc-runners/set-%d", g)] = es
+	}
+	return l
+}
+
 // Sample is a small ledger with both marks and a list cache.
 func Sample() state.Ledger {
 	m := Marks(3)
@@ -148,6 +165,9 @@ func Size(e state.Encoded) int {
 	}
 	if e.History != "" {
 		n += len(state.HistoryKey) + len(e.History)
+	}
+	if e.Loops != "" {
+		n += len(state.LoopsKey) + len(e.Loops)
 	}
 	return n
 }
