@@ -83,6 +83,12 @@ const (
 	// can be asked about). Not evidence either way: nothing is written,
 	// the mark stays, and the sweep says so (exit 3).
 	JobUnchecked Result = "job-unchecked"
+	// LoopHeld: the candidate's group is in a reap loop (the same
+	// template reaped again and again for the same failure), and one of
+	// its runners whose verdict needs confirmation has acted in this
+	// sweep already: nothing is written, the mark stays, and a later
+	// sweep takes it up. Not done, and not a failure.
+	LoopHeld Result = "loop-held"
 	// Failed: an action could not be carried out; reap.Outcome.Err says why.
 	Failed Result = "error"
 )

@@ -103,7 +103,17 @@ type Reaper struct {
 	// limit is GitHub's rate limit once it has been met in this sweep:
 	// from then on no GitHub call is made (see HoldGitHub).
 	limit *fleet.RateLimitError
+	// looping are the groups in a reap loop (see HoldLoops).
+	looping map[fleet.Group]bool
 }
+
+// HoldLoops tells the reaper which groups are in a reap loop as the sweep
+// began (package loops): of each, at most one candidate whose verdict
+// needs confirmation acts this sweep (reconcile.Budget.LoopHeld); the
+// others are loop-held, their marks kept. A broken template makes such
+// runners as fast as they go, and acting on every one would only churn
+// the cluster; its terminal pods still go, as they cost nothing to free.
+func (r *Reaper) HoldLoops(looping map[fleet.Group]bool) { r.looping = looping }
 
 // HoldGitHub tells the reaper that GitHub rate-limited this sweep before it
 // acts (while the lists were read). A candidate that needs a GitHub call
@@ -287,6 +297,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	cs := append([]reconcile.Candidate(nil), ready...)
 	reconcile.Order(cs)
 	budget := reconcile.NewBudget(r.opts.Limits, managedPods)
+	budget.HoldLoops(r.looping)
 	turns := r.jobCheckTurns(cs)
 	logTurns := r.logTurns(cs, budget, turns)
 	// The job checks ask GitHub and the log reads the API server: they go
@@ -313,6 +324,10 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// A delete of an object being deleted changes nothing: it
 			// is not written, not reported done, and takes no place.
 			out[i].Result = fleet.AlreadyDeleting
+		case budget.LoopHeld(c):
+			// Its group loops and has had its one action of the
+			// sweep: it takes no place in the bound.
+			out[i].Result = fleet.LoopHeld
 		case !budget.Fits(c):
 			out[i].Bounded = true
 		case needsJobCheck(c) && r.asks(c) && !turns[i]:

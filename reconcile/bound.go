@@ -4,6 +4,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // Order sorts candidates into the order the bound lets them act: the order
@@ -50,6 +52,40 @@ type Budget struct {
 	podCap  int
 	actions int
 	pods    int
+	// looping are the groups in a reap loop (package loops), and acted
+	// how many of their candidates that back off were admitted.
+	looping map[fleet.Group]bool
+	acted   map[fleet.Group]int
+}
+
+// BacksOff reports whether a verdict is spread out while its pod's group
+// is in a reap loop: those that need confirmation across sweeps
+// (never-started, unregistered, zombie), whose runners a broken template
+// makes again as fast as they go. A terminal pod is dead, and freeing it
+// costs nothing: it is never held.
+func BacksOff(v fleet.Verdict) bool {
+	return v == fleet.NeverStarted || v == fleet.Unregistered || v == fleet.Zombie
+}
+
+// HoldLoops tells the budget which groups are in a reap loop as the sweep
+// began: of each, at most one candidate that backs off (BacksOff) is
+// admitted this sweep.
+func (b *Budget) HoldLoops(looping map[fleet.Group]bool) { b.looping = looping }
+
+// LoopHeld reports whether the candidate waits for a later sweep because
+// its group is in a reap loop and one of the group's candidates that back
+// off has already been admitted in this one.
+func (b *Budget) LoopHeld(c Candidate) bool {
+	g, ok := b.loopGroup(c)
+	return ok && b.acted[g] >= 1
+}
+
+// loopGroup is the candidate's group when the loop back-off applies to it.
+func (b *Budget) loopGroup(c Candidate) (fleet.Group, bool) {
+	if c.Pod == nil || !BacksOff(c.Verdict) || !b.looping[c.Pod.Group] {
+		return fleet.Group{}, false
+	}
+	return c.Pod.Group, true
 }
 
 // NewBudget sizes a sweep's budget. The fractional cap rounds up so that a
@@ -79,5 +115,11 @@ func (b *Budget) Admit(c Candidate) bool {
 		b.pods++
 	}
 	b.actions++
+	if g, ok := b.loopGroup(c); ok {
+		if b.acted == nil {
+			b.acted = map[fleet.Group]int{}
+		}
+		b.acted[g]++
+	}
 	return true
 }

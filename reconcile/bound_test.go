@@ -75,3 +75,50 @@ func TestBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestBudgetHoldsLoopingGroups: of a group in a reap loop, one candidate
+// whose verdict needs confirmation is admitted a sweep, and the rest are
+// held; terminal pods, other groups and pods in no group are not.
+func TestBudgetHoldsLoopingGroups(t *testing.T) {
+	loop := fleet.GroupOf(fleet.GroupScaleSet, "arc", "broken")
+	other := fleet.GroupOf(fleet.GroupScaleSet, "arc", "healthy")
+	in := func(g fleet.Group, v fleet.Verdict, name string) Candidate {
+		c := cand(v, name, 0, true)
+		c.Pod.Group = g
+		return c
+	}
+	cases := []struct {
+		name    string
+		looping map[fleet.Group]bool
+		cands   []Candidate
+		held    []string
+	}{
+		{"one never-started of a looping group acts, the next is held", map[fleet.Group]bool{loop: true},
+			[]Candidate{in(loop, fleet.NeverStarted, "a"), in(loop, fleet.NeverStarted, "b")}, []string{"b"}},
+		{"the one a sweep counts across the verdicts that back off", map[fleet.Group]bool{loop: true},
+			[]Candidate{in(loop, fleet.Zombie, "a"), in(loop, fleet.Unregistered, "b"), in(loop, fleet.NeverStarted, "c")}, []string{"b", "c"}},
+		{"terminal pods are never held, nor counted", map[fleet.Group]bool{loop: true},
+			[]Candidate{in(loop, fleet.Terminal, "t1"), in(loop, fleet.Terminal, "t2"), in(loop, fleet.Unregistered, "a"), in(loop, fleet.Terminal, "t3")}, nil},
+		{"another group is not held", map[fleet.Group]bool{loop: true},
+			[]Candidate{in(loop, fleet.Zombie, "a"), in(other, fleet.Zombie, "b"), in(other, fleet.Zombie, "c")}, nil},
+		{"a pod in no group is not held", map[fleet.Group]bool{loop: true},
+			[]Candidate{in(fleet.Group{}, fleet.Zombie, "a"), in(fleet.Group{}, fleet.Zombie, "b")}, nil},
+		{"no loop, no hold", nil,
+			[]Candidate{in(loop, fleet.Zombie, "a"), in(loop, fleet.Zombie, "b")}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewBudget(Limits{MaxActions: 100, MaxFraction: 1}, 100)
+			b.HoldLoops(tc.looping)
+			var held []string
+			for _, c := range tc.cands {
+				if b.LoopHeld(c) {
+					held = append(held, c.Key)
+					continue
+				}
+				assert.True(t, b.Admit(c), c.Key)
+			}
+			assert.Equal(t, tc.held, held)
+		})
+	}
+}

@@ -59,6 +59,8 @@ func Rows(res sweep.Result) []Row {
 			r.Would = "now: " + strings.ReplaceAll(string(o.Action), "-", " ")
 		case fleet.Deferred:
 			r.Would = "deferred: over this sweep's bound"
+		case fleet.LoopHeld:
+			r.Would = "loop-held: its group is in a reap loop, one action a sweep"
 		case fleet.RateLimited:
 			r.Would = "rate-limited: no GitHub call this sweep"
 			if rl := fleet.AsRateLimit(o.Err); rl != nil {

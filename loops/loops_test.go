@@ -1,0 +1,182 @@
+package loops
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/reconcile"
+	"github.com/runner-reaper/runner-reaper/state"
+)
+
+var now = time.Date(2026, 9, 20, 12, 0, 0, 0, time.UTC)
+
+func entry(ago time.Duration, fp string) state.LoopEntry {
+	return state.LoopEntry{At: now.Add(-ago), Fingerprint: fp, Verdict: string(fleet.Terminal)}
+}
+
+func candidate(v fleet.Verdict, pod *fleet.Pod, exit *reconcile.Exit) reconcile.Candidate {
+	return reconcile.Candidate{Finding: reconcile.Finding{Verdict: v, Pod: pod, Exit: exit}}
+}
+
+func TestFingerprint(t *testing.T) {
+	waiting := &fleet.Pod{StartWait: &fleet.StartWait{Reason: "ImagePullBackOff", Message: "back-off pulling image"}}
+	cases := []struct {
+		name string
+		c    reconcile.Candidate
+		want string
+	}{
+		{"a terminal pod by its exit class", candidate(fleet.Terminal, &fleet.Pod{}, &reconcile.Exit{Code: 7, Class: reconcile.ExitOutdated}), "outdated"},
+		{"an OOM", candidate(fleet.Terminal, &fleet.Pod{}, &reconcile.Exit{Code: 137, Reason: "OOMKilled", Class: reconcile.ExitOOMHost}), "oom-host"},
+		{"a terminal pod with no exit read is its verdict", candidate(fleet.Terminal, &fleet.Pod{}, nil), "terminal"},
+		{"a never-started pod by its waiting reason", candidate(fleet.NeverStarted, waiting, nil), "ImagePullBackOff"},
+		{"a never-started pod that says no reason is its verdict", candidate(fleet.NeverStarted, &fleet.Pod{}, nil), "never-started"},
+		{"an unregistered runner is its verdict", candidate(fleet.Unregistered, &fleet.Pod{}, nil), "unregistered"},
+		{"a zombie is its verdict", candidate(fleet.Zombie, &fleet.Pod{}, nil), "zombie"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, Fingerprint(tc.c))
+		})
+	}
+}
+
+func TestActOf(t *testing.T) {
+	g := fleet.GroupOf("ReplicaSet", "ci", "pool-1")
+	act, ok := ActOf(candidate(fleet.Terminal, &fleet.Pod{Group: g}, &reconcile.Exit{Code: 7, Class: reconcile.ExitOutdated}), now)
+	require.True(t, ok)
+	assert.Equal(t, Act{Group: g, Entry: state.LoopEntry{At: now, Fingerprint: "outdated", Verdict: "terminal"}}, act)
+
+	_, ok = ActOf(candidate(fleet.Terminal, &fleet.Pod{}, nil), now)
+	assert.False(t, ok, "a pod in no group counts in no loop")
+	_, ok = ActOf(candidate(fleet.Ghost, nil, nil), now)
+	assert.False(t, ok, "a ghost has no pod, so no group")
+}
+
+func TestPrune(t *testing.T) {
+	p := Policy{Threshold: 3, Window: 30 * time.Minute}
+	cases := []struct {
+		name string
+		in   map[string][]state.LoopEntry
+		want map[string][]state.LoopEntry
+	}{
+		{"entries older than the window go, and a group left empty", map[string][]state.LoopEntry{
+			"ReplicaSet ci/a": {entry(40*time.Minute, "crash"), entry(10*time.Minute, "crash")},
+			"ReplicaSet ci/b": {entry(31*time.Minute, "crash")},
+		}, map[string][]state.LoopEntry{"ReplicaSet ci/a": {entry(10*time.Minute, "crash")}}},
+		{"the window's edge is out", map[string][]state.LoopEntry{
+			"ReplicaSet ci/a": {entry(30*time.Minute, "crash"), entry(30*time.Minute-time.Second, "crash")},
+		}, map[string][]state.LoopEntry{"ReplicaSet ci/a": {entry(30*time.Minute-time.Second, "crash")}}},
+		{"an entry from the future beyond a minute goes; within it stays", map[string][]state.LoopEntry{
+			"ReplicaSet ci/a": {entry(-2*time.Minute, "crash"), entry(-30*time.Second, "crash")},
+		}, map[string][]state.LoopEntry{"ReplicaSet ci/a": {entry(-30*time.Second, "crash")}}},
+		{"entries in time order, the newest twice the threshold kept", map[string][]state.LoopEntry{
+			"ReplicaSet ci/a": {entry(time.Minute, "7"), entry(8*time.Minute, "1"), entry(7*time.Minute, "2"), entry(6*time.Minute, "3"),
+				entry(5*time.Minute, "4"), entry(4*time.Minute, "5"), entry(3*time.Minute, "6"), entry(2*time.Minute, "6b")},
+		}, map[string][]state.LoopEntry{"ReplicaSet ci/a": {entry(6*time.Minute, "3"), entry(5*time.Minute, "4"),
+			entry(4*time.Minute, "5"), entry(3*time.Minute, "6"), entry(2*time.Minute, "6b"), entry(time.Minute, "7")}}},
+		{"nothing left is nil", map[string][]state.LoopEntry{"ReplicaSet ci/a": {entry(time.Hour, "crash")}}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, Prune(tc.in, now, p))
+		})
+	}
+}
+
+// TestPruneCapsGroups: past MaxGroups, the groups acted on longest ago go.
+func TestPruneCapsGroups(t *testing.T) {
+	in := map[string][]state.LoopEntry{}
+	for i := range MaxGroups + 10 {
+		in[fmt.Sprintf("ReplicaSet ci/g-%03d", i)] = []state.LoopEntry{entry(time.Duration(i)*time.Second, "crash")}
+	}
+	got := Prune(in, now, Default())
+	assert.Len(t, got, MaxGroups)
+	assert.Contains(t, got, "ReplicaSet ci/g-000", "the newest is kept")
+	assert.Contains(t, got, fmt.Sprintf("ReplicaSet ci/g-%03d", MaxGroups-1))
+	assert.NotContains(t, got, fmt.Sprintf("ReplicaSet ci/g-%03d", MaxGroups), "the oldest go")
+	assert.Len(t, in, MaxGroups+10, "the window given is not changed")
+}
+
+func TestAdd(t *testing.T) {
+	p := Policy{Threshold: 2, Window: 10 * time.Minute}
+	g := fleet.GroupOf(fleet.GroupScaleSet, "arc", "set")
+	w := map[string][]state.LoopEntry{g.String(): {entry(20*time.Minute, "crash"), entry(5*time.Minute, "crash")}}
+	got := Add(w, []Act{{Group: g, Entry: entry(0, "outdated")}, {Group: fleet.GroupOf("Job", "ci", "j"), Entry: entry(0, "crash")}}, now, p)
+	assert.Equal(t, map[string][]state.LoopEntry{
+		g.String(): {entry(5*time.Minute, "crash"), entry(0, "outdated")},
+		"Job ci/j": {entry(0, "crash")},
+	}, got)
+	assert.Len(t, w[g.String()], 2, "the window given is not changed")
+}
+
+func TestDetect(t *testing.T) {
+	p := Policy{Threshold: 3, Window: 30 * time.Minute}
+	set := fleet.GroupOf(fleet.GroupScaleSet, "arc", "set")
+	rs := fleet.GroupOf("ReplicaSet", "ci", "pool")
+	cases := []struct {
+		name string
+		w    map[string][]state.LoopEntry
+		want []Loop
+	}{
+		{"threshold actions with one fingerprint within the window are a loop", map[string][]state.LoopEntry{
+			set.String(): {entry(20*time.Minute, "outdated"), entry(10*time.Minute, "outdated"), entry(time.Minute, "outdated")},
+		}, []Loop{{Group: set, Count: 3, Fingerprint: "outdated", Verdict: "terminal", First: now.Add(-20 * time.Minute), Last: now.Add(-time.Minute),
+			Fix: "runner version deprecated: update the runner image"}}},
+		{"one fewer is none", map[string][]state.LoopEntry{
+			set.String(): {entry(10*time.Minute, "outdated"), entry(time.Minute, "outdated")},
+		}, nil},
+		{"an action out of the window does not count", map[string][]state.LoopEntry{
+			set.String(): {entry(40*time.Minute, "outdated"), entry(10*time.Minute, "outdated"), entry(time.Minute, "outdated")},
+		}, nil},
+		{"mixed fingerprints are no loop until one reaches the threshold", map[string][]state.LoopEntry{
+			set.String(): {entry(5*time.Minute, "outdated"), entry(4*time.Minute, "crash"), entry(3*time.Minute, "oom-host"), entry(2*time.Minute, "outdated")},
+		}, nil},
+		{"the commonest fingerprint of a mixed group", map[string][]state.LoopEntry{
+			rs.String(): {entry(5*time.Minute, "ImagePullBackOff"), entry(4*time.Minute, "crash"), entry(3*time.Minute, "ErrImagePull"),
+				entry(2*time.Minute, "ImagePullBackOff"), entry(time.Minute, "ImagePullBackOff")},
+		}, []Loop{{Group: rs, Count: 3, Fingerprint: "ImagePullBackOff", Verdict: "terminal", First: now.Add(-5 * time.Minute), Last: now.Add(-time.Minute),
+			Fix: "the runner image cannot be pulled: check the image name and pull secret"}}},
+		{"loops come most actions first", map[string][]state.LoopEntry{
+			set.String(): {entry(3*time.Minute, "crash"), entry(2*time.Minute, "crash"), entry(time.Minute, "crash")},
+			rs.String():  {entry(4*time.Minute, "CreateContainerConfigError"), entry(3*time.Minute, "CreateContainerConfigError"), entry(2*time.Minute, "CreateContainerConfigError"), entry(time.Minute, "CreateContainerConfigError")},
+		}, []Loop{
+			{Group: rs, Count: 4, Fingerprint: "CreateContainerConfigError", Verdict: "terminal", First: now.Add(-4 * time.Minute), Last: now.Add(-time.Minute), Fix: "a Secret or ConfigMap the template names is missing"},
+			{Group: set, Count: 3, Fingerprint: "crash", Verdict: "terminal", First: now.Add(-3 * time.Minute), Last: now.Add(-time.Minute), Fix: Fix("crash")},
+		}},
+		{"a key that names no group is no loop", map[string][]state.LoopEntry{
+			"not a group": {entry(3*time.Minute, "crash"), entry(2*time.Minute, "crash"), entry(time.Minute, "crash")},
+		}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Detect(tc.w, now, p)
+			assert.Equal(t, tc.want, got)
+			for _, l := range got {
+				assert.True(t, Looping(got)[l.Group])
+			}
+		})
+	}
+	assert.Nil(t, Looping(nil))
+}
+
+func TestFixNamesTheFault(t *testing.T) {
+	cases := map[string]string{
+		"outdated":                   "runner version deprecated: update the runner image",
+		"ImagePullBackOff":           "the runner image cannot be pulled: check the image name and pull secret",
+		"ErrImagePull":               "the runner image cannot be pulled: check the image name and pull secret",
+		"InvalidImageName":           "the runner image cannot be pulled: check the image name and pull secret",
+		"CreateContainerConfigError": "a Secret or ConfigMap the template names is missing",
+	}
+	for fp, want := range cases {
+		assert.Equal(t, want, Fix(fp), fp)
+	}
+	for _, fp := range []string{"crash", "oom-host", "sigkill", "clean", "CreateContainerError", "Unschedulable", "unregistered", "zombie", "something-new"} {
+		assert.NotEmpty(t, Fix(fp), fp)
+	}
+	assert.NotEqual(t, Fix("crash"), Fix("oom-host"))
+}
