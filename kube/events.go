@@ -34,6 +34,16 @@ func (c *Client) RecordEphemeralRunnerEvent(ctx context.Context, er fleet.Epheme
 	}, reason, message)
 }
 
+// RecordObjectEvent records a Warning Event on any object named by its
+// apiVersion, kind, name and UID (which may be empty) in namespace: the
+// reap-loop report, on the object that makes a looping group's pods. It
+// goes through the client of the optional writes, as every Event does.
+func (c *Client) RecordObjectEvent(ctx context.Context, namespace string, o fleet.Owner, reason, message string) error {
+	return c.record(ctx, corev1.ObjectReference{
+		APIVersion: o.APIVersion, Kind: o.Kind, Namespace: namespace, Name: o.Name, UID: types.UID(o.UID),
+	}, reason, message)
+}
+
 func (c *Client) record(ctx context.Context, obj corev1.ObjectReference, reason, message string) error {
 	if c.redact != nil {
 		message = c.redact(message)

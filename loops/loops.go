@@ -162,6 +162,9 @@ type Loop struct {
 // fingerprint within the window counts at least the threshold. Loops come
 // most actions first, then by group.
 func Detect(w map[string][]state.LoopEntry, now time.Time, p Policy) []Loop {
+	if p.Threshold < MinThreshold {
+		return nil // the zero Policy: no loop is ever found
+	}
 	var out []Loop
 	for g, es := range Prune(w, now, p) {
 		counts := map[string]int{}
@@ -239,4 +242,36 @@ func Fix(fingerprint string) string {
 		return "the runners drop off GitHub while their pods run: check the network path to GitHub and the runner's log"
 	}
 	return "the group's runners keep failing the same way: check its template, and the runner container's log"
+}
+
+// groupAPIs are the API versions of the kinds a group names, where the
+// pod does not say it (ARC's labels name a set, not its API).
+var groupAPIs = map[string]string{
+	fleet.GroupScaleSet:         fleet.EphemeralRunnerAPIVersion,
+	fleet.GroupRunnerDeployment: fleet.LegacyRunnerAPIVersion,
+	fleet.GroupRunnerSet:        fleet.LegacyRunnerAPIVersion,
+	"ReplicaSet":                "apps/v1",
+	"StatefulSet":               "apps/v1",
+	"DaemonSet":                 "apps/v1",
+	"Job":                       "batch/v1",
+}
+
+// Target is the object a loop's Event goes on, in its namespace: what
+// makes the group's pods (the AutoscalingRunnerSet, RunnerDeployment,
+// RunnerSet, or the pods' controller, with its UID where last, the pod
+// acted on last, names it), which is what the operator fixes; else, for a
+// group by generateName or a kind whose API is not known, last itself.
+// ok is false when there is neither.
+func Target(g fleet.Group, last *fleet.Pod) (namespace string, o fleet.Owner, ok bool) {
+	kind, ns, name := g.Parts()
+	if last != nil && last.Owner != nil && last.Owner.Kind == kind && last.Owner.Name == name && last.Namespace == ns {
+		return ns, *last.Owner, true
+	}
+	if api, known := groupAPIs[kind]; known {
+		return ns, fleet.Owner{APIVersion: api, Kind: kind, Name: name}, true
+	}
+	if last == nil {
+		return "", fleet.Owner{}, false
+	}
+	return last.Namespace, fleet.Owner{APIVersion: "v1", Kind: "Pod", Name: last.Name, UID: last.UID}, true
 }

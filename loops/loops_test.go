@@ -180,3 +180,37 @@ func TestFixNamesTheFault(t *testing.T) {
 	}
 	assert.NotEqual(t, Fix("crash"), Fix("oom-host"))
 }
+
+func TestTarget(t *testing.T) {
+	rsOwner := &fleet.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "pool-7d9", UID: "uid-rs"}
+	cases := []struct {
+		name   string
+		g      fleet.Group
+		last   *fleet.Pod
+		ns     string
+		target fleet.Owner
+		ok     bool
+	}{
+		{"a scale set: its AutoscalingRunnerSet", fleet.GroupOf(fleet.GroupScaleSet, "arc", "set"), &fleet.Pod{Namespace: "arc", Name: "set-abc"},
+			"arc", fleet.Owner{APIVersion: "actions.github.com/v1alpha1", Kind: "AutoscalingRunnerSet", Name: "set"}, true},
+		{"a RunnerDeployment", fleet.GroupOf(fleet.GroupRunnerDeployment, "ci", "rd"), nil,
+			"ci", fleet.Owner{APIVersion: "actions.summerwind.dev/v1alpha1", Kind: "RunnerDeployment", Name: "rd"}, true},
+		{"the controller the pod names, with its UID", fleet.GroupOf("ReplicaSet", "ci", "pool-7d9"), &fleet.Pod{Namespace: "ci", Name: "pool-7d9-x", Owner: rsOwner},
+			"ci", *rsOwner, true},
+		{"a Job without the pod", fleet.GroupOf("Job", "ci", "j"), nil,
+			"ci", fleet.Owner{APIVersion: "batch/v1", Kind: "Job", Name: "j"}, true},
+		{"a pool's own kind: the pod acted on last", fleet.GroupOf("RunnerPool", "ci", "p"), &fleet.Pod{Namespace: "ci", Name: "p-1", UID: "uid-p"},
+			"ci", fleet.Owner{APIVersion: "v1", Kind: "Pod", Name: "p-1", UID: "uid-p"}, true},
+		{"a generateName: the pod acted on last", fleet.GroupOf(fleet.GroupGenerateName, "ci", "runner-"), &fleet.Pod{Namespace: "ci", Name: "runner-q2", UID: "uid-q"},
+			"ci", fleet.Owner{APIVersion: "v1", Kind: "Pod", Name: "runner-q2", UID: "uid-q"}, true},
+		{"neither", fleet.GroupOf(fleet.GroupGenerateName, "ci", "runner-"), nil, "", fleet.Owner{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns, o, ok := Target(tc.g, tc.last)
+			assert.Equal(t, tc.ok, ok)
+			assert.Equal(t, tc.ns, ns)
+			assert.Equal(t, tc.target, o)
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/history"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 	"github.com/runner-reaper/runner-reaper/internal/refclock"
+	"github.com/runner-reaper/runner-reaper/loops"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
@@ -54,6 +55,12 @@ type RunnerLister interface {
 // view holds.
 type EphemeralRunnerLister interface {
 	ListEphemeralRunners(ctx context.Context, pods []fleet.Pod) ([]fleet.EphemeralRunner, error)
+}
+
+// ObjectEvents records a Warning Event on any object: the reap-loop
+// report, on what makes a looping group's pods (kube.Client).
+type ObjectEvents interface {
+	RecordObjectEvent(ctx context.Context, namespace string, o fleet.Owner, reason, message string) error
 }
 
 // Counter reports the requests a client has sent.
@@ -166,6 +173,13 @@ type Sweeper struct {
 	// Redact removes the process's secrets from a text before the record
 	// keeps it; nil keeps it as it is.
 	Redact func(string) string
+	// Loops is when a group's actions are a reap loop
+	// (REAPER_LOOP_THRESHOLD, REAPER_LOOP_WINDOW); the zero Policy finds
+	// none and keeps no window.
+	Loops loops.Policy
+	// Events records a loop's Event on what makes the group's pods; nil
+	// records none.
+	Events ObjectEvents
 }
 
 // trimReporter is a ledger that must fit a size limit (the ConfigMap and
@@ -230,6 +244,10 @@ type Result struct {
 	// StreaksKnown is false when the ledger could not be read.
 	Streaks      state.Streaks
 	StreaksKnown bool
+	// Loops are the groups in a reap loop as the sweep leaves the
+	// ledger's window (as it found it, for a dry run or an audit, which
+	// add nothing to it), most actions first.
+	Loops []loops.Loop
 }
 
 // Run performs one sweep. It never returns an error without a Result: the
@@ -330,6 +348,10 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			slog.Int("marks", len(d)), slog.Any("keys", d),
 			slog.String("effect", "the API server's clock and this machine's disagree about how long ago these marks were first seen: one of them lied; each starts again"))
 	}
+	// The loops that stand as the sweep begins: their groups' actions
+	// that need confirmation are held to one a sweep (reap.HoldLoops).
+	window := loops.Prune(ledger.Loops, now, s.Loops)
+	res.Loops = loops.Detect(window, now, s.Loops)
 	res.Observed = letGo(&res)
 	obs, pods, ers = reconcile.Observation{}, nil, nil //nolint:ineffassign // where the sweep lets go of its views: nothing after may read them
 	var ready []reconcile.Candidate
@@ -348,6 +370,8 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 			// lowered (or 0, the record off) too. A dry run keeps the
 			// record as it found it: it is not its to change.
 			ledger.History = state.KeepLast(ledger.History, s.HistorySize)
+			// Likewise the window: what has aged out of it goes.
+			ledger.Loops = window
 		}
 		// Save before acting: if another sweep saved since we loaded,
 		// it may be acting on the same verdicts, so this one must not.
@@ -363,8 +387,17 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	if limit != nil {
 		reaper.HoldGitHub(limit)
 	}
+	reaper.HoldLoops(loops.Looping(res.Loops))
 	res.Outcomes = reaper.Reap(ctx, res.Class.ManagedPods, ready)
 	res.Streaks.Bound = boundStreak(ledger.Streaks.Bound, res.Outcomes)
+
+	var acts []loops.Act
+	if mode == Act {
+		acts = actsOf(res.Outcomes, now)
+		window = loops.Add(window, acts, now, s.Loops)
+		res.Loops = loops.Detect(window, now, s.Loops)
+	}
+	s.reportLoops(ctx, res.Loops, acts, res.Outcomes, mode == Act)
 
 	var records []state.Record
 	if mode == Act && s.HistorySize > 0 {
@@ -373,7 +406,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	}
 	var lost error
 	if mode != Audit {
-		lost = s.saveActed(ctx, ledger, version, &res, mode == Act, records)
+		lost = s.saveActed(ctx, ledger, version, &res, mode == Act, records, window, acts)
 	}
 
 	res.Status, res.Err = settle(res)
@@ -540,7 +573,7 @@ func (s *Sweeper) listScopes(ctx context.Context, ledger state.Ledger, res *Resu
 // there too: that save of the record can itself win over the other
 // sweep's save after acting, which would otherwise lose that sweep's
 // marks to this sweep's record.
-func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result, acted bool, records []state.Record) error {
+func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version state.Version, res *Result, acted bool, records []state.Record, window map[string][]state.LoopEntry, acts []loops.Act) error {
 	cleared, asked := settleMarks(ledger.Marks, res.Outcomes, res.Started, acted)
 	streak := res.Streaks.Bound != ledger.Streaks.Bound
 	if streak {
@@ -549,7 +582,10 @@ func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version st
 	if len(records) > 0 {
 		ledger.History = state.KeepLast(append(ledger.History, records...), s.HistorySize)
 	}
-	if cleared == 0 && asked == 0 && !streak && len(records) == 0 {
+	if len(acts) > 0 {
+		ledger.Loops = window
+	}
+	if cleared == 0 && asked == 0 && !streak && len(records) == 0 && len(acts) == 0 {
 		return nil
 	}
 	end := time.Now().Add(reap.DefaultSpare)
@@ -564,7 +600,7 @@ func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version st
 		return nil
 	}
 	kept := false
-	if errors.Is(err, state.ErrConflict) && acted && (len(records) > 0 || cleared > 0 || asked > 0) {
+	if errors.Is(err, state.ErrConflict) && acted && (len(records) > 0 || len(acts) > 0 || cleared > 0 || asked > 0) {
 		// The save that won may be another sweep's own save after
 		// acting, or this very merge may win over it: what acting taught
 		// the marks goes with the record, or the last of the two sweeps
@@ -574,7 +610,7 @@ func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version st
 			settleMarks(marks, res.Outcomes, res.Started, acted)
 		}
 		var landed bool
-		if landed, kept = s.keepRecords(sctx, records, settle); landed {
+		if landed, kept = s.keepRecords(sctx, records, acts, res.Started, settle); landed {
 			// The save had landed; only its answer was lost.
 			res.LedgerTrim = s.lastTrim()
 			return nil
@@ -592,6 +628,9 @@ func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version st
 	}
 	if len(records) > 0 && !kept {
 		lost = append(lost, fmt.Sprintf("the record of %d action(s), which no later sweep can write again (the action lines above say what was done)", len(records)))
+	}
+	if len(acts) > 0 && !kept {
+		lost = append(lost, fmt.Sprintf("%d action(s) of the reap-loop window, so a loop of their groups is reported later", len(acts)))
 	}
 	if len(lost) == 0 {
 		return nil
@@ -619,19 +658,24 @@ const recordTries = 3
 // there by this sweep, and a save is whole or nothing, so one of them
 // there means that all of them were saved (some may since have been
 // trimmed, as the oldest, to fit).
-func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record, settle func(map[string]fleet.Mark)) (landed, kept bool) {
+func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record, acts []loops.Act, at time.Time, settle func(map[string]fleet.Mark)) (landed, kept bool) {
 	for try := range recordTries {
 		l, v, err := s.Ledger.Load(ctx)
 		if err != nil {
 			return false, false
 		}
-		if anyOf(l.History, records) {
+		if anyOf(l.History, records) || anyAct(l.Loops, acts) {
 			return try == 0, true
 		}
 		before := maps.Clone(l.Marks)
 		settle(l.Marks)
-		if len(records) == 0 && maps.Equal(before, l.Marks) {
+		if len(records) == 0 && len(acts) == 0 && maps.Equal(before, l.Marks) {
 			return false, true
+		}
+		if len(acts) > 0 {
+			// The other sweep's window, with this sweep's actions:
+			// a loop is the actions of every sweep.
+			l.Loops = loops.Add(l.Loops, acts, at, s.Loops)
 		}
 		if len(records) > 0 {
 			// The other sweep's records may be newer than these: the
@@ -649,6 +693,18 @@ func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record, settl
 		}
 	}
 	return false, false
+}
+
+// anyAct reports whether the window w holds any of acts: each is stamped
+// with its sweep's clock, so one there was put there by this sweep (a
+// save is whole or nothing, so then all of them were).
+func anyAct(w map[string][]state.LoopEntry, acts []loops.Act) bool {
+	for _, a := range acts {
+		if slices.Contains(w[a.Group.String()], a.Entry) {
+			return true
+		}
+	}
+	return false
 }
 
 // anyOf reports whether h holds any of records, compared as the ledger
