@@ -544,6 +544,8 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		HistorySize: cfg.HistorySize,
 		Version:     report.Version(),
 		Redact:      o.Secrets.String,
+		Loops:       cfg.Loops,
+		Events:      kc,
 	}, nil
 }
 

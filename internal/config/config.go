@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/loops"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
@@ -88,7 +89,10 @@ type Config struct {
 	Ledger           Ledger
 	// HistorySize is how many records of actions done the ledger keeps
 	// (REAPER_HISTORY_SIZE); zero records none.
-	HistorySize          int
+	HistorySize int
+	// Loops is when a group's actions are a reap loop
+	// (REAPER_LOOP_THRESHOLD, REAPER_LOOP_WINDOW).
+	Loops                loops.Policy
 	DeleteServiceAccount bool
 	KubeConcurrency      int
 	// KubeTimeout bounds each Kubernetes request: an API server that
@@ -345,6 +349,7 @@ func fromSpec(s spec) Config {
 		SweepTimeout:         s.SweepTimeout,
 		MaxScopesPerSweep:    s.MaxScopesPerSweep,
 		HistorySize:          s.HistorySize,
+		Loops:                loops.Policy{Threshold: s.LoopThreshold, Window: s.LoopWindow},
 		EKSCluster:           s.EksCluster,
 		MetricsNamespace:     s.MetricsNamespace,
 		Limits:               reconcile.Limits{MaxActions: s.MaxActions, MaxFraction: s.MaxFraction},
@@ -510,7 +515,17 @@ func validateBounds(s spec, bad func(field, what string)) {
 	if s.HistorySize < 0 || s.HistorySize > state.MaxHistory {
 		bad("HistorySize", fmt.Sprintf("must be between 0 (no record of actions) and %d, got %d", state.MaxHistory, s.HistorySize))
 	}
+	if s.LoopThreshold < loops.MinThreshold || s.LoopThreshold > loops.MaxThreshold {
+		bad("LoopThreshold", fmt.Sprintf("must be between %d and %d actions, got %d", loops.MinThreshold, loops.MaxThreshold, s.LoopThreshold))
+	}
+	if s.LoopWindow < minLoopWindow || s.LoopWindow > loops.MaxWindow {
+		bad("LoopWindow", fmt.Sprintf("must be between %s and %s, got %s", minLoopWindow, loops.MaxWindow, s.LoopWindow))
+	}
 }
+
+// minLoopWindow: a window shorter than a CronJob's minute holds one
+// sweep's actions at most.
+const minLoopWindow = time.Minute
 
 // validateLogLevel reads the level that filters diagnostics.
 func validateLogLevel(v string, bad func(field, what string)) slog.Level {

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/loops"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 )
 
@@ -91,6 +92,7 @@ func TestLoadDefaults(t *testing.T) {
 	assert.Equal(t, Ledger{Kind: LedgerFile, Path: "runner-reaper-ledger.json"}, c.Ledger)
 	assert.Equal(t, "https://api.github.com/", c.GitHub.APIURL)
 	assert.Equal(t, 200, c.HistorySize, "the ledger keeps the last 200 actions")
+	assert.Equal(t, loops.Policy{Threshold: 5, Window: 30 * time.Minute}, c.Loops, "a loop is five actions alike within 30 minutes")
 
 	in, err := Load(true, "reaper")
 	require.NoError(t, err)
@@ -183,6 +185,12 @@ func TestLoadRejects(t *testing.T) {
 		{"negative history size", with(minimal(), "REAPER_HISTORY_SIZE", "-1"), "REAPER_HISTORY_SIZE", "between 0 (no record of actions) and 1000, got -1"},
 		{"history size over the bound", with(minimal(), "REAPER_HISTORY_SIZE", "1001"), "REAPER_HISTORY_SIZE", "between 0 (no record of actions) and 1000, got 1001"},
 		{"history size not a number", with(minimal(), "REAPER_HISTORY_SIZE", "all"), "REAPER_HISTORY_SIZE", "whole number"},
+		{"loop threshold of one", with(minimal(), "REAPER_LOOP_THRESHOLD", "1"), "REAPER_LOOP_THRESHOLD", "must be between 2 and 50 actions, got 1"},
+		{"loop threshold over the bound", with(minimal(), "REAPER_LOOP_THRESHOLD", "51"), "REAPER_LOOP_THRESHOLD", "must be between 2 and 50 actions, got 51"},
+		{"loop threshold not a number", with(minimal(), "REAPER_LOOP_THRESHOLD", "many"), "REAPER_LOOP_THRESHOLD", "whole number"},
+		{"loop window too short", with(minimal(), "REAPER_LOOP_WINDOW", "30s"), "REAPER_LOOP_WINDOW", "must be between 1m0s and 24h0m0s, got 30s"},
+		{"loop window over a day", with(minimal(), "REAPER_LOOP_WINDOW", "25h"), "REAPER_LOOP_WINDOW", "must be between 1m0s and 24h0m0s, got 25h0m0s"},
+		{"loop window not a duration", with(minimal(), "REAPER_LOOP_WINDOW", "half an hour"), "REAPER_LOOP_WINDOW", "duration"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -449,4 +457,18 @@ func TestLedgerSpecIsPartOfSpec(t *testing.T) {
 		assert.Equal(t, w.Type, f.Type, f.Name)
 		assert.Equal(t, w.Tag, f.Tag, f.Name)
 	}
+}
+
+// A loop setting out of bounds is refused whole, named, with an example.
+func TestLoadLoopBounds(t *testing.T) {
+	setenv(t, with(minimal(), "REAPER_LOOP_THRESHOLD", "2", "REAPER_LOOP_WINDOW", "24h"))
+	c, err := Load(false, "")
+	require.NoError(t, err)
+	assert.Equal(t, loops.Policy{Threshold: 2, Window: 24 * time.Hour}, c.Loops, "the bounds are allowed")
+
+	setenv(t, with(minimal(), "REAPER_LOOP_THRESHOLD", "1", "REAPER_LOOP_WINDOW", "25h"))
+	_, err = Load(false, "")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "REAPER_LOOP_THRESHOLD: must be between 2 and 50 actions, got 1 (example: REAPER_LOOP_THRESHOLD=5)")
+	assert.Contains(t, err.Error(), "REAPER_LOOP_WINDOW: must be between 1m0s and 24h0m0s, got 25h0m0s (example: REAPER_LOOP_WINDOW=30m)")
 }

@@ -135,20 +135,22 @@ type spec struct {
 	// Where marks, list ETags and the record of actions live:
 	// `configmap:NAMESPACE/NAME`, `dynamodb:TABLE`, `file:PATH` or `memory`. A
 	// ConfigMap save changes only the reaper's own keys (`marks.json`,
-	// `saves`, `next-scope`, `streaks.json`, `history.json`, `lists.json.gz`
-	// and its two labels); other labels, annotations and data keys are kept.
-	// A `file:` ledger must be runner-reaper's own
-	// (`{"format":5,"version":N,"ledger":{...}}`, indented, each scope's list
-	// cache and each record on one line; format 1 to 4 files are read and
-	// saved as format 5): a file of any other shape stops the sweep with exit
-	// 1 naming the file, and is left untouched. Format 2 added each mark's
-	// `first_seen_local`, format 3 its `job_checked_at`, format 4 the
-	// ledger's streaks, format 5 its `history`; a runner-reaper from before a
+	// `saves`, `next-scope`, `streaks.json`, `history.json`, `loops.json`,
+	// `lists.json.gz` and its two labels); other labels, annotations and data
+	// keys are kept. A `file:` ledger must be runner-reaper's own
+	// (`{"format":6,"version":N,"ledger":{...}}`, indented, each scope's list
+	// cache, each record and each group's reap-loop window on one line;
+	// format 1 to 5 files are read and saved as format 6): a file of any
+	// other shape stops the sweep with exit 1 naming the file, and is left
+	// untouched. Format 2 added each mark's `first_seen_local`, format 3 its
+	// `job_checked_at`, format 4 the ledger's streaks, format 5 its
+	// `history`, format 6 its `loops`; a runner-reaper from before a
 	// file's format cannot read it and says it was written by a newer
 	// runner-reaper, so going back to one means removing the file (its marks
 	// start again). A list cache that cannot be read is dropped with the
 	// warning `ledger list cache dropped` and the lists are read afresh; a
-	// record of actions likewise, with `ledger history dropped`; unreadable
+	// record of actions likewise, with `ledger history dropped`, and a
+	// reap-loop window with `ledger reap-loop window dropped`; unreadable
 	// marks are an error (exit 1, nothing written).
 	//
 	// Default: in a pod: `configmap:<own namespace>/runner-reaper-ledger`;
@@ -165,6 +167,22 @@ type spec struct {
 	// where that keeps every scope's list cache. `0` records nothing, and
 	// the next real sweep (not a dry run or an audit) clears the record.
 	HistorySize int `split_words:"true" default:"200" example:"200"`
+	// How many actions on one group's runner pods (what made them: ARC's
+	// scale set, a RunnerDeployment or RunnerSet, the pods' controller,
+	// else their `generateName`), with one fingerprint (a terminal pod's
+	// exit class, a never-started pod's waiting reason, else the verdict)
+	// within `REAPER_LOOP_WINDOW`, make a reap loop, 2 to 50: a broken
+	// template, reported with a warning `reap loop`, an Event on what
+	// makes the pods, a metric and an alert. While it stands, of the
+	// group's `never-started`, `unregistered` and `zombie` runners one
+	// acts a sweep (the others are `loop-held`); its terminal pods still
+	// go ([design](design.md#reap-loops)).
+	LoopThreshold int `split_words:"true" default:"5" example:"5"`
+	// How far back a reap loop's actions are counted, `1m` to `24h`; the
+	// ledger keeps each group's actions this long (at most twice
+	// `REAPER_LOOP_THRESHOLD` of them, and 64 groups, those acted on
+	// last).
+	LoopWindow time.Duration `split_words:"true" default:"30m" example:"30m"`
 	// Reach this EKS cluster from outside (DescribeCluster and an IAM token).
 	EksCluster string `split_words:"true" example:"build-fleet"`
 	// Write CloudWatch EMF metric lines under this namespace.

@@ -57,6 +57,8 @@ func Hostile() map[string][]string {
 		"REAPER_SWEEP_TIMEOUT":          {"0", "-45s", "5s", "1s", "2h", "soon", "Inf"},
 		"REAPER_MAX_SCOPES_PER_SWEEP":   {"-1", "ten", "1.5", "1e3", "10001", "99999999999999999999", " "},
 		"REAPER_HISTORY_SIZE":           {"-1", "1001", "all", "2.5", "99999999999999999999", " "},
+		"REAPER_LOOP_THRESHOLD":         {"1", "0", "-5", "51", "many", "2.5", "99999999999999999999", " "},
+		"REAPER_LOOP_WINDOW":            {"0s", "30s", "-30m", "25h", "half an hour", "30", " "},
 		"REAPER_LOG_LEVEL":              {"verbose", "trace"},
 		"REAPER_GITHUB_TOKEN":           {"ghp_abc\x01def", "ghp_abc def", "ghp_abc\n", "ghp_äbc", "ghp_abc\x7f"},
 		"REAPER_GITHUB_API_URL": {"ftp://x", "http://api.github.com/", "http://10.0.0.1/", "https://user:hunter2@ghes.example.com/api/v3/",
