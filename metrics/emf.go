@@ -68,11 +68,15 @@ const (
 	MassSuspicionScopes  = "MassSuspicionScopes"
 	ScopeSkipStreak      = "ScopeSkipStreak"
 	ActionBoundStreak    = "ActionBoundStreak"
+	ReapLoops            = "ReapLoops"
+	ReapLoopActions      = "ReapLoopActions"
 
 	DimMode     = "Mode"
 	DimVerdict  = "Verdict"
 	DimResult   = "Result"
 	DimSkipKind = "SkipKind"
+	DimGroup    = "Group"
+	DimPrint    = "Fingerprint"
 
 	unitMilliseconds = "Milliseconds"
 	unitCount        = "Count"
@@ -122,6 +126,10 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 		defs = append(defs, metricDef{ScopeSkipStreak, unitCount}, metricDef{ActionBoundStreak, unitCount})
 		members = append(members, member{ScopeSkipStreak, res.Streaks.MaxSkip()}, member{ActionBoundStreak, res.Streaks.Bound})
 	}
+	if res.Looked {
+		defs = append(defs, metricDef{ReapLoops, unitCount})
+		members = append(members, member{ReapLoops, len(res.Loops)})
+	}
 	// Only a sweep that exited 0 writes it: an alarm on its missing data
 	// is the alarm on no successful sweep.
 	for _, s := range SuccessSamples(res) {
@@ -164,6 +172,23 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 		})
 		if err != nil {
 			return err
+		}
+	}
+	if res.Looked {
+		for _, l := range res.Loops[:min(len(res.Loops), MaxLoopSeries)] {
+			err := writeLine(&buf, ts, directive{
+				Namespace:  namespace,
+				Dimensions: [][]string{{DimGroup, DimPrint}},
+				Metrics:    []metricDef{{ReapLoopActions, unitCount}},
+			}, []member{
+				{DimGroup, l.Group.String()},
+				{DimPrint, l.Fingerprint},
+				{ReapLoopActions, l.Count},
+				{DimMode, mode},
+			})
+			if err != nil {
+				return err
+			}
 		}
 	}
 	if _, err := w.Write(buf.Bytes()); err != nil {

@@ -53,4 +53,17 @@ const (
 	// (REAPER_MAX_ACTIONS, REAPER_MAX_FRACTION) left a candidate for
 	// later, from the ledger (EMF: ActionBoundStreak).
 	PromBoundStreak = "runner_reaper_action_bound_streak"
+	// PromReapLoops is the groups in a reap loop as the sweep leaves the
+	// ledger's window (EMF: ReapLoops).
+	PromReapLoops = "runner_reaper_reap_loops"
+	// PromReapLoopActions is, for the MaxLoopSeries groups in a reap loop
+	// with the most actions, the actions of the window with the loop's
+	// fingerprint, labelled with the group and the fingerprint (EMF:
+	// ReapLoopActions by Group, Fingerprint). The group is the one label
+	// not from a closed set: the cap keeps its series bounded, and the
+	// warning `reap loop` names every group.
+	PromReapLoopActions = "runner_reaper_reap_loop_actions"
 )
+
+// MaxLoopSeries is the most groups PromReapLoopActions carries.
+const MaxLoopSeries = 10

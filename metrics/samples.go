@@ -39,6 +39,8 @@ func Families() []Family {
 		{PromMassSuspicion, MassSuspicionScopes, nil, "Scopes that set off the mass-suspicion alarm in the last sweep."},
 		{PromSkipStreak, ScopeSkipStreak, nil, "Most sweeps in a row that one configured scope has been skipped (failed, rate-limited or inconsistent)."},
 		{PromBoundStreak, ActionBoundStreak, nil, "Sweeps in a row in which the action bound left a ready candidate for later."},
+		{PromReapLoops, ReapLoops, nil, "Groups of runner pods in a reap loop (REAPER_LOOP_THRESHOLD actions with one fingerprint within REAPER_LOOP_WINDOW) as the last sweep left the ledger."},
+		{PromReapLoopActions, ReapLoopActions + " by Group, Fingerprint", []string{"group", "fingerprint"}, "Actions with the loop's fingerprint within the window, for the 10 looping groups with the most; group is KIND NAMESPACE/NAME of what makes the pods."},
 	}
 }
 
@@ -76,6 +78,14 @@ func Samples(res sweep.Result) []Sample {
 		out = append(out,
 			Sample{PromSkipStreak, nil, float64(res.Streaks.MaxSkip())},
 			Sample{PromBoundStreak, nil, float64(res.Streaks.Bound)})
+	}
+	if res.Looked {
+		// Likewise the loops, which the sweep reads from the ledger's
+		// window once it has looked.
+		out = append(out, Sample{PromReapLoops, nil, float64(len(res.Loops))})
+		for _, l := range res.Loops[:min(len(res.Loops), MaxLoopSeries)] {
+			out = append(out, Sample{PromReapLoopActions, []string{l.Group.String(), l.Fingerprint}, float64(l.Count)})
+		}
 	}
 	return append(out,
 		Sample{PromScopesDeferred, nil, float64(len(res.Deferred))},

@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/loops"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -86,6 +89,7 @@ func TestEverySampleHasItsFamily(t *testing.T) {
 	}
 	res := busySweep()
 	res.Status = sweep.StatusComplete
+	res.Looked, res.Loops = true, []loops.Loop{{Group: fleet.GroupOf(fleet.GroupScaleSet, "arc", "broken"), Count: 5, Fingerprint: "outdated"}}
 	seen := map[string]bool{}
 	for _, s := range append(Samples(res), SuccessSamples(res)...) {
 		f, ok := fams[s.Name]
@@ -109,4 +113,39 @@ func TestRateLimitedUntilCountsActions(t *testing.T) {
 		}
 	}
 	t.Fatal("no rate-limit sample")
+}
+
+// The loops: how many groups loop, and the actions of the MaxLoopSeries
+// busiest, by group and fingerprint; nothing from a sweep that did not
+// look, whose zero would clear an alert still due.
+func TestSamplesOfReapLoops(t *testing.T) {
+	var ls []loops.Loop
+	for i := range MaxLoopSeries + 3 {
+		ls = append(ls, loops.Loop{Group: fleet.GroupOf("ReplicaSet", "ci", fmt.Sprintf("pool-%02d", i)), Count: 40 - i, Fingerprint: "crash"})
+	}
+	res := sweep.Result{Looked: true, Loops: ls}
+	var series []string
+	count := -1.0
+	for _, s := range Samples(res) {
+		switch s.Name {
+		case PromReapLoops:
+			count = s.Value
+		case PromReapLoopActions:
+			series = append(series, fmt.Sprintf("%s|%s=%g", s.Labels[0], s.Labels[1], s.Value))
+		}
+	}
+	assert.Equal(t, float64(MaxLoopSeries+3), count, "every group counts")
+	require.Len(t, series, MaxLoopSeries, "the series are capped")
+	assert.Equal(t, "ReplicaSet ci/pool-00|crash=40", series[0])
+	assert.Equal(t, "ReplicaSet ci/pool-09|crash=31", series[MaxLoopSeries-1])
+
+	var buf bytes.Buffer
+	require.NoError(t, WriteEMF(&buf, res, "RunnerReaper", now))
+	assert.Contains(t, buf.String(), `"ReapLoops":13`)
+	assert.Contains(t, buf.String(), `"Dimensions":[["Group","Fingerprint"]],"Metrics":[{"Name":"ReapLoopActions","Unit":"Count"}]}]},"Group":"ReplicaSet ci/pool-00","Fingerprint":"crash","ReapLoopActions":40,"Mode":"sweep"}`)
+	assert.Equal(t, MaxLoopSeries, strings.Count(buf.String(), `"ReapLoopActions":`), "the EMF lines are capped too")
+
+	for _, s := range Samples(sweep.Result{Loops: ls}) {
+		assert.NotContains(t, []string{PromReapLoops, PromReapLoopActions}, s.Name, "a sweep that did not look says nothing of loops")
+	}
 }

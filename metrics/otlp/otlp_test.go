@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/loops"
 	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -74,7 +75,8 @@ func ok(w http.ResponseWriter, _ *http.Request) {
 
 func oneResult() sweep.Result {
 	return sweep.Result{Mode: sweep.DryRun, Status: sweep.StatusComplete, Started: time.Unix(1_790_000_000, 0), StreaksKnown: true,
-		Outcomes: []reap.Outcome{{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Ghost}}, Result: fleet.WouldDelete}}}
+		Outcomes: []reap.Outcome{{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Ghost}}, Result: fleet.WouldDelete}},
+		Looked:   true, Loops: []loops.Loop{{Group: fleet.GroupOf(fleet.GroupScaleSet, "arc", "broken"), Count: 5, Fingerprint: "outdated"}}}
 }
 
 // The export is one OTLP/HTTP protobuf request with the Prometheus names,
