@@ -68,7 +68,7 @@ func wantedPanels() []string {
 		"Last success age", "Exit code", "Last sweep age", "Last push age",
 		"Mass suspicion", "Rate-limited until", "Actions by verdict and result",
 		"Skipped scopes by kind", "Deferred scopes", "Streaks",
-		"Requests per sweep", "Sweep duration",
+		"Requests per sweep", "Sweep duration", "Reap loops",
 	}
 }
 

@@ -20,6 +20,7 @@ func shippedAlerts() []string {
 		"RunnerReaperScopeSkipped",
 		"RunnerReaperMassSuspicion",
 		"RunnerReaperActionBoundHit",
+		"RunnerReaperReapLoop",
 		"RunnerReaperCandidatesPilingUp",
 		"RunnerReaperRateLimited",
 		"RunnerReaperPushStale",
@@ -42,7 +43,7 @@ func TestRulesPassPromtoolCheck(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out, err := promtool(t, "check", "rules", "--lint=all", "--lint-fatal", path)
 			require.NoError(t, err, "promtool check rules %s:\n%s", path, out)
-			assert.Contains(t, out, "SUCCESS: 7 rules found")
+			assert.Contains(t, out, "SUCCESS: 8 rules found")
 		})
 	}
 }
@@ -201,6 +202,8 @@ func TestAlertUnitTestsCatchBrokenAlerts(t *testing.T) {
 		{"RunnerReaperMassSuspicion", "expr", "> 0", ">= 0", "no mass suspicion fires"},
 		{"RunnerReaperActionBoundHit", "expr", ">= 5", ">= 6", "five in a row do not fire"},
 		{"RunnerReaperActionBoundHit", "expr", ">= 5", ">= 4", "four in a row fire"},
+		{"RunnerReaperReapLoop", "expr", "(runner_reaper_reap_loop_actions) > 0", "(runner_reaper_reap_loop_actions) > 5", "a loop of five does not fire"},
+		{"RunnerReaperReapLoop", "expr", "max by (instance, group, fingerprint)", "max by (instance)", "two looping groups are one alert"},
 		{"RunnerReaperCandidatesPilingUp", "expr", ">= 5", ">= 6", "a count of 5 growing does not fire"},
 		{"RunnerReaperCandidatesPilingUp", "expr", ">= 5", ">= 4", "a count below the floor fires"},
 		{"RunnerReaperCandidatesPilingUp", "expr", "})\n  >\n", "})\n  >=\n", "a steady count fires"},
