@@ -34,6 +34,10 @@ type Row struct {
 	Job       string    `json:"job,omitempty"`
 	Would     string    `json:"would"`
 	MaturesAt time.Time `json:"matures_at,omitzero"`
+	// Group is what made the pod (fleet.Group), and Loop, when that
+	// group is in a reap loop, its fingerprint and what to fix.
+	Group string `json:"group,omitempty"`
+	Loop  string `json:"loop,omitempty"`
 }
 
 // Rows lists what the sweep found: actionable candidates in act order, then
@@ -41,6 +45,10 @@ type Row struct {
 // is escaped (see Row.escape), for the table and the JSON alike.
 func Rows(res sweep.Result) []Row {
 	rows := make([]Row, 0, len(res.Outcomes)+len(res.Pending))
+	looping := map[string]string{}
+	for _, l := range res.Loops {
+		looping[l.Group.String()] = l.Fingerprint + ": " + l.Fix
+	}
 	for _, o := range res.Outcomes {
 		r := row(res.Started, o.Candidate)
 		if st := o.Job; st != nil && r.Job != "" {
@@ -84,6 +92,7 @@ func Rows(res sweep.Result) []Row {
 		rows = append(rows, r)
 	}
 	for i := range rows {
+		rows[i].Loop = looping[rows[i].Group]
 		rows[i].escape()
 	}
 	return rows
@@ -95,7 +104,7 @@ func Rows(res sweep.Result) []Row {
 // break the columns or act on the operator's terminal. It runs on the
 // fields, before the table or the JSON adds any structure.
 func (r *Row) escape() {
-	for _, f := range []*string{&r.Verdict, &r.Namespace, &r.Pod, &r.RunnerName, &r.Scope, &r.Evidence, &r.ExitClass, &r.WaitReason, &r.Job, &r.Would} {
+	for _, f := range []*string{&r.Verdict, &r.Namespace, &r.Pod, &r.RunnerName, &r.Scope, &r.Evidence, &r.ExitClass, &r.WaitReason, &r.Job, &r.Would, &r.Group, &r.Loop} {
 		*f = safetext.String(*f)
 	}
 }
@@ -104,6 +113,7 @@ func row(now time.Time, c reconcile.Candidate) Row {
 	r := Row{Verdict: string(c.Verdict), Scope: c.ScopeKey, Evidence: c.Evidence}
 	if c.Pod != nil {
 		r.Namespace, r.Pod, r.RunnerName = c.Pod.Namespace, c.Pod.Name, c.Pod.RunnerName
+		r.Group = c.Pod.Group.String()
 		r.AgeSeconds = age(now, c.Pod.CreatedAt.Time())
 	} else if !c.Mark.FirstSeen.IsZero() {
 		r.AgeSeconds = age(now, c.Mark.FirstSeen)
@@ -174,6 +184,15 @@ func WriteTable(w io.Writer, res sweep.Result) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write audit table: %w", err)
+	}
+	for _, l := range res.Loops {
+		// The group's name is the cluster's, and the fingerprint a
+		// kubelet's word: both escaped.
+		if _, err := fmt.Fprintf(w, "reap loop: %s reaped %d times for %s, from %s to %s: %s\n",
+			safetext.String(l.Group.String()), l.Count, safetext.String(l.Fingerprint),
+			l.First.UTC().Format(time.RFC3339), l.Last.UTC().Format(time.RFC3339), l.Fix); err != nil {
+			return fmt.Errorf("write audit table: %w", err)
+		}
 	}
 	for _, s := range res.Class.Skipped {
 		kind := ""

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
+	"github.com/runner-reaper/runner-reaper/loops"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
@@ -295,4 +296,42 @@ func TestAuditThatCouldNotLookShowsNothing(t *testing.T) {
 	var got map[string]string
 	require.NoError(t, json.Unmarshal(js.Bytes(), &got), js.String())
 	assert.Contains(t, got["error"], "connection refused")
+}
+
+// The audit shows a reap loop: a line below the table naming the group,
+// how often and for what it was reaped, and what to fix; and each row of
+// a looping group says so, in the table's JSON too. A loop-held runner
+// says why it waits.
+func TestAuditShowsReapLoops(t *testing.T) {
+	now := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	broken := fleet.GroupOf(fleet.GroupScaleSet, "arc", "broken")
+	healthy := fleet.GroupOf(fleet.GroupScaleSet, "arc", "healthy")
+	pod := func(name string, g fleet.Group) *fleet.Pod {
+		return &fleet.Pod{Namespace: "arc", Name: name, CreatedAt: fleet.StampOf(now.Add(-time.Hour)), Group: g}
+	}
+	res := sweep.Result{Mode: sweep.Audit, Looked: true, Started: now,
+		Outcomes: []reap.Outcome{
+			{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.NeverStarted, Pod: pod("broken-1", broken)}}, Result: fleet.WouldDelete, Action: reap.DeletePod},
+			{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.NeverStarted, Pod: pod("broken-2", broken)}}, Result: fleet.LoopHeld, Action: reap.DeletePod},
+			{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: fleet.Terminal, Pod: pod("healthy-1", healthy)}}, Result: fleet.WouldDelete, Action: reap.DeletePod},
+		},
+		Loops: []loops.Loop{{Group: broken, Count: 6, Fingerprint: "ImagePullBackOff", Verdict: "never-started",
+			First: now.Add(-25 * time.Minute), Last: now.Add(-time.Minute), Fix: loops.Fix("ImagePullBackOff")}},
+	}
+	var table bytes.Buffer
+	require.NoError(t, WriteTable(&table, res))
+	assert.Contains(t, table.String(), "reap loop: AutoscalingRunnerSet arc/broken reaped 6 times for ImagePullBackOff, from 2026-11-23T09:35:00Z to 2026-11-23T09:59:00Z: the runner image cannot be pulled: check the image name and pull secret\n")
+	assert.Contains(t, table.String(), "loop-held: its group is in a reap loop, one action a sweep")
+
+	rows := Rows(res)
+	require.Len(t, rows, 3)
+	assert.Equal(t, "AutoscalingRunnerSet arc/broken", rows[0].Group)
+	assert.Equal(t, "ImagePullBackOff: the runner image cannot be pulled: check the image name and pull secret", rows[0].Loop)
+	assert.Equal(t, rows[0].Loop, rows[1].Loop)
+	assert.Equal(t, "AutoscalingRunnerSet arc/healthy", rows[2].Group)
+	assert.Empty(t, rows[2].Loop, "another group's row says no loop")
+
+	var js bytes.Buffer
+	require.NoError(t, WriteJSON(&js, res))
+	assert.Contains(t, js.String(), `"loop": "ImagePullBackOff: the runner image cannot be pulled: check the image name and pull secret"`)
 }
