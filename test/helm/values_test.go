@@ -81,6 +81,8 @@ func TestFullValuesPassTheSchemaAndTheBinary(t *testing.T) {
 		"REAPER_MAX_SCOPES_PER_SWEEP":     "50",
 		"REAPER_MASS_SUSPICION_FRACTION":  "0.4",
 		"REAPER_MASS_SUSPICION_MIN":       "8",
+		"REAPER_LOOP_THRESHOLD":           "4",
+		"REAPER_LOOP_WINDOW":              "45m",
 		"REAPER_DRY_RUN":                  "false",
 		"REAPER_LEDGER":                   "configmap:arc-runners/fleet-a-marks",
 		"REAPER_HISTORY_SIZE":             "500",
