@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -121,6 +122,7 @@ func explainFleet(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim, 
 		e.explainMember(m, pods, regs)
 	}
 	e.explainMassSuspicion()
+	e.explainLoop(ctx, cs)
 	return e.problems
 }
 
@@ -264,3 +266,41 @@ func survivors(ctx context.Context, cs kubernetes.Interface, sim *ghsim.Sim, fle
 // wrap breaks text into lines of at most 78 characters where it can, each
 // starting with indent.
 func wrap(text, indent string) string { return textwrap.Wrap(text, 78, indent) }
+
+// explainLoop says what sweep 1's reap-loop warning meant, from the
+// warning itself and the Event on the ReplicaSet.
+func (e *explainer) explainLoop(ctx context.Context, cs kubernetes.Interface) {
+	say("The reap-loop warning in sweep 1")
+	w := e.sweeps[0].warning("reap loop")
+	want := "ReplicaSet " + namespace + "/" + brokenSet
+	switch {
+	case w == nil:
+		e.wrong("sweep 1 wrote no reap-loop warning, though it deleted every pod of %s, each ended the same way", brokenSet)
+		fmt.Println("    Sweep 1 reported no reap loop, UNLIKE what the demo expects.")
+		return
+	case w["group"] != want || w["fingerprint"] != "outdated":
+		e.wrong("sweep 1's reap-loop warning names group %v, fingerprint %v; the demo expects %s, outdated", w["group"], w["fingerprint"], want)
+	}
+	evs, err := cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=ReplicaSet,involvedObject.name=" + brokenSet})
+	switch {
+	case err != nil:
+		e.wrong("list the Events on ReplicaSet %s: %v", brokenSet, err)
+	case !hasReason(evs.Items, "RunnerReapLoop"):
+		e.wrong("no RunnerReapLoop Event was recorded on ReplicaSet %s", brokenSet)
+	}
+	fmt.Println(wrap(fmt.Sprintf("Sweep 1 reaped %v pods of %v within REAPER_LOOP_WINDOW, every one with the exit fingerprint %v: "+
+		"the same failure over and over, which deleting the pods does not fix (the demo sets REAPER_LOOP_THRESHOLD to 3; the default is %s). "+
+		"So the reaper says what to fix, in the warning, in an Event on the ReplicaSet, in the metric runner_reaper_reap_loops and the "+
+		"shipped alert RunnerReaperReapLoop: %q. While the loop stands, the group's ended pods still go, and of its runners that need "+
+		"confirmation (never-started, unregistered, zombie) one a sweep, so the churn slows and the fault stays visible.",
+		w["count"], w["group"], w["fingerprint"], e.defaults["REAPER_LOOP_THRESHOLD"], w["fix"]), "    "))
+}
+
+func hasReason(evs []corev1.Event, reason string) bool {
+	for _, ev := range evs {
+		if ev.Reason == reason {
+			return true
+		}
+	}
+	return false
+}

@@ -38,6 +38,13 @@ type member struct {
 	job     string
 	running bool
 	lying   bool
+	// wait is the runner container's waiting reason on a pod that never
+	// started (Pending, its image not pulled), and waitMsg the kubelet's
+	// message with it.
+	wait, waitMsg string
+	// replicaSet, when set, is the pod's controller: the pods of one
+	// ReplicaSet are one group, made from one template.
+	replicaSet string
 
 	// fate is what the demo expects the sweeps to report of it, and why is
 	// the reason in plain words, which holds only if they do: the demo
@@ -64,6 +71,13 @@ func (m member) scopeOf() string {
 	}
 	return "org:" + m.org
 }
+
+// brokenSet is the ReplicaSet whose template runs a runner too old to
+// start: each of its pods exits 7, ARC's code for a deprecated runner.
+const brokenSet = "acme-pool-7d9f8c6b5"
+
+// brokenWhy is the reason of each of brokenSet's pods.
+const brokenWhy = "One of three pods of ReplicaSet " + brokenSet + ", each of whose runners exited 7 (a runner version GitHub no longer accepts). Each pod has ended: terminal, gone in sweep 1. But deleting them fixes nothing: the ReplicaSet makes more from the same template. Three reaps of one group with one exit fingerprint make a reap loop (see below)."
 
 func demoFleet() []member {
 	exit := func(code int32, reason string) *corev1.ContainerStateTerminated {
@@ -98,6 +112,12 @@ func demoFleet() []member {
 		{name: "acme-crashed", pod: true, phase: corev1.PodFailed, last: exit(139, "Error"), fate: terminal,
 			why: ended + " Its runner crashed and was waiting to restart; how it ended is read from the container's last state."},
 		{name: "acme-vanished", pod: true, phase: corev1.PodFailed, noState: true, fate: terminal, why: ended},
+		{name: "acme-pull-backoff", pod: true, wait: "ImagePullBackOff", waitMsg: `Back-off pulling image "ghcr.io/acme/actions-runner:2.3l9.0"`,
+			fate: fate{sweep: 2, verdict: "never-started", result: "deleted"},
+			why:  "Its pod has waited past REAPER_START_DEADLINE and its runner container never started: the kubelet cannot pull the image (a typo in its tag). It holds a slot that jobs queue behind, and nothing else would ever remove it: never-started, marked in sweep 1; in sweep 2 a look-up by name showed it had never registered, and the pod went."},
+		{name: "acme-pool-7d9f8c6b5-4xk2p", pod: true, phase: corev1.PodFailed, term: exit(7, "Error"), replicaSet: brokenSet, fate: terminal, why: brokenWhy},
+		{name: "acme-pool-7d9f8c6b5-9zt6m", pod: true, phase: corev1.PodFailed, term: exit(7, "Error"), replicaSet: brokenSet, fate: terminal, why: brokenWhy},
+		{name: "acme-pool-7d9f8c6b5-qw3rd", pod: true, phase: corev1.PodFailed, term: exit(7, "Error"), replicaSet: brokenSet, fate: terminal, why: brokenWhy},
 		{name: "acme-ghost", reg: "offline", fate: fate{sweep: 2, verdict: "ghost", result: "deleted"},
 			why: "A registration with no pod behind it, offline, named with this deployment's REAPER_GHOST_NAME_PREFIX: a ghost, marked in sweep 1, deleted in sweep 2."},
 		{name: "build-box-7", reg: "offline",
@@ -169,6 +189,20 @@ func createPod(ctx context.Context, cs kubernetes.Interface, m member) error {
 	if m.job != "" {
 		p.Annotations = map[string]string{jobKey: m.job}
 	}
+	if m.replicaSet != "" {
+		p.Owner = &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: m.replicaSet,
+			UID: "5c0f7e42-demo-4bad-template", Controller: ptrTo(true)}
+	}
+	if m.wait != "" {
+		// Scheduled, and waiting for an image it will never get.
+		now := metav1.Now()
+		p.Status = &corev1.PodStatus{Phase: corev1.PodPending,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "runner", Image: "ghcr.io/acme/actions-runner:2.3l9.0",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: m.wait, Message: m.waitMsg}}}}}
+	}
 	_, err := testenv.CreateRunnerPod(ctx, cs, namespace, p)
 	return err
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -133,6 +133,8 @@ func run(o options) error {
 		"REAPER_CONFIRM_AFTER":         confirmAfter.String(),
 		"REAPER_STAMP_MAX_AGE":         confirmAfter.String(),
 		"REAPER_REGISTRATION_DEADLINE": "1s",
+		"REAPER_START_DEADLINE":        "1s",
+		"REAPER_LOOP_THRESHOLD":        "3",
 		"REAPER_MAX_ACTIONS":           "10",
 		"REAPER_MAX_FRACTION":          "0.5",
 	}
@@ -337,7 +339,7 @@ func printSweep(r ran) {
 				}
 			}
 			fmt.Printf("    %-15v %-36s %-30v -> %v%s\n", m["verdict"], target, m["action"], m["result"], extra)
-		case "sweep", "mass suspicion", "scope skipped":
+		case "sweep", "mass suspicion", "scope skipped", "reap loop":
 			fmt.Println("    " + line)
 		}
 	}
