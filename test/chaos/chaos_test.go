@@ -85,6 +85,10 @@ func TestBrokenProductIsCaught(t *testing.T) {
 		// The runner-log guard costs a request per acting candidate; a
 		// product that reads every pod it observes costs one a pod.
 		{"a product that reads every pod's runner log", ReadEveryLog, RunnerLogFaults | InvalidateOne, LogReads, 0},
+		// A runner's own log says it runs a job while GitHub lists it
+		// offline: a product that reads the log and takes nothing from
+		// it kills the job.
+		{"a product deaf to the runner's log, under GitHub's lies", DeafLogReader, BusyLies | RunnerLogFaults, JobKilled, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

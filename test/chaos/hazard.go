@@ -158,6 +158,15 @@ const (
 	// HideNeverStarted: a pod lister that lists only pods whose runner
 	// has started, as the product judged before never-started.
 	HideNeverStarted
+	// NoLogGuard: the product before the runner-log guard (no
+	// reap.Options.RunnerLogs): a bare runner with no job evidence rests
+	// on GitHub's flags and the 422 alone. It gives the no-evidence kill
+	// rate before the guard.
+	NoLogGuard
+	// DeafLogReader: a product that reads each acting candidate's runner
+	// log and is handed nothing of it, as a parser that missed the
+	// runner's lines would be.
+	DeafLogReader
 	breakEnd
 )
 
@@ -165,7 +174,7 @@ var breakNames = []string{
 	"none", "no-bounds", "trust-busy-false", "confirm-zero", "defer-deletes", "list-all-namespaces", "ghost-all",
 	"swallow-list-errors", "lying-deletes", "no-recheck", "one-clock", "release-nothing", "delete-by-uid-only",
 	"release-on-422", "byte-strict-revalidation", "no-job-guard", "skip-moved", "read-every-log",
-	"hide-never-started",
+	"hide-never-started", "no-log-guard", "deaf-log-reader",
 }
 
 // String is the Break's name, as the chaos command's -break takes it.

@@ -506,6 +506,13 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		scopes[s.Key()] = s
 	}
 	k := kube{w: w}
+	var logs reap.RunnerLogs = k
+	switch w.cfg.Break {
+	case NoLogGuard:
+		logs = nil
+	case DeafLogReader:
+		logs = deafLogs{k}
+	}
 	var pods sweep.PodLister = k
 	switch w.cfg.Break {
 	case ReadEveryLog:
@@ -523,7 +530,7 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		Runners:          lister,
 		Ledger:           store,
 		Reaper: func(mode sweep.Mode) *reap.Reaper {
-			return reap.New(regs, k, reap.Options{DryRun: mode != sweep.Act, Limits: limits, Concurrency: 1, Scopes: scopes, Jobs: jobs})
+			return reap.New(regs, k, reap.Options{DryRun: mode != sweep.Act, Limits: limits, Concurrency: 1, Scopes: scopes, Jobs: jobs, RunnerLogs: logs})
 		},
 		Scopes: configuredScopes,
 		Policy: pol,
@@ -617,7 +624,12 @@ func (w *world) after(c *checker, sc *sweepCtx) { //nolint:gocyclo // every inva
 	w.afterJobs(sc, res)
 	cands := map[string]bool{}
 	for _, o := range res.Outcomes {
+		// A candidate's mark may be its EphemeralRunner's (a stuck
+		// deletion whose pod still runs); its log is its pod's.
 		cands[o.Candidate.Key] = true
+		if p := o.Candidate.Pod; p != nil {
+			cands[fleet.PodMarkKey(p.UID)] = true
+		}
 	}
 	w.afterLogs(sc, cands)
 	w.afterStarts(sc, res)
