@@ -28,8 +28,8 @@ type LedgerAccess struct {
 // fields with the same tags, so the same variables, defaults and examples
 // (TestLedgerSpecIsPartOfSpec checks).
 type ledgerSpec struct {
-	Ledger      string        `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger"`
-	EksCluster  string        `split_words:"true" example:"build-fleet"`
+	Ledger       string        `split_words:"true" example:"configmap:runner-reaper/runner-reaper-ledger"`
+	EksCluster   string        `split_words:"true" example:"build-fleet"`
 	KubeTimeout  time.Duration `split_words:"true" default:"30s" example:"30s"`
 	SweepTimeout time.Duration `split_words:"true" default:"45s" example:"45s"`
 }
