@@ -84,6 +84,13 @@ type StartWait struct {
 	Container string
 	// Init is true when Container is an init container.
 	Init bool
+	// ScheduledAt is when the pod was placed on a node: the time its
+	// PodScheduled condition turned True. Zero when the status does not
+	// say, and for a pod that waits for room. The start deadline of every
+	// wait but the scheduler's counts from here, so that a pod that waited
+	// long for a node is not judged, once it has one, by the time it
+	// waited.
+	ScheduledAt Stamp
 }
 
 // Unschedulable reports whether the pod waits for room in the cluster, not

@@ -1,10 +1,13 @@
 package kube
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 )
@@ -22,6 +25,8 @@ func unschedulable(reason, message string) corev1.PodCondition {
 // or ended, or whose pod has ended.
 func TestViewStartWait(t *testing.T) {
 	var none corev1.ContainerState
+	scheduledAt := time.Date(2026, 3, 1, 10, 30, 0, 0, time.UTC)
+	later := scheduledAt.Add(time.Minute)
 	tests := []struct {
 		name       string
 		phase      corev1.PodPhase
@@ -82,6 +87,27 @@ func TestViewStartWait(t *testing.T) {
 			init:       []corev1.ContainerStatus{containerStatus("setup", stateTerminated(0, 0, "Completed"), none)},
 			containers: []corev1.ContainerStatus{containerStatus("runner", stateWaiting("PodInitializing", ""), none)},
 			want:       &fleet.StartWait{Reason: "PodInitializing", Container: "runner"}},
+		{name: "scheduled and pulling: when it got its node", phase: corev1.PodPending,
+			conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(later)},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(scheduledAt)}},
+			containers: []corev1.ContainerStatus{containerStatus("runner", stateWaiting("ContainerCreating", ""), none)},
+			want:       &fleet.StartWait{Reason: "ContainerCreating", Container: "runner", ScheduledAt: fleet.StampOf(scheduledAt)}},
+		{name: "scheduled, nothing said of a wait", phase: corev1.PodPending,
+			conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(scheduledAt)}},
+			want:       &fleet.StartWait{ScheduledAt: fleet.StampOf(scheduledAt)}},
+		{name: "the init container being created after a running sidecar, not the sidecar", phase: corev1.PodPending,
+			init: []corev1.ContainerStatus{containerStatus("dind", stateRunning(), none), containerStatus("setup", stateWaiting("ContainerCreating", ""), none),
+				containerStatus("later", stateWaiting("PodInitializing", ""), none)},
+			containers: []corev1.ContainerStatus{containerStatus("runner", stateWaiting("PodInitializing", ""), none)},
+			want:       &fleet.StartWait{Reason: "ContainerCreating", Container: "setup", Init: true}},
+		{name: "a sidecar not yet started holds the next init container back", phase: corev1.PodPending,
+			init: []corev1.ContainerStatus{containerStatus("dind", stateRunning(), none), containerStatus("setup", stateWaiting("PodInitializing", ""), none)},
+			containers: []corev1.ContainerStatus{containerStatus("runner", stateWaiting("PodInitializing", ""), none)},
+			want:       &fleet.StartWait{Reason: "Running", Container: "dind", Init: true}},
+		{name: "texts bounded", phase: corev1.PodPending,
+			init:       []corev1.ContainerStatus{containerStatus(strings.Repeat("c", 5000), stateWaiting(strings.Repeat("R", 100_000), strings.Repeat("é", 3000)), none)},
+			containers: []corev1.ContainerStatus{containerStatus("runner", stateWaiting("PodInitializing", ""), none)},
+			want: &fleet.StartWait{Reason: strings.Repeat("R", 4096), Message: strings.Repeat("é", 2048), Container: strings.Repeat("c", 4096), Init: true}},
 		{name: "no status at all", phase: corev1.PodPending},
 		{name: "a waiting runner with no reason", phase: corev1.PodPending,
 			containers: []corev1.ContainerStatus{containerStatus("runner", stateWaiting("", ""), none)}},

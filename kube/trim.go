@@ -31,9 +31,11 @@ import (
 //     (containerStatuses 8) with its name (1), state (2) and lastState (3);
 //     each init container status (initContainerStatuses 10) with its name
 //     and state, which say whether an init container holds the runner
-//     back; and of the conditions (2) only a PodScheduled that is False,
-//     with its type (1), status (2), reason (5) and message (6): the
-//     scheduler's Unschedulable (fleet.StartWait);
+//     back; and of the conditions (2) only PodScheduled: False with its
+//     type (1), status (2), reason (5) and message (6), the scheduler's
+//     Unschedulable, and True with its type, status and
+//     lastTransitionTime (4), when the pod got its node
+//     (fleet.StartWait);
 //   - in the watch-list, of the containers and container statuses only
 //     the runner container's.
 //
@@ -41,35 +43,36 @@ import (
 // randomly filled pods, and TestWatchListGivesWhatPagesGive against pods
 // written to a real API server.
 const (
-	fieldPodMetadata        = 1
-	fieldPodSpec            = 2
-	fieldPodStatus          = 3
-	fieldMetaLabels         = 11
-	fieldMetaAnnotations    = 12
-	fieldMetaManagedFields  = 17
-	fieldSpecContainers     = 2
-	fieldSpecServiceAccount = 8
-	fieldContainerName      = 1
-	fieldContainerEnv       = 7
-	fieldEnvVarName         = 1
-	fieldStatusPhase        = 1
-	fieldStatusConditions   = 2
-	fieldStatusStartTime    = 7
-	fieldStatusContainers   = 8
-	fieldStatusInit         = 10
-	fieldConditionType      = 1
-	fieldConditionStatus    = 2
-	fieldConditionReason    = 5
-	fieldConditionMessage   = 6
-	fieldCStatusName        = 1
-	fieldCStatusState       = 2
-	fieldCStatusLastState   = 3
-	fieldListItems          = 2
-	fieldUnknownTypeMeta    = 1
-	fieldUnknownRaw         = 2
-	fieldTypeMetaAPIVersion = 1
-	fieldTypeMetaKind       = 2
-	protobufContentPrefix   = "k8s\x00"
+	fieldPodMetadata         = 1
+	fieldPodSpec             = 2
+	fieldPodStatus           = 3
+	fieldMetaLabels          = 11
+	fieldMetaAnnotations     = 12
+	fieldMetaManagedFields   = 17
+	fieldSpecContainers      = 2
+	fieldSpecServiceAccount  = 8
+	fieldContainerName       = 1
+	fieldContainerEnv        = 7
+	fieldEnvVarName          = 1
+	fieldStatusPhase         = 1
+	fieldStatusConditions    = 2
+	fieldStatusStartTime     = 7
+	fieldStatusContainers    = 8
+	fieldStatusInit          = 10
+	fieldConditionType       = 1
+	fieldConditionStatus     = 2
+	fieldConditionTransition = 4
+	fieldConditionReason     = 5
+	fieldConditionMessage    = 6
+	fieldCStatusName         = 1
+	fieldCStatusState        = 2
+	fieldCStatusLastState    = 3
+	fieldListItems           = 2
+	fieldUnknownTypeMeta     = 1
+	fieldUnknownRaw          = 2
+	fieldTypeMetaAPIVersion  = 1
+	fieldTypeMetaKind        = 2
+	protobufContentPrefix    = "k8s\x00"
 )
 
 var errMalformed = errors.New("malformed protobuf")
@@ -341,7 +344,7 @@ func legacyScopeVar(envVar []byte) bool {
 
 // trimStatus appends to dst the phase, the start time, each container
 // status's name, state and last state, each init container status's name
-// and state, and a PodScheduled condition that is False.
+// and state, and a PodScheduled condition that is False or True.
 func (t *trimmer) trimStatus(dst, status []byte) ([]byte, error) {
 	err := eachField(status, func(num protowire.Number, typ protowire.Type, field, value []byte) error {
 		switch {
@@ -357,12 +360,12 @@ func (t *trimmer) trimStatus(dst, status []byte) ([]byte, error) {
 			}
 			dst = appendMessage(dst, fieldStatusInit, t.sub)
 		case num == fieldStatusConditions && typ == protowire.BytesType:
-			// Every running pod has its PodScheduled True, and
-			// Ready, Initialized and the rest View never reads: each
-			// would be a message and four strings to decode.
+			// Of the conditions, View reads only PodScheduled: False
+			// for why a pod waits for room, True for when it got a
+			// node. Ready, Initialized and the rest would each be a
+			// message and four strings to decode.
 			var ctype, cstatus []byte
-			var err error
-			t.sub, err = keepFields(t.sub[:0], value, func(n protowire.Number, typ protowire.Type, v []byte) bool {
+			err := eachField(value, func(n protowire.Number, typ protowire.Type, _, v []byte) error {
 				if typ == protowire.BytesType {
 					switch n {
 					case fieldConditionType:
@@ -371,14 +374,30 @@ func (t *trimmer) trimStatus(dst, status []byte) ([]byte, error) {
 						cstatus = v
 					}
 				}
-				return n == fieldConditionType || n == fieldConditionStatus || n == fieldConditionReason || n == fieldConditionMessage
+				return nil
+			})
+			if err != nil || string(ctype) != string(corev1.PodScheduled) {
+				return err
+			}
+			scheduled := string(cstatus) == string(corev1.ConditionTrue)
+			if !scheduled && string(cstatus) != string(corev1.ConditionFalse) {
+				return nil
+			}
+			t.sub, err = keepFields(t.sub[:0], value, func(n protowire.Number, _ protowire.Type, _ []byte) bool {
+				switch n {
+				case fieldConditionType, fieldConditionStatus:
+					return true
+				case fieldConditionTransition:
+					return scheduled
+				case fieldConditionReason, fieldConditionMessage:
+					return !scheduled
+				}
+				return false
 			})
 			if err != nil {
 				return err
 			}
-			if string(ctype) == string(corev1.PodScheduled) && string(cstatus) == string(corev1.ConditionFalse) {
-				dst = appendMessage(dst, fieldStatusConditions, t.sub)
-			}
+			dst = appendMessage(dst, fieldStatusConditions, t.sub)
 		case num == fieldStatusContainers && typ == protowire.BytesType:
 			var err error
 			var name []byte

@@ -136,10 +136,16 @@ func notStarted(p *corev1.Pod, i int) {
 			st.Waiting, st.Terminated = nil, nil
 		}
 	}
-	if i%18 == 0 && len(p.Status.Conditions) > 0 {
+	switch {
+	case i%18 == 0 && len(p.Status.Conditions) > 0:
 		c := &p.Status.Conditions[len(p.Status.Conditions)-1]
 		c.Type, c.Status = corev1.PodScheduled, corev1.ConditionFalse
 		c.Reason = []string{corev1.PodReasonUnschedulable, corev1.PodReasonSchedulingGated, "Other"}[(i/18)%3]
+	case i%18 == 6 && len(p.Status.Conditions) > 0:
+		// Scheduled, with the reason and message a True condition may
+		// carry too, which View does not read.
+		c := &p.Status.Conditions[0]
+		c.Type, c.Status = corev1.PodScheduled, corev1.ConditionTrue
 	}
 }
 
@@ -147,8 +153,9 @@ func notStarted(p *corev1.Pod, i int) {
 // managed fields; of its spec, the containers' names and the service
 // account name; of its status, the phase, the start time, each container
 // status's name, state and last state, each init container status's name
-// and state, and the PodScheduled conditions that are False, with their
-// type, status, reason and message.
+// and state, and the PodScheduled conditions: False with their type,
+// status, reason and message, True with their type, status and
+// lastTransitionTime.
 func trimmedWant(p corev1.Pod) corev1.Pod {
 	w := *p.DeepCopy()
 	w.ManagedFields = nil
@@ -165,8 +172,11 @@ func trimmedWant(p corev1.Pod) corev1.Pod {
 	w.Spec = spec
 	status := corev1.PodStatus{Phase: w.Status.Phase, StartTime: w.Status.StartTime}
 	for _, c := range w.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+		switch {
+		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse:
 			status.Conditions = append(status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+		case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue:
+			status.Conditions = append(status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
 		}
 	}
 	for _, c := range w.Status.InitContainerStatuses {
@@ -201,7 +211,7 @@ func TestTrimKeepsWhatViewReads(t *testing.T) {
 	// known to reach each way View reads one.
 	waits := map[string]int{}
 	defer func() {
-		for _, kind := range []string{"unschedulable", "init", "runner"} {
+		for _, kind := range []string{"unschedulable", "init", "runner", "scheduled"} {
 			assert.Positive(t, waits[kind], "no random pod waited on %s", kind)
 		}
 	}()
@@ -217,7 +227,11 @@ func TestTrimKeepsWhatViewReads(t *testing.T) {
 		require.NoError(t, got.Unmarshal(trimmed))
 
 		require.Equal(t, trimmedWant(whole), got, "pod %d", i)
-		switch w := (Mapping{}).View(&got).StartWait; {
+		w := (Mapping{}).View(&got).StartWait
+		if w != nil && !w.ScheduledAt.IsZero() {
+			waits["scheduled"]++
+		}
+		switch {
 		case w.Unschedulable():
 			waits["unschedulable"]++
 		case w != nil && w.Init:

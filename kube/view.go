@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
@@ -420,21 +421,40 @@ func (m Mapping) runnerContainer(p *corev1.Pod) fleet.Container {
 }
 
 // startWait says what holds the runner back from starting (see
-// fleet.StartWait for the order); nil for a pod whose runner has started,
-// run or ended, or that has ended itself, as nearly every pod has, and for
-// one whose status says nothing of a wait.
+// fleet.StartWait for the order), with when the pod was scheduled; nil for
+// a pod whose runner has started, run or ended, or that has ended itself,
+// as nearly every pod has, and for one whose status says nothing of a wait
+// or of its scheduling.
 func (m Mapping) startWait(p *corev1.Pod, runner fleet.Container) *fleet.StartWait {
 	if runner.Running || runner.Terminated != nil || runner.LastTerminated != nil ||
 		p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return nil
 	}
+	var scheduled time.Time
 	for i := range p.Status.Conditions {
 		c := &p.Status.Conditions[i]
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse &&
-			(c.Reason == corev1.PodReasonUnschedulable || c.Reason == corev1.PodReasonSchedulingGated) {
-			return &fleet.StartWait{Reason: intern(c.Reason), Message: c.Message}
+		if c.Type != corev1.PodScheduled {
+			continue
+		}
+		switch {
+		case c.Status == corev1.ConditionFalse && (c.Reason == corev1.PodReasonUnschedulable || c.Reason == corev1.PodReasonSchedulingGated):
+			return newWait(c.Reason, c.Message, "", false)
+		case c.Status == corev1.ConditionTrue:
+			scheduled = c.LastTransitionTime.Time
 		}
 	}
+	w := m.containerWait(p)
+	if !scheduled.IsZero() {
+		if w == nil {
+			w = &fleet.StartWait{}
+		}
+		w.ScheduledAt = fleet.StampOf(scheduled)
+	}
+	return w
+}
+
+// containerWait is the wait the container statuses tell of, or nil.
+func (m Mapping) containerWait(p *corev1.Pod) *fleet.StartWait {
 	var runnerWait *corev1.ContainerStateWaiting
 	name := m.runnerContainerName()
 	for i := range p.Status.ContainerStatuses {
@@ -446,31 +466,66 @@ func (m Mapping) startWait(p *corev1.Pod, runner fleet.Container) *fleet.StartWa
 	// runner's PodInitializing; one still running is what the runner
 	// waits for only while the runner says so (a sidecar, an init
 	// container that runs for good, runs beside a started runner too).
-	var running *corev1.ContainerStatus
+	// Init containers start in order, and a sidecar runs on while the
+	// next one starts: an init container being created after a running
+	// one is the one the pod waits on, not the sidecar before it.
+	var current *corev1.ContainerStatus
 	for i := range p.Status.InitContainerStatuses {
 		cs := &p.Status.InitContainerStatuses[i]
 		switch st := cs.State; {
 		case st.Waiting != nil && !startProgress(st.Waiting.Reason):
-			return &fleet.StartWait{Reason: intern(st.Waiting.Reason), Message: st.Waiting.Message, Container: cs.Name, Init: true}
+			return newWait(st.Waiting.Reason, st.Waiting.Message, cs.Name, true)
 		case st.Terminated != nil && st.Terminated.ExitCode != 0:
 			msg := "exit code " + strconv.Itoa(int(st.Terminated.ExitCode))
 			if st.Terminated.Message != "" {
 				msg += ": " + st.Terminated.Message
 			}
-			return &fleet.StartWait{Reason: intern(cmp.Or(st.Terminated.Reason, "Error")), Message: msg, Container: cs.Name, Init: true}
+			return newWait(cmp.Or(st.Terminated.Reason, "Error"), msg, cs.Name, true)
 		case st.Running != nil:
-			running = cs
+			current = cs
+		case st.Waiting != nil && st.Waiting.Reason == "ContainerCreating" && (current == nil || current.State.Running != nil):
+			// Being created, first or after a running init container,
+			// which can then only be a sidecar (a regular one holds
+			// every later one back).
+			current = cs
 		}
 	}
 	switch {
 	case runnerWait != nil && !startProgress(runnerWait.Reason):
-		return &fleet.StartWait{Reason: intern(runnerWait.Reason), Message: runnerWait.Message, Container: name}
-	case running != nil && (runnerWait == nil || runnerWait.Reason == "PodInitializing"):
-		return &fleet.StartWait{Reason: "Running", Container: running.Name, Init: true}
+		return newWait(runnerWait.Reason, runnerWait.Message, name, false)
+	case current != nil && (runnerWait == nil || runnerWait.Reason == "PodInitializing"):
+		if current.State.Waiting != nil {
+			return newWait(current.State.Waiting.Reason, current.State.Waiting.Message, current.Name, true)
+		}
+		return newWait("Running", "", current.Name, true)
 	case runnerWait != nil && runnerWait.Reason != "":
-		return &fleet.StartWait{Reason: intern(runnerWait.Reason), Message: runnerWait.Message, Container: name}
+		return newWait(runnerWait.Reason, runnerWait.Message, name, false)
 	}
 	return nil
+}
+
+// maxWaitText bounds each of a wait's texts in the view. They are the
+// cluster's words, which anyone who may write a pod's status could make
+// megabytes; the view keeps them generously, so that the secrets in them
+// can be redacted whole before they are cut to what a verdict shows
+// (reconcile.BoundWait).
+const maxWaitText = 4096
+
+// newWait is a wait with its texts bounded (maxWaitText).
+func newWait(reason, message, container string, init bool) *fleet.StartWait {
+	return &fleet.StartWait{Reason: intern(clipText(reason, maxWaitText)), Message: clipText(message, maxWaitText),
+		Container: clipText(container, maxWaitText), Init: init}
+}
+
+// clipText is s cut to at most n bytes, at a rune's edge.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // startProgress reports whether a waiting reason is a start's normal

@@ -61,15 +61,20 @@ func TestWatchListGivesWhatPagesGive(t *testing.T) {
 		Status: podStatus(corev1.PodFailed, containerStatus("runner", stateTerminated(137, 0, "OOMKilled"), stateTerminated(1, 0, "Error")))})
 	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "pending", Labels: map[string]string{"app": "runner"}, Unscheduled: true})
 	// Runners that never start, each way View reads why.
-	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "pull", Labels: map[string]string{"app": "runner"}, Sidecar: true,
-		Status: podStatus(corev1.PodPending, containerStatus("dind", stateRunning(), none),
-			containerStatus("runner", stateWaiting("ImagePullBackOff", `Back-off pulling image "ghcr.io/acme/runner:nope"`), none))})
+	// Scheduled: when the pod got its node, from which the start
+	// deadline counts, is read through the trimming too.
+	scheduledAt := finished.Add(-30 * time.Minute)
+	scheduled := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(scheduledAt)}
+	pull := podStatus(corev1.PodPending, containerStatus("dind", stateRunning(), none),
+		containerStatus("runner", stateWaiting("ImagePullBackOff", `Back-off pulling image "ghcr.io/acme/runner:nope"`), none))
+	pull.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}, scheduled}
+	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "pull", Labels: map[string]string{"app": "runner"}, Sidecar: true, Status: pull})
 	noRoom := podStatus(corev1.PodPending)
 	noRoom.Conditions = []corev1.PodCondition{{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
 		unschedulable("Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.")}
 	env.RunnerPod(t, ns, testenv.RunnerPod{Name: "no-room", Labels: map[string]string{"app": "runner"}, Status: noRoom})
 	initialising := podStatus(corev1.PodPending, containerStatus("runner", stateWaiting("PodInitializing", ""), none))
-	initialising.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	initialising.Conditions = []corev1.PodCondition{scheduled}
 	initialising.InitContainerStatuses = []corev1.ContainerStatus{containerStatus("dind", stateRunning(), none),
 		containerStatus("setup", corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error", Message: "no config",
 			StartedAt: started(), FinishedAt: metav1.NewTime(finished)}}, none)}
@@ -89,9 +94,10 @@ func TestWatchListGivesWhatPagesGive(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]*fleet.StartWait{
-		"pull":    {Reason: "ImagePullBackOff", Message: `Back-off pulling image "ghcr.io/acme/runner:nope"`, Container: "runner"},
+		"pull": {Reason: "ImagePullBackOff", Message: `Back-off pulling image "ghcr.io/acme/runner:nope"`, Container: "runner",
+			ScheduledAt: fleet.StampOf(scheduledAt)},
 		"no-room": {Reason: "Unschedulable", Message: "0/3 nodes are available: 3 Insufficient cpu."},
-		"init":    {Reason: "Error", Message: "exit code 3: no config", Container: "setup", Init: true},
+		"init":    {Reason: "Error", Message: "exit code 3: no config", Container: "setup", Init: true, ScheduledAt: fleet.StampOf(scheduledAt)},
 	}, waits, "what holds each runner back, read through the trimming pages")
 
 	// The reference: the same pods as client-go's Clientset decodes them,
