@@ -847,8 +847,10 @@ func notStarted(p *fleet.Pod) bool {
 }
 
 // judgeNotStarted judges a pod whose runner container has never started:
-// past the start deadline, counted from the pod's creation on both clocks
-// (as the registration deadline is read), it is never-started. It rests on
+// past the start deadline, counted on both clocks (as the registration
+// deadline is read) from the pod's creation while it waits for room, and
+// from when it was scheduled once it has a node (waitStart), it is
+// never-started. It rests on
 // GitHub as unregistered does: the pod is tied to its registration as a
 // running pod is, a registration that is busy protects it and one that is
 // online (something runs under its name) leaves it alone, and where no
@@ -861,11 +863,15 @@ func (j podJudge) judgeNotStarted(p *fleet.Pod, runnerID int64, m match, list li
 		return nil
 	}
 	created := p.CreatedAt.Time()
-	local := obs.Local
-	if local.IsZero() {
-		local = obs.Now
+	start, scheduled, known := waitStart(obs.Now, p)
+	local := start
+	if !obs.ClocksAgree() {
+		local, _, _ = waitStart(obs.Local, p)
 	}
-	if !obs.past(minTime(created, obs.Now), minTime(created, local), pol.StartDeadline) {
+	if !obs.past(start, local, pol.StartDeadline) {
+		// A mark made while the pod waited for room (where such a pod
+		// acts) is cleared here once it is scheduled: the time it
+		// waited for a node does not count against its start.
 		return nil
 	}
 	if _, observed := obs.Lists[p.ScopeKey]; p.ScopeKey == "" || !observed || p.RunnerName == "" {
@@ -899,11 +905,19 @@ func (j podJudge) judgeNotStarted(p *fleet.Pod, runnerID int64, m match, list li
 	case runnerID != 0:
 		registered = fmt.Sprintf("its registration %d %q is gone from the %s", runnerID, p.RunnerName, listWord(list.proves))
 	}
-	f.Evidence = fmt.Sprintf("runner container not started %s after the pod's creation, past the %s start deadline: %s; %s",
-		max(obs.Now.Sub(created), 0).Round(time.Second), pol.StartDeadline, StartWaitWords(p.StartWait), registered)
-	if !obs.ClocksAgree() {
+	since := "the pod's creation"
+	if scheduled {
+		since = fmt.Sprintf("the pod was scheduled (created %s ago)", max(obs.Now.Sub(created), 0).Round(time.Second))
+	}
+	f.Evidence = fmt.Sprintf("runner container not started %s after %s, past the %s start deadline: %s; %s",
+		max(obs.Now.Sub(start), 0).Round(time.Second), since, pol.StartDeadline, StartWaitWords(p.StartWait), registered)
+	switch {
+	case !obs.ClocksAgree():
 		f.MinHold = pol.StartDeadline
 		f.Evidence += fmt.Sprintf("; %s, so the verdict must hold for the whole %s deadline from this reaper's first sighting before it acts", obs.skewWords(), pol.StartDeadline)
+	case !known:
+		f.MinHold = pol.StartDeadline
+		f.Evidence += fmt.Sprintf("; when it was scheduled lies in the future, so it counts from the pod's creation, and the verdict must hold for the whole %s deadline before it acts", pol.StartDeadline)
 	}
 	if p.StartWait.Unschedulable() && !pol.DeleteUnschedulable {
 		f.ReportOnly = true
@@ -912,27 +926,63 @@ func (j podJudge) judgeNotStarted(p *fleet.Pod, runnerID int64, m match, list li
 	return f
 }
 
+// waitStart is when a not-started pod's start deadline counts from, on
+// the clock whose now is given: the pod's creation while it waits for room
+// (the scheduler's Unschedulable, a scheduling gate) or where its status
+// does not say when it was scheduled, else the later of its creation and
+// its scheduling (scheduled is then true), so that a pod that waited long
+// for a node is not judged, once it has one, by the time it waited. The
+// scheduling time is read as the runner's start is (startedAt): one before
+// the pod's creation is a clock behind, and the creation bounds it; one
+// after now is a clock ahead and says nothing of when it was, so the
+// creation stands in with ok false, and the verdict must then hold for the
+// whole start deadline from the reaper's own first sighting (MinHold).
+func waitStart(now time.Time, p *fleet.Pod) (t time.Time, scheduled, ok bool) {
+	created := minTime(p.CreatedAt.Time(), now)
+	w := p.StartWait
+	if w == nil || w.Unschedulable() || w.ScheduledAt.IsZero() {
+		return created, false, true
+	}
+	switch at := w.ScheduledAt.Time(); {
+	case at.After(now):
+		return created, false, false
+	case at.Before(p.CreatedAt.Time()):
+		return created, false, true
+	default:
+		return at, true, true
+	}
+}
+
 // StartWaitWords says what holds a runner back from starting, for a
 // verdict's evidence: the cluster's reason and, clipped, its message
 // (outside text, made safe where it is shown).
 func StartWaitWords(w *fleet.StartWait) string {
-	if w == nil {
+	if w == nil || w.Reason == "" {
 		return "no reason given"
 	}
-	why := w.Reason
+	why := WaitReason(w)
 	if w.Message != "" {
-		why += fmt.Sprintf(" (%q)", clip(w.Message, maxWaitMessage))
+		why += fmt.Sprintf(" (%q)", WaitMessage(w))
 	}
 	switch {
 	case w.Unschedulable():
 		return "not scheduled: " + why
 	case w.Init:
-		return fmt.Sprintf("init container %q has not finished: %s", clip(w.Container, maxWaitMessage), why)
+		return fmt.Sprintf("init container %q has not finished: %s", WaitContainer(w), why)
 	}
-	return fmt.Sprintf("container %q waiting: %s", clip(w.Container, maxWaitMessage), why)
+	return fmt.Sprintf("container %q waiting: %s", WaitContainer(w), why)
 }
 
-// WaitMessage is the wait's message as far as a verdict carries it.
+// WaitReason, WaitMessage and WaitContainer are the wait's texts as far as
+// a verdict carries them (see BoundWait).
+func WaitReason(w *fleet.StartWait) string {
+	if w == nil {
+		return ""
+	}
+	return clipBytes(w.Reason, maxWaitReason)
+}
+
+// WaitMessage: see WaitReason.
 func WaitMessage(w *fleet.StartWait) string {
 	if w == nil {
 		return ""
@@ -940,11 +990,58 @@ func WaitMessage(w *fleet.StartWait) string {
 	return clip(w.Message, maxWaitMessage)
 }
 
+// WaitContainer: see WaitReason.
+func WaitContainer(w *fleet.StartWait) string {
+	if w == nil {
+		return ""
+	}
+	return clipBytes(w.Container, maxWaitContainer)
+}
+
+// BoundWait is w with its texts redacted by redact (nil redacts nothing),
+// then cut to what a verdict carries; w is not changed. The cut comes after
+// the redaction, which matches whole secrets: cut first, a secret across
+// the cut would be shown as a prefix no redactor knows. The sweep passes
+// every pod's wait through it before the pods are judged, so that the
+// evidence, the action line, the Event and the audit are built from it.
+func BoundWait(w *fleet.StartWait, redact func(string) string) *fleet.StartWait {
+	if w == nil {
+		return nil
+	}
+	if redact == nil {
+		redact = func(s string) string { return s }
+	}
+	b := *w
+	b.Reason = clipBytes(redact(w.Reason), maxWaitReason)
+	b.Message = clip(redact(w.Message), maxWaitMessage)
+	b.Container = clipBytes(redact(w.Container), maxWaitContainer)
+	return &b
+}
+
 // maxWaitMessage bounds how much of the cluster's message a verdict's
 // evidence carries: a kubelet's says what it needs in a line, and anyone
 // who may write a pod's status could make it megabytes, which every action
-// line, Event and record of it would repeat.
-const maxWaitMessage = 300
+// line, Event and record of it would repeat. The reason is a word, and a
+// container's name at most a DNS subdomain's length, bounded likewise.
+const (
+	maxWaitMessage   = 300
+	maxWaitReason    = 128
+	maxWaitContainer = 253
+)
+
+// clipBytes is s cut to at most n bytes, at a rune's edge, marked where it
+// was cut (the mark included in the n).
+func clipBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const more = "…"
+	cut := n - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
+}
 
 // clip is s cut to at most n runes, marked where it was cut.
 func clip(s string, n int) string {
