@@ -125,7 +125,7 @@ func row(now time.Time, c reconcile.Candidate) Row {
 		r.ExitClass = string(c.Exit.Class)
 	}
 	if w := startWait(c); w != nil {
-		r.WaitReason = w.Reason
+		r.WaitReason = reconcile.WaitReason(w)
 	}
 	switch j := c.Job; {
 	case j == nil:

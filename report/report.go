@@ -139,8 +139,8 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	if w := startWait(c); w != nil {
 		// The wait's fingerprint: the cluster's words, which the log's
 		// handler redacts and makes safe as it does all outside text.
-		a = append(a, slog.String("wait_reason", w.Reason), slog.String("wait_message", reconcile.WaitMessage(w)),
-			slog.String("wait_container", w.Container), slog.Bool("wait_init", w.Init))
+		a = append(a, slog.String("wait_reason", reconcile.WaitReason(w)), slog.String("wait_message", reconcile.WaitMessage(w)),
+			slog.String("wait_container", reconcile.WaitContainer(w)), slog.Bool("wait_init", w.Init))
 	}
 	if e := c.Exit; e != nil {
 		a = append(a, slog.Int("exit_code", int(e.Code)), slog.Int("signal", int(e.Signal)),
@@ -179,9 +179,10 @@ func actionAttrs(now time.Time, o reap.Outcome) []slog.Attr {
 	return a
 }
 
-// startWait is what held a never-started runner back, or nil.
+// startWait is what held a never-started runner back, or nil where
+// nothing said (a wait that only tells when the pod was scheduled).
 func startWait(c reconcile.Candidate) *fleet.StartWait {
-	if c.Verdict != fleet.NeverStarted || c.Pod == nil {
+	if c.Verdict != fleet.NeverStarted || c.Pod == nil || c.Pod.StartWait == nil || c.Pod.StartWait.Reason == "" {
 		return nil
 	}
 	return c.Pod.StartWait

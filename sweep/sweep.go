@@ -171,7 +171,8 @@ type Sweeper struct {
 	// Version is the release of runner-reaper, stamped on each record.
 	Version string
 	// Redact removes the process's secrets from a text before the record
-	// keeps it; nil keeps it as it is.
+	// keeps it, and from what holds a runner back before it is judged;
+	// nil keeps it as it is.
 	Redact func(string) string
 	// Loops is when a group's actions are a reap loop
 	// (REAPER_LOOP_THRESHOLD, REAPER_LOOP_WINDOW); the zero Policy finds
@@ -314,6 +315,15 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 		if err != nil {
 			res.Status, res.Err = StatusFailed, fmt.Errorf("observe ephemeralrunners: %w", err)
 			return res
+		}
+	}
+	// What holds a runner back is the cluster's text, which every line,
+	// Event and record of its verdict repeats: redacted whole, then cut,
+	// before anything is built from it (reconcile.BoundWait). Only the
+	// few pods that have not started have one.
+	for i := range pods {
+		if pods[i].StartWait != nil {
+			pods[i].StartWait = reconcile.BoundWait(pods[i].StartWait, s.Redact)
 		}
 	}
 	obs := reconcile.Observation{Now: now, Local: local, Pods: pods, EphemeralRunners: ers, Unobserved: unobserved}
