@@ -389,17 +389,21 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// proved holds only for as long as nobody can register
 			// under the name.
 			found := r.recheckAbsence(actx, o)
-			// The look-up was by the pod's name: it proves the
-			// EphemeralRunner's registration gone only under ARC's
-			// own name for it.
-			o.AbsentByName = found && (target(o.Candidate) == nil || target(o.Candidate).Name == o.Candidate.Pod.RunnerName)
-			cancel()
-			if found {
-				r.removeWithin(ctx, o)
+			if o.Candidate.Registration == nil {
+				// The look-up was by the pod's name: it proves the
+				// EphemeralRunner's registration gone only under
+				// ARC's own name for it.
+				o.AbsentByName = found && (target(o.Candidate) == nil || target(o.Candidate).Name == o.Candidate.Pod.RunnerName)
+				cancel()
+				if found {
+					r.removeWithin(ctx, o)
+				}
+				<-sem
+				r.later(ctx, &wg, o)
+				continue
 			}
-			<-sem
-			r.later(ctx, &wg, o)
-			continue
+			// A never-started runner's offline registration, found by
+			// its name: it goes first, as one the list had shown.
 		}
 		if r.needsProof(o.Candidate) && !r.proveAbsence(actx, o) {
 			cancel()
@@ -808,7 +812,8 @@ func (r *Reaper) unregister(ctx context.Context, o *Outcome) bool {
 // delete first, so no 422 could protect a job that landed; and a list can be
 // consistent yet wrong. Only a definite "no such runner" lets the pod go; a
 // runner that has appeared is not the one that was judged, and an error is
-// never evidence.
+// never evidence; but for a never-started runner, an offline registration
+// under its name becomes the candidate's, deleted first.
 func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
 	c := o.Candidate
 	scope, ok := r.opts.Scopes[c.ScopeKey]
@@ -826,6 +831,18 @@ func (r *Reaper) recheckAbsence(ctx context.Context, o *Outcome) bool {
 	case found != nil && found.Busy:
 		o.Registration, o.Result = fleet.Busy, fleet.SparedBusy
 		return false
+	case found != nil && c.Verdict == fleet.NeverStarted && !found.Online && (c.RunnerID == 0 || found.ID == c.RunnerID):
+		// A runner that never started cannot have registered itself:
+		// an offline registration under its name is the one its
+		// controller made for it (ARC registers before the pod
+		// starts), which a list that had shown it would have made the
+		// candidate's. It becomes so, and goes first, so that GitHub's
+		// 422 still protects a job that landed. One of another id than
+		// Kubernetes knows for the runner is not that registration.
+		o.Candidate.Registration = found
+		o.Candidate.RegistrationAbsent, o.Candidate.AbsenceUnproven = false, false
+		o.Action = r.Action(o.Candidate)
+		return true
 	case found != nil:
 		o.Result = fleet.SkippedRegistered
 		return false
