@@ -1,12 +1,14 @@
 package e2e_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/test/ghsim"
@@ -19,6 +21,8 @@ import (
 const startDeadline = registrationDeadline
 
 const pullMessage = `Back-off pulling image "ghcr.io/acme/runner:nope"`
+
+const initMessage = "back-off 10s restarting failed container=setup"
 
 // pullBackOff is the status a kubelet writes for a runner pod whose image
 // cannot be pulled: Pending, the runner container waiting.
@@ -49,7 +53,10 @@ func (w *world) stuckPod(name string, st *corev1.PodStatus) *corev1.Pod {
 // first sweep after confirm-after, with its waiting reason and message on
 // the action line and in the audit; one that only waits for room in the
 // cluster is reported and left unless REAPER_DELETE_UNSCHEDULABLE is set;
-// one younger than the deadline is not judged; a dry run writes nothing.
+// one younger than the deadline is not judged; an init container that does
+// not finish is named; a pod that waited for room past the deadline and
+// then got a node is judged from its scheduling, the mark made while it
+// waited cleared; a dry run writes nothing.
 // The neighbours are never touched.
 func TestNeverStarted(t *testing.T) {
 	t.Parallel()
@@ -154,6 +161,78 @@ func TestNeverStarted(t *testing.T) {
 		assert.Empty(t, w.marks())
 		assert.True(t, w.podExists("acme-pull"))
 		assert.True(t, w.podExists("acme-noroom"))
+	})
+
+	t.Run("an init container that does not finish: deleted after confirmation, the init container named", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t, deadline)
+		st := &corev1.PodStatus{Phase: corev1.PodPending,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "setup", Image: "busybox",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: initMessage}}}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "runner", Image: testenv.RunnerImage,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}}
+		pod := env.RunnerPod(t, w.ns, testenv.RunnerPod{Name: "acme-init", Org: "acme", Status: st,
+			InitContainers: []corev1.Container{{Name: "setup", Image: "busybox"}}})
+		time.Sleep(pastDeadline)
+		first := w.sweep()
+		first.requireCode(t, 0)
+		assert.Empty(t, first.msg("action"), "marked, not acted on, on its first sight")
+		require.Contains(t, w.marks(), podMarkKey(pod))
+
+		time.Sleep(pastConfirm)
+		final := w.sweep()
+		final.requireCode(t, 0)
+		line := final.actions(t)["acme-init"]
+		require.NotNil(t, line, "stdout:\n%s", final.Stdout)
+		assert.Equal(t, "never-started", line["verdict"])
+		assert.Equal(t, "delete-pod", line["action"])
+		assert.Equal(t, "deleted", line["result"])
+		assert.Equal(t, "CrashLoopBackOff", line["wait_reason"])
+		assert.Equal(t, initMessage, line["wait_message"])
+		assert.Equal(t, "setup", line["wait_container"])
+		assert.Equal(t, true, line["wait_init"])
+		assert.Contains(t, line["evidence"], `init container "setup" has not finished: CrashLoopBackOff`)
+		assert.Contains(t, line["evidence"], "after the pod was scheduled")
+		assert.False(t, w.podExists("acme-init"))
+	})
+
+	t.Run("scheduled after waiting past the deadline: judged from its scheduling", func(t *testing.T) {
+		t.Parallel()
+		// Longer than the others: the pod must be past it since its
+		// creation and well within it since its scheduling at once.
+		const longer = 5 * time.Second
+		w := newWorld(t, map[string]string{"REAPER_START_DEADLINE": longer.String(), "REAPER_DELETE_UNSCHEDULABLE": "true"})
+		pod := w.stuckPod("acme-late", noRoom())
+		time.Sleep(longer + 200*time.Millisecond)
+		waited := w.sweep()
+		waited.requireCode(t, 0)
+		require.Contains(t, w.marks(), podMarkKey(pod), "marked while it waited for room, which acts here")
+
+		// A node at last: the scheduler's condition turns True, and
+		// the runner's image is being pulled.
+		ctx := context.Background()
+		got, err := env.Client.CoreV1().Pods(w.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		got.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+		got.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "runner", Image: testenv.RunnerImage,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+		_, err = env.Client.CoreV1().Pods(w.ns).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		require.NoError(t, err)
+
+		young := w.sweep()
+		young.requireCode(t, 0)
+		assert.Empty(t, young.msg("action"), "young since it got its node; stdout:\n%s", young.Stdout)
+		assert.Empty(t, young.summary(t)["verdicts"])
+		assert.NotContains(t, w.marks(), podMarkKey(pod), "the mark made while it waited is cleared")
+		assert.True(t, w.podExists("acme-late"))
+
+		time.Sleep(longer + 200*time.Millisecond)
+		late := w.sweep()
+		late.requireCode(t, 0)
+		assert.Empty(t, late.msg("action"), "marked again, from its scheduling, not acted on")
+		require.Contains(t, w.marks(), podMarkKey(pod))
+		assert.True(t, w.podExists("acme-late"))
 	})
 
 	t.Run("dry run: the same decisions, nothing written", func(t *testing.T) {
