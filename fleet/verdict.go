@@ -19,7 +19,8 @@ const (
 	// long on a finalizer nobody can satisfy any more.
 	ARCStuckDeleting Verdict = "arc-stuck-deleting"
 	// NeverStarted: a runner pod whose runner container has not started
-	// within the start deadline, counted from the pod's creation. Such a
+	// within the start deadline, counted from when the pod was scheduled
+	// (from its creation while it waits for room). Such a
 	// pod holds a scale set's slot while jobs queue behind it, and ARC
 	// never fails its EphemeralRunner.
 	NeverStarted Verdict = "never-started"

@@ -18,8 +18,8 @@ type Policy struct {
 	// runner appearing on GitHub before it is unregistered.
 	RegistrationDeadline time.Duration
 	// StartDeadline is how long a runner pod's runner container may go
-	// without starting, counted from the pod's creation, before the pod is
-	// never-started. Zero turns the verdict off (the configuration never
+	// without starting, counted from when the pod was scheduled (from its
+	// creation while it waits for room), before the pod is never-started. Zero turns the verdict off (the configuration never
 	// gives zero; tables that judge other verdicts leave it so).
 	StartDeadline time.Duration
 	// DeleteUnschedulable lets a never-started pod that only waits for

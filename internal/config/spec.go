@@ -105,13 +105,15 @@ type spec struct {
 
 	// How long a running pod may go without its runner appearing on GitHub.
 	RegistrationDeadline time.Duration `split_words:"true" default:"10m" example:"10m"`
-	// How long a runner pod's runner container may go without starting,
-	// counted from the pod's creation, before it is `never-started`: an image
-	// that cannot be pulled, a missing secret, an init container that does
-	// not finish, no node with room. Above 0; keep it above the longest a
-	// healthy runner takes to be scheduled and pull its image (a node
-	// scale-up and a large image can take minutes), since `confirm-after`
-	// is all that follows it.
+	// How long a runner pod's runner container may go without starting
+	// before it is `never-started`: an image that cannot be pulled, a
+	// missing secret, an init container that does not finish, a volume that
+	// never mounts, no node with room. It counts from when the pod was
+	// scheduled onto a node, so time spent waiting for a node does not
+	// count (a pod with no node counts from its creation). A slow start is
+	// judged as a fault is: a runner image that takes longer than this to
+	// pull needs a longer deadline, since `confirm-after` is all that
+	// follows it. Above 0.
 	StartDeadline time.Duration `split_words:"true" default:"15m" example:"15m"`
 	// Delete a `never-started` runner pod that waits only for room in the
 	// cluster (`Unschedulable`, or a scheduling gate), too. Off, it is
