@@ -336,14 +336,11 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// The job guard has asked before admission (askJobs), so
 			// that a protected runner takes no place in the bound.
 			// checkJob said why not.
-		case r.needsLogRead(c) && !logTurns[i] && (r.limit == nil || !r.needsGitHub(c)):
-			// Deferred: a protected runner before it freed the place it
-			// fits in, after the reads were sent; a later sweep reads
-			// its log.
-		case r.needsLogRead(c) && !logSays(&out[i], reads[i]):
-			// Its runner said it runs a job, read before admission
-			// (readLogs) so that a protected runner takes no place in
-			// the bound.
+		case r.needsLogRead(c) && (r.limit == nil || !r.needsGitHub(c)) && !r.logSays(ctx, &out[i], logTurns[i], reads[i]):
+			// Its log was read before admission (readLogs) so that a
+			// protected runner takes no place in the bound; logSays
+			// said why not. One that GitHub's rate limit holds anyway
+			// was not read, and is held below.
 		default:
 			budget.Admit(c)
 			out[i].Result = ""

@@ -3,6 +3,7 @@ package reap
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -79,21 +80,28 @@ func (r *Reaper) logTurns(cs []reconcile.Candidate, budget *reconcile.Budget, jo
 // node gone, as a zombie's may be) must not starve the actions. They run
 // all at once before anything acts, at most logReadConcurrency at a time,
 // each within logReadTimeout, all within logReadShare of the time the
-// sweep has left to act in. A read they leave without an answer is no
-// evidence, as a read that failed.
+// sweep has left to act in. A read sent that they leave without an answer
+// is no evidence, as a read that failed; one they never sent defers its
+// runner.
 const (
 	logReadConcurrency = 4
 	logReadTimeout     = 5 * time.Second
 	logReadShare       = 4 // a quarter
 )
 
-// errLogReadBudget is why a read got no answer: the reads' budget ran out.
-var errLogReadBudget = errors.New("no answer within the log reads' budget (a share of the sweep, each read at most 5 s)")
+// errLogReadBudget is why a read that was sent got no answer, and
+// errLogReadNotSent why one whose turn it was was not sent: the reads'
+// budget ran out first.
+var (
+	errLogReadBudget  = errors.New("no answer within the log reads' budget (a share of the sweep, each read at most 5 s)")
+	errLogReadNotSent = errors.New("not sent within the log reads' budget (a share of the sweep); it is read next sweep")
+)
 
 // readLogs reads the logs of the candidates whose turn it is (logTurns)
 // under the reads' budget, and returns what each said by the candidate's
-// index; every candidate with a turn has an answer, an error when its read
-// failed or was cut by the budget.
+// index: a read sent has an answer, an error when it failed or was cut by
+// the budget; a read never sent (the budget ran out before its slot came)
+// has none.
 func (r *Reaper) readLogs(ctx context.Context, cs []reconcile.Candidate, turns map[int]bool) map[int]*LogRead {
 	if len(turns) == 0 {
 		return nil
@@ -121,12 +129,6 @@ func (r *Reaper) readLogs(ctx context.Context, cs []reconcile.Candidate, turns m
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			read := &LogRead{Err: errLogReadBudget}
-			defer func() {
-				mu.Lock()
-				reads[i] = read
-				mu.Unlock()
-			}()
 			select {
 			case sem <- struct{}{}:
 			case <-bctx.Done():
@@ -139,15 +141,19 @@ func (r *Reaper) readLogs(ctx context.Context, cs []reconcile.Candidate, turns m
 			cctx, cancel := context.WithTimeout(bctx, timeout)
 			defer cancel()
 			tail, err := r.opts.RunnerLogs.TailRunnerLog(cctx, p)
+			read := &LogRead{}
 			switch {
 			case err != nil && bctx.Err() != nil && !errors.Is(err, fleet.ErrNoLogRight):
-				// The budget ran out under it: no answer.
+				// The budget ran out under it: sent, and no answer.
+				read.Err = errLogReadBudget
 			case err != nil:
 				read.Err = err
 			default:
-				read.Err = nil
 				read.Word = runnerlog.Parse(tail)
 			}
+			mu.Lock()
+			reads[i] = read
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
@@ -155,13 +161,28 @@ func (r *Reaper) readLogs(ctx context.Context, cs []reconcile.Candidate, turns m
 }
 
 // logSays decides, from what the runner's log said (readLogs), whether the
-// candidate may go on: a job the runner said it started and has not said
-// it ended protects it (ProtectedJob), as a job GitHub says is running
-// does. Anything else (listening, a job completed, nothing either way, a
-// log that could not be read) is no evidence, and today's rules go on.
-func logSays(o *Outcome, read *LogRead) bool {
-	if read == nil {
-		return true
+// candidate, which needs a read, may go on. A job the runner said it
+// started and has not said it ended protects it (ProtectedJob), as a job
+// GitHub says is running does. A read that was never sent defers it, its
+// mark kept, as a job check not sent does: a read not made is not "no
+// evidence", it is no look at all. Anything else (listening, a job
+// completed, nothing either way, a read sent that failed or got no answer
+// in time) is no evidence, and today's rules go on.
+func (r *Reaper) logSays(ctx context.Context, o *Outcome, turn bool, read *LogRead) bool {
+	switch {
+	case !turn:
+		// A protected runner before it freed the place it fits in,
+		// after the reads were sent: deferred, and a later sweep reads
+		// its log.
+		o.Result = fleet.Deferred
+		return false
+	case read == nil && r.tooLate(ctx):
+		// Too late to read is too late to act.
+		o.Result = fleet.NotReached
+		return false
+	case read == nil:
+		o.Result, o.Err = fleet.Deferred, fmt.Errorf("read the log of runner %q: %w", o.Candidate.Pod.RunnerName, errLogReadNotSent)
+		return false
 	}
 	o.RunnerLog = read
 	if read.Err == nil && read.Word.RunningJob() {

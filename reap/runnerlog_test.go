@@ -222,3 +222,60 @@ func TestRunnerLogNotReadWhenHeld(t *testing.T) {
 	assert.Equal(t, fleet.RateLimited, outs[0].Result)
 	assert.Empty(t, desk.reads())
 }
+
+// A read the reads' budget never sent (four at a time, and the sweep's
+// share ran out before the fifth got its slot) is no look at all, not "no
+// evidence": its runner is deferred, its mark kept and no place taken, as
+// a job check not sent is. The reads that were sent and got no answer are
+// no evidence, and their actions go on.
+func TestRunnerLogReadsNotSentDefer(t *testing.T) {
+	rec := &recorder{}
+	desk := &logDesk{block: true}
+	o := opts()
+	o.RunnerLogs, o.ActionTimeout, o.Spare = desk, DefaultSpare, 100*time.Millisecond
+	// A quarter of what the sweep has left to act in is 100 ms, far less
+	// than a read's own 5 s: the four reads sent hold every slot until
+	// the share ends, and the other two are never sent.
+	ctx, cancel := context.WithTimeout(context.Background(), ReportReserve+minLeft+400*time.Millisecond)
+	defer cancel()
+	var cs []reconcile.Candidate
+	for i := range int64(6) {
+		cs = append(cs, running(fleet.Zombie, fmt.Sprintf("node-gone-%d", i), 10+i))
+	}
+	outs := New(rec, rec, o).Reap(ctx, 100, cs)
+	sent, deferred := 0, 0
+	for _, out := range outs {
+		switch out.Result {
+		case fleet.Deleted:
+			sent++
+			require.NotNil(t, out.RunnerLog)
+			assert.ErrorIs(t, out.RunnerLog.Err, errLogReadBudget)
+		case fleet.Deferred:
+			deferred++
+			assert.Nil(t, out.RunnerLog, "nothing was read")
+			assert.ErrorContains(t, out.Err, "not sent within the log reads' budget")
+			assert.False(t, out.Bounded, "deferred by the reads' budget, not by the action bound")
+			for _, c := range rec.calls {
+				assert.NotContains(t, c, ":"+out.Candidate.Key, "nothing is sent for a runner whose log was not read")
+			}
+		default:
+			t.Errorf("%s: %s", out.Candidate.Key, out.Result)
+		}
+	}
+	assert.Equal(t, 4, sent)
+	assert.Equal(t, 2, deferred)
+	assert.Len(t, desk.reads(), 4)
+}
+
+// A candidate that needs a read and has none is deferred, never let go on:
+// whatever left it without one, no read is no look.
+func TestRunnerLogMissingReadDefers(t *testing.T) {
+	o := opts()
+	o.RunnerLogs = &logDesk{}
+	r := New(&recorder{}, &recorder{}, o)
+	out := Outcome{Candidate: running(fleet.Zombie, "z", 1), Result: fleet.Deferred}
+	assert.False(t, r.logSays(context.Background(), &out, true, nil))
+	assert.Equal(t, fleet.Deferred, out.Result)
+	assert.ErrorContains(t, out.Err, "not sent within the log reads' budget")
+	assert.Nil(t, out.RunnerLog)
+}
