@@ -54,12 +54,29 @@ func TestParse(t *testing.T) {
 		{"a bad time is part of the line", "2026-13-01 10:00:00Z: Running job: build\n", Word{}},
 		{"a time in another form", "2026-01-01T10:00:00Z: Running job: build\n", Word{}},
 		{"listening with more", "Listening for Jobs now\n", Word{}},
-		{"an escape sequence in the line", "Running job: \x1b[2Jbuild\n", Word{}},
 		{"a carriage return inside the line", runA + "Job build completed with result: Succeeded\rRunning job: x\n", Word{Kind: Running, Job: "build"}},
-		{"a NUL", "Running job: bu\x00ild\n", Word{}},
-		{"a DEL", "Running job: bu\x7fild\n", Word{}},
-		{"invalid UTF-8", "Running job: bu\xffild\n", Word{}},
-		{"a line too long to be the runner's", runA + "Job " + strings.Repeat("x", maxLine) + " completed with result: Succeeded\n", Word{Kind: Running, Job: "build"}},
+		{"a completion of a job not started ends nothing", runA + "Job " + strings.Repeat("x", 1100) + " completed with result: Succeeded\n", Word{Kind: Running, Job: "build"}},
+		{"a completion of another job does not end the running one", listen + runA + "Job test completed with result: Succeeded\n", Word{Kind: Running, Job: "build"}},
+		{"a completion with a control character, of a job not in the tail", listen + "Job a\tb completed with result: Succeeded\n", Word{Kind: Listening}},
+
+		// A job started and not ended protects, whatever came after it.
+		{"a job still running under a later one's end", runA + runB + "Job test (ubuntu-latest, 3.12) completed with result: Failed\n",
+			Word{Kind: Running, Job: "build"}},
+		{"the same name run again after its end", runA + doneA + runA, Word{Kind: Running, Job: "build"}},
+		{"every job ends at a restart", runA + runB + listen, Word{Kind: Listening}},
+		{"a completion after a restart", runA + listen + "Job build completed with result: Succeeded\n", Word{Kind: Completed, Job: "build", Result: "Succeeded"}},
+
+		// A running job's name may hold anything but a newline: a real
+		// name dropped would let an older line win. It is escaped.
+		{"a tab in the name", listen + "2026-01-01 10:00:05Z: Running job: a\tb\n", Word{Kind: Running, Job: `a\tb`}},
+		{"its completion ends it", listen + "Running job: a\tb\n" + "Job a\tb completed with result: Succeeded\n", Word{Kind: Completed, Job: `a\tb`, Result: "Succeeded"}},
+		{"an escape sequence in the name", listen + "Running job: \x1b[2Jbuild\n", Word{Kind: Running, Job: `\x1b[2Jbuild`}},
+		{"a NUL", listen + "Running job: bu\x00ild\n", Word{Kind: Running, Job: `bu\x00ild`}},
+		{"a DEL", listen + "Running job: bu\x7fild\n", Word{Kind: Running, Job: `bu\x7fild`}},
+		{"invalid UTF-8", listen + "Running job: bu\xffild\n", Word{Kind: Running, Job: `bu\xffild`}},
+		{"a name longer than a kilobyte", listen + "Running job: " + strings.Repeat("x", 1100) + "\n", Word{Kind: Running, Job: strings.Repeat("x", MaxName) + "…"}},
+		{"and its completion", listen + "Running job: " + strings.Repeat("x", 1100) + "\nJob " + strings.Repeat("x", 1100) + " completed with result: Canceled\n",
+			Word{Kind: Completed, Job: strings.Repeat("x", MaxName) + "…", Result: "Canceled"}},
 
 		// What is kept is made safe.
 		{"a bidirectional override in the name is escaped", "Running job: a\u202eb\n", Word{Kind: Running, Job: `a\u202eb`}},
@@ -72,12 +89,30 @@ func TestParse(t *testing.T) {
 }
 
 // A tail that fills MaxBytes was cut at its end by limitBytes: its newest
-// lines, the runner's latest word, are missing, so it says nothing,
-// whatever its older lines said.
+// lines, the runner's latest word, are missing. A job started in the lines
+// kept and not ended there still protects (a completion may be among the
+// lines dropped, and the runner is only kept); anything else says nothing,
+// since a job may have started in the lines dropped.
 func TestParseCutTail(t *testing.T) {
 	filler := strings.Repeat("2026-01-01 10:01:00Z: Runner reconnected.\n", MaxBytes/40)
-	tail := (runA + filler)[:MaxBytes]
-	assert.Equal(t, Word{Cut: true}, Parse([]byte(tail)))
+	for _, tc := range []struct {
+		name string
+		head string
+		want Word
+	}{
+		{"a job running", listen + runA, Word{Kind: Running, Job: "build", Cut: true}},
+		{"listening", listen, Word{Cut: true}},
+		{"a job completed", listen + runA + doneA, Word{Cut: true}},
+		{"nothing", "", Word{Cut: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, Parse([]byte((tc.head + filler)[:MaxBytes])))
+		})
+	}
+	// The runner's worker trace copied to stdout (ACTIONS_RUNNER_PRINT_
+	// LOG_TO_STDOUT) fills the tail with its own lines during a job.
+	trace := strings.Repeat("[WORKER 2026-01-01 10:00:06Z INFO StepsRunner] Processing step: DisplayName='Run make test', ContinueOnError='False'\n", 200)
+	assert.Equal(t, Word{Kind: Running, Job: "build", Cut: true}, Parse([]byte((listen + runA + trace)[:MaxBytes])))
 	short := runA + filler[:MaxBytes-len(runA)-200]
 	assert.Equal(t, Word{Kind: Running, Job: "build"}, Parse([]byte(short)), "a tail under the limit is read")
 }
@@ -113,7 +148,7 @@ func FuzzParse(f *testing.F) {
 		assert.LessOrEqual(t, len(w.Job), 4*MaxName+len("…"), "the name is bounded (escaping at most quadruples a byte)")
 		assert.True(t, safetext.Safe(w.Job), "the name is safe: %q", w.Job)
 		if w.Cut {
-			assert.Equal(t, Silent, w.Kind)
+			assert.Contains(t, []Kind{Silent, Running}, w.Kind, "a cut tail can only protect")
 		}
 		if w.Kind == Running {
 			assert.Contains(t, string(tail), runningJob)
