@@ -191,3 +191,34 @@ func (r *Reaper) logSays(ctx context.Context, o *Outcome, turn bool, read *LogRe
 	}
 	return true
 }
+
+// Why the guard was blind to a runner it let go on (LogBlind): its read
+// failed or got no answer; its tail was cut by the byte bound and held no
+// job running; or its tail held none of the runner's lines (a runner that
+// copies its worker's trace to stdout can push them out of the tail).
+const (
+	BlindUnread = "unread"
+	BlindCut    = "cut"
+	BlindSilent = "silent"
+)
+
+// LogBlind says why the guard let the candidate be removed (or, in a dry
+// run, be about to be) with no word from its runner's log, and whether it
+// did: its log was read for it and said neither listening nor a job, so
+// the flags and the 422 alone decided, as with the read off.
+func (o Outcome) LogBlind() (string, bool) {
+	l := o.RunnerLog
+	if l == nil || (o.Result != fleet.Deleted && o.Result != fleet.WouldDelete) {
+		return "", false
+	}
+	switch {
+	case l.Err != nil:
+		return BlindUnread, true
+	case l.Word.Kind != runnerlog.Silent:
+		return "", false
+	case l.Word.Cut:
+		return BlindCut, true
+	default:
+		return BlindSilent, true
+	}
+}

@@ -279,3 +279,30 @@ func TestRunnerLogMissingReadDefers(t *testing.T) {
 	assert.ErrorContains(t, out.Err, "not sent within the log reads' budget")
 	assert.Nil(t, out.RunnerLog)
 }
+
+// The guard was blind to a runner it let be removed when its read failed
+// or its tail said nothing either way, cut or not; a word (listening, a
+// job completed) is not blind, nor is a runner not removed.
+func TestLogBlind(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		result fleet.Result
+		read   *LogRead
+		why    string
+	}{
+		{"unread", fleet.Deleted, &LogRead{Err: errLogReadBudget}, BlindUnread},
+		{"cut", fleet.Deleted, &LogRead{Word: runnerlog.Word{Cut: true}}, BlindCut},
+		{"silent", fleet.WouldDelete, &LogRead{}, BlindSilent},
+		{"listening", fleet.Deleted, &LogRead{Word: runnerlog.Word{Kind: runnerlog.Listening}}, ""},
+		{"completed", fleet.Deleted, &LogRead{Word: runnerlog.Word{Kind: runnerlog.Completed, Job: "b", Result: "Failed"}}, ""},
+		{"not removed", fleet.NotReached, &LogRead{}, ""},
+		{"protected", fleet.ProtectedJob, &LogRead{Word: runnerlog.Word{Kind: runnerlog.Running, Job: "b", Cut: true}}, ""},
+		{"not read", fleet.Deleted, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			why, blind := Outcome{Result: tc.result, RunnerLog: tc.read}.LogBlind()
+			assert.Equal(t, tc.why, why)
+			assert.Equal(t, tc.why != "", blind)
+		})
+	}
+}

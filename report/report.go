@@ -60,6 +60,7 @@ func Log(ctx context.Context, log *slog.Logger, res sweep.Result) {
 			slog.String("effect", "confirmation and bounds still apply; check GitHub's status before raising the bounds"))
 	}
 	warnNoLogRight(ctx, log, res.Outcomes)
+	warnLogBlind(ctx, log, res.Outcomes)
 	// The action lines and the summary are the product's output, written
 	// at every log level through a logger built with Diagnostics; the
 	// lines above are diagnostics, and the level may filter them.
@@ -270,6 +271,36 @@ func warnNoLogRight(ctx context.Context, log *slog.Logger, outs []reap.Outcome) 
 		slog.String("effect", "runners with no recorded job are acted on without their own word on it: GitHub's flags and the 422 alone, as with the read off"))
 }
 
+// warnLogBlind says once a sweep that the runner-log guard let runners be
+// removed with no word from their own logs, and how many for each reason:
+// a guard that reads nothing useful looks, from the results alone, like
+// one that read and found no job, and the operator must see the
+// difference.
+func warnLogBlind(ctx context.Context, log *slog.Logger, outs []reap.Outcome) {
+	n, why := logBlind(outs)
+	if n == 0 {
+		return
+	}
+	log.LogAttrs(ctx, slog.LevelWarn, "runner log guard blind",
+		slog.Int("runners", n),
+		slog.Int(reap.BlindUnread, why[reap.BlindUnread]), slog.Int(reap.BlindCut, why[reap.BlindCut]), slog.Int(reap.BlindSilent, why[reap.BlindSilent]),
+		slog.String("fix", "unread: the action lines' runner_log_error; cut or silent: the runner's own lines were not among the last 50 lines (16 KiB) of its log, as when ACTIONS_RUNNER_PRINT_LOG_TO_STDOUT copies the worker's trace there: unset it in the runner's pod, or record jobs (REAPER_JOB_FROM)"),
+		slog.String("effect", "these runners were removed with no word from their own logs: GitHub's flags and the 422 alone decided, as with the read off"))
+}
+
+// logBlind counts the outcomes the runner-log guard let go on blind
+// (reap.Outcome.LogBlind), in all and by why.
+func logBlind(outs []reap.Outcome) (int, map[string]int) {
+	n, why := 0, map[string]int{}
+	for _, o := range outs {
+		if w, ok := o.LogBlind(); ok {
+			n++
+			why[w]++
+		}
+	}
+	return n, why
+}
+
 func summaryLevel(res sweep.Result) slog.Level {
 	switch res.Status {
 	case sweep.StatusComplete:
@@ -311,6 +342,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 			holdingJob++
 		}
 	}
+	blind, _ := logBlind(res.Outcomes)
 	registrations := 0
 	for _, l := range res.Observation.Lists {
 		registrations += len(l.Runners)
@@ -333,6 +365,7 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		countsGroup("results", results),
 		slog.Int("protected_busy", res.Class.Protected),
 		slog.Int("reaped_holding_job", holdingJob),
+		slog.Int("runner_log_blind", blind),
 		slog.Int("unscoped_pods", res.Class.Unscoped),
 		slog.Int("not_runner_pods", res.Class.NotRunner),
 		slog.Int("owner_deleting_pods", res.Class.OwnerDeleting),

@@ -33,6 +33,9 @@ func logOutcomes() sweep.Result {
 		{Candidate: zombie("gone"), Action: reap.DeleteRegistrationThenPod, Result: fleet.AlreadyGone,
 			RunnerLog: &reap.LogRead{Err: errors.New(`pods "gone" not found`)}},
 		{Candidate: zombie("unread"), Action: reap.DeleteRegistrationThenPod, Result: fleet.Deleted},
+		{Candidate: zombie("trace-cut"), Action: reap.DeleteRegistrationThenPod, Result: fleet.Deleted,
+			RunnerLog: &reap.LogRead{Word: runnerlog.Word{Cut: true}}},
+		{Candidate: zombie("trace-only"), Action: reap.DeleteRegistrationThenPod, Result: fleet.WouldDelete, RunnerLog: &reap.LogRead{}},
 	}}
 }
 
@@ -50,7 +53,7 @@ func TestActionLineSaysWhatTheRunnersLogSaid(t *testing.T) {
 			warnings = append(warnings, m)
 		}
 	}
-	require.Len(t, lines, 6)
+	require.Len(t, lines, 8)
 	assert.Equal(t, "running", lines["busy"]["runner_log"])
 	assert.Equal(t, `build\x1b[31m`, lines["busy"]["job_name"])
 	assert.Equal(t, "protected-job", lines["busy"]["result"])
@@ -79,7 +82,40 @@ func TestNoWarningWhenTheLogsWereRead(t *testing.T) {
 	res.Outcomes = res.Outcomes[:2]
 	for _, m := range logged(t, res) {
 		assert.NotEqual(t, "runner logs not readable", m["msg"])
+		assert.NotEqual(t, "runner log guard blind", m["msg"])
+		if m["msg"] == "sweep" {
+			assert.EqualValues(t, 0, m["runner_log_blind"])
+		}
 	}
+}
+
+// TestWarningWhenTheGuardWasBlind: runners removed with no word from their
+// logs (a read that failed, a tail cut or holding none of the runner's
+// lines, as worker trace copied to stdout makes it) are counted in the
+// summary and named in one warning a sweep, by why; a runner not removed,
+// or whose log said something, is not.
+func TestWarningWhenTheGuardWasBlind(t *testing.T) {
+	var warnings []map[string]any
+	var summary map[string]any
+	for _, m := range logged(t, logOutcomes()) {
+		switch m["msg"] {
+		case "runner log guard blind":
+			warnings = append(warnings, m)
+		case "sweep":
+			summary = m
+		}
+	}
+	require.Len(t, warnings, 1)
+	w := warnings[0]
+	assert.Equal(t, "WARN", w["level"])
+	assert.EqualValues(t, 4, w["runners"], "refused-1, refused-2, trace-cut, trace-only")
+	assert.EqualValues(t, 2, w["unread"])
+	assert.EqualValues(t, 1, w["cut"])
+	assert.EqualValues(t, 1, w["silent"])
+	assert.Contains(t, w["fix"], "ACTIONS_RUNNER_PRINT_LOG_TO_STDOUT")
+	assert.Contains(t, w["effect"], "no word from their own logs")
+	require.NotNil(t, summary)
+	assert.EqualValues(t, 4, summary["runner_log_blind"])
 }
 
 // The audit names the job the runner's own log named, where nothing else
