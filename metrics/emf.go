@@ -8,7 +8,8 @@
 //   - one main line, dimension Mode (sweep, dry-run or audit), with the
 //     metrics SweepDuration (Milliseconds), GitHubRequests,
 //     GitHubNotModified, KubeRequests, ScopesSkipped, ScopesDeferred,
-//     MassSuspicionScopes, ScopeSkipStreak and ActionBoundStreak (Count),
+//     MassSuspicionScopes, RunnerLogBlind, ScopeSkipStreak and
+//     ActionBoundStreak (Count),
 //     RateLimitedUntil (Seconds, Unix time, 0 when not limited), ExitCode
 //     (None) and, only when the sweep exited 0, LastSuccessTimestamp
 //     (Seconds, Unix time);
@@ -66,6 +67,7 @@ const (
 	ExitCode             = "ExitCode"
 	LastSuccessTimestamp = "LastSuccessTimestamp"
 	MassSuspicionScopes  = "MassSuspicionScopes"
+	RunnerLogBlind       = "RunnerLogBlind"
 	ScopeSkipStreak      = "ScopeSkipStreak"
 	ActionBoundStreak    = "ActionBoundStreak"
 	ReapLoops            = "ReapLoops"
@@ -108,6 +110,7 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 		{RateLimitedUntil, unitSeconds},
 		{ExitCode, unitNone},
 		{MassSuspicionScopes, unitCount},
+		{RunnerLogBlind, unitCount},
 	}
 	members := []member{
 		{DimMode, mode},
@@ -120,6 +123,7 @@ func WriteEMF(w io.Writer, res sweep.Result, namespace string, now time.Time) er
 		{RateLimitedUntil, rateLimitedUntil(res)},
 		{ExitCode, int(res.Status)},
 		{MassSuspicionScopes, len(res.Confirmation.MassSuspicion)},
+		{RunnerLogBlind, runnerLogBlind(res)},
 	}
 	// A ledger that could not be read says nothing of the streaks.
 	if res.StreaksKnown {

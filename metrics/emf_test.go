@@ -25,6 +25,13 @@ func outcome(v fleet.Verdict, r fleet.Result) reap.Outcome {
 	return reap.Outcome{Candidate: reconcile.Candidate{Finding: reconcile.Finding{Verdict: v}}, Result: r}
 }
 
+// blind is o as the runner-log guard let it go on: its runner's log read,
+// and saying nothing either way.
+func blind(o reap.Outcome) reap.Outcome {
+	o.RunnerLog = &reap.LogRead{}
+	return o
+}
+
 func pending(v fleet.Verdict) reconcile.Candidate {
 	return reconcile.Candidate{Finding: reconcile.Finding{Verdict: v}}
 }
@@ -40,7 +47,7 @@ func busySweep() sweep.Result {
 		Kube:     httpcount.Counts{Requests: 12},
 		Class:    reconcile.Classification{Skipped: []reconcile.Skip{{ScopeKey: "org/acme", Reason: "rate limited"}}},
 		Outcomes: []reap.Outcome{
-			outcome(fleet.Zombie, fleet.Deleted),
+			blind(outcome(fleet.Zombie, fleet.Deleted)),
 			outcome(fleet.Terminal, fleet.Deleted),
 			outcome(fleet.Zombie, fleet.SparedBusy),
 			outcome(fleet.Terminal, fleet.Deleted),
@@ -59,7 +66,7 @@ func busySweep() sweep.Result {
 func TestWriteEMFGolden(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WriteEMF(&buf, busySweep(), "RunnerReaper", now))
-	want := `{"_aws":{"Timestamp":1773480413589,"CloudWatchMetrics":[{"Namespace":"RunnerReaper","Dimensions":[["Mode"]],"Metrics":[{"Name":"SweepDuration","Unit":"Milliseconds"},{"Name":"GitHubRequests","Unit":"Count"},{"Name":"GitHubNotModified","Unit":"Count"},{"Name":"KubeRequests","Unit":"Count"},{"Name":"ScopesSkipped","Unit":"Count"},{"Name":"ScopesDeferred","Unit":"Count"},{"Name":"RateLimitedUntil","Unit":"Seconds"},{"Name":"ExitCode","Unit":"None"},{"Name":"MassSuspicionScopes","Unit":"Count"},{"Name":"ScopeSkipStreak","Unit":"Count"},{"Name":"ActionBoundStreak","Unit":"Count"}]}]},"Mode":"sweep","SweepDuration":1234,"GitHubRequests":7,"GitHubNotModified":5,"KubeRequests":12,"ScopesSkipped":1,"ScopesDeferred":0,"RateLimitedUntil":0,"ExitCode":3,"MassSuspicionScopes":0,"ScopeSkipStreak":2,"ActionBoundStreak":4}
+	want := `{"_aws":{"Timestamp":1773480413589,"CloudWatchMetrics":[{"Namespace":"RunnerReaper","Dimensions":[["Mode"]],"Metrics":[{"Name":"SweepDuration","Unit":"Milliseconds"},{"Name":"GitHubRequests","Unit":"Count"},{"Name":"GitHubNotModified","Unit":"Count"},{"Name":"KubeRequests","Unit":"Count"},{"Name":"ScopesSkipped","Unit":"Count"},{"Name":"ScopesDeferred","Unit":"Count"},{"Name":"RateLimitedUntil","Unit":"Seconds"},{"Name":"ExitCode","Unit":"None"},{"Name":"MassSuspicionScopes","Unit":"Count"},{"Name":"RunnerLogBlind","Unit":"Count"},{"Name":"ScopeSkipStreak","Unit":"Count"},{"Name":"ActionBoundStreak","Unit":"Count"}]}]},"Mode":"sweep","SweepDuration":1234,"GitHubRequests":7,"GitHubNotModified":5,"KubeRequests":12,"ScopesSkipped":1,"ScopesDeferred":0,"RateLimitedUntil":0,"ExitCode":3,"MassSuspicionScopes":0,"RunnerLogBlind":1,"ScopeSkipStreak":2,"ActionBoundStreak":4}
 {"_aws":{"Timestamp":1773480413589,"CloudWatchMetrics":[{"Namespace":"RunnerReaper","Dimensions":[["Verdict","Result"]],"Metrics":[{"Name":"Actions","Unit":"Count"}]}]},"Verdict":"ghost","Result":"already-gone","Actions":1,"Mode":"sweep"}
 {"_aws":{"Timestamp":1773480413589,"CloudWatchMetrics":[{"Namespace":"RunnerReaper","Dimensions":[["Verdict","Result"]],"Metrics":[{"Name":"Actions","Unit":"Count"}]}]},"Verdict":"orphan-stamped","Result":"error","Actions":1,"Mode":"sweep"}
 {"_aws":{"Timestamp":1773480413589,"CloudWatchMetrics":[{"Namespace":"RunnerReaper","Dimensions":[["Verdict","Result"]],"Metrics":[{"Name":"Actions","Unit":"Count"}]}]},"Verdict":"terminal","Result":"deleted","Actions":2,"Mode":"sweep"}
@@ -193,7 +200,7 @@ func TestWriteEMFFollowsSpec(t *testing.T) {
 	dims, vals := checkEMF(t, ls[0], now)
 	assert.Equal(t, map[string]string{"Mode": "sweep"}, dims)
 	assert.Equal(t, map[string]float64{"SweepDuration": 1234, "GitHubRequests": 7, "GitHubNotModified": 5, "KubeRequests": 12, "ScopesSkipped": 1,
-		"ScopesDeferred": 0, "RateLimitedUntil": 0, "ExitCode": 3, "MassSuspicionScopes": 0, "ScopeSkipStreak": 2, "ActionBoundStreak": 4}, vals,
+		"ScopesDeferred": 0, "RateLimitedUntil": 0, "ExitCode": 3, "MassSuspicionScopes": 0, "RunnerLogBlind": 1, "ScopeSkipStreak": 2, "ActionBoundStreak": 4}, vals,
 		"a degraded sweep writes no LastSuccessTimestamp")
 
 	// Every pair line, summed, accounts for every outcome and pending
@@ -255,7 +262,7 @@ func TestWriteEMFQuietSweep(t *testing.T) {
 	require.Len(t, ls, 1)
 	_, vals := checkEMF(t, ls[0], now)
 	assert.Equal(t, map[string]float64{"SweepDuration": 0, "GitHubRequests": 0, "GitHubNotModified": 0, "KubeRequests": 0, "ScopesSkipped": 0,
-		"ScopesDeferred": 0, "RateLimitedUntil": 0, "ExitCode": 0, "MassSuspicionScopes": 0,
+		"ScopesDeferred": 0, "RateLimitedUntil": 0, "ExitCode": 0, "MassSuspicionScopes": 0, "RunnerLogBlind": 0,
 		"LastSuccessTimestamp": float64(started.Unix())}, vals, "no streaks from a sweep that did not read the ledger")
 }
 

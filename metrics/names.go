@@ -44,6 +44,11 @@ const (
 	// PromMassSuspicion is the scopes that set off the mass-suspicion
 	// alarm this sweep (EMF: MassSuspicionScopes).
 	PromMassSuspicion = "runner_reaper_sweep_mass_suspicion_scopes"
+	// PromRunnerLogBlind is the runners the sweep removed (or, in a dry
+	// run, would have) after reading their logs and getting no word
+	// either way: the read failed, or the tail was cut or held none of
+	// the runner's lines (EMF: RunnerLogBlind).
+	PromRunnerLogBlind = "runner_reaper_sweep_runner_log_blind"
 	// PromSkipStreak is the most sweeps in a row that any one configured
 	// scope has been skipped (failed, rate-limited or inconsistent; a
 	// deferral is neither a skip nor a break), from the ledger (EMF:

@@ -37,6 +37,7 @@ func Families() []Family {
 		{PromLastSweep, "the line's Timestamp", nil, "When the last sweep started, as Unix seconds."},
 		{PromLastSuccess, LastSuccessTimestamp, nil, "When the last sweep that exited 0 started, as Unix seconds; pushed only by such a sweep, in a group of its own."},
 		{PromMassSuspicion, MassSuspicionScopes, nil, "Scopes that set off the mass-suspicion alarm in the last sweep."},
+		{PromRunnerLogBlind, RunnerLogBlind, nil, "Runners the last sweep removed (or would have) whose log it read with no word either way: the read failed, or the tail was cut or held none of the runner's lines."},
 		{PromSkipStreak, ScopeSkipStreak, nil, "Most sweeps in a row that one configured scope has been skipped (failed, rate-limited or inconsistent)."},
 		{PromBoundStreak, ActionBoundStreak, nil, "Sweeps in a row in which the action bound left a ready candidate for later."},
 		{PromReapLoops, ReapLoops, nil, "Groups of runner pods in a reap loop (REAPER_LOOP_THRESHOLD actions with one fingerprint within REAPER_LOOP_WINDOW) as the last sweep left the ledger."},
@@ -97,7 +98,20 @@ func Samples(res sweep.Result) []Sample {
 		Sample{PromExitCode, []string{res.Mode.String()}, float64(res.Status)},
 		Sample{PromLastSweep, nil, unixSeconds(res)},
 		Sample{PromMassSuspicion, nil, float64(len(res.Confirmation.MassSuspicion))},
+		Sample{PromRunnerLogBlind, nil, float64(runnerLogBlind(res))},
 	)
+}
+
+// runnerLogBlind is the runners the sweep removed with no word from their
+// logs (reap.Outcome.LogBlind).
+func runnerLogBlind(res sweep.Result) int {
+	n := 0
+	for _, o := range res.Outcomes {
+		if _, blind := o.LogBlind(); blind {
+			n++
+		}
+	}
+	return n
 }
 
 // SuccessSamples is the last-success figure, only for a sweep that exited

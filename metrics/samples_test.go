@@ -61,6 +61,7 @@ func TestSamplesOfABusySweep(t *testing.T) {
 		PromExitCode + "|sweep":                            3,
 		PromLastSweep:                                      float64(now.UnixNano()) / 1e9,
 		PromMassSuspicion:                                  1,
+		PromRunnerLogBlind:                                 1,
 		PromSkipStreak:                                     2,
 		PromBoundStreak:                                    4,
 	}, got)
