@@ -89,19 +89,25 @@ func TestTailRunnerLogReadsNoMoreThanTheBound(t *testing.T) {
 }
 
 func TestTailRunnerLogErrors(t *testing.T) {
-	status := func(code int, reason, msg string) string {
-		return `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"` + msg + `","reason":"` + reason + `","code":` + strconv.Itoa(code) + `}`
+	status := func(code int, reason, msg, kind string) string {
+		return `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"` + msg + `","reason":"` + reason +
+			`","details":{"name":"runner-1","kind":"` + kind + `"},"code":` + strconv.Itoa(code) + `}`
 	}
 	for _, tc := range []struct {
 		name      string
 		code      int
 		body      string
 		forbidden bool
+		says      string
 	}{
-		{"RBAC refuses", http.StatusForbidden, status(403, "Forbidden", `pods \"runner-1\" is forbidden: User \"reaper\" cannot get resource \"pods/log\"`), true},
-		{"the pod is gone", http.StatusNotFound, status(404, "NotFound", `pods \"runner-1\" not found`), false},
-		{"the container is not running", http.StatusBadRequest, status(400, "BadRequest", `container \"runner\" in pod \"runner-1\" is waiting to start`), false},
-		{"the kubelet is unreachable", http.StatusInternalServerError, status(500, "InternalError", "dial tcp: i/o timeout"), false},
+		{"RBAC refuses", http.StatusForbidden, status(403, "Forbidden", `pods \"runner-1\" is forbidden: User \"reaper\" cannot get resource \"pods/log\" in API group \"\" in the namespace \"runners\"`, "pods"), true, "cannot get"},
+		// The API server passes the kubelet's status on, under the
+		// resource pods/log: a 403 there is the node refusing the API
+		// server, which no right of the reaper's would change.
+		{"the kubelet refuses the API server", http.StatusForbidden, status(403, "Forbidden", "Forbidden (user=kube-apiserver-kubelet-client, verb=get, resource=nodes, subresource=proxy)", "pods/log"), false, "the node's kubelet refused the API server"},
+		{"the pod is gone", http.StatusNotFound, status(404, "NotFound", `pods \"runner-1\" not found`, "pods"), false, "not found"},
+		{"the container is not running", http.StatusBadRequest, status(400, "BadRequest", `container \"runner\" in pod \"runner-1\" is waiting to start`, ""), false, "waiting to start"},
+		{"the kubelet is unreachable", http.StatusInternalServerError, status(500, "InternalError", "dial tcp: i/o timeout", ""), false, "i/o timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := logServer(t, tc.code, tc.body)
@@ -110,6 +116,7 @@ func TestTailRunnerLogErrors(t *testing.T) {
 			assert.Nil(t, b)
 			assert.Equal(t, tc.forbidden, errors.Is(err, fleet.ErrNoLogRight), "%v", err)
 			assert.Contains(t, err.Error(), "read the log of pod runners/runner-1 container runner")
+			assert.Contains(t, err.Error(), tc.says)
 		})
 	}
 	t.Run("no answer in time", func(t *testing.T) {
