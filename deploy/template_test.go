@@ -550,9 +550,10 @@ func TestEnvironmentIsAValidConfiguration(t *testing.T) {
 			name:   "token and dynamodb",
 			params: map[string]string{},
 			want: map[string]string{
-				"REAPER_LEDGER":      "dynamodb:" + tableRef,
-				"REAPER_DRY_RUN":     "true",
-				"REAPER_EKS_CLUSTER": "build-fleet",
+				"REAPER_LEDGER":          "dynamodb:" + tableRef,
+				"REAPER_DRY_RUN":         "true",
+				"REAPER_EKS_CLUSTER":     "build-fleet",
+				"REAPER_READ_RUNNER_LOG": "true",
 			},
 			absent: []string{"REAPER_GITHUB_APP_ID", "REAPER_GITHUB_INSTALLATION_ID", "REAPER_SCOPE_LABEL", "REAPER_OWNER_STAMP_LABEL",
 				"REAPER_GHOST_NAME_PREFIX", "REAPER_GHOST_LABEL"},
@@ -564,7 +565,7 @@ func TestEnvironmentIsAValidConfiguration(t *testing.T) {
 				"DryRun": "false", "MaxActions": "3", "MaxFraction": "0.1", "ConfirmAfter": "2m",
 				"ScopeLabel": "runners.example.com/scope", "OwnerStampLabel": "pool.example.com/claimed-by",
 				"GhostNamePrefix": "arc-runners-", "GhostLabel": "reaper-owned", "ArcLeaks": "true", "ArcRemoveFinalizers": "true",
-				"DeleteServiceAccount": "true", "LogLevel": "debug", "Namespaces": "arc-runners,arc-gpu",
+				"DeleteServiceAccount": "true", "LogLevel": "debug", "Namespaces": "arc-runners,arc-gpu", "ReadRunnerLog": "false",
 			},
 			want: map[string]string{
 				"REAPER_LEDGER":                 "configmap:arc-runners/runner-reaper-ledger",
@@ -575,6 +576,7 @@ func TestEnvironmentIsAValidConfiguration(t *testing.T) {
 				"REAPER_MAX_FRACTION":           "0.1",
 				"REAPER_CONFIRM_AFTER":          "2m",
 				"REAPER_GHOST_LABEL":            "reaper-owned",
+				"REAPER_READ_RUNNER_LOG":        "false",
 			},
 		},
 	} {
