@@ -32,8 +32,10 @@ import (
 
 const (
 	// ClusterNodeIP is the kubelet's --node-ip (RFC 5737 TEST-NET-1), on a
-	// veth interface inside the test's network namespace. Nothing connects
-	// to it: logs are read from disk, never through the kubelet.
+	// veth interface inside the test's network namespace. The API server
+	// dials the kubelet there to serve pods/log (the reaper's read of a
+	// runner's log); that traffic too stays in the namespace, which is why
+	// StartCluster refuses to run anywhere else.
 	ClusterNodeIP = "192.0.2.10"
 	// ClusterNodeName is the one node's name.
 	ClusterNodeName = "reaper-test-node"
@@ -211,6 +213,16 @@ func privateRuntimeDirs() error {
 	return nil
 }
 
+// insideTestNamespaces refuses a process that is not the first of the
+// namespaces ClusterMain made: outside them the kubelet's address and the
+// API server's connections to it, /run and /var/log would be the host's.
+func insideTestNamespaces() error {
+	if os.Getenv(insideEnv) == "" || os.Getpid() != 1 {
+		return errors.New("real cluster: StartCluster runs only as the first process of the test's own namespaces (ClusterMain), never on the host's network and mounts")
+	}
+	return nil
+}
+
 // nodeNetwork brings up loopback and the node's interface in the new
 // network namespace.
 func nodeNetwork() error {
@@ -238,6 +250,9 @@ func nodeNetwork() error {
 // docker-archive tarballs to import besides the pause image. On error, the
 // returned Cluster (when not nil) must still be stopped.
 func StartCluster(dir string, images func(dir string) ([]string, error)) (*Cluster, error) {
+	if err := insideTestNamespaces(); err != nil {
+		return nil, err
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
