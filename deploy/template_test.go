@@ -30,15 +30,17 @@ import (
 )
 
 const (
-	functionID   = "ReaperFunction"
-	roleID       = "ReaperFunctionRole"
-	tableID      = "LedgerTable"
-	accessID     = "ReaperAccessEntry"
-	lambdaGroup  = "runner-reaper-lambda"
-	cronjobRole  = "runner-reaper"
-	runnersNS    = "arc-runners"
-	bindingName  = "runner-reaper-lambda"
-	clusterArnFn = "arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"
+	functionID  = "ReaperFunction"
+	roleID      = "ReaperFunctionRole"
+	tableID     = "LedgerTable"
+	accessID    = "ReaperAccessEntry"
+	lambdaGroup = "runner-reaper-lambda"
+	cronjobRole = "runner-reaper"
+	runnersNS   = "arc-runners"
+	bindingName = "runner-reaper-lambda"
+	// runnerLogRBAC names components/runner-log's Role and RoleBinding.
+	runnerLogRBAC = "runner-reaper-runner-log"
+	clusterArnFn  = "arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"
 )
 
 // ---------------------------------------------------------------------------
@@ -909,7 +911,33 @@ func TestLambdaAccessComponent(t *testing.T) {
 			cron := r.bindings[cronjobRole]
 			require.Len(t, cron.Subjects, 1, "the CronJob's binding is unchanged")
 			assert.Equal(t, rbacv1.ServiceAccountKind, cron.Subjects[0].Kind)
-			assert.Len(t, r.bindings, 2)
+
+			// The runner-log right, in a Role of its own, is the
+			// Lambda's too.
+			require.Contains(t, r.bindings, runnerLogRBAC)
+			logRB := r.bindings[runnerLogRBAC]
+			assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: runnerLogRBAC}, logRB.RoleRef)
+			assert.Equal(t, []rbacv1.Subject{cron.Subjects[0], {Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: lambdaGroup}}, logRB.Subjects,
+				"the CronJob's ServiceAccount and the Lambda's group")
+			assert.Equal(t, want, logRB.Namespace)
+			assert.Len(t, r.bindings, 3)
 		})
+	}
+
+	// With the read turned off, in either order, the runner-log Role and
+	// its binding are gone for both, and the Lambda keeps the rest.
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	for _, order := range [][]string{{"lambda-access", "runner-log-off"}, {"runner-log-off", "lambda-access"}} {
+		k := testenv.Kustomization{Base: filepath.Join(root, "k8s-cronjob")}
+		for _, c := range order {
+			k.Components = append(k.Components, filepath.Join("components", c))
+		}
+		out := testenv.Kustomize(t, k)
+		r := parseRendered(t, out)
+		assert.NotContains(t, r.roles, runnerLogRBAC)
+		assert.NotContains(t, r.bindings, runnerLogRBAC)
+		assert.Contains(t, r.bindings, bindingName)
+		assert.Len(t, r.bindings, 2)
 	}
 }

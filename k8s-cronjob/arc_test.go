@@ -81,10 +81,11 @@ func TestARCComponentsRenderExactlyTheBasePlusARC(t *testing.T) {
 			// the component's, one verb and one resource per rule.
 			want := append(append([]string(nil), leastPrivilege...), tc.rules...)
 			sort.Strings(want)
-			assert.Equal(t, want, testenv.Permissions(m.Role.Rules))
+			assert.Equal(t, want, testenv.Permissions(m.rules()))
 			require.Greater(t, len(m.Role.Rules), len(base.Role.Rules))
 			assert.Equal(t, base.Role.Rules, m.Role.Rules[:len(base.Role.Rules)], "the base's rules are kept as they are")
-			for _, r := range m.Role.Rules {
+			assert.Equal(t, base.LogRole, m.LogRole, "and the runner-log Role")
+			for _, r := range m.rules() {
 				assert.Len(t, r.Verbs, 1, "one verb per rule, so one can be dropped: %v", r)
 				assert.Len(t, r.Resources, 1, "one resource per rule: %v", r)
 				assert.Len(t, r.APIGroups, 1, "one group per rule: %v", r)

@@ -63,9 +63,13 @@ type manifest struct {
 	SA      *corev1.ServiceAccount
 	Role    *rbacv1.Role
 	Binding *rbacv1.RoleBinding
-	Config  *corev1.ConfigMap
-	Ledger  *corev1.ConfigMap
-	CronJob *batchv1.CronJob
+	// LogRole and LogBinding grant get on pods/log apart from Role
+	// (components/runner-log, which the base includes); nil without them.
+	LogRole    *rbacv1.Role
+	LogBinding *rbacv1.RoleBinding
+	Config     *corev1.ConfigMap
+	Ledger     *corev1.ConfigMap
+	CronJob    *batchv1.CronJob
 }
 
 func baseDir(t testing.TB) string {
@@ -125,6 +129,12 @@ func parse(t testing.TB, out []byte) manifest {
 		case gvk == "v1 ServiceAccount" && m.SA == nil:
 			m.SA = &corev1.ServiceAccount{}
 			into = m.SA
+		case gvk == "rbac.authorization.k8s.io/v1 Role" && head.Metadata.Name == logRBACName && m.LogRole == nil:
+			m.LogRole = &rbacv1.Role{}
+			into = m.LogRole
+		case gvk == "rbac.authorization.k8s.io/v1 RoleBinding" && head.Metadata.Name == logRBACName && m.LogBinding == nil:
+			m.LogBinding = &rbacv1.RoleBinding{}
+			into = m.LogBinding
 		case gvk == "rbac.authorization.k8s.io/v1 Role" && m.Role == nil:
 			m.Role = &rbacv1.Role{}
 			into = m.Role
@@ -152,6 +162,19 @@ func parse(t testing.TB, out []byte) manifest {
 		require.False(t, missing, "the base renders no %s", name)
 	}
 	return m
+}
+
+// logRBACName names components/runner-log's Role and RoleBinding.
+const logRBACName = "runner-reaper-runner-log"
+
+// rules are every rule the manifest grants its ServiceAccount: its Role's,
+// and the runner-log Role's when it has one.
+func (m manifest) rules() []rbacv1.PolicyRule {
+	out := append([]rbacv1.PolicyRule(nil), m.Role.Rules...)
+	if m.LogRole != nil {
+		out = append(out, m.LogRole.Rules...)
+	}
+	return out
 }
 
 // ---------------------------------------------------------------------------
@@ -367,8 +390,8 @@ func TestRoleIsExactlyTheSweepsActions(t *testing.T) {
 			m := render(t, tc.withComponent)
 			want := append([]string(nil), tc.want...)
 			sort.Strings(want)
-			assert.Equal(t, want, testenv.Permissions(m.Role.Rules))
-			for _, r := range m.Role.Rules {
+			assert.Equal(t, want, testenv.Permissions(m.rules()))
+			for _, r := range m.rules() {
 				assert.Len(t, r.Verbs, 1, "one verb per rule, so one can be dropped: %v", r)
 				assert.Len(t, r.Resources, 1, "one resource per rule: %v", r)
 				assert.Empty(t, r.NonResourceURLs)
@@ -381,8 +404,12 @@ func TestRoleIsExactlyTheSweepsActions(t *testing.T) {
 			}
 			assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: m.Role.Name}, m.Binding.RoleRef)
 			assert.Equal(t, []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: m.SA.Name, Namespace: shippedNamespace}}, m.Binding.Subjects)
+			require.NotNil(t, m.LogRole, "the base includes components/runner-log")
+			require.NotNil(t, m.LogBinding)
+			assert.Equal(t, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: m.LogRole.Name}, m.LogBinding.RoleRef)
+			assert.Equal(t, m.Binding.Subjects, m.LogBinding.Subjects, "the same ServiceAccount")
 			assert.Equal(t, m.SA.Name, m.CronJob.Spec.JobTemplate.Spec.Template.Spec.ServiceAccountName)
-			for _, obj := range []metav1.Object{m.SA, m.Role, m.Binding, m.Config, m.Ledger, m.CronJob} {
+			for _, obj := range []metav1.Object{m.SA, m.Role, m.Binding, m.LogRole, m.LogBinding, m.Config, m.Ledger, m.CronJob} {
 				assert.Equal(t, shippedNamespace, obj.GetNamespace(), obj.GetName())
 			}
 		})
@@ -429,35 +456,45 @@ func installManifest(t *testing.T, ns string, m manifest, dropRule string, ledge
 	_, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	role := m.Role.DeepCopy()
-	role.Namespace = ns
-	// dropRule names one rule, or several joined by " and ".
+	roles := []*rbacv1.Role{m.Role.DeepCopy()}
+	bindings := []*rbacv1.RoleBinding{m.Binding.DeepCopy()}
+	if m.LogRole != nil {
+		roles = append(roles, m.LogRole.DeepCopy())
+		bindings = append(bindings, m.LogBinding.DeepCopy())
+	}
+	// dropRule names one rule, or several joined by " and ", of either
+	// Role.
 	for _, drop := range strings.Split(dropRule, " and ") {
 		if drop == "" {
 			continue
 		}
-		var kept []rbacv1.PolicyRule
 		dropped := 0
-		for _, r := range role.Rules {
-			p := testenv.Permission(r)
-			if len(p) == 1 && (p[0] == drop || strings.HasPrefix(p[0], drop+" ")) {
-				dropped++
-				continue
+		for _, role := range roles {
+			var kept []rbacv1.PolicyRule
+			for _, r := range role.Rules {
+				p := testenv.Permission(r)
+				if len(p) == 1 && (p[0] == drop || strings.HasPrefix(p[0], drop+" ")) {
+					dropped++
+					continue
+				}
+				kept = append(kept, r)
 			}
-			kept = append(kept, r)
+			role.Rules = kept
 		}
 		require.Equal(t, 1, dropped, "exactly one rule grants %q", drop)
-		role.Rules = kept
 	}
-	_, err = env.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
-	require.NoError(t, err)
-
-	rb := m.Binding.DeepCopy()
-	rb.Namespace = ns
-	require.Len(t, rb.Subjects, 1)
-	rb.Subjects[0].Namespace = ns
-	_, err = env.Client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{})
-	require.NoError(t, err)
+	for _, role := range roles {
+		role.Namespace = ns
+		_, err = env.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	for _, rb := range bindings {
+		rb.Namespace = ns
+		require.Len(t, rb.Subjects, 1)
+		rb.Subjects[0].Namespace = ns
+		_, err = env.Client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
 
 	if ledger {
 		l := m.Ledger.DeepCopy()
@@ -743,7 +780,7 @@ func deleteServiceAccounts(t *testing.T, bin string) {
 	// The setting without the permission: the component's config with the
 	// base's Role.
 	settingOnly := withComponent
-	settingOnly.Role = base.Role
+	settingOnly.Role, settingOnly.LogRole = base.Role, base.LogRole
 
 	for _, tc := range []struct {
 		name    string

@@ -11,12 +11,17 @@ import (
 )
 
 // The read of runners' logs is on by default: the base includes
-// components/runner-log, whose one right (get pods/log) and setting come
-// together; components/runner-log-off takes both away again, and only
-// them, whatever other component an overlay adds.
+// components/runner-log, whose one right (get pods/log, in a Role and
+// RoleBinding of its own) and setting come together;
+// components/runner-log-off takes both away again, by name, and only them,
+// whatever other component an overlay adds. Adding components/runner-log a
+// second time is refused, not a second grant that runner-log-off would
+// leave behind.
 func TestRunnerLogComponents(t *testing.T) {
 	base := render(t, false)
-	assert.Contains(t, testenv.Permissions(base.Role.Rules), "get pods/log")
+	require.NotNil(t, base.LogRole)
+	assert.Equal(t, []string{"get pods/log"}, testenv.Permissions(base.LogRole.Rules), "the runner-log Role grants that and nothing else")
+	assert.NotContains(t, testenv.Permissions(base.Role.Rules), "get pods/log")
 	assert.Equal(t, "true", base.Config.Data["REAPER_READ_RUNNER_LOG"])
 
 	for _, tc := range []struct {
@@ -32,10 +37,18 @@ func TestRunnerLogComponents(t *testing.T) {
 			m := renderWith(t, tc.components...)
 			want := append(testenv.Permissions(testenv.Without(testenv.LeastPrivilege(), "get pods/log")), tc.extra...)
 			sort.Strings(want)
-			assert.Equal(t, want, testenv.Permissions(m.Role.Rules))
+			assert.Equal(t, want, testenv.Permissions(m.rules()))
+			assert.Nil(t, m.LogRole)
+			assert.Nil(t, m.LogBinding)
+			assert.NotContains(t, string(m.YAML), "pods/log")
+			assert.NotContains(t, string(m.YAML), logRBACName)
 			require.Contains(t, m.Config.Data, "REAPER_READ_RUNNER_LOG")
 			assert.Equal(t, "false", m.Config.Data["REAPER_READ_RUNNER_LOG"])
 			assert.Equal(t, base.CronJob, m.CronJob)
 		})
 	}
+
+	_, err := testenv.KustomizeErr(t, testenv.Kustomization{Base: baseDir(t), Components: []string{"components/runner-log"}})
+	require.Error(t, err, "the base already includes components/runner-log")
+	assert.Contains(t, err.Error(), "already registered id")
 }

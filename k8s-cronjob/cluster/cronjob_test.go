@@ -290,13 +290,18 @@ patches:
       - op: replace
         path: /subjects/0/namespace
         value: %q
+  - target: {kind: RoleBinding, name: runner-reaper-runner-log}
+    patch: |-
+      - op: replace
+        path: /subjects/0/namespace
+        value: %q
   - target: {kind: CronJob, name: runner-reaper}
     patch: |-
       - op: add
         path: /spec/jobTemplate/spec/template/spec/containers/0/env/-
         value: {name: KUBERNETES_SERVICE_PORT, value: %q}
 `, namespace, rel(base), rel(filepath.Join(base, "components", "arc")), rel(testComponent), scope, ghURL,
-		namespace, extra.String(), namespace, cluster.APIServerPort)
+		namespace, extra.String(), namespace, namespace, cluster.APIServerPort)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o600))
 
 	kubectl := filepath.Join(testenv.AssetsDir(cluster.Root), "kubectl")
@@ -462,7 +467,7 @@ func TestShippedCronJobOnARealKubelet(t *testing.T) { //nolint:gocyclo // one st
 			assert.NotEmpty(t, byPod[r.pod.Name], "the pod %s's own token authenticated its requests", r.pod.Name)
 		}
 		// Nothing grants the ServiceAccount anything but the manifest's
-		// RoleBinding.
+		// RoleBindings: the base's, and components/runner-log's.
 		var grants []string
 		rbs, err := cluster.Client.RbacV1().RoleBindings("").List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
@@ -488,6 +493,7 @@ func TestShippedCronJobOnARealKubelet(t *testing.T) { //nolint:gocyclo // one st
 		// issuer's OIDC discovery documents (non-resource URLs only).
 		assert.ElementsMatch(t, []string{
 			ns + "/runner-reaper -> Role/runner-reaper",
+			ns + "/runner-reaper-runner-log -> Role/runner-reaper-runner-log",
 			"cluster system:service-account-issuer-discovery -> ClusterRole/system:service-account-issuer-discovery",
 		}, grants)
 	})

@@ -184,6 +184,9 @@ func TestChartGrantsRunnerRightsInEachNamespace(t *testing.T) {
 	subject := func(ns string) []any {
 		return []any{map[string]any{"kind": "ServiceAccount", "name": release, "namespace": ns}}
 	}
+	logRole := release + "-runner-log"
+	logRules := rules(t, find(arc, "Role", namespace, logRole))
+	require.NotEmpty(t, logRules, "the base's components/runner-log Role")
 
 	for _, c := range []struct {
 		name       string
@@ -198,11 +201,23 @@ func TestChartGrantsRunnerRightsInEachNamespace(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			objs := mustRender(t, c.release, map[string]any{"arc": map[string]any{"enabled": true}, "namespaces": c.namespaces})
-			var roles []string
+			var roles, logRoles []string
 			for _, o := range objs {
-				if o.GetKind() == "Role" {
+				switch {
+				case o.GetKind() == "Role" && o.GetName() == release:
 					roles = append(roles, o.GetNamespace())
+				case o.GetKind() == "Role" && o.GetName() == logRole:
+					logRoles = append(logRoles, o.GetNamespace())
+				case o.GetKind() == "Role":
+					t.Errorf("a Role the base has not: %s/%s", o.GetNamespace(), o.GetName())
 				}
+			}
+			assert.ElementsMatch(t, c.namespaces, logRoles, "the runner-log Role in each namespace swept, and only there")
+			for _, ns := range c.namespaces {
+				assert.Equal(t, logRules, rules(t, find(objs, "Role", ns, logRole)), "the runner-log Role in %s", ns)
+				rb := find(objs, "RoleBinding", ns, logRole)
+				require.NotNil(t, rb, "the runner-log RoleBinding in %s", ns)
+				assert.Equal(t, subject(c.release), rb.Object["subjects"], "bound to the release's ServiceAccount")
 			}
 			var want []string
 			for ns := range c.want {

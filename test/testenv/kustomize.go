@@ -29,6 +29,17 @@ type Kustomization struct {
 // names the base and the components by paths relative to itself.
 func Kustomize(t testing.TB, k Kustomization) []byte {
 	t.Helper()
+	out, err := KustomizeErr(t, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// KustomizeErr is Kustomize for a rendering that may be refused: kustomize's
+// refusal is returned, not fatal.
+func KustomizeErr(t testing.TB, k Kustomization) ([]byte, error) {
+	t.Helper()
 	base, err := filepath.Abs(k.Base)
 	if err != nil {
 		t.Fatalf("kustomize base %s: %v", k.Base, err)
@@ -70,7 +81,7 @@ func Kustomize(t testing.TB, k Kustomization) []byte {
 	cmd := exec.Command("kubectl", "kustomize", dir)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl kustomize %s: %v: %s", dir, err, stderr.String())
+		return nil, fmt.Errorf("kubectl kustomize %s: %w: %s", dir, err, stderr.String())
 	}
-	return stdout.Bytes()
+	return stdout.Bytes(), nil
 }

@@ -51,7 +51,7 @@ func LeastPrivilege() []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update"}, ResourceNames: []string{LedgerConfigMap}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		// REAPER_READ_RUNNER_LOG, on by default: the kustomize base's
-		// components/runner-log.
+		// components/runner-log, which grants it in a Role of its own.
 		{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 	}
 }

@@ -379,13 +379,6 @@ option grants exactly what its component in k8s-cronjob/components does.
   resources: ["serviceaccounts"]
   verbs: ["delete"]
 {{- end }}
-{{- if and $swept $root.Values.runnerLog.enabled }}
-# runnerLog.enabled (components/runner-log): read the tail of a running
-# runner's log before acting on it, when no job is recorded for it
-- apiGroups: [""]
-  resources: ["pods/log"]
-  verbs: ["get"]
-{{- end }}
 {{- end }}
 
 {{/*
