@@ -204,9 +204,14 @@ func (r *Reaper) asks(c reconcile.Candidate) bool {
 // runner offline, or with a token that cannot read Actions, and spend the
 // rate limit the lists need. The rotation keeps checks that fail for good
 // from holding the others back for ever: each takes its turn behind them.
-func (r *Reaper) jobCheckTurns(cs []reconcile.Candidate) map[int]bool {
+// A candidate waiting behind its looping group's first (loopWaiting) is
+// never asked: it is held whatever GitHub would say.
+func (r *Reaper) jobCheckTurns(cs []reconcile.Candidate, waiting map[int]bool) map[int]bool {
 	var idx []int
 	for i, c := range cs {
+		if waiting[i] {
+			continue
+		}
 		// Only a candidate that would reach the check takes a turn: one
 		// only reported, or already deleting, is never asked, never
 		// stamped, and would hold its turn on every sweep.

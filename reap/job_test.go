@@ -378,6 +378,6 @@ func TestJobChecksThatHangStarveNothing(t *testing.T) {
 	next.Jobs, next.Limits.MaxActions = desk, 1 // room for two checks
 	turns := New(rec, rec, next).jobCheckTurns([]reconcile.Candidate{
 		asked, withJob(cand(fleet.Zombie, "never-a", 21), 21), withJob(cand(fleet.Zombie, "never-b", 22), 22),
-	})
+	}, nil)
 	assert.Equal(t, map[int]bool{1: true, 2: true}, turns)
 }

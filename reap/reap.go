@@ -298,8 +298,9 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	reconcile.Order(cs)
 	budget := reconcile.NewBudget(r.opts.Limits, managedPods)
 	budget.HoldLoops(r.looping)
-	turns := r.jobCheckTurns(cs)
-	logTurns := r.logTurns(cs, budget, turns)
+	waiting := r.loopWaiting(cs)
+	turns := r.jobCheckTurns(cs, waiting)
+	logTurns := r.logTurns(cs, budget, turns, waiting)
 	// The job checks ask GitHub and the log reads the API server: they go
 	// together, each under its own budget, before anything is admitted.
 	var reads map[int]*LogRead
@@ -324,9 +325,11 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			// A delete of an object being deleted changes nothing: it
 			// is not written, not reported done, and takes no place.
 			out[i].Result = fleet.AlreadyDeleting
-		case budget.LoopHeld(c):
+		case budget.LoopHeld(c) || waiting[i] && r.needsTurn(c):
 			// Its group loops and has had its one action of the
-			// sweep: it takes no place in the bound.
+			// sweep, or waits behind the group's first candidate
+			// with no check or read of its own (loopWaiting): it
+			// takes no place in the bound.
 			out[i].Result = fleet.LoopHeld
 		case !budget.Fits(c):
 			out[i].Bounded = true
@@ -349,9 +352,10 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 
 	sem := make(chan struct{}, r.opts.Concurrency)
 	var wg sync.WaitGroup
+	freed := map[fleet.Group]bool{}
 	for i := range out {
 		o := &out[i]
-		if o.Result != "" {
+		if o.Result != "" && !r.takesOver(o, freed, budget) {
 			continue
 		}
 		// The sweep's context only decides whether an action starts.
@@ -360,6 +364,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 			continue
 		}
 		if r.needsGitHub(o.Candidate) && r.held(o) {
+			r.freeLoop(o, freed)
 			continue
 		}
 		// The slot for the candidate's Kubernetes writes is taken before
@@ -376,6 +381,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 		}
 		actx, cancel := r.actionContext(ctx, ObjectRoom)
 		if !r.preflight(actx, o) {
+			r.freeLoop(o, freed)
 			cancel()
 			<-sem
 			continue

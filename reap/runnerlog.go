@@ -51,8 +51,9 @@ func (r *Reaper) needsLogRead(c reconcile.Candidate) bool {
 // one per action the sweep may take, never one per pod observed. A
 // candidate that needs a read and finds no turn (a protected runner freed
 // a place it could have taken) is deferred to a later sweep, which reads
-// it. One that GitHub's rate limit holds anyway is not read.
-func (r *Reaper) logTurns(cs []reconcile.Candidate, budget *reconcile.Budget, jobTurns map[int]bool) map[int]bool {
+// it. One that GitHub's rate limit holds anyway is not read, nor one
+// waiting behind its looping group's first (loopWaiting).
+func (r *Reaper) logTurns(cs []reconcile.Candidate, budget *reconcile.Budget, jobTurns, waiting map[int]bool) map[int]bool {
 	if r.opts.RunnerLogs == nil {
 		return nil
 	}
@@ -61,6 +62,8 @@ func (r *Reaper) logTurns(cs []reconcile.Candidate, budget *reconcile.Budget, jo
 	for i, c := range cs {
 		switch {
 		case r.Action(c) == Report, alreadyDeleting(c), !scratch.Fits(c):
+			continue
+		case scratch.LoopHeld(c) || waiting[i] && r.needsTurn(c):
 			continue
 		case needsJobCheck(c) && (!r.asks(c) || !jobTurns[i]):
 			// Held or deferred by the job guard: it takes no place.
