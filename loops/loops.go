@@ -16,6 +16,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/reconcile"
@@ -63,15 +64,58 @@ func (p Policy) perGroup() int { return 2 * max(p.Threshold, MinThreshold) }
 
 // Fingerprint is how the candidate's runner failed, the key a loop is
 // counted by: a terminal pod's exit class (reconcile.Fingerprint), a
-// never-started pod's waiting reason, else the verdict's name.
+// never-started pod's waiting reason (at most MaxFingerprint bytes of it),
+// else the verdict's name.
 func Fingerprint(c reconcile.Candidate) string {
 	switch {
 	case c.Verdict == fleet.Terminal && c.Exit != nil:
 		return string(c.Exit.Class)
 	case c.Verdict == fleet.NeverStarted && c.Pod != nil && c.Pod.StartWait != nil && c.Pod.StartWait.Reason != "":
-		return c.Pod.StartWait.Reason
+		return truncate(c.Pod.StartWait.Reason, MaxFingerprint)
 	}
 	return string(c.Verdict)
+}
+
+// MaxFingerprint bounds a fingerprint taken from the pod (a waiting
+// reason, which the kubelet or a runtime writes and nothing bounds): it
+// goes into the ledger, a metric label and an Event, and Kubernetes' own
+// reasons are a few dozen bytes.
+const MaxFingerprint = 64
+
+// truncate is s cut to at most n bytes, at a rune's boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Failure reports whether an action of the verdict with the fingerprint
+// is a failure a broken template causes, the only kind a loop counts: a
+// runner that exited because its version is refused (outdated), crashed,
+// ran out of memory or was killed; a pod that never started, whatever it
+// waits for; a runner that never registered (a bad token or GitHub App, a
+// scope or network path the template sets). A runner that ended as
+// runners end (exit 0, SIGTERM) or with no exit recorded is a pool
+// tidying its finished pods, however many it has. A zombie is not counted
+// either: its verdict rests on GitHub's offline flag, which a GitHub
+// incident or a network partition sets for every group's runners at once,
+// a fault of no template; a looping group's zombies are still held with
+// its other confirmed verdicts.
+func Failure(verdict, fingerprint string) bool {
+	switch fleet.Verdict(verdict) {
+	case fleet.Terminal:
+		switch reconcile.ExitClass(fingerprint) {
+		case reconcile.ExitOutdated, reconcile.ExitCrash, reconcile.ExitOOMHost, reconcile.ExitSIGKILL:
+			return true
+		}
+	case fleet.NeverStarted, fleet.Unregistered:
+		return true
+	}
+	return false
 }
 
 // Act is one action really done, to be added to the window.
@@ -82,16 +126,22 @@ type Act struct {
 
 // ActOf is the window's entry for a candidate acted on at now; false for
 // one whose pod is in no group (or that has no pod: a ghost, ARC's own
-// leaks without one), which no loop counts.
+// leaks without one), and for one that is no failure (Failure), which no
+// loop counts.
 func ActOf(c reconcile.Candidate, now time.Time) (Act, bool) {
 	if c.Pod == nil || c.Pod.Group.IsZero() {
 		return Act{}, false
 	}
-	return Act{Group: c.Pod.Group, Entry: state.LoopEntry{At: now, Fingerprint: Fingerprint(c), Verdict: string(c.Verdict)}}, true
+	e := state.LoopEntry{At: now, Fingerprint: Fingerprint(c), Verdict: string(c.Verdict)}
+	if !Failure(e.Verdict, e.Fingerprint) {
+		return Act{}, false
+	}
+	return Act{Group: c.Pod.Group, Entry: e}, true
 }
 
 // Prune is the window w as it stands at now: each group's entries within
-// the window (none dated more than a little after now), in time order, at
+// the window (none dated more than a little after now) that are failures
+// (Failure: a window an older release wrote may hold others), in time order, at
 // most twice the threshold of the newest; and at most MaxGroups groups,
 // those whose newest entry is the latest. A group left with no entry goes.
 // w is not changed.
@@ -101,7 +151,7 @@ func Prune(w map[string][]state.LoopEntry, now time.Time, p Policy) map[string][
 	for g, es := range w {
 		var kept []state.LoopEntry
 		for _, e := range es {
-			if e.At.After(from) && !e.At.After(to) {
+			if e.At.After(from) && !e.At.After(to) && Failure(e.Verdict, e.Fingerprint) {
 				kept = append(kept, e)
 			}
 		}
@@ -234,12 +284,8 @@ func Fix(fingerprint string) string {
 		return "the runner is killed (an OOM in a VM, or another SIGKILL): check the node's or VM's memory"
 	case string(reconcile.ExitCrash):
 		return "the runner crashes on start: read the runner container's log (kubectl logs --previous) and check the template's image, command and environment"
-	case string(reconcile.ExitClean):
-		return "the runners exit at once without a job: check the runner's configuration and its registration token"
 	case string(fleet.Unregistered):
 		return "the runners never register on GitHub: check the registration token or GitHub App, the scope and the network path to GitHub"
-	case string(fleet.Zombie):
-		return "the runners drop off GitHub while their pods run: check the network path to GitHub and the runner's log"
 	}
 	return "the group's runners keep failing the same way: check its template, and the runner container's log"
 }

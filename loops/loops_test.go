@@ -2,8 +2,10 @@ package loops
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,8 +17,14 @@ import (
 
 var now = time.Date(2026, 9, 20, 12, 0, 0, 0, time.UTC)
 
+// entry is an action ago with the fingerprint: a terminal pod's for an
+// exit class, else a never-started pod's waiting reason.
 func entry(ago time.Duration, fp string) state.LoopEntry {
-	return state.LoopEntry{At: now.Add(-ago), Fingerprint: fp, Verdict: string(fleet.Terminal)}
+	v := fleet.Terminal
+	if !Failure(string(v), fp) {
+		v = fleet.NeverStarted
+	}
+	return state.LoopEntry{At: now.Add(-ago), Fingerprint: fp, Verdict: string(v)}
 }
 
 func candidate(v fleet.Verdict, pod *fleet.Pod, exit *reconcile.Exit) reconcile.Candidate {
@@ -43,6 +51,79 @@ func TestFingerprint(t *testing.T) {
 			assert.Equal(t, tc.want, Fingerprint(tc.c))
 		})
 	}
+}
+
+// TestFingerprintBounded: a waiting reason is the pod's text, and the
+// fingerprint keeps at most MaxFingerprint bytes of it, cut at a rune.
+func TestFingerprintBounded(t *testing.T) {
+	cases := []struct {
+		name, reason, want string
+	}{
+		{"a short reason whole", "ErrImagePull", "ErrImagePull"},
+		{"exactly the bound", strings.Repeat("a", MaxFingerprint), strings.Repeat("a", MaxFingerprint)},
+		{"a long reason cut", strings.Repeat("b", 10*MaxFingerprint), strings.Repeat("b", MaxFingerprint)},
+		{"cut before a rune that would cross the bound", strings.Repeat("c", MaxFingerprint-1) + "é", strings.Repeat("c", MaxFingerprint-1)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Fingerprint(candidate(fleet.NeverStarted, &fleet.Pod{StartWait: &fleet.StartWait{Reason: tc.reason}}, nil))
+			assert.Equal(t, tc.want, got)
+			assert.True(t, utf8.ValidString(got))
+		})
+	}
+}
+
+// TestOnlyFailuresCount: a pool that tidies its finished pods (exit 0,
+// SIGTERM, no exit recorded) is no loop however many it deletes, nor is a
+// group whose zombies GitHub's offline flag made; the failures a broken
+// template causes are.
+func TestOnlyFailuresCount(t *testing.T) {
+	g := fleet.GroupOf("ReplicaSet", "ci", "pool-1")
+	p := Policy{Threshold: 3, Window: 30 * time.Minute}
+	exit := func(code int32, class reconcile.ExitClass) *reconcile.Exit { return &reconcile.Exit{Code: code, Class: class} }
+	cases := []struct {
+		name  string
+		c     reconcile.Candidate
+		loops bool
+	}{
+		{"exit 0", candidate(fleet.Terminal, &fleet.Pod{Group: g}, exit(0, reconcile.ExitClean)), false},
+		{"SIGTERM", candidate(fleet.Terminal, &fleet.Pod{Group: g}, exit(143, reconcile.ExitSIGTERM)), false},
+		{"no exit recorded", candidate(fleet.Terminal, &fleet.Pod{Group: g}, exit(0, reconcile.ExitUnknown)), false},
+		{"no exit read", candidate(fleet.Terminal, &fleet.Pod{Group: g}, nil), false},
+		{"zombie", candidate(fleet.Zombie, &fleet.Pod{Group: g}, nil), false},
+		{"orphan-stamped", candidate(fleet.OrphanStamped, &fleet.Pod{Group: g}, nil), false},
+		{"outdated", candidate(fleet.Terminal, &fleet.Pod{Group: g}, exit(7, reconcile.ExitOutdated)), true},
+		{"crash", candidate(fleet.Terminal, &fleet.Pod{Group: g}, exit(1, reconcile.ExitCrash)), true},
+		{"oom-host", candidate(fleet.Terminal, &fleet.Pod{Group: g}, exit(137, reconcile.ExitOOMHost)), true},
+		{"sigkill", candidate(fleet.Terminal, &fleet.Pod{Group: g}, exit(137, reconcile.ExitSIGKILL)), true},
+		{"never-started", candidate(fleet.NeverStarted, &fleet.Pod{Group: g, StartWait: &fleet.StartWait{Reason: "ImagePullBackOff"}}, nil), true},
+		{"unregistered", candidate(fleet.Unregistered, &fleet.Pod{Group: g}, nil), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var w map[string][]state.LoopEntry
+			for i := range 5 {
+				at := now.Add(time.Duration(i-5) * time.Minute)
+				if a, ok := ActOf(tc.c, at); ok {
+					w = Add(w, []Act{a}, at, p)
+				}
+			}
+			assert.Equal(t, tc.loops, len(Detect(w, now, p)) == 1)
+			assert.Equal(t, tc.loops, len(w) == 1, "only a failure is kept in the window")
+		})
+	}
+	t.Run("a window an older release wrote with finished pods in it", func(t *testing.T) {
+		old := map[string][]state.LoopEntry{g.String(): {
+			{At: now.Add(-4 * time.Minute), Fingerprint: "clean", Verdict: "terminal"},
+			{At: now.Add(-3 * time.Minute), Fingerprint: "clean", Verdict: "terminal"},
+			{At: now.Add(-2 * time.Minute), Fingerprint: "zombie", Verdict: "zombie"},
+			{At: now.Add(-2 * time.Minute), Fingerprint: "zombie", Verdict: "zombie"},
+			{At: now.Add(-time.Minute), Fingerprint: "clean", Verdict: "terminal"},
+			{At: now.Add(-time.Minute), Fingerprint: "zombie", Verdict: "zombie"},
+		}}
+		assert.Empty(t, Detect(old, now, p))
+		assert.Nil(t, Prune(old, now, p))
+	})
 }
 
 func TestActOf(t *testing.T) {
@@ -139,13 +220,13 @@ func TestDetect(t *testing.T) {
 		{"the commonest fingerprint of a mixed group", map[string][]state.LoopEntry{
 			rs.String(): {entry(5*time.Minute, "ImagePullBackOff"), entry(4*time.Minute, "crash"), entry(3*time.Minute, "ErrImagePull"),
 				entry(2*time.Minute, "ImagePullBackOff"), entry(time.Minute, "ImagePullBackOff")},
-		}, []Loop{{Group: rs, Count: 3, Fingerprint: "ImagePullBackOff", Verdict: "terminal", First: now.Add(-5 * time.Minute), Last: now.Add(-time.Minute),
+		}, []Loop{{Group: rs, Count: 3, Fingerprint: "ImagePullBackOff", Verdict: "never-started", First: now.Add(-5 * time.Minute), Last: now.Add(-time.Minute),
 			Fix: "the runner image cannot be pulled: check the image name and pull secret"}}},
 		{"loops come most actions first", map[string][]state.LoopEntry{
 			set.String(): {entry(3*time.Minute, "crash"), entry(2*time.Minute, "crash"), entry(time.Minute, "crash")},
 			rs.String():  {entry(4*time.Minute, "CreateContainerConfigError"), entry(3*time.Minute, "CreateContainerConfigError"), entry(2*time.Minute, "CreateContainerConfigError"), entry(time.Minute, "CreateContainerConfigError")},
 		}, []Loop{
-			{Group: rs, Count: 4, Fingerprint: "CreateContainerConfigError", Verdict: "terminal", First: now.Add(-4 * time.Minute), Last: now.Add(-time.Minute), Fix: "a Secret or ConfigMap the template names is missing"},
+			{Group: rs, Count: 4, Fingerprint: "CreateContainerConfigError", Verdict: "never-started", First: now.Add(-4 * time.Minute), Last: now.Add(-time.Minute), Fix: "a Secret or ConfigMap the template names is missing"},
 			{Group: set, Count: 3, Fingerprint: "crash", Verdict: "terminal", First: now.Add(-3 * time.Minute), Last: now.Add(-time.Minute), Fix: Fix("crash")},
 		}},
 		{"a key that names no group is no loop", map[string][]state.LoopEntry{
