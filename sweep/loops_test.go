@@ -251,3 +251,49 @@ func TestOverlappingSaveAfterActingKeepsTheLoopWindow(t *testing.T) {
 		})
 	}
 }
+
+// A sweep that began minutes before the one that won the race merges its
+// actions into that sweep's window pruned at the clock as it reads when
+// it saves, not as it read when it began: the winner's actions, dated
+// after this sweep's start, are not taken for a lying clock's.
+func TestMergedLoopWindowKeepsALaterSweepsActions(t *testing.T) {
+	tests := []struct {
+		name  string
+		later time.Duration
+	}{
+		{"the winner began a minute later", time.Minute},
+		{"the winner began two minutes later", 2 * time.Minute},
+		{"the winner began ten minutes later", 10 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			open := ledgers()["file"]
+			store := open(t)
+			w := newWorld()
+			w.ledger = store()
+			w.kube.pods = append(w.kube.pods, outdated("broken-0", brokenSet))
+			winner := state.LoopEntry{At: t0.Add(tt.later), Fingerprint: "crash", Verdict: "terminal"}
+			a := w.loopSweeper(&objectEvents{}, &bytes.Buffer{})
+			a.Ledger = &beforeSave{Store: store(), n: 2, hook: func() {
+				// Another sweep, begun later, saves its actions
+				// between A's two saves; A's clock has moved on as
+				// much by the time it saves again.
+				w.now = t0.Add(tt.later)
+				other := store()
+				l, v, err := other.Load(context.Background())
+				require.NoError(t, err)
+				l.Loops = map[string][]state.LoopEntry{healthySet.String(): {winner}}
+				_, err = other.Save(context.Background(), l, v)
+				require.NoError(t, err)
+			}}
+			res := a.Run(context.Background(), sweep.Act)
+			require.NoError(t, res.Err)
+			require.Equal(t, 3, a.Ledger.(*beforeSave).saves)
+
+			l, _, err := store().Load(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, []state.LoopEntry{winner}, l.Loops[healthySet.String()], "the winner's action stays")
+			assert.Equal(t, []state.LoopEntry{{At: t0, Fingerprint: "outdated", Verdict: "terminal"}}, l.Loops[brokenSet.String()], "A's is added")
+		})
+	}
+}

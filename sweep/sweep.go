@@ -620,7 +620,7 @@ func (s *Sweeper) saveActed(ctx context.Context, ledger state.Ledger, version st
 			settleMarks(marks, res.Outcomes, res.Started, acted)
 		}
 		var landed bool
-		if landed, kept = s.keepRecords(sctx, records, acts, res.Started, settle); landed {
+		if landed, kept = s.keepRecords(sctx, records, acts, settle); landed {
 			// The save had landed; only its answer was lost.
 			res.LedgerTrim = s.lastTrim()
 			return nil
@@ -668,7 +668,7 @@ const recordTries = 3
 // there by this sweep, and a save is whole or nothing, so one of them
 // there means that all of them were saved (some may since have been
 // trimmed, as the oldest, to fit).
-func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record, acts []loops.Act, at time.Time, settle func(map[string]fleet.Mark)) (landed, kept bool) {
+func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record, acts []loops.Act, settle func(map[string]fleet.Mark)) (landed, kept bool) {
 	for try := range recordTries {
 		l, v, err := s.Ledger.Load(ctx)
 		if err != nil {
@@ -684,8 +684,11 @@ func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record, acts 
 		}
 		if len(acts) > 0 {
 			// The other sweep's window, with this sweep's actions:
-			// a loop is the actions of every sweep.
-			l.Loops = loops.Add(l.Loops, acts, at, s.Loops)
+			// a loop is the actions of every sweep. It is pruned at
+			// the clock as it reads now, not when this sweep began:
+			// the other sweep may have begun minutes later, and its
+			// actions are not from the future.
+			l.Loops = loops.Add(l.Loops, acts, s.windowNow(acts), s.Loops)
 		}
 		if len(records) > 0 {
 			// The other sweep's records may be newer than these: the
@@ -703,6 +706,19 @@ func (s *Sweeper) keepRecords(ctx context.Context, records []state.Record, acts 
 		}
 	}
 	return false, false
+}
+
+// windowNow is the time the loop window is pruned at when it is merged
+// with another sweep's: the reference clock read now, and never before
+// this sweep's own actions.
+func (s *Sweeper) windowNow(acts []loops.Act) time.Time {
+	now := s.Now().UTC().Round(0)
+	for _, a := range acts {
+		if a.Entry.At.After(now) {
+			now = a.Entry.At
+		}
+	}
+	return now
 }
 
 // anyAct reports whether the window w holds any of acts: each is stamped
