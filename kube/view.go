@@ -89,7 +89,8 @@ type Mapping struct {
 func (m Mapping) keys() *metaKeys {
 	k := &metaKeys{
 		labels: []string{LabelEnterprise, LabelOrganization, LabelRepository,
-			LabelScaleSetName, LabelScaleSetNamespace, LabelLegacyRunnerDeployment, LabelLegacyRunnerSet},
+			LabelScaleSetName, LabelScaleSetNamespace, LabelLegacyRunnerDeployment, LabelLegacyRunnerSet,
+			LabelPodTemplateHash, LabelControllerRevisionHash},
 		annotations: []string{AnnotationLegacyRunnerID, metav1.InitialEventsAnnotationKey},
 		runner:      m.runnerContainerName(),
 	}
@@ -159,9 +160,14 @@ func (m Mapping) View(p *corev1.Pod) fleet.Pod {
 // (an EphemeralRunner, a Runner) name one runner, not a template, so a
 // pod they own without the labels is in no group. fleet.GroupOf interns
 // the name, so the views of a group's pods share one string.
+//
+// The group is always in the pod's own namespace: ARC sets its scale-set
+// namespace label to it, and a label that said otherwise, which anyone who
+// can make a pod can write, would count the pod into another namespace's
+// group, hold that group's runners and send Events there.
 func groupOf(p *corev1.Pod) fleet.Group {
 	if name := p.Labels[LabelScaleSetName]; name != "" {
-		return fleet.GroupOf(fleet.GroupScaleSet, cmp.Or(p.Labels[LabelScaleSetNamespace], p.Namespace), name)
+		return fleet.GroupOf(fleet.GroupScaleSet, p.Namespace, name)
 	}
 	if name := p.Labels[LabelLegacyRunnerDeployment]; name != "" {
 		return fleet.GroupOf(fleet.GroupRunnerDeployment, p.Namespace, name)
@@ -174,9 +180,84 @@ func groupOf(p *corev1.Pod) fleet.Group {
 		if o.ARCOwned() {
 			return fleet.Group{}
 		}
+		if prefix, ok := generatedJob(ref); ok {
+			return fleet.GroupOf(fleet.GroupGenerateName, p.Namespace, prefix)
+		}
 		return fleet.GroupOf(ref.Kind, p.Namespace, ref.Name)
 	}
-	return fleet.GroupOf(fleet.GroupGenerateName, p.Namespace, p.GenerateName)
+	if p.GenerateName == "" {
+		return fleet.Group{}
+	}
+	name := p.GenerateName
+	for _, l := range []string{LabelPodTemplateHash, LabelControllerRevisionHash} {
+		if h := p.Labels[l]; h != "" {
+			// Pods that share a generateName may come from unrelated
+			// templates; the hash their controller stamped tells them
+			// apart where one did.
+			name += "@" + h
+			break
+		}
+	}
+	return fleet.GroupOf(fleet.GroupGenerateName, p.Namespace, name)
+}
+
+// The labels a controller stamps its pods' template with: a Deployment's
+// ReplicaSets and a StatefulSet's or DaemonSet's revisions. They outlive
+// the controller (a ReplicaSet deleted with its pods orphaned).
+const (
+	LabelPodTemplateHash        = "pod-template-hash"
+	LabelControllerRevisionHash = "controller-revision-hash"
+)
+
+// generatedJob is the name prefix of a batch/v1 Job whose name was made
+// for it (a CronJob's Jobs, NAME-<scheduled minute>; a tool's Job a runner,
+// PREFIX-<random suffix>): such Jobs each make one runner from the same
+// template, so the pods group by the prefix, as a generateName. A Job
+// named by hand is its own group. Without it every Job would be a group of
+// one, which never loops, and would crowd the real groups out of the
+// window.
+func generatedJob(ref *metav1.OwnerReference) (string, bool) {
+	if ref.Kind != "Job" || !strings.HasPrefix(ref.APIVersion, "batch/") {
+		return "", false
+	}
+	i := strings.LastIndexByte(ref.Name, '-')
+	if i <= 0 {
+		return "", false
+	}
+	suffix := ref.Name[i+1:]
+	if generatedSuffix(suffix) || scheduledSuffix(suffix) {
+		return ref.Name[:i+1], true
+	}
+	return "", false
+}
+
+// generatedSuffix reports whether s is the API server's generateName
+// suffix: five characters of its alphabet, which has no vowels (and no
+// 0, 1 or 3) so that it spells no word.
+func generatedSuffix(s string) bool {
+	if len(s) != 5 {
+		return false
+	}
+	for i := range len(s) {
+		if !strings.ContainsRune("bcdfghjklmnpqrstvwxz2456789", rune(s[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// scheduledSuffix reports whether s is a CronJob's Job suffix: the
+// scheduled time in minutes since the epoch, eight digits or more.
+func scheduledSuffix(s string) bool {
+	if len(s) < 8 {
+		return false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // AnnotationLegacyRunnerID is where ARC's legacy runner pod controller

@@ -34,6 +34,13 @@ func ownedBy(apiVersion, kind, id string) func(*corev1.Pod) {
 	}
 }
 
+// jobOwned makes the pod a batch/v1 Job's, the Job named name.
+func jobOwned(name string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: name, UID: "uid-job", Controller: controller()}}
+	}
+}
+
 // legacyEnv makes a legacy Runner's pod (id 9173) whose runner container
 // has the environment given as name, value pairs.
 func legacyEnv(kv ...string) func(*corev1.Pod) {
@@ -332,12 +339,15 @@ func TestMappingView(t *testing.T) {
 		{"group: ARC's scale set, by its labels, over its EphemeralRunner", Mapping{},
 			func(p *corev1.Pod) {
 				ownedBy(fleet.EphemeralRunnerAPIVersion, fleet.EphemeralRunnerKind, "")(p)
-				labels(LabelScaleSetName, "acme-set", LabelScaleSetNamespace, "arc-systems")(p)
+				labels(LabelScaleSetName, "acme-set", LabelScaleSetNamespace, "ci")(p)
 			},
 			func(v *fleet.Pod) {
 				v.Owner = &fleet.Owner{APIVersion: fleet.EphemeralRunnerAPIVersion, Kind: fleet.EphemeralRunnerKind, Name: "runner-abc", UID: "uid-owner"}
-				v.Group = fleet.GroupOf(fleet.GroupScaleSet, "arc-systems", "acme-set")
+				v.Group = fleet.GroupOf(fleet.GroupScaleSet, "ci", "acme-set")
 			}},
+		{"group: a scale-set namespace label naming another namespace is not trusted", Mapping{},
+			labels(LabelScaleSetName, "acme-set", LabelScaleSetNamespace, "victim"),
+			func(v *fleet.Pod) { v.Group = fleet.GroupOf(fleet.GroupScaleSet, "ci", "acme-set") }},
 		{"group: a scale set without its namespace label is the pod's namespace's", Mapping{},
 			labels(LabelScaleSetName, "acme-set"),
 			func(v *fleet.Pod) { v.Group = fleet.GroupOf(fleet.GroupScaleSet, "ci", "acme-set") }},
@@ -367,6 +377,44 @@ func TestMappingView(t *testing.T) {
 		{"group: a pod with no controller, by its generateName", Mapping{},
 			func(p *corev1.Pod) { p.GenerateName = "pool-runner-" },
 			func(v *fleet.Pod) { v.Group = fleet.GroupOf(fleet.GroupGenerateName, "ci", "pool-runner-") }},
+		{"group: a pod with no controller and a template hash, by both", Mapping{},
+			func(p *corev1.Pod) {
+				p.GenerateName = "pool-runner-"
+				labels(LabelPodTemplateHash, "5d8f7c9b4")(p)
+			},
+			func(v *fleet.Pod) { v.Group = fleet.GroupOf(fleet.GroupGenerateName, "ci", "pool-runner-@5d8f7c9b4") }},
+		{"group: a pod with no controller and a revision hash, by both", Mapping{},
+			func(p *corev1.Pod) {
+				p.GenerateName = "pool-runner-"
+				labels(LabelControllerRevisionHash, "pool-6b9f")(p)
+			},
+			func(v *fleet.Pod) { v.Group = fleet.GroupOf(fleet.GroupGenerateName, "ci", "pool-runner-@pool-6b9f") }},
+		{"group: a pod with neither controller nor generateName, none", Mapping{},
+			labels(LabelPodTemplateHash, "5d8f7c9b4"), nil},
+		{"group: a Job made for one runner, by its name's prefix", Mapping{},
+			jobOwned("runner-x7k2p"),
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: "batch/v1", Kind: "Job", Name: "runner-x7k2p", UID: "uid-job"}
+				v.Group = fleet.GroupOf(fleet.GroupGenerateName, "ci", "runner-")
+			}},
+		{"group: a CronJob's Job, by its name's prefix", Mapping{},
+			jobOwned("nightly-runner-29301840"),
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: "batch/v1", Kind: "Job", Name: "nightly-runner-29301840", UID: "uid-job"}
+				v.Group = fleet.GroupOf(fleet.GroupGenerateName, "ci", "nightly-runner-")
+			}},
+		{"group: a Job named by hand is its own group", Mapping{},
+			jobOwned("release-runner"),
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: "batch/v1", Kind: "Job", Name: "release-runner", UID: "uid-job"}
+				v.Group = fleet.GroupOf("Job", "ci", "release-runner")
+			}},
+		{"group: a Job whose last word has a vowel is named by hand", Mapping{},
+			jobOwned("runner-alpha"),
+			func(v *fleet.Pod) {
+				v.Owner = &fleet.Owner{APIVersion: "batch/v1", Kind: "Job", Name: "runner-alpha", UID: "uid-job"}
+				v.Group = fleet.GroupOf("Job", "ci", "runner-alpha")
+			}},
 		{"deleting", Mapping{},
 			func(p *corev1.Pod) { ts := metav1.NewTime(created.Add(time.Hour)); p.DeletionTimestamp = &ts },
 			func(v *fleet.Pod) { v.Deleting = true }},
