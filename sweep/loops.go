@@ -36,18 +36,9 @@ func actsOf(outs []reap.Outcome, now time.Time) []loops.Act {
 	return acts
 }
 
-// reportLoops warns of each reap loop that stands, and, for a sweep that
-// acted on a looping group in this sweep, records an Event on what makes
-// the group's pods (loops.Target): that is where the operator looks, and
-// where the fix goes. The Events are optional, as every Event is: each
-// under the Event's own budget, none into the time the report needs, at
-// most maxLoopEvents a sweep; one that fails is a warning.
-func (s *Sweeper) reportLoops(ctx context.Context, ls []loops.Loop, acts []loops.Act, outs []reap.Outcome, act bool) {
-	acted := map[fleet.Group]bool{}
-	for _, a := range acts {
-		acted[a.Group] = true
-	}
-	events := 0
+// warnLoops warns of each reap loop that stands, on every sweep it
+// stands.
+func (s *Sweeper) warnLoops(ctx context.Context, ls []loops.Loop) {
 	for _, l := range ls {
 		s.Log.LogAttrs(ctx, slog.LevelWarn, "reap loop",
 			slog.String("group", l.Group.String()),
@@ -59,37 +50,70 @@ func (s *Sweeper) reportLoops(ctx context.Context, ls []loops.Loop, acts []loops
 			slog.Time("last", l.Last),
 			slog.String("fix", l.Fix),
 			slog.String("effect", "the group's runners keep failing the same way: a broken template, which deleting them does not fix; its terminal pods still go, and of its never-started, unregistered and zombie runners one a sweep"))
-		if !act || s.Events == nil || !acted[l.Group] || events >= maxLoopEvents {
-			continue
+	}
+}
+
+// loopEventsBudget is the time all of one sweep's loop Events share: each
+// is a request, and an API server that does not answer one in that time
+// would not answer the rest either.
+const loopEventsBudget = reap.DefaultEventTimeout
+
+// newLoops are the loops of after that were not loops before this
+// sweep's actions, or whose count grew by them: the loops worth an Event.
+// A loop that stands unchanged was said already, and an Event a sweep
+// would only repeat it.
+func newLoops(before, after []loops.Loop) []loops.Loop {
+	was := map[string]int{}
+	for _, l := range before {
+		was[l.Group.String()+" "+l.Fingerprint] = l.Count
+	}
+	var out []loops.Loop
+	for _, l := range after {
+		if n, ok := was[l.Group.String()+" "+l.Fingerprint]; !ok || l.Count > n {
+			out = append(out, l)
 		}
-		events++
-		ns, target, ok := loops.Target(l.Group, lastPod(outs, l.Group))
-		if !ok {
-			continue
+	}
+	return out
+}
+
+// recordLoopEvents records an Event on what makes each loop's pods
+// (loops.Target), where the operator looks and where the fix goes: for a
+// loop that this sweep's actions made or grew (newLoops), at most
+// maxLoopEvents a sweep. It runs after the save after acting, which must
+// not wait on an optional Event, and all of its Events share one budget
+// (loopEventsBudget) that stops short of the time the report needs before
+// the deadline. One that fails is a warning.
+func (s *Sweeper) recordLoopEvents(ctx context.Context, ls []loops.Loop, outs []reap.Outcome) {
+	if s.Events == nil || len(ls) == 0 {
+		return
+	}
+	end := time.Now().Add(loopEventsBudget)
+	if d, ok := ctx.Deadline(); ok && d.Add(-reap.ReportReserve).Before(end) {
+		end = d.Add(-reap.ReportReserve)
+	}
+	ectx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+	defer cancel()
+	for i, l := range ls {
+		if i == maxLoopEvents {
+			break
 		}
-		msg := fmt.Sprintf("runner-reaper: reap loop: %d runners of %s reaped within %s, each %s: %s",
-			l.Count, l.Group, s.Loops.Window, l.Fingerprint, l.Fix)
-		if err := s.loopEvent(ctx, ns, target, msg); err != nil {
+		err := ectx.Err()
+		if err == nil {
+			ns, target, ok := loops.Target(l.Group, lastPod(outs, l.Group))
+			if !ok {
+				continue
+			}
+			msg := fmt.Sprintf("runner-reaper: reap loop: %d runners of %s reaped within %s, each %s: %s",
+				l.Count, l.Group, s.Loops.Window, l.Fingerprint, l.Fix)
+			err = s.Events.RecordObjectEvent(ectx, ns, target, LoopEventReason, msg)
+		} else {
+			err = errors.New("no time left in the loop Events' budget")
+		}
+		if err != nil {
 			s.Log.LogAttrs(ctx, slog.LevelWarn, "reap loop event not recorded",
 				slog.String("group", l.Group.String()), slog.String("error", err.Error()))
 		}
 	}
-}
-
-// loopEvent records one loop's Event under its own budget (the Event's,
-// reap.DefaultEventTimeout), detached from a signal and never into the
-// time the report needs before the deadline.
-func (s *Sweeper) loopEvent(ctx context.Context, ns string, target fleet.Owner, msg string) error {
-	end := time.Now().Add(reap.DefaultEventTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Add(-reap.ReportReserve).Before(end) {
-		end = d.Add(-reap.ReportReserve)
-	}
-	if time.Until(end) <= 0 {
-		return errors.New("the sweep's deadline has passed")
-	}
-	ectx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
-	defer cancel()
-	return s.Events.RecordObjectEvent(ectx, ns, target, LoopEventReason, msg)
 }
 
 // lastPod is the pod of the group acted on last in this sweep, for a loop

@@ -297,3 +297,76 @@ func TestMergedLoopWindowKeepsALaterSweepsActions(t *testing.T) {
 		})
 	}
 }
+
+// eventsAfterSave records, for each loop Event, whether the ledger already
+// held the sweep's actions when it was asked for, and the deadline it was
+// asked under.
+type eventsAfterSave struct {
+	ledger    state.Store
+	groups    []string
+	saved     []int
+	deadlines []time.Time
+}
+
+func (e *eventsAfterSave) RecordObjectEvent(ctx context.Context, ns string, o fleet.Owner, _, _ string) error {
+	l, _, err := e.ledger.Load(ctx)
+	if err != nil {
+		return err
+	}
+	e.groups = append(e.groups, ns+"/"+o.Name)
+	e.saved = append(e.saved, len(l.Loops[fleet.GroupOf(fleet.GroupScaleSet, ns, o.Name).String()]))
+	d, _ := ctx.Deadline()
+	e.deadlines = append(e.deadlines, d)
+	return nil
+}
+
+// The loop Events come after the save after acting, which must not wait on
+// an optional request, and share one budget that stops short of the time
+// the report needs; a loop is said by an Event when it first stands or
+// grows, not on every sweep it stands.
+func TestLoopEventsAfterTheSaveWithinOneBudget(t *testing.T) {
+	sets := []fleet.Group{
+		fleet.GroupOf(fleet.GroupScaleSet, "runners", "a"),
+		fleet.GroupOf(fleet.GroupScaleSet, "runners", "b"),
+		fleet.GroupOf(fleet.GroupScaleSet, "runners", "c"),
+	}
+	tests := []struct {
+		name string
+		// prior is each group's outdated reaps in the window before the
+		// sweep; each group then has one more.
+		prior  int
+		events int
+	}{
+		{"three loops appear: three Events", 2, 3},
+		{"three loops grow: three Events", 3, 3},
+		{"three loops stand at the window's cap, not grown: none", 6, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWorld()
+			window := map[string][]state.LoopEntry{}
+			for i, g := range sets {
+				for j := range tt.prior {
+					window[g.String()] = append(window[g.String()], state.LoopEntry{At: t0.Add(-time.Duration(j+1) * time.Minute), Fingerprint: "outdated", Verdict: "terminal"})
+				}
+				w.kube.pods = append(w.kube.pods, outdated(fmt.Sprintf("pod-%d", i), g))
+			}
+			_, err := w.ledger.Save(context.Background(), state.Ledger{Loops: window}, "")
+			require.NoError(t, err)
+			ev := &eventsAfterSave{ledger: w.ledger}
+			s := w.loopSweeper(nil, &bytes.Buffer{})
+			s.Events = ev
+			s.Timeout = time.Hour
+			res := s.Run(context.Background(), sweep.Act)
+			require.NoError(t, res.Err)
+			require.Len(t, res.Loops, 3)
+
+			require.Len(t, ev.groups, tt.events)
+			for i := range ev.groups {
+				assert.Equal(t, tt.prior+1, ev.saved[i], "the Event on %s came after the save", ev.groups[i])
+				assert.Equal(t, ev.deadlines[0], ev.deadlines[i], "one budget for all of them")
+				assert.False(t, ev.deadlines[i].IsZero())
+			}
+		})
+	}
+}

@@ -402,12 +402,15 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	res.Streaks.Bound = boundStreak(ledger.Streaks.Bound, res.Outcomes)
 
 	var acts []loops.Act
+	var grown []loops.Loop
 	if mode == Act {
 		acts = actsOf(res.Outcomes, now)
 		window = loops.Add(window, acts, now, s.Loops)
+		before := res.Loops
 		res.Loops = loops.Detect(window, now, s.Loops)
+		grown = newLoops(before, res.Loops)
 	}
-	s.reportLoops(ctx, res.Loops, acts, res.Outcomes, mode == Act)
+	s.warnLoops(ctx, res.Loops)
 
 	var records []state.Record
 	if mode == Act && s.HistorySize > 0 {
@@ -418,6 +421,7 @@ func (s *Sweeper) Run(ctx context.Context, mode Mode) (res Result) {
 	if mode != Audit {
 		lost = s.saveActed(ctx, ledger, version, &res, mode == Act, records, window, acts)
 	}
+	s.recordLoopEvents(ctx, grown, res.Outcomes)
 
 	res.Status, res.Err = settle(res)
 	if lost != nil {
