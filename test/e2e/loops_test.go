@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -134,4 +135,50 @@ func pushed(t *testing.T, pgw, name string) []string {
 		}
 	}
 	return out
+}
+
+// A bare pool's ReplicaSet whose runners exit 7: its loop's Event goes on
+// the ReplicaSet with its UID, so that `kubectl describe replicaset`,
+// which selects Events by the object's kind, name, namespace and UID,
+// shows it.
+func TestReapLoopEventOnTheReplicaSetAsDescribeFindsIt(t *testing.T) {
+	w := newWorld(t, map[string]string{"REAPER_LOOP_THRESHOLD": "2"})
+	labels := map[string]string{"app": "broken-pool"}
+	rs, err := env.Client.AppsV1().ReplicaSets(w.ns).Create(context.Background(), &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "broken-pool"},
+		Spec: appsv1.ReplicaSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Image: "runner:outdated"}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	yes := true
+	owner := &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &yes}
+	outdated := testenv.PodState{Phase: corev1.PodFailed, Terminated: testenv.Terminated(7, 0, "Error")}
+	for i, name := range []string{"broken-pool-a", "broken-pool-b"} {
+		env.RunnerPod(t, w.ns, testenv.RunnerPod{Name: name, Org: "acme", Owner: owner, PodState: outdated})
+		r := w.sweep()
+		r.requireCode(t, 0)
+		require.Equal(t, "deleted", r.actions(t)[name]["result"], "stdout:\n%s", r.Stdout)
+		assert.Len(t, r.msg("reap loop"), i, "sweep %d", i+1)
+	}
+
+	// As kubectl describe selects them (describe.SearchEvents).
+	sel := fields.Set{
+		"involvedObject.kind": "ReplicaSet", "involvedObject.name": rs.Name,
+		"involvedObject.namespace": w.ns, "involvedObject.uid": string(rs.UID),
+	}.AsSelector().String()
+	evs, err := env.Client.CoreV1().Events(w.ns).List(context.Background(), metav1.ListOptions{FieldSelector: sel})
+	require.NoError(t, err)
+	var loops []corev1.Event
+	for _, e := range evs.Items {
+		if e.Reason == "RunnerReapLoop" {
+			loops = append(loops, e)
+		}
+	}
+	require.Len(t, loops, 1, "the loop's Event is found as describe finds the ReplicaSet's")
+	assert.Equal(t, "runner-reaper: reap loop: 2 runners of ReplicaSet "+w.ns+"/broken-pool reaped within 30m0s, each outdated: runner version deprecated: update the runner image", loops[0].Message)
 }
