@@ -52,6 +52,18 @@ type fileDoc struct {
 // the rest of a newer file as before.
 const fileFormat = 6
 
+// formatOf is the format a ledger is written in: the oldest that holds
+// all of it. A ledger with no reap-loop window is written as format 5, so
+// that the release before the window can still read the file, and going
+// back to it keeps the marks while no group was acted on within the
+// window.
+func formatOf(l state.Ledger) int {
+	if len(l.Loops) == 0 {
+		return 5
+	}
+	return fileFormat
+}
+
 // oldestFormat is the oldest layout this code reads.
 const oldestFormat = 1
 
@@ -107,7 +119,7 @@ func (f *Store) Save(ctx context.Context, l state.Ledger, v state.Version) (stat
 	if v != cur {
 		return "", fmt.Errorf("save ledger file %s at version %q (now %q): %w", f.path, v, cur, state.ErrConflict)
 	}
-	next := fileDoc{Format: fileFormat, Version: doc.Version + 1, Ledger: state.Normalize(l)}
+	next := fileDoc{Format: formatOf(l), Version: doc.Version + 1, Ledger: state.Normalize(l)}
 	if err := f.replace(func(w io.Writer) error { return writeFileDoc(w, next) }); err != nil {
 		return "", err
 	}
