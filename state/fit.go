@@ -2,13 +2,16 @@ package state
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 )
@@ -213,10 +216,14 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 		}
 	}
 	// The reap-loop window feeds a back-off, not a verdict: it goes
-	// before any mark, whole (it is a few kilobytes; a part of it would
-	// report a loop by fewer actions than it had).
+	// before any mark, a group at a time, those acted on longest ago
+	// first, each group whole (a part of one would report its loop by
+	// fewer actions than it had).
 	if enc.Loops != "" {
-		enc.Loops, trim.DroppedLoops = "", len(l.Loops)
+		room := limit - (enc.size() - len(LoopsKey) - len(enc.Loops))
+		if enc.Loops, trim.DroppedLoops, err = newestLoopsWithin(l.Loops, room); err != nil {
+			return Encoded{}, trim, err
+		}
 		if enc.size() <= limit {
 			return enc, trim, nil
 		}
@@ -236,6 +243,54 @@ func fit(l Ledger, limit int) (Encoded, Trim, error) {
 		return Encoded{}, trim, fmt.Errorf("ledger of %d marks is %d bytes, over the limit of %d bytes", len(keep), enc.size(), limit)
 	}
 	return enc, trim, nil
+}
+
+// newestLoopsWithin is the JSON of the groups of w whose newest entry is
+// the latest, as many as fit within room bytes (the key's included when
+// any does), and how many groups it leaves out.
+func newestLoopsWithin(w map[string][]LoopEntry, room int) (string, int, error) {
+	type group struct {
+		key    string
+		newest time.Time
+		size   int
+	}
+	gs := make([]group, 0, len(w))
+	for k, es := range w {
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return "", 0, fmt.Errorf("encode ledger reap-loop window: %w", err)
+		}
+		eb, err := json.Marshal(es)
+		if err != nil {
+			return "", 0, fmt.Errorf("encode ledger reap-loop window: %w", err)
+		}
+		var newest time.Time
+		for _, e := range es {
+			if e.At.After(newest) {
+				newest = e.At
+			}
+		}
+		// "KEY":ENTRIES and the comma before it.
+		gs = append(gs, group{key: k, newest: newest, size: len(kb) + 1 + len(eb) + 1})
+	}
+	slices.SortFunc(gs, func(a, b group) int {
+		return cmp.Or(b.newest.Compare(a.newest), cmp.Compare(a.key, b.key))
+	})
+	// The key and the braces; the first group has no comma before it.
+	used := len(LoopsKey) + 2 - 1
+	kept := map[string][]LoopEntry{}
+	for _, g := range gs {
+		if used+g.size > room {
+			break
+		}
+		used += g.size
+		kept[g.key] = w[g.key]
+	}
+	enc, err := encodeLoops(kept)
+	if err != nil {
+		return "", 0, err
+	}
+	return enc, len(w) - len(kept), nil
 }
 
 // RecordFloor is how many of the newest records of actions a ledger short

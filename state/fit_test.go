@@ -461,7 +461,7 @@ func TestGunzipLists(t *testing.T) {
 
 // The reap-loop window feeds only a back-off: a ledger over its limit
 // loses its list cache, its records and its streaks first, then the
-// window, whole, and only then a mark.
+// window, a group at a time, and only then a mark.
 func TestFitDropsLoopsAfterStreaksBeforeMarks(t *testing.T) {
 	streaks := state.Streaks{Bound: 2}
 	history := History(3)
@@ -472,6 +472,7 @@ func TestFitDropsLoopsAfterStreaksBeforeMarks(t *testing.T) {
 	noRecords, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Streaks: streaks, Loops: loops})
 	noStreaks, _ := SizeOf(t, state.Ledger{Marks: Marks(20), Loops: loops})
 	_, marksOnly := SizeOf(t, state.Ledger{Marks: Marks(20)})
+	noLoops, _ := SizeOf(t, state.Ledger{Marks: Marks(20)})
 
 	cases := []struct {
 		name      string
@@ -483,7 +484,7 @@ func TestFitDropsLoopsAfterStreaksBeforeMarks(t *testing.T) {
 		{"the list cache goes first", noLists, true, state.Trim{DroppedLists: 2}},
 		{"then the records", noRecords, true, state.Trim{DroppedLists: 2, DroppedRecords: 3}},
 		{"then the streaks", noStreaks, true, state.Trim{DroppedLists: 2, DroppedRecords: 3, DroppedStreaks: true}},
-		{"then the window, every group of it, and no mark", noStreaks - 1, false, state.Trim{DroppedLists: 2, DroppedRecords: 3, DroppedStreaks: true, DroppedLoops: 4}},
+		{"then the window, a group at a time, and no mark", noLoops + 1, false, state.Trim{DroppedLists: 2, DroppedRecords: 3, DroppedStreaks: true, DroppedLoops: 4}},
 		{"the marks alone fit", marksOnly, false, state.Trim{DroppedLists: 2, DroppedRecords: 3, DroppedStreaks: true, DroppedLoops: 4}},
 		{"and only then a mark", marksOnly - 1, false, state.Trim{DroppedLists: 2, DroppedRecords: 3, DroppedStreaks: true, DroppedLoops: 4, DroppedMarks: 1}},
 	}
@@ -501,6 +502,63 @@ func TestFitDropsLoopsAfterStreaksBeforeMarks(t *testing.T) {
 			} else {
 				assert.Empty(t, got)
 			}
+		})
+	}
+}
+
+// A window short of room loses its groups acted on longest ago first, each
+// group whole, and keeps as many of the latest as fit.
+func TestFitTrimsTheLoopWindowByGroupOldestFirst(t *testing.T) {
+	at := func(min int) time.Time { return Epoch.Add(time.Duration(min) * time.Minute) }
+	group := func(newest int) []state.LoopEntry {
+		es := make([]state.LoopEntry, 6)
+		for i := range es {
+			es[i] = state.LoopEntry{At: at(newest - 5 + i), Fingerprint: "outdated", Verdict: "terminal"}
+		}
+		return es
+	}
+	w := map[string][]state.LoopEntry{
+		"ReplicaSet ci/oldest": group(10), "ReplicaSet ci/old": group(20),
+		"ReplicaSet ci/new": group(30), "ReplicaSet ci/newest": group(40),
+	}
+	pick := func(keys ...string) map[string][]state.LoopEntry {
+		out := map[string][]state.LoopEntry{}
+		for _, k := range keys {
+			out[k] = w[k]
+		}
+		return out
+	}
+	marks := Marks(20)
+	size := func(loops map[string][]state.LoopEntry) int {
+		n, _ := SizeOf(t, state.Ledger{Marks: marks, Loops: loops})
+		return n
+	}
+	cases := []struct {
+		name  string
+		limit int
+		want  map[string][]state.LoopEntry
+	}{
+		{"all fit", size(w), w},
+		{"a byte short: the oldest group goes", size(w) - 1, pick("ReplicaSet ci/old", "ReplicaSet ci/new", "ReplicaSet ci/newest")},
+		{"room for three exactly", size(pick("ReplicaSet ci/old", "ReplicaSet ci/new", "ReplicaSet ci/newest")), pick("ReplicaSet ci/old", "ReplicaSet ci/new", "ReplicaSet ci/newest")},
+		{"room for two", size(pick("ReplicaSet ci/new", "ReplicaSet ci/newest")), pick("ReplicaSet ci/new", "ReplicaSet ci/newest")},
+		{"room for one", size(pick("ReplicaSet ci/newest")), pick("ReplicaSet ci/newest")},
+		{"room for none", size(pick("ReplicaSet ci/newest")) - 1, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			enc, trim, err := fit(state.Ledger{Marks: marks, Loops: w}, c.limit)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, Size(enc), c.limit)
+			got, err := state.DecodeLoops(enc.Loops)
+			require.NoError(t, err)
+			if c.want == nil {
+				assert.Empty(t, got)
+			} else {
+				assert.Equal(t, c.want, got)
+			}
+			assert.Equal(t, len(w)-len(c.want), trim.DroppedLoops)
+			assert.Zero(t, trim.DroppedMarks)
 		})
 	}
 }
