@@ -132,7 +132,9 @@ func ActOf(c reconcile.Candidate, now time.Time) (Act, bool) {
 	if c.Pod == nil || c.Pod.Group.IsZero() {
 		return Act{}, false
 	}
-	e := state.LoopEntry{At: now, Fingerprint: Fingerprint(c), Verdict: string(c.Verdict)}
+	// To the second: the window's times are kept for minutes, and a
+	// second's precision keeps each entry short in a ledger with a limit.
+	e := state.LoopEntry{At: now.Truncate(time.Second), Fingerprint: Fingerprint(c), Verdict: string(c.Verdict)}
 	if !Failure(e.Verdict, e.Fingerprint) {
 		return Act{}, false
 	}

@@ -132,6 +132,10 @@ func TestActOf(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, Act{Group: g, Entry: state.LoopEntry{At: now, Fingerprint: "outdated", Verdict: "terminal"}}, act)
 
+	act, ok = ActOf(candidate(fleet.Terminal, &fleet.Pod{Group: g}, &reconcile.Exit{Code: 7, Class: reconcile.ExitOutdated}), now.Add(1234567*time.Microsecond))
+	require.True(t, ok)
+	assert.Equal(t, now.Add(time.Second), act.Entry.At, "kept to the second")
+
 	_, ok = ActOf(candidate(fleet.Terminal, &fleet.Pod{}, nil), now)
 	assert.False(t, ok, "a pod in no group counts in no loop")
 	_, ok = ActOf(candidate(fleet.Ghost, nil, nil), now)
