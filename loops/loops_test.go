@@ -80,7 +80,9 @@ func TestFingerprintBounded(t *testing.T) {
 func TestOnlyFailuresCount(t *testing.T) {
 	g := fleet.GroupOf("ReplicaSet", "ci", "pool-1")
 	p := Policy{Threshold: 3, Window: 30 * time.Minute}
-	exit := func(code int32, class reconcile.ExitClass) *reconcile.Exit { return &reconcile.Exit{Code: code, Class: class} }
+	exit := func(code int32, class reconcile.ExitClass) *reconcile.Exit {
+		return &reconcile.Exit{Code: code, Class: class}
+	}
 	cases := []struct {
 		name  string
 		c     reconcile.Candidate
