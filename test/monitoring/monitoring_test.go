@@ -85,6 +85,7 @@ type rule struct {
 	Record      string            `yaml:"record,omitempty"`
 	Expr        string            `yaml:"expr"`
 	For         string            `yaml:"for,omitempty"`
+	KeepFiring  string            `yaml:"keep_firing_for,omitempty"`
 	Labels      map[string]string `yaml:"labels,omitempty"`
 	Annotations map[string]string `yaml:"annotations,omitempty"`
 }
