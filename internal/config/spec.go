@@ -142,14 +142,16 @@ type spec struct {
 	// keys are kept. A `file:` ledger must be runner-reaper's own
 	// (`{"format":6,"version":N,"ledger":{...}}`, indented, each scope's list
 	// cache, each record and each group's reap-loop window on one line;
-	// format 1 to 5 files are read and saved as format 6): a file of any
-	// other shape stops the sweep with exit 1 naming the file, and is left
-	// untouched. Format 2 added each mark's `first_seen_local`, format 3 its
-	// `job_checked_at`, format 4 the ledger's streaks, format 5 its
-	// `history`, format 6 its `loops`; a runner-reaper from before a
+	// format 1 to 5 files are read, and saved as format 6 while the
+	// reap-loop window holds a group, as format 5 while it holds none): a
+	// file of any other shape stops the sweep with exit 1 naming the file,
+	// and is left untouched. Format 2 added each mark's `first_seen_local`,
+	// format 3 its `job_checked_at`, format 4 the ledger's streaks, format 5
+	// its `history`, format 6 its `loops`; a runner-reaper from before a
 	// file's format cannot read it and says it was written by a newer
 	// runner-reaper, so going back to one means removing the file (its marks
-	// start again). A list cache that cannot be read is dropped with the
+	// start again), or, to the release before format 6, waiting until no
+	// reap loop's window holds an action. A list cache that cannot be read is dropped with the
 	// warning `ledger list cache dropped` and the lists are read afresh; a
 	// record of actions likewise, with `ledger history dropped`, and a
 	// reap-loop window with `ledger reap-loop window dropped`; unreadable
