@@ -54,7 +54,7 @@ func (l RunnerLogs) TailRunnerLog(ctx context.Context, p fleet.Pod) ([]byte, err
 		}
 		return nil, fmt.Errorf("read the log of pod %s/%s container %s: %w", p.Namespace, p.Name, l.container, err)
 	}
-	defer body.Close()
+	defer func() { _ = body.Close() }() // a read-only body: its close says nothing of what was read
 	b, err := io.ReadAll(io.LimitReader(body, runnerlog.MaxBytes))
 	if err != nil {
 		return nil, fmt.Errorf("read the log of pod %s/%s container %s: %w", p.Namespace, p.Name, l.container, err)

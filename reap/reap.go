@@ -312,43 +312,7 @@ func (r *Reaper) Reap(ctx context.Context, managedPods int, ready []reconcile.Ca
 	}()
 	answers := r.askJobs(ctx, cs, turns)
 	readers.Wait()
-	out := make([]Outcome, len(cs))
-	for i, c := range cs {
-		out[i] = Outcome{Candidate: c, Action: r.Action(c), Object: Object(c), DryRun: r.opts.DryRun, Result: fleet.Deferred}
-		switch {
-		case out[i].Action == Report:
-			out[i].Result = fleet.Reported
-			if c.Pod != nil && c.EphemeralRunner == nil && !c.ReportOnly {
-				out[i].Err = errOwnerUnobserved
-			}
-		case alreadyDeleting(c):
-			// A delete of an object being deleted changes nothing: it
-			// is not written, not reported done, and takes no place.
-			out[i].Result = fleet.AlreadyDeleting
-		case budget.LoopHeld(c) || waiting[i] && r.needsTurn(c):
-			// Its group loops and has had its one action of the
-			// sweep, or waits behind the group's first candidate
-			// with no check or read of its own (loopWaiting): it
-			// takes no place in the bound.
-			out[i].Result = fleet.LoopHeld
-		case !budget.Fits(c):
-			out[i].Bounded = true
-		case needsJobCheck(c) && r.asks(c) && !turns[i]:
-			// Deferred: its mark stays for a later sweep's check.
-		case needsJobCheck(c) && !r.checkJob(ctx, &out[i], answers[i]):
-			// The job guard has asked before admission (askJobs), so
-			// that a protected runner takes no place in the bound.
-			// checkJob said why not.
-		case r.needsLogRead(c) && (r.limit == nil || !r.needsGitHub(c)) && !r.logSays(ctx, &out[i], logTurns[i], reads[i]):
-			// Its log was read before admission (readLogs) so that a
-			// protected runner takes no place in the bound; logSays
-			// said why not. One that GitHub's rate limit holds anyway
-			// was not read, and is held below.
-		default:
-			budget.Admit(c)
-			out[i].Result = ""
-		}
-	}
+	out := r.admit(ctx, cs, budget, admission{waiting: waiting, turns: turns, logTurns: logTurns, answers: answers, reads: reads})
 
 	sem := make(chan struct{}, r.opts.Concurrency)
 	var wg sync.WaitGroup
@@ -1072,4 +1036,57 @@ func resultOf(r fleet.Result) fleet.Result {
 	default:
 		return fleet.Deleted
 	}
+}
+
+// admission is what was settled for the candidates before any of them is
+// admitted: who waits behind a looping group's first, whose job check and
+// log read had a turn, and what they answered.
+type admission struct {
+	waiting, turns, logTurns map[int]bool
+	answers                  map[int]*jobAnswer
+	reads                    map[int]*LogRead
+}
+
+// admit decides, in bound order, each candidate's fate short of acting:
+// admitted (Result empty), or why not. Nothing is written here.
+func (r *Reaper) admit(ctx context.Context, cs []reconcile.Candidate, budget *reconcile.Budget, a admission) []Outcome {
+	waiting, turns, logTurns, answers, reads := a.waiting, a.turns, a.logTurns, a.answers, a.reads
+	out := make([]Outcome, len(cs))
+	for i, c := range cs {
+		out[i] = Outcome{Candidate: c, Action: r.Action(c), Object: Object(c), DryRun: r.opts.DryRun, Result: fleet.Deferred}
+		switch {
+		case out[i].Action == Report:
+			out[i].Result = fleet.Reported
+			if c.Pod != nil && c.EphemeralRunner == nil && !c.ReportOnly {
+				out[i].Err = errOwnerUnobserved
+			}
+		case alreadyDeleting(c):
+			// A delete of an object being deleted changes nothing: it
+			// is not written, not reported done, and takes no place.
+			out[i].Result = fleet.AlreadyDeleting
+		case budget.LoopHeld(c) || waiting[i] && r.needsTurn(c):
+			// Its group loops and has had its one action of the
+			// sweep, or waits behind the group's first candidate
+			// with no check or read of its own (loopWaiting): it
+			// takes no place in the bound.
+			out[i].Result = fleet.LoopHeld
+		case !budget.Fits(c):
+			out[i].Bounded = true
+		case needsJobCheck(c) && r.asks(c) && !turns[i]:
+			// Deferred: its mark stays for a later sweep's check.
+		case needsJobCheck(c) && !r.checkJob(ctx, &out[i], answers[i]):
+			// The job guard has asked before admission (askJobs), so
+			// that a protected runner takes no place in the bound.
+			// checkJob said why not.
+		case r.needsLogRead(c) && (r.limit == nil || !r.needsGitHub(c)) && !r.logSays(ctx, &out[i], logTurns[i], reads[i]):
+			// Its log was read before admission (readLogs) so that a
+			// protected runner takes no place in the bound; logSays
+			// said why not. One that GitHub's rate limit holds anyway
+			// was not read, and is held below.
+		default:
+			budget.Admit(c)
+			out[i].Result = ""
+		}
+	}
+	return out
 }

@@ -250,7 +250,7 @@ func (k kube) TailRunnerLog(ctx context.Context, p fleet.Pod) ([]byte, error) {
 		st.Forbidden++
 		sc.logs[key] = logRead{}
 		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods/log"}, p.Name,
-			fmt.Errorf("User \"system:serviceaccount:runner-reaper:runner-reaper\" cannot get resource \"pods/log\" in API group \"\" in the namespace %q", p.Namespace))
+			fmt.Errorf("User \"system:serviceaccount:runner-reaper:runner-reaper\" cannot get resource \"pods/log\" in API group \"\" in the namespace %q", p.Namespace)) //nolint:staticcheck // the API server's own message, as it words it
 	}
 	q := w.byKey[p.Namespace+"/"+p.Name]
 	if q == nil || q.uid != p.UID {
