@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -106,14 +107,25 @@ func (l *runnerLog) tail() []byte {
 // world's events happen, and read faults drawn as the product reads, apart
 // from each other so that how often the product reads moves no log.
 type logWorld struct {
-	rng, reads *rand.Rand
+	rng   *rand.Rand
+	reads uint64
 }
 
 func newLogWorld(seed uint64) *logWorld {
 	return &logWorld{
 		rng:   rand.New(rand.NewPCG(seed^0x3c6ef372fe94f82b, seed+0xa54ff53a5f1d36f1)),
-		reads: rand.New(rand.NewPCG(seed^0x510e527fade682d1, seed+0x9b05688c2b3e6c1f)),
+		reads: seed ^ 0x510e527fade682d1,
 	}
+}
+
+// readDraw is the random source of one read: of the pod, in the sweep.
+// The product reads its candidates' logs concurrently, so a source shared
+// by the reads would hand each a draw in whatever order they came, and a
+// seed's run would not repeat.
+func (l *logWorld) readDraw(sweep int, uid string) *rand.Rand {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(uid))
+	return rand.New(rand.NewPCG(l.reads, h.Sum64()^uint64(sweep)))
 }
 
 // hostileNames are job display names that read like runner lines.
@@ -261,10 +273,11 @@ func (k kube) TailRunnerLog(ctx context.Context, p fleet.Pod) ([]byte, error) {
 	if !q.managed() {
 		w.violate(WrongTarget, "the runner log of pod %s read: another namespace or not matched by the selector", q.key())
 	}
-	if w.cfg.Hazards.Has(RunnerLogFaults) && w.logs.reads.Float64() < 0.03 {
+	draw := w.logs.readDraw(sc.no, p.UID)
+	if w.cfg.Hazards.Has(RunnerLogFaults) && draw.Float64() < 0.03 {
 		st.Failed++
 		sc.logs[key] = logRead{}
-		switch w.logs.reads.IntN(3) {
+		switch draw.IntN(3) {
 		case 0:
 			return nil, apierrors.NewInternalError(errors.New("an error on the server (\"unknown\") has prevented the request from succeeding"))
 		case 1:
