@@ -89,6 +89,16 @@ func TestBrokenProductIsCaught(t *testing.T) {
 		// offline: a product that reads the log and takes nothing from
 		// it kills the job.
 		{"a product deaf to the runner's log, under GitHub's lies", DeafLogReader, BusyLies | RunnerLogFaults, JobKilled, 0},
+		// The product before never-started judged only pods whose
+		// runner had started: the pods that never start stay.
+		{"a product that lists only started pods", HideNeverStarted, StartFaults | InvalidateOne, NeverStartedCleaned, 0},
+		// Never-started must leave a pod that is only slow to start: a
+		// deadline shorter than the world's late starts kills them.
+		{"a start deadline shorter than a late start", ShortStartDeadline, LateStart, HealthyKilled, 0},
+		// A sweeper that finds no loop reports none, and spreads out
+		// nothing: a broken template's churn takes the bound's room.
+		{"a sweeper not told the loop policy, against the report", NoLoopDetection, StartFaults | InvalidateOne, LoopReported, 0},
+		{"a sweeper not told the loop policy, against the back-off", NoLoopDetection, StartFaults | InvalidateOne | InvalidateScope | NeverRegister, LoopDelaysOthers, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

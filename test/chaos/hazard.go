@@ -38,6 +38,7 @@ const (
 	BusyLies                           // GitHub lies about a runner running a job: busy:false for up to 60 s after it starts, or for minutes in its middle, its DELETE answered 204 meanwhile; or offline while it runs
 	RepeatPage                         // a list page lists a runner a second time: a list that contradicts itself, which no runner joining or leaving explains
 	RunnerLogFaults                    // runner log reads fail now and then; some runners' logs are empty, end in a line cut mid-way, or forge a "Running job:" inside another line; some jobs' names read like runner lines
+	StartFaults                        // bare pods that never start (each waiting reason, an init container that never finishes, Unschedulable), and two ReplicaSets with broken templates whose pods fail alike (startfaults.go)
 	hazardEnd
 )
 
@@ -48,7 +49,7 @@ var hazardNames = []string{
 	"job-lag", "invalidate-one", "invalidate-scope", "list-error", "rate-limit", "short-page", "shift",
 	"kube-race", "late-start", "late-register", "never-register", "orphan-stamp", "other-teams", "overlap",
 	"wipe", "recheck-race", "delete-fault", "refuse", "pod-list-fault", "node-loss", "crash", "others-delete",
-	"skew", "arc", "busy-org", "busy-lies", "repeat-page", "runner-log",
+	"skew", "arc", "busy-org", "busy-lies", "repeat-page", "runner-log", "start-faults",
 }
 
 // Has reports whether x is enabled.
@@ -167,6 +168,15 @@ const (
 	// log and is handed nothing of it, as a parser that missed the
 	// runner's lines would be.
 	DeafLogReader
+	// NoLoopDetection: a sweeper not told the loop policy (the zero
+	// loops.Policy, as a wiring that forgets REAPER_LOOP_THRESHOLD and
+	// REAPER_LOOP_WINDOW leaves it): it finds no loop, so it reports
+	// none, and holds no looping group to one action a sweep, the
+	// back-off resting on the loops the sweep detects.
+	NoLoopDetection
+	// ShortStartDeadline: a start deadline shorter than the world's late
+	// starts: pods slow to start, healthy, are taken for never-started.
+	ShortStartDeadline
 	breakEnd
 )
 
@@ -174,7 +184,7 @@ var breakNames = []string{
 	"none", "no-bounds", "trust-busy-false", "confirm-zero", "defer-deletes", "list-all-namespaces", "ghost-all",
 	"swallow-list-errors", "lying-deletes", "no-recheck", "one-clock", "release-nothing", "delete-by-uid-only",
 	"release-on-422", "byte-strict-revalidation", "no-job-guard", "skip-moved", "read-every-log",
-	"hide-never-started", "no-log-guard", "deaf-log-reader",
+	"hide-never-started", "no-log-guard", "deaf-log-reader", "no-loop-detection", "short-start-deadline",
 }
 
 // String is the Break's name, as the chaos command's -break takes it.
@@ -234,8 +244,8 @@ const (
 	// LogReads: the runner-log guard costs one request per acting
 	// candidate, never one per pod observed.
 	LogReads Invariant = "a sweep reads a runner's log only for a candidate it acts on or holds, and once"
-	// NeverStartedCleaned: Liveness for the never-started pods
-	// (Config.StartFaults), from creation plus the start deadline;
+	// NeverStartedCleaned: Liveness for the never-started pods (hazard
+	// StartFaults), from creation plus the start deadline;
 	// Unschedulable ones only where the reaper is told to delete them.
 	NeverStartedCleaned Invariant = "every never-started pod is cleaned within the start deadline plus confirm-after plus two sweeps, unless a documented cause delays it"
 	// LoopReported: by the sweep after the one that made a broken

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/ghclient"
+	"github.com/runner-reaper/runner-reaper/loops"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/state"
@@ -42,11 +43,11 @@ type Config struct {
 	// LogsForbidden is the world whose reaper lacks the pods/log right:
 	// every runner log read is refused 403.
 	LogsForbidden bool
-	// StartFaults adds bare pods that never start and broken templates,
-	// and their invariants (startfaults.go); UnschedulableOptIn is the
-	// reaper told to delete Unschedulable pods too. Loops reads the
-	// loops a sweep reported; nil leaves LoopReported unchecked.
-	StartFaults        bool
+	// UnschedulableOptIn is the reaper told to delete Unschedulable pods
+	// too (REAPER_DELETE_UNSCHEDULABLE), where hazard StartFaults makes
+	// them. Loops reads the loops a sweep reported, for LoopReported; nil
+	// reads them from the sweep's result (productLoops), and anything else
+	// is handed the sweep's JSON log lines too.
 	UnschedulableOptIn bool
 	Loops              LoopReporter
 }
@@ -473,7 +474,15 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 	// The job guard, as internal/app wires it: the client asks GitHub.
 	var jobs reap.Jobs = gh
 	limits := reconcile.Limits{MaxActions: maxActions, MaxFraction: maxFraction}
-	pol := reconcile.Policy{RegistrationDeadline: regDeadline, StampEnabled: true, GhostNamePrefix: ourPrefix}
+	// Never-started is on in every world, as in the product: the world's
+	// late starts are the healthy pods it must leave alone.
+	pol := reconcile.Policy{RegistrationDeadline: regDeadline, StartDeadline: startDeadline, DeleteUnschedulable: w.cfg.UnschedulableOptIn,
+		StampEnabled: true, GhostNamePrefix: ourPrefix}
+	// The loop detector as internal/app wires it (REAPER_LOOP_THRESHOLD,
+	// REAPER_LOOP_WINDOW): the product's defaults. Its window is on the
+	// sweep's clock, which here is the world's: a sweep a simulated
+	// minute, so thirty sweeps.
+	loopPol := loops.Policy{Threshold: loopN, Window: loopWindow}
 	hold := reconcile.Hold{ConfirmAfter: confirmAfter, StampMaxAge: stampMaxAge, MassSuspicionFraction: 0.5, MassSuspicionMin: 5}
 	switch w.cfg.Break {
 	case NoBounds:
@@ -496,6 +505,10 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		jobs = finishedJobs{}
 	case SkipMoved:
 		lister = skipMoved{inner: lister}
+	case NoLoopDetection:
+		loopPol = loops.Policy{}
+	case ShortStartDeadline:
+		pol.StartDeadline = time.Second
 	}
 	if w.arcOn() {
 		pol.ARC, pol.ARCStuckDeletingAfter = true, arcStuckAfter
@@ -535,6 +548,7 @@ func (w *world) runSweep(sc *sweepCtx, store *ledger) error {
 		Scopes: configuredScopes,
 		Policy: pol,
 		Hold:   hold,
+		Loops:  loopPol,
 		Log:    slog.New(slog.NewJSONHandler(logTo, nil)),
 		Now:    func() time.Time { return sc.at.Add(sc.refSkew) },
 		Local:  func() time.Time { return sc.at.Add(sc.localSkew) },

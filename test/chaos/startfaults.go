@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/loops"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
-// Runners that never start, and broken templates (Config.StartFaults, off
-// by default so that a seed's world is what it was without them).
+// Runners that never start, and broken templates (hazard StartFaults).
 //
 // Never started: now and then a bare pod of the pool never starts its
 // runner: the runner container waits with ErrImagePull, ImagePullBackOff,
@@ -38,13 +38,14 @@ import (
 //
 // None of this draws on the world's random source.
 
-// The product's parameters the world holds it to, to be given to its
-// policy where it is wired: REAPER_START_DEADLINE, and the loop detector's
-// count and window.
+// The product's parameters the world holds it to, and gives its sweeper
+// (runSweep): REAPER_START_DEADLINE, shorter than the product's default so
+// that a run meets many, though longer than any late start of the world;
+// and the loop detector's count and window, the product's defaults.
 const (
 	startDeadline = 5 * time.Minute
-	loopN         = 5
-	loopWindow    = 30 * time.Minute
+	loopN         = loops.DefaultThreshold
+	loopWindow    = loops.DefaultWindow
 	// loopGrace is how many sweeps after the one that made the loopN-th
 	// reap the report may come: the product may count an action when its
 	// ledger is saved, at the end of the sweep that made it.
@@ -57,6 +58,21 @@ const (
 // comparable (a struct value, not a func), as Config is a map key.
 type LoopReporter interface {
 	LoopsReported(res sweep.Result, log []byte) []string
+}
+
+// productLoops reads the loops the product reported from the sweep's
+// result: sweep.Result.Loops, the loops the sweep warns of ("reap loop")
+// and the audit and the metrics show, each named by its group's kind and
+// name.
+type productLoops struct{}
+
+func (productLoops) LoopsReported(res sweep.Result, _ []byte) []string {
+	out := make([]string, 0, len(res.Loops))
+	for _, l := range res.Loops {
+		kind, _, name := l.Group.Parts()
+		out = append(out, kind+"/"+name)
+	}
+	return out
 }
 
 // startWaits are the ways a bare pod never starts, with the words the
@@ -92,6 +108,19 @@ type brokenGroup struct {
 
 func (g *brokenGroup) owner() string { return "ReplicaSet/" + g.name }
 
+// loopedBefore reports whether the group was looping as a sweep at t
+// began: loopN of its reaps before t within loopWindow, as the product's
+// window holds them when it loads it.
+func (g *brokenGroup) loopedBefore(t time.Time) bool {
+	n := 0
+	for _, at := range g.reaps {
+		if at.Before(t) && t.Sub(at) < loopWindow {
+			n++
+		}
+	}
+	return n >= loopN
+}
+
 // startWorld is the start faults' state: their own random source and the
 // broken groups.
 type startWorld struct {
@@ -101,7 +130,7 @@ type startWorld struct {
 }
 
 func (w *world) newStartFaults() {
-	if !w.cfg.StartFaults {
+	if !w.cfg.Hazards.Has(StartFaults) {
 		return
 	}
 	seed := w.cfg.Seed
@@ -187,7 +216,9 @@ func (w *world) startEvents(p *kpod, t time.Time) {
 
 // startLeak is podLeak's answer for a pod that never started.
 func (w *world) startLeak(p *kpod) (kind string, since time.Time, ok bool) {
-	if p.startWait.Unschedulable() && !w.cfg.UnschedulableOptIn {
+	// A pod of a scope the reaper is not given is not its to judge, as
+	// for a running one.
+	if p.startWait.Unschedulable() && !w.cfg.UnschedulableOptIn || !isConfigured(p.scope) {
 		return "", time.Time{}, false
 	}
 	since = p.created.Add(startDeadline)
@@ -203,7 +234,7 @@ func (w *world) groupReaped(p *kpod, sc *sweepCtx) {
 	g.reaped++
 	g.reaps = append(g.reaps, w.now)
 	cut := 0
-	for cut < len(g.reaps) && w.now.Sub(g.reaps[cut]) > loopWindow {
+	for cut < len(g.reaps) && w.now.Sub(g.reaps[cut]) >= loopWindow {
 		cut++
 	}
 	g.reaps = g.reaps[cut:]
@@ -261,40 +292,47 @@ func (w *world) afterStarts(sc *sweepCtx, res sweep.Result) {
 	if w.starts == nil {
 		return
 	}
-	if sc.overlap {
-		// A wiped or overtaken ledger forgets the product's window: the
-		// count starts again for a group not reported yet.
+	if sc.overlap || sc.refSkew != 0 || res.Status == sweep.StatusFailed {
+		// The product's window forgets: a wiped or overtaken ledger; a
+		// lying API server's Date, which dates the window's entries hours
+		// away (the next sweep prunes them, or this one prunes the rest
+		// as from the future or too old); a failed sweep, whose actions
+		// may not reach the ledger. The count starts again, this sweep's
+		// reaps left out.
 		for _, g := range w.starts.groups {
+			g.reaps = nil
 			if !g.reported {
-				g.reaps, g.loopSweep = nil, -1
+				g.loopSweep = -1
 			}
 		}
 	}
-	if w.cfg.Loops != nil {
-		for _, name := range w.cfg.Loops.LoopsReported(res, sc.log.Bytes()) {
-			for _, g := range w.starts.groups {
-				if g.owner() == name {
-					g.reported = true
-				}
-			}
-		}
+	reporter := w.cfg.Loops
+	if reporter == nil {
+		reporter = productLoops{}
+	}
+	for _, name := range reporter.LoopsReported(res, sc.log.Bytes()) {
 		for _, g := range w.starts.groups {
-			if g.loopSweep >= 0 && !g.reported && sc.no > g.loopSweep+loopGrace {
-				w.violateAt(sc, LoopReported, "%s reaped %d times within %s from sweep %d, and no sweep reported its loop", g.owner(), len(g.reaps), loopWindow, g.loopSweep)
-				g.loopSweep = sc.no // once per grace, not every sweep
+			if g.owner() == name {
+				g.reported = true
 			}
 		}
 	}
-	// A looping group acts on one pod a sweep on a verdict that needs
-	// confirmation; more, in a sweep whose bound held back another leak,
-	// is its churn delaying others.
+	for _, g := range w.starts.groups {
+		if g.loopSweep >= 0 && !g.reported && sc.no > g.loopSweep+loopGrace {
+			w.violateAt(sc, LoopReported, "%s reaped %d times within %s from sweep %d, and no sweep reported its loop", g.owner(), len(g.reaps), loopWindow, g.loopSweep)
+			g.loopSweep = sc.no // once per grace, not every sweep
+		}
+	}
+	// A group looping as the sweep began acts on one pod a sweep on a
+	// verdict that needs confirmation; more, in a sweep whose bound held
+	// back another leak, is its churn delaying others.
 	acts := map[*brokenGroup]int{}
 	deferred := ""
 	for _, o := range res.Outcomes {
 		g := w.starts.byUID[strings.TrimPrefix(o.Candidate.Key, fleet.PodMarkKey(""))]
 		wrote := o.Registration == fleet.Deleted || o.ObjectResult == fleet.Deleted && o.Result == fleet.Deleted
 		switch {
-		case g != nil && wrote && o.Candidate.Verdict != fleet.Terminal && g.loopSweep >= 0:
+		case g != nil && wrote && o.Candidate.Verdict != fleet.Terminal && g.loopedBefore(sc.at):
 			acts[g]++
 		case g == nil && (o.Result == fleet.Deferred || o.Result == fleet.NotReached) && w.leaks[o.Candidate.Key] != nil:
 			deferred = o.Candidate.Key

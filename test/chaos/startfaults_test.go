@@ -3,10 +3,12 @@ package chaos
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/loops"
 	"github.com/runner-reaper/runner-reaper/reap"
 	"github.com/runner-reaper/runner-reaper/reconcile"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -18,13 +20,13 @@ type silentLoops struct{}
 
 func (silentLoops) LoopsReported(sweep.Result, []byte) []string { return nil }
 
-// Under Config.StartFaults the pool's pods sometimes never start, each
+// Under hazard StartFaults the pool's pods sometimes never start, each
 // way the cluster says it, and the view the chaos kube lists carries it;
 // the broken templates' pods are a ReplicaSet's, failing alike, made again
 // after each delete.
 func TestStartFaultsWorld(t *testing.T) {
 	st := &Stats{TimeToClean: map[string][]int{}}
-	w := newWorld(Config{Seed: 7, StartFaults: true}, st)
+	w := newWorld(Config{Seed: 7, Hazards: StartFaults}, st)
 	for i := 0; i < 120; i++ {
 		w.step()
 	}
@@ -53,8 +55,17 @@ func TestStartFaultsWorld(t *testing.T) {
 			require.Equal(t, v.CreatedAt, v.StartedAt)
 			require.Zero(t, p.regID, "a runner that never started never registers")
 			reasons[v.StartWait.Reason] = true
+		case v.Phase == "Pending":
+			// On its way: its runner container creating.
+			require.Equal(t, &fleet.StartWait{Reason: "ContainerCreating", Container: "runner"}, v.StartWait)
+			require.Equal(t, v.CreatedAt, v.StartedAt)
 		default:
 			require.Nil(t, v.StartWait)
+		}
+		if p.group == nil {
+			require.True(t, v.Group.IsZero(), "a pool's bare pod is in no group")
+		} else {
+			require.Equal(t, "ReplicaSet runners/"+p.group.name, v.Group.String())
 		}
 	}
 	require.GreaterOrEqual(t, len(reasons), 4, "never-started pods wait in several ways: %v", reasons)
@@ -81,31 +92,40 @@ func TestStartFaultsWorld(t *testing.T) {
 	require.Equal(t, made+1, g.made)
 }
 
-// The never-started pods are held to the start deadline, confirm-after and
-// two sweeps (NeverStartedCleaned): a product that lists only started pods
-// never cleans them. A broken template reaped loopN times within the window
-// must be reported (LoopReported): the outdated runner's pods are terminal,
-// reaped each sweep, and a product that reports nothing is caught.
-func TestStartFaultsInvariants(t *testing.T) {
-	tests := []struct {
-		name string
-		cfg  Config
-		want Invariant
-	}{
-		{"a product that lists only started pods", Config{Break: HideNeverStarted}, NeverStartedCleaned},
-		{"a product that reports no loop", Config{Loops: silentLoops{}}, LoopReported},
+// A broken template reaped loopN times within the window must be reported
+// (LoopReported): the outdated runner's pods are terminal, reaped each
+// sweep, and LoopReported reads the report through Config.Loops, so that a
+// reader that finds nothing is caught as a product that reports nothing
+// would be (TestBrokenProductIsCaught breaks the product's side). The
+// product's own report names both groups.
+func TestLoopReport(t *testing.T) {
+	cfg := Config{Seed: 7, Sweeps: 200, Hazards: InvalidateOne | StartFaults}
+	st, err := control(cfg)
+	require.NoError(t, err)
+	require.Empty(t, st.Violations)
+	require.Len(t, st.Starts.Groups, 2)
+	for _, g := range st.Starts.Groups {
+		require.GreaterOrEqual(t, g.LoopSweep, 0, "%s looped", g.Owner)
+		require.True(t, g.Reported, "%s: the product reported its loop", g.Owner)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := tt.cfg
-			cfg.Seed, cfg.Sweeps, cfg.Hazards, cfg.StartFaults, cfg.StopOn = 7, 120, InvalidateOne, true, tt.want
-			st, err := Run(cfg)
-			require.NoError(t, err)
-			v := firstOf(st, tt.want)
-			require.NotNil(t, v, "violations: %v", st.Violations)
-			t.Logf("caught at %s", v)
-		})
-	}
+
+	cfg.Loops, cfg.StopOn = silentLoops{}, LoopReported
+	deaf, err := Run(cfg)
+	require.NoError(t, err)
+	v := firstOf(deaf, LoopReported)
+	require.NotNil(t, v, "violations: %v", deaf.Violations)
+	t.Logf("caught at %s", v)
+}
+
+// productLoops names each loop of the sweep's result by its group's kind
+// and name, as the world names a broken group's owner.
+func TestProductLoops(t *testing.T) {
+	res := sweep.Result{Loops: []loops.Loop{
+		{Group: fleet.GroupOf("ReplicaSet", nsRunners, "mine-runner-outdated-7d9f8c6b5"), Count: 5},
+		{Group: fleet.GroupOf(fleet.GroupScaleSet, "arc-systems", "linux"), Count: 7},
+	}}
+	require.Equal(t, []string{"ReplicaSet/mine-runner-outdated-7d9f8c6b5", "AutoscalingRunnerSet/linux"}, productLoops{}.LoopsReported(res, nil))
+	require.Empty(t, productLoops{}.LoopsReported(sweep.Result{}, nil))
 }
 
 // LoopDelaysOthers: a looping group that acts on more than one pod in a
@@ -131,9 +151,14 @@ func TestLoopDelaysOthers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newWorld(Config{Seed: 7, StartFaults: true}, &Stats{TimeToClean: map[string][]int{}})
+			w := newWorld(Config{Seed: 7, Hazards: StartFaults}, &Stats{TimeToClean: map[string][]int{}})
 			g := w.starts.groups[1]
-			g.loopSweep = 0
+			// loopN reaps in the window before the sweep: looping as it
+			// begins.
+			at := w.now.Add(interval)
+			for i := 0; i < loopN; i++ {
+				g.reaps = append(g.reaps, at.Add(-time.Duration(i+1)*interval))
+			}
 			var res sweep.Result
 			n := 0
 			for _, p := range w.pods {
@@ -148,7 +173,7 @@ func TestLoopDelaysOthers(t *testing.T) {
 				w.leaks[other] = &leak{key: other, kind: "unregistered"}
 				res.Outcomes = append(res.Outcomes, outcome(other, fleet.Unregistered, fleet.Deferred))
 			}
-			w.afterStarts(&sweepCtx{no: 1}, res)
+			w.afterStarts(&sweepCtx{no: 1, at: at}, res)
 			require.Equal(t, tt.want, firstOf(w.stats, LoopDelaysOthers) != nil, "violations: %v", w.stats.Violations)
 		})
 	}

@@ -126,14 +126,23 @@ func (p *kpod) view() fleet.Pod {
 	}
 	if g := p.group; g != nil {
 		v.Owner = &fleet.Owner{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: g.name, UID: g.uid}
+		// What the kube adapter reads a controller's pod's group from.
+		v.Group = fleet.GroupOf("ReplicaSet", p.ns, g.name)
 	}
-	if p.startWait != nil {
+	switch {
+	case p.startWait != nil:
 		sw := *p.startWait
 		v.StartWait = &sw
 		// Scheduled, its status.startTime set; or, unschedulable,
 		// neither scheduled nor with any container status.
 		v.StartedAt = fleet.StampOf(p.created)
 		v.Runner.Found = !sw.Unschedulable()
+	case p.phase == "Pending" && !p.running:
+		// On its way (a late start: a node scaling up, a large image):
+		// scheduled at once here, its runner container creating, which
+		// the kube adapter names where nothing more telling does.
+		v.StartWait = &fleet.StartWait{Reason: "ContainerCreating", Container: "runner"}
+		v.StartedAt = fleet.StampOf(p.created)
 	}
 	if p.job != nil {
 		// What kube.Mapping.job reads from the pool's annotation.
@@ -169,7 +178,7 @@ type world struct {
 	// logs is the runner logs' own random sources (runnerlog.go).
 	logs *logWorld
 	// starts is the never-started pods' and broken templates' state,
-	// nil unless Config.StartFaults (startfaults.go).
+	// nil unless hazard StartFaults (startfaults.go).
 	starts *startWorld
 	now    time.Time
 	sim    *ghsim.Sim

@@ -19,8 +19,7 @@ func main() {
 	hazards := flag.String("hazards", "all", "comma-separated hazards, or all")
 	brk := flag.String("break", "none", "run a product broken on purpose, by name (no-job-guard: the product before the job guard); none is the product as it is")
 	logsForbidden := flag.Bool("logs-forbidden", false, "a world whose reaper lacks the pods/log right: every runner log read is refused 403")
-	startFaults := flag.Bool("start-faults", false, "add bare pods that never start and broken templates, with their invariants (needs the product's never-started verdict and loop report)")
-	unschedOptIn := flag.Bool("unschedulable-opt-in", false, "with -start-faults: the reaper is told to delete Unschedulable pods too")
+	unschedOptIn := flag.Bool("unschedulable-opt-in", false, "the reaper is told to delete Unschedulable pods too (REAPER_DELETE_UNSCHEDULABLE), which hazard start-faults makes")
 	busyOrg := flag.Int("busy-org-runners", 0, fmt.Sprintf("the busy org's size under hazard busy-org; %d when 0", chaos.DefaultBusyOrgRunners))
 	flag.Parse()
 	chaos.TuneGC()
@@ -42,7 +41,7 @@ func main() {
 		fmt.Printf("chaos: the product broken on purpose: %s\n", b)
 	}
 	cfg := chaos.Config{Seed: *seed, Sweeps: *sweeps, Hazards: hz, Break: b, BusyOrgRunners: *busyOrg, LogsForbidden: *logsForbidden,
-		StartFaults: *startFaults, UnschedulableOptIn: *unschedOptIn}
+		UnschedulableOptIn: *unschedOptIn}
 	st, err := chaos.Run(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -58,7 +57,7 @@ func main() {
 	}
 	fmt.Print(st.JobSummary())
 	fmt.Println(st.LogSummary())
-	if cfg.StartFaults {
+	if hz.Has(chaos.StartFaults) {
 		fmt.Print(st.StartSummary())
 	}
 	fmt.Printf("chaos: %d of the cleaned leaks waited on a documented cause (bound, skipped scope, refused delete, ledger wipe or overlap)\n", st.Delayed)
