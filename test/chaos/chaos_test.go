@@ -52,6 +52,8 @@ func TestBrokenProductIsCaught(t *testing.T) {
 		seed    uint64 // 7 when zero
 	}{
 		{"a reaper without bounds", NoBounds, AllHazards, Bounds, 0},
+		// Without the pods/log right (LogsForbidden below), as the
+		// guards that came before the runner's log must hold alone.
 		{"a reaper that trusts busy:false", TrustBusyFalse, JobLag | OrphanStamp, JobKilled, 0},
 		{"confirm-after of zero", ConfirmZero, InvalidateOne | NeverRegister, Unconfirmed, 0},
 		// Seed 11: a racing runner whose pool writes the job annotation
@@ -108,6 +110,10 @@ func TestBrokenProductIsCaught(t *testing.T) {
 				seed = 7
 			}
 			cfg := Config{Seed: seed, Sweeps: 300, Hazards: tt.hazards}
+			// The guards that came before the runner's log are shown
+			// to fire where the log cannot be read: it would otherwise
+			// spare what they are there to spare.
+			cfg.LogsForbidden = tt.want == JobKilled && tt.brk != DeafLogReader
 			// The product as it is, in the same world, is the control;
 			// make unit (-short) leaves it to make test, which runs the
 			// same worlds, to stay fast.
@@ -281,11 +287,21 @@ func TestBusyLies(t *testing.T) {
 	require.Zero(t, Sum(js.Evidence)+Sum(js.SaidBusy), "jobs killed that the reaper could know of")
 	require.Positive(t, js.Protected, "the guard protected a runner GitHub lied about")
 	require.Zero(t, js.Unchecked, "a job check failed in a world without GitHub faults")
-	require.Positive(t, Sum(js.NoEvidence), "GitHub's lies kill jobs nothing told of: measured, not a violation")
 	require.Greater(t, Sum(js.Blind), Sum(js.BlindRunning), "some acts on runners with no job evidence hit an idle runner")
 	require.Equal(t, Sum(js.NoEvidence), Sum(js.BlindRunning), "each job killed with no evidence is an act on a runner running a job with no evidence, and only those")
 
-	cfg.Break = NoJobGuard
+	// Before the runner-log guard, GitHub's lies killed jobs nothing
+	// else told of; the runner's own log tells of most of them.
+	cfg.Break = NoLogGuard
+	bare, err := Run(cfg)
+	require.NoError(t, err)
+	t.Log(bare.JobSummary())
+	require.Empty(t, bare.Violations, "measured, not a violation")
+	require.Positive(t, Sum(bare.JobKills.NoEvidence), "without the runner's log, GitHub's lies kill jobs nothing told of")
+	require.Less(t, Sum(js.NoEvidence), Sum(bare.JobKills.NoEvidence), "the runner's log spares jobs GitHub lied about")
+
+	// The product before the job guard had no runner-log guard either.
+	cfg.Break, cfg.LogsForbidden = NoJobGuard, true
 	old, err := Run(cfg)
 	require.NoError(t, err)
 	t.Log(old.JobSummary())
