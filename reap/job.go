@@ -121,15 +121,7 @@ func (r *Reaper) askJobs(ctx context.Context, cs []reconcile.Candidate, turns ma
 	if len(turns) == 0 || r.opts.Jobs == nil || r.limit != nil || r.tooLate(ctx) {
 		return nil
 	}
-	timeout := jobCheckTimeout
-	if r.opts.ActionTimeout > 0 {
-		timeout = min(timeout, r.opts.ActionTimeout)
-	}
-	end := time.Now().Add(timeout * time.Duration((len(turns)+jobCheckConcurrency-1)/jobCheckConcurrency))
-	if last, ok := lastMoment(ctx); ok {
-		left := time.Until(last) - max(r.opts.Spare, minLeft)
-		end = minTime(end, time.Now().Add(left/jobCheckShare))
-	}
+	end, timeout := r.asksEnd(ctx, jobCheckTimeout, len(turns), jobCheckConcurrency, jobCheckShare)
 	bctx, stop := context.WithDeadline(ctx, end)
 	defer stop()
 	var mu sync.Mutex
@@ -234,4 +226,21 @@ func describeJob(j fleet.Job) string {
 		return fmt.Sprintf("%s run %d job %d", j.Repository(), j.RunID, j.JobID)
 	}
 	return fmt.Sprintf("%s run %d", j.Repository(), j.RunID)
+}
+
+// asksEnd is when a round of n asks made before admission (the job checks,
+// the log reads) must end: each within per (and within an action's own
+// budget), conc at a time, and all within a share of the time the sweep
+// has left before its spare, so that no action that needs no ask waits
+// long on one. It also returns each ask's own bound.
+func (r *Reaper) asksEnd(ctx context.Context, per time.Duration, n, conc, share int) (time.Time, time.Duration) {
+	if r.opts.ActionTimeout > 0 {
+		per = min(per, r.opts.ActionTimeout)
+	}
+	end := time.Now().Add(per * time.Duration((n+conc-1)/conc))
+	if last, ok := lastMoment(ctx); ok {
+		left := time.Until(last) - max(r.opts.Spare, minLeft)
+		end = minTime(end, time.Now().Add(left/time.Duration(share)))
+	}
+	return end, per
 }

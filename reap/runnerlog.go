@@ -109,15 +109,7 @@ func (r *Reaper) readLogs(ctx context.Context, cs []reconcile.Candidate, turns m
 	if len(turns) == 0 {
 		return nil
 	}
-	timeout := logReadTimeout
-	if r.opts.ActionTimeout > 0 {
-		timeout = min(timeout, r.opts.ActionTimeout)
-	}
-	end := time.Now().Add(timeout * time.Duration((len(turns)+logReadConcurrency-1)/logReadConcurrency))
-	if last, ok := lastMoment(ctx); ok {
-		left := time.Until(last) - max(r.opts.Spare, minLeft)
-		end = minTime(end, time.Now().Add(left/logReadShare))
-	}
+	end, timeout := r.asksEnd(ctx, logReadTimeout, len(turns), logReadConcurrency, logReadShare)
 	bctx, stop := context.WithDeadline(ctx, end)
 	defer stop()
 	var mu sync.Mutex
