@@ -54,9 +54,6 @@ const (
 	futureSlack = time.Minute
 )
 
-// Default is the policy when neither variable is set.
-func Default() Policy { return Policy{Threshold: DefaultThreshold, Window: DefaultWindow} }
-
 // perGroup is how many entries a group keeps, the newest: twice the
 // threshold, so that a group alternating between two failures still
 // holds a threshold's worth of either.

@@ -181,7 +181,7 @@ func TestPruneCapsGroups(t *testing.T) {
 	for i := range MaxGroups + 10 {
 		in[fmt.Sprintf("ReplicaSet ci/g-%03d", i)] = []state.LoopEntry{entry(time.Duration(i)*time.Second, "crash")}
 	}
-	got := Prune(in, now, Default())
+	got := Prune(in, now, Policy{Threshold: DefaultThreshold, Window: DefaultWindow})
 	assert.Len(t, got, MaxGroups)
 	assert.Contains(t, got, "ReplicaSet ci/g-000", "the newest is kept")
 	assert.Contains(t, got, fmt.Sprintf("ReplicaSet ci/g-%03d", MaxGroups-1))

@@ -30,9 +30,6 @@ type LogRead struct {
 	Err error
 }
 
-// Unread reports whether the log could not be read.
-func (l *LogRead) Unread() bool { return l != nil && l.Err != nil }
-
 // needsLogRead reports whether the candidate's action could stop a runner
 // that may be running a job of which there is no evidence at all: its pod's
 // runner container runs, and neither ARC nor the pool recorded a job (with
