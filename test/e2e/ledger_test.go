@@ -27,7 +27,7 @@ func TestLedgerFileOfAnotherShape(t *testing.T) {
 	for name, content := range map[string]string{
 		"JSON without the envelope": `{"marks":{"pod/0000-uid":{"verdict":"zombie","first_seen":"2026-03-14T09:00:00Z","last_seen":"2026-03-14T10:00:00Z"}}}` + "\n",
 		"an unknown field":          `{"version":3,"ledger":{"marks":{}},"owner":"team-a"}`,
-		"a newer format":            `{"format":6,"version":3,"ledger":{"marks":{}}}`,
+		"a newer format":            `{"format":7,"version":3,"ledger":{"marks":{}}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
