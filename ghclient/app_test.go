@@ -168,7 +168,7 @@ func TestAppAuth(t *testing.T) {
 				assert.Nil(t, cache)
 				assert.False(t, isRateLimited(err))
 				assert.Empty(t, app.listAuth, "no list request without a token")
-				assert.Equal(t, httpcount.Counts{Requests: 1}, c.Counts(), "the refused exchange is counted")
+				assert.Equal(t, httpcount.Counts{Requests: 1}, requestCounts(c), "the refused exchange is counted")
 				for _, secret := range []string{string(tc.pem), "PRIVATE KEY"} {
 					assert.NotContains(t, err.Error(), secret)
 				}
@@ -183,7 +183,7 @@ func TestAppAuth(t *testing.T) {
 			_, _, err = c.ListRunners(ctx, orgScope, nil)
 			require.NoError(t, err)
 			assert.Equal(t, 1, app.exchanges)
-			assert.Equal(t, httpcount.Counts{Requests: 3}, c.Counts(), "one exchange and two lists")
+			assert.Equal(t, httpcount.Counts{Requests: 3}, requestCounts(c), "one exchange and two lists")
 		})
 	}
 }

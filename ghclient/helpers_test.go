@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
+	"github.com/runner-reaper/runner-reaper/internal/httpcount"
 )
 
 // testToken is the credential the tests use; no error may ever quote it.
@@ -155,3 +156,11 @@ func scopeCases() []struct {
 
 // isRateLimited tells whether the client typed err as GitHub's rate limit.
 func isRateLimited(err error) bool { return fleet.AsRateLimit(err) != nil }
+
+// requestCounts are c's counts of requests and 304s, without the bytes
+// read, which these tests do not count: they prove what reaches the wire.
+func requestCounts(c *Client) httpcount.Counts {
+	n := c.Counts()
+	n.Bytes = 0
+	return n
+}

@@ -121,7 +121,7 @@ func TestRemembered(t *testing.T) {
 			requireLimit(t, err, tc.until, tc.secondary)
 			_, err = c.FindRunner(context.Background(), orgScope, "rr-a")
 			requireLimit(t, err, tc.until, tc.secondary)
-			assert.Equal(t, httpcount.Counts{Requests: 1}, c.Counts(), "the remembered limit sent nothing more")
+			assert.Equal(t, httpcount.Counts{Requests: 1}, requestCounts(c), "the remembered limit sent nothing more")
 		})
 	}
 }

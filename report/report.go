@@ -377,6 +377,9 @@ func summaryAttrs(res sweep.Result) []slog.Attr {
 		slog.Int64("github_requests", res.GitHub.Requests),
 		slog.Int64("github_not_modified", res.GitHub.NotModified),
 		slog.Int64("kube_requests", res.Kube.Requests),
+		// The bytes of the API server's answers read: in the long-running
+		// mode those the watches read since the last sweep's summary too.
+		slog.Int64("kube_bytes", res.Kube.Bytes),
 		// Which build swept: ties a summary line to a release and commit.
 		slog.String("version", Version()),
 		slog.String("revision", Revision()),

@@ -32,7 +32,7 @@ func TestSummaryMatchesTheLogLine(t *testing.T) {
 			{Finding: reconcile.Finding{Verdict: fleet.Zombie}}, {Finding: reconcile.Finding{Verdict: fleet.Terminal}}}},
 		Outcomes: []reap.Outcome{{Result: fleet.Deleted}},
 		GitHub:   httpcount.Counts{Requests: 3, NotModified: 2},
-		Kube:     httpcount.Counts{Requests: 4},
+		Kube:     httpcount.Counts{Requests: 4, Bytes: 52_000},
 	}
 	var buf bytes.Buffer
 	Log(context.Background(), slog.New(slog.NewJSONHandler(&buf, nil)), res)
@@ -51,6 +51,8 @@ func TestSummaryMatchesTheLogLine(t *testing.T) {
 	assert.Equal(t, map[string]any{"terminal": 1.0, "zombie": 1.0}, summary["verdicts"])
 	assert.Equal(t, []any{"org:acme"}, summary["scopes_skipped"])
 	assert.EqualValues(t, 2, summary["github_not_modified"])
+	assert.EqualValues(t, 4, summary["kube_requests"])
+	assert.EqualValues(t, 52_000, summary["kube_bytes"])
 }
 
 // An unobserved namespace is warned about before the actions, by name and
