@@ -114,6 +114,9 @@ type Config struct {
 	// Push is where each sweep's metrics are pushed, when anywhere.
 	Push   Push
 	GitHub GitHub
+	// Serve is the long-running mode's settings: checked in form by Load,
+	// whole by LoadServe.
+	Serve Serve
 }
 
 // Push is where a sweep's metrics go at its end, besides the log.
@@ -330,6 +333,7 @@ func validate(s spec, inCluster bool, podNamespace string) (Config, []Problem) {
 	c.Push = validatePush(s, c.Ledger, bad, func(name, what, ex string) {
 		ps = append(ps, Problem{Var: name, What: what, Example: ex})
 	})
+	c.Serve = validateServe(s, bad)
 	return c, ps
 }
 

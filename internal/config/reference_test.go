@@ -52,6 +52,10 @@ above 0 and at most 1, ^REAPER_KUBE_CONCURRENCY^ 1 to 64;
 that matches ^actions-ephemeral-runner=True^; ^REAPER_EKS_CLUSTER^,
 ^REAPER_METRICS_NAMESPACE^ (not ^AWS/...^) and ^REAPER_GITHUB_SECRET_ARN^
 follow AWS's own rules.
+The last group, from ^REAPER_INTERVAL^, is ^runner-reaper serve^'s, the
+long-running mode's: every command checks its form, and ^serve^ alone what
+it needs besides (an interval longer than ^REAPER_SWEEP_TIMEOUT^; outside a
+pod, ^REAPER_LEASE_NAMESPACE^).
 
 `) + KubernetesAccess + "\n"
 

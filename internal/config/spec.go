@@ -269,4 +269,38 @@ type spec struct {
 	GithubApiUrl string `split_words:"true" default:"https://api.github.com/" example:"https://ghes.example.com/api/v3/"`
 	// Per GitHub request, at most `5m`.
 	GithubTimeout time.Duration `split_words:"true" default:"30s" example:"30s"`
+
+	// The time from one sweep's start to the next one's in `runner-reaper
+	// serve`, the long-running mode: at least `10s`, and longer than
+	// `REAPER_SWEEP_TIMEOUT`, so that a sweep always ends before the next is
+	// due (`serve` refuses to start otherwise). The leader sweeps at once when
+	// it starts leading, and only once its watches have synced. A sweep or
+	// an audit reads it only to check its form.
+	Interval time.Duration `split_words:"true" default:"1m" example:"1m"`
+	// Where `serve` answers `/metrics`, `/healthz` and `/readyz`: `HOST:PORT`,
+	// the host an IP address, a host name or empty for every interface, the
+	// port 1 to 65535.
+	Listen string `split_words:"true" default:":8080" example:"127.0.0.1:8080"`
+	// The Lease `serve`'s replicas elect their leader on, a DNS subdomain name
+	// (lower-case letters, digits, `-` and `.`); only the leader sweeps.
+	LeaseName string `split_words:"true" default:"runner-reaper" example:"runner-reaper-eu"`
+	// The Lease's namespace.
+	//
+	// Default: in a pod: its own namespace; else `serve` requires it
+	LeaseNamespace string `split_words:"true" example:"runner-reaper"`
+	// How long the Lease holds without being renewed, in whole seconds, `3s`
+	// to `5m`. The leader renews it every two fifteenths of it and gives up
+	// leading when it could not for two thirds of it (client-go's leader
+	// election); the sweep it was running then stops as on SIGTERM. A
+	// replica takes a released Lease at its next try (every two fifteenths),
+	// and one left by a leader that died once it has gone unrenewed this
+	// long. At `15s` a leader that
+	// loses it has 5 s, the bound on an action in flight, before another
+	// can take it.
+	LeaseDuration time.Duration `split_words:"true" default:"15s" example:"15s"`
+	// This process's name in the Lease (`holderIdentity`): 1 to 128 printable
+	// ASCII characters without spaces. Each replica needs its own.
+	//
+	// Default: the host name (a pod's name), `_` and a random suffix
+	Identity string `split_words:"true" example:"runner-reaper-7d9f8-x2k4q"`
 }

@@ -70,6 +70,12 @@ func Hostile() map[string][]string {
 		"REAPER_PUSHGATEWAY_URL": {"pushgateway:9091", "ftp://pushgateway:9091", "http://user:hunter2@pushgateway:9091",
 			"http://pushgateway:9091/?x=1", "http://pushgateway:9091/#f", "http://", "http:pushgateway"},
 		"REAPER_METRICS_INSTANCE": {"-eu", "eu west", "eu/west", strings.Repeat("i", 64), "eu\x01", "ëu"},
+		"REAPER_INTERVAL":         {"0", "-1m", "9s", "60", "soon"},
+		"REAPER_LISTEN":           {"8080", ":0", ":65536", ":08080", "0.0.0.0:http", "bad host!:8080", ":8080\n", " :8080"},
+		"REAPER_LEASE_NAME":       {"", "Runner-Reaper", "runner_reaper", "-x", "x.", strings.Repeat("l", 254)},
+		"REAPER_LEASE_NAMESPACE":  {"Runner", "a_b", "-ns", "a.b", strings.Repeat("n", 64)},
+		"REAPER_LEASE_DURATION":   {"0", "2s", "6m", "15.5s", "-15s", "15", "soon"},
+		"REAPER_IDENTITY":         {"a b", "x\x01", "ïd", "id\n", strings.Repeat("i", 129)},
 	}
 }
 
