@@ -25,6 +25,15 @@ const GOGC = "GOGC"
 // a limit kills a sweep for; GOGC=25 in the environment buys the CPU back.
 const GCPercent = 10
 
+// ServeGCPercent is the collector's pace of the long-running mode
+// (`runner-reaper serve`) when GOGC is unset: the runtime's own default.
+// There what is live is the watches' stores, held between sweeps, while
+// every watch event decoded and every sweep's views are garbage soon
+// after; at GCPercent the collector would run each time a tenth of the
+// stores had been allocated again, all day, for a peak the soft limit
+// (Setup) bounds anyway.
+const ServeGCPercent = 100
+
 // Where the collector's pace in force came from, as logged (gogc_source).
 const (
 	// GCFromEnv: the operator set GOGC, and it stands.
@@ -52,7 +61,11 @@ func (d GCDecision) Attrs() []slog.Attr {
 // and the runtime has already applied it. An empty GOGC the runtime reads
 // as unset, and so does ApplyGC. Without SetGCPercent it decides and
 // changes nothing. Call it once, at start-up, before the sweep allocates.
-func (h Host) ApplyGC() GCDecision {
+func (h Host) ApplyGC() GCDecision { return h.ApplyGCAt(GCPercent) }
+
+// ApplyGCAt is ApplyGC with the pace percent where GOGC is unset: the
+// long-running mode's is ServeGCPercent.
+func (h Host) ApplyGCAt(percent int) GCDecision {
 	if v, ok := h.lookupEnv(GOGC); ok && v != "" {
 		// The runtime reads a GOGC that is neither "off" nor a number
 		// as its default, 100: the line says the pace in force, not
@@ -63,7 +76,7 @@ func (h Host) ApplyGC() GCDecision {
 		return GCDecision{GOGC: v, Source: GCFromEnv}
 	}
 	if h.SetGCPercent != nil {
-		h.SetGCPercent(GCPercent)
+		h.SetGCPercent(percent)
 	}
-	return GCDecision{GOGC: strconv.Itoa(GCPercent), Source: GCFromDefault}
+	return GCDecision{GOGC: strconv.Itoa(percent), Source: GCFromDefault}
 }

@@ -30,6 +30,28 @@ func TestApplyGC(t *testing.T) {
 	}
 }
 
+// The long-running mode's pace where GOGC is unset; the operator's GOGC
+// stands there too.
+func TestApplyGCAtServesPace(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		vars     map[string]string
+		want     GCDecision
+		wantSets []int
+	}{
+		{"GOGC unset", nil, GCDecision{"100", GCFromDefault}, []int{ServeGCPercent}},
+		{"the operator's GOGC stands", map[string]string{GOGC: "25"}, GCDecision{"25", GCFromEnv}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sets []int
+			set := func(p int) int { sets = append(sets, p); return GCPercent }
+			got := Host{LookupEnv: env(tc.vars), SetGCPercent: set}.ApplyGCAt(ServeGCPercent)
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, tc.wantSets, sets)
+		})
+	}
+}
+
 func TestApplyGCWithoutRuntime(t *testing.T) {
 	assert.Equal(t, GCDecision{"10", GCFromDefault}, Host{}.ApplyGC())
 }
