@@ -70,5 +70,26 @@ const (
 	PromReapLoopActions = "runner_reaper_reap_loop_actions"
 )
 
+// The long-running mode's own figures (`runner-reaper serve`), served on
+// its /metrics beside the last sweep's: the state of the process now, not
+// of a sweep, so that neither a Pushgateway nor EMF carries them. resource
+// is "pods" or "ephemeralrunners"; a resource watched in several
+// namespaces is summed over them (live only when all are), so that no
+// namespace is a label.
+const (
+	// PromLeader is 1 while the process holds the Lease and sweeps, 0
+	// while it stands by.
+	PromLeader = "runner_reaper_leader"
+	// PromWatchLive is 1 while every watch of the resource is live
+	// (synced, open, and heard from within its stale bound), 0 while a
+	// sweep would find its store incomplete.
+	PromWatchLive = "runner_reaper_watch_live"
+	// PromWatchRelists is the complete lists of the resource's watches
+	// since the process started, the first included.
+	PromWatchRelists = "runner_reaper_watch_relists"
+	// PromStoreObjects is the objects the resource's stores hold now.
+	PromStoreObjects = "runner_reaper_store_objects"
+)
+
 // MaxLoopSeries is the most groups PromReapLoopActions carries.
 const MaxLoopSeries = 10

@@ -26,6 +26,13 @@ Prometheus Pushgateway (^REAPER_PUSHGATEWAY_URL^), exports over OTLP/HTTP
 (^OTEL_EXPORTER_OTLP_ENDPOINT^), and writes CloudWatch EMF lines to the log
 (^REAPER_METRICS_NAMESPACE^); see [configuration.md](configuration.md).
 
+The long-running mode, ^runner-reaper serve^, is scraped instead: its
+^/metrics^ (^REAPER_LISTEN^) serves, while it leads, the figures of its last
+sweep, and, leading or not, its own (the last four rows: the Lease, and its
+watches and their stores, labelled by ^resource^, ^pods^ or
+^ephemeralrunners^). A standby serves only its own, so that the figures of a
+sweep come from one replica at a time. Its sweeps still push where told.
+
 Every figure is the last sweep's, so each is a gauge: a batch job's count
 per run is not a counter, and ^_total^ would invite ^rate()^ over a value
 that restarts every sweep. Times are ^_seconds^; instants are
@@ -36,7 +43,7 @@ that restarts every sweep. Times are ^_seconds^; instants are
 // takes its values from.
 var metricsOutro = fmt.Sprintf(md(`**Label cardinality.** Labels come only from closed sets: ^mode^ (3),
 ^verdict^ (%d), ^result^ (about 20, and only the pairs that occurred), ^kind^
-(3). No scope, namespace, pod or runner name is ever a label: at 1,000
+(3), ^resource^ (2). No scope, namespace, pod or runner name is ever a label: at 1,000
 scopes an instance still has at most a few dozen series. Which scope was
 skipped, and why, is in the log line ^scope skipped^.
 

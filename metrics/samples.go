@@ -10,10 +10,11 @@ import (
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
-// Family is one metric the push carries: the Prometheus name, its EMF
+// Family is one metric the reaper reports: the Prometheus name, its EMF
 // counterpart, its labels and its help. The table is the one story every
-// entry point tells: the Pushgateway and OTLP carry these names, the EMF
-// lines their counterparts, and `runner-reaper metrics` prints it.
+// entry point tells: the Pushgateway, OTLP and the long-running mode's
+// /metrics carry these names, the EMF lines their counterparts, and
+// `runner-reaper metrics` prints it.
 type Family struct {
 	Name   string
 	EMF    string
@@ -21,8 +22,8 @@ type Family struct {
 	Help   string
 }
 
-// Families is every metric a sweep's push can carry, in the order
-// docs/metrics.md lists them.
+// Families is every metric a sweep's push can carry, then the long-running
+// mode's own (ServeOnly), in the order docs/metrics.md lists them.
 func Families() []Family {
 	return []Family{
 		{PromActions, Actions + " by Verdict, Result", []string{"verdict", "result"}, "Candidates of the last sweep by verdict and result; pending ones under the result pending-confirmation."},
@@ -42,8 +43,16 @@ func Families() []Family {
 		{PromBoundStreak, ActionBoundStreak, nil, "Sweeps in a row in which the action bound left a ready candidate for later."},
 		{PromReapLoops, ReapLoops, nil, "Groups of runner pods in a reap loop (REAPER_LOOP_THRESHOLD actions with one fingerprint within REAPER_LOOP_WINDOW) as the last sweep left the ledger."},
 		{PromReapLoopActions, ReapLoopActions + " by Group, Fingerprint", []string{"group", "fingerprint"}, "Actions with the loop's fingerprint within the window, for the 10 looping groups with the most; group is KIND NAMESPACE/NAME of what makes the pods."},
+		{PromLeader, ServeOnly, nil, "runner-reaper serve: 1 while this process holds the Lease and sweeps, 0 while it stands by."},
+		{PromWatchLive, ServeOnly, []string{"resource"}, "runner-reaper serve: 1 while every watch of the resource (pods, ephemeralrunners) is synced, open and heard from within its stale bound; 0 while a sweep would find its store incomplete."},
+		{PromWatchRelists, ServeOnly, []string{"resource"}, "runner-reaper serve: complete lists of the resource by its watches since the process started, the first included."},
+		{PromStoreObjects, ServeOnly, []string{"resource"}, "runner-reaper serve: objects of the resource its watches' stores hold now."},
 	}
 }
+
+// ServeOnly is the EMF column of the long-running mode's own figures:
+// the state of a process, served on its /metrics and never pushed.
+const ServeOnly = "none: serve's /metrics only"
 
 // Sample is one value of a family, with its label values in the family's
 // label order.

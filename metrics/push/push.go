@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/push"
 
 	"github.com/runner-reaper/runner-reaper/metrics"
@@ -58,7 +57,7 @@ func (p *Pusher) Push(ctx context.Context, res sweep.Result) error {
 }
 
 func (p *Pusher) put(ctx context.Context, job string, samples []metrics.Sample) error {
-	reg, err := registry(samples)
+	reg, err := metrics.Registry(samples)
 	if err != nil {
 		return fmt.Errorf("push metrics to the pushgateway (job %s): %w", job, err)
 	}
@@ -67,37 +66,6 @@ func (p *Pusher) put(ctx context.Context, job string, samples []metrics.Sample) 
 		return fmt.Errorf("push metrics to the pushgateway (job %s): %w", job, err)
 	}
 	return nil
-}
-
-// registry holds the samples as gauges: each is the last sweep's value, so
-// none is a counter (see metrics.Families).
-func registry(samples []metrics.Sample) (*prometheus.Registry, error) {
-	fams := map[string]metrics.Family{}
-	for _, f := range metrics.Families() {
-		fams[f.Name] = f
-	}
-	reg := prometheus.NewRegistry()
-	vecs := map[string]*prometheus.GaugeVec{}
-	for _, s := range samples {
-		v, ok := vecs[s.Name]
-		if !ok {
-			f, known := fams[s.Name]
-			if !known {
-				return nil, fmt.Errorf("metric %s is not in the table", s.Name)
-			}
-			v = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: f.Name, Help: f.Help}, f.Labels)
-			if err := reg.Register(v); err != nil {
-				return nil, fmt.Errorf("register %s: %w", s.Name, err)
-			}
-			vecs[s.Name] = v
-		}
-		g, err := v.GetMetricWithLabelValues(s.Labels...)
-		if err != nil {
-			return nil, fmt.Errorf("metric %s: %w", s.Name, err)
-		}
-		g.Set(s.Value)
-	}
-	return reg, nil
 }
 
 // Client is the HTTP client of a push: bounded in time and in what it
