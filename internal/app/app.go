@@ -136,6 +136,10 @@ type Runtime struct {
 	// within it (a CronJob's activeDeadlineSeconds is checked against it).
 	timeout time.Duration
 	began   time.Time
+	// kubeSince, in the long-running mode, makes each sweep's Kubernetes
+	// counts those since the last sweep's summary, the watches' and the
+	// Lease's requests between sweeps included; nil counts the sweep's own.
+	kubeSince *countsSince
 }
 
 // Entry is what an entry point asks of the run: the mode it was asked for,
@@ -170,12 +174,32 @@ type Entry struct {
 // problem a line) and wraps ErrConfig when the configuration is the cause:
 // the entry points exit 2 on it. The second half is Runtime.Sweep.
 func Start(ctx context.Context, e Entry) (*Runtime, error) {
+	o, err := start(ctx, e, config.Load, memlimit.GCPercent)
+	if err != nil {
+		return nil, err
+	}
+	return o.rt, nil
+}
+
+// started is what start opened: the Runtime, and for the long-running
+// mode the configuration, the cluster's client and its config.
+type started struct {
+	rt      *Runtime
+	cfg     config.Config
+	kube    *kube.Client
+	restCfg *rest.Config
+}
+
+// start is Start, with the configuration read by load and the collector's
+// pace where GOGC is unset: a sweep's (memlimit.GCPercent), or the
+// long-running mode's.
+func start(ctx context.Context, e Entry, load func(inCluster bool, podNamespace string) (config.Config, error), gcPercent int) (started, error) {
 	// Every line and message from here on passes through the one
 	// redactor, and is escaped after it (package safetext).
 	secrets := redact.New()
-	cfg, err := config.Load(e.InCluster, e.PodNamespace)
+	cfg, err := load(e.InCluster, e.PodNamespace)
 	if err != nil {
-		return nil, report.PlainError(configCause{err}, secrets)
+		return started{}, report.PlainError(configCause{err}, secrets)
 	}
 	// The soft memory limit is set before anything large is allocated, so
 	// that the collector works to stay under the process's limit (the
@@ -184,19 +208,19 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 	host := memlimit.System()
 	memory, memErr := host.Setup(memlimit.CodeRoom)
 	if errors.Is(memErr, memlimit.ErrLambdaMemory) {
-		return nil, report.PlainError(configCause{memErr}, secrets)
+		return started{}, report.PlainError(configCause{memErr}, secrets)
 	}
 	// And the collector's pace, before anything large is allocated too:
 	// the peak of a sweep without a limit is set by it (memlimit.GCPercent).
-	gc := host.ApplyGC()
+	gc := host.ApplyGCAt(gcPercent)
 	mode := Mode(cfg, e.Mode)
 	out := e.Stdout
 	if mode == sweep.Audit {
 		out = e.Stderr
 	}
-	rt, err := Open(ctx, cfg, out, Options{AWS: e.AWS, Secrets: secrets})
+	rt, kc, restCfg, err := open(ctx, cfg, out, Options{AWS: e.AWS, Secrets: secrets})
 	if err != nil {
-		return nil, report.PlainError(err, secrets)
+		return started{}, report.PlainError(err, secrets)
 	}
 	rt.mode, rt.audit, rt.auditJSON, rt.memory, rt.began = mode, e.Stdout, e.AuditJSON, memory, e.Began
 	rt.Log.LogAttrs(ctx, slog.LevelDebug, "memory limit", append(memory.Attrs(), gc.Attrs()...)...)
@@ -206,7 +230,7 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 		rt.Log.LogAttrs(ctx, slog.LevelWarn, "memory limit unknown", slog.String("error", memErr.Error()),
 			slog.String("effect", "no soft memory limit is set and no warning comes near the limit: a sweep that outgrows the limit is killed without a report; set GOMEMLIMIT to keep the collector under it"))
 	}
-	return rt, nil
+	return started{rt: rt, cfg: cfg, kube: kc, restCfg: restCfg}, nil
 }
 
 // Open builds the Runtime for cfg: the redactor and the logger (lines to
@@ -216,6 +240,14 @@ func Start(ctx context.Context, e Entry) (*Runtime, error) {
 // kubeconfig), the clients, the ledger and the metrics. AWS's
 // configuration is loaded only when a setting needs it.
 func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Runtime, error) {
+	rt, _, _, err := open(ctx, cfg, out, o)
+	return rt, err
+}
+
+// open is Open, returning too the cluster's client the Runtime's sweeps
+// use and the config it was made from, for the long-running mode's watch
+// and Lease.
+func open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Runtime, *kube.Client, *rest.Config, error) {
 	if o.Secrets == nil {
 		o.Secrets = redact.New()
 	}
@@ -239,14 +271,14 @@ func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Ru
 	if cfg.GitHub.SecretARN != "" {
 		awsCfg, err := awsConfig()
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		value, err := secret.Get(ctx, awsCfg, cfg.GitHub.SecretARN)
 		if err != nil {
-			return nil, fmt.Errorf("read github credentials: %w", err)
+			return nil, nil, nil, fmt.Errorf("read github credentials: %w", err)
 		}
 		if err := cfg.GitHub.SetSecret(value); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+			return nil, nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 		LearnSecrets(o.Secrets, cfg.GitHub)
 	}
@@ -254,30 +286,31 @@ func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Ru
 	if cfg.EKSCluster != "" {
 		awsCfg, err := awsConfig()
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 		if restCfg, err = eks.RESTConfig(ctx, awsCfg, cfg.EKSCluster); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 	} else {
 		c, err := kube.RESTConfig()
 		if err != nil {
-			return nil, fmt.Errorf("%w: kubernetes: %w", ErrConfig, err)
+			return nil, nil, nil, fmt.Errorf("%w: kubernetes: %w", ErrConfig, err)
 		}
 		restCfg = c
 	}
 	if cfg.Ledger.Kind == config.LedgerDynamoDB {
 		if _, err := awsConfig(); err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
 	}
 	// What Build refuses (a client it cannot make from these settings) is
 	// the configuration's fault too.
-	s, err := Build(cfg, restCfg, log, o)
+	s, kc, err := build(cfg, restCfg, log, o)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	return &Runtime{Sweeper: s, Log: log, Secrets: o.Secrets, out: out, metricsNamespace: cfg.MetricsNamespace, push: cfg.Push, timeout: cfg.SweepTimeout}, nil
+	return &Runtime{Sweeper: s, Log: log, Secrets: o.Secrets, out: out, metricsNamespace: cfg.MetricsNamespace, push: cfg.Push, timeout: cfg.SweepTimeout},
+		kc, restCfg, nil
 }
 
 // Logger is the process's logger, writing JSON lines to out. level filters
@@ -313,7 +346,11 @@ func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
 		defer cancel()
 		r.Sweeper.Timeout = max(time.Until(end)-r.pushRoom(), time.Second)
 	}
-	res := Sweep(ctx, r.Sweeper, r.mode, r.Log)
+	res := r.Sweeper.Run(ctx, r.mode)
+	if r.kubeSince != nil {
+		res.Kube = r.kubeSince.next()
+	}
+	report.Log(ctx, r.Log, res)
 	r.warnMemory(ctx, res)
 	if r.metricsNamespace != "" {
 		if err := metrics.WriteEMF(r.out, res, r.metricsNamespace, time.Now()); err != nil {
@@ -453,6 +490,12 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 	if len(opts) > 0 {
 		o = opts[0]
 	}
+	s, _, err := build(cfg, restCfg, log, o)
+	return s, err
+}
+
+// build is Build, returning too the cluster's client the Sweeper uses.
+func build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, o Options) (*sweep.Sweeper, *kube.Client, error) {
 	if o.Secrets == nil {
 		o.Secrets = redact.New()
 	}
@@ -463,7 +506,7 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 	kc, err := kube.New(restCfg, kube.Options{Redact: o.Secrets.String, Timeout: cfg.KubeTimeout, Compress: cfg.EKSCluster != "", Log: log,
 		GitHubHost: ghclient.WebHost(cfg.GitHub.APIURL)})
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	gh, err := ghclient.New(ghclient.Config{
 		BaseURL:        cfg.GitHub.APIURL,
@@ -476,29 +519,17 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		OwnerLabel:     cfg.Policy.GhostLabel,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("github client: %w", err)
+		return nil, nil, fmt.Errorf("github client: %w", err)
 	}
 	store, err := ledger(cfg.Ledger, kc, o.AWS, log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	scopes := make(map[string]fleet.Scope, len(cfg.Scopes))
 	for _, s := range cfg.Scopes {
 		scopes[s.Key()] = s
 	}
-	pods := podSource{
-		client:     kc,
-		namespaces: cfg.Namespaces,
-		selector:   cfg.PodSelector,
-		mapping: kube.Mapping{
-			RunnerContainer: cfg.RunnerContainer,
-			RunnerName:      kubeSource(cfg.RunnerName),
-			ScopeLabel:      cfg.ScopeLabel,
-			Scopes:          cfg.Scopes,
-			StampLabel:      cfg.StampLabel,
-			JobAnnotation:   cfg.JobAnnotation,
-		},
-	}
+	pods := podSource{client: kc, namespaces: cfg.Namespaces, selector: cfg.PodSelector, mapping: mapping(cfg)}
 	var logs reap.RunnerLogs
 	if cfg.ReadRunnerLog {
 		logs = kc.RunnerLogs(cfg.RunnerContainer)
@@ -546,7 +577,19 @@ func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Op
 		Redact:      o.Secrets.String,
 		Loops:       cfg.Loops,
 		Events:      kc,
-	}, nil
+	}, kc, nil
+}
+
+// mapping is how the configuration reads a pod, in kube's terms.
+func mapping(cfg config.Config) kube.Mapping {
+	return kube.Mapping{
+		RunnerContainer: cfg.RunnerContainer,
+		RunnerName:      kubeSource(cfg.RunnerName),
+		ScopeLabel:      cfg.ScopeLabel,
+		Scopes:          cfg.Scopes,
+		StampLabel:      cfg.StampLabel,
+		JobAnnotation:   cfg.JobAnnotation,
+	}
 }
 
 // HistorySource reads the record of actions a ledger keeps, and nothing
