@@ -82,6 +82,27 @@ go. It deletes nothing and writes no ledger.`,
 			run:   runSweep(sweep.Audit),
 		},
 		{
+			name:    "serve",
+			summary: "the long-running mode: while leading, a sweep every REAPER_INTERVAL",
+			about: `The long-running mode, for a Deployment of two replicas: keep the runner
+pods (with REAPER_ARC_LEAKS, the EphemeralRunners too) in watches' stores,
+elect one leader on a Lease (REAPER_LEASE_NAME), and while leading sweep at
+once and then every REAPER_INTERVAL, each sweep judged and acted on as
+` + "`sweep`" + ` does, over the stores instead of fresh lists, and only once
+they have synced. It answers /metrics, /healthz and /readyz on
+REAPER_LISTEN.
+
+SIGTERM or SIGINT stops it: no new sweep starts, the sweep in flight ends
+as a sweep stopped by a signal does (its action in flight finished, the
+ledger saved), then the Lease is released for the other replica, then HTTP
+stops.`,
+			flags: []string{"dry-run"},
+			reads: config.Variables,
+			exits: `0 stopped by SIGTERM or SIGINT; 1 could not start (the cluster, the Lease's
+client, the port) or HTTP failed; 2 bad command line or configuration.`,
+			run: runServe,
+		},
+		{
 			name:    "history",
 			summary: "the actions the ledger recorded, newest first",
 			about: `The record of actions done that the ledger keeps (the last
@@ -97,10 +118,10 @@ ledger's ConfigMap.`,
 		},
 		{
 			name:    "metrics",
-			summary: "the metrics a sweep pushes, with their EMF names",
+			summary: "the metrics a sweep pushes and serve serves, with their EMF names",
 			about: `The table of the metrics a sweep pushes (to a Pushgateway, over OTLP,
-or as CloudWatch EMF lines), with their EMF names; docs/metrics.md is
-made from the same table.`,
+or as CloudWatch EMF lines), with their EMF names, and of those serve's
+/metrics adds; docs/metrics.md is made from the same table.`,
 			exits: "0; 1 the table could not be written; 2 bad command line.",
 			run:   runMetrics,
 		},

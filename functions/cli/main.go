@@ -1,5 +1,6 @@
-// Command runner-reaper runs one sweep, a dry run, or an audit. The CronJob
-// and people at a terminal run it; it only wires the parts together.
+// Command runner-reaper runs one sweep, a dry run, or an audit, or the
+// long-running mode. The CronJob, the Deployment and people at a terminal
+// run it; it only wires the parts together.
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"github.com/runner-reaper/runner-reaper/internal/safetext"
 	"github.com/runner-reaper/runner-reaper/metrics"
 	"github.com/runner-reaper/runner-reaper/report"
+	"github.com/runner-reaper/runner-reaper/serve"
 	"github.com/runner-reaper/runner-reaper/sweep"
 )
 
@@ -194,6 +196,28 @@ func runSweep(requested sweep.Mode) func(context.Context, invocation) int {
 		}
 		res := rt.Sweep(ctx)
 		return int(res.Status)
+	}
+}
+
+// runServe runs the long-running mode until a signal ends it. Each of its
+// sweeps reports itself; its own exit says only how it stopped.
+func runServe(ctx context.Context, inv invocation) int {
+	requested := sweep.Act
+	if inv.opts.dryRun {
+		requested = sweep.DryRun
+	}
+	inCluster, podNamespace := app.InCluster()
+	err := serve.Serve(ctx, app.Entry{Mode: requested, InCluster: inCluster, PodNamespace: podNamespace,
+		Stdout: inv.stdout, Stderr: inv.stderr})
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, app.ErrConfig):
+		fmt.Fprintln(inv.stderr, err)
+		return exitBadConfig
+	default:
+		fmt.Fprintln(inv.stderr, err)
+		return int(sweep.StatusFailed)
 	}
 }
 

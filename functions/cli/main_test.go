@@ -122,7 +122,8 @@ func TestBadConfigurationExitsTwoAndTouchesNothing(t *testing.T) {
 func TestUsageErrorsExitTwo(t *testing.T) {
 	for _, args := range [][]string{{}, {"reap"}, {"audit", "--output", "yaml"}, {"sweep", "--force"},
 		{"sweep", "--runner", "acme-1"}, {"audit", "--runner", "acme-1"}, {"history", "--output", "yaml"},
-		{"history", "--dry-run"}, {"history", "acme-1"}, {"history", "--runner"}, {"history", "--runner", ""}} {
+		{"history", "--dry-run"}, {"history", "acme-1"}, {"history", "--runner"}, {"history", "--runner", ""},
+		{"serve", "--output", "json"}, {"serve", "--runner", "acme-1"}, {"serve", "now"}} {
 		code, _, _ := runCLI(args...)
 		assert.Equal(t, 2, code, "%v", args)
 	}
