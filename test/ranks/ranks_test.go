@@ -172,20 +172,88 @@ func TestProductNeverImportsTheHarness(t *testing.T) {
 	}
 }
 
-// The packages below are each megabytes of code whose pages and start-up
-// every sweep carries in its resident memory: every API group's clients,
-// or client-go's fakes with server-side apply's merge code (package
-// gentype links them); gRPC and the OpenTelemetry SDK, which the SDK's
-// OTLP exporter linked (about 7 MiB resident; metrics/otlp sends OTLP's
-// messages itself), and the collector's generated service package, which
-// links gRPC again.
-func TestEntryPointsLinkNoHeavyClients(t *testing.T) {
-	heavy := []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/testing", "k8s.io/client-go/gentype"}
-	heavyTrees := []string{"google.golang.org/grpc", "go.opentelemetry.io/otel", "go.opentelemetry.io/proto/otlp/collector"}
-	for _, p := range list(t, "-deps", "./functions/cli", "./functions/lambda") {
-		assert.NotContains(t, heavy, p.ImportPath, "an entry point links %s", p.ImportPath)
-		for _, tree := range heavyTrees {
-			assert.False(t, p.ImportPath == tree || strings.HasPrefix(p.ImportPath, tree+"/"), "an entry point links %s", p.ImportPath)
+// heavy reports whether a package is one of those that are each megabytes
+// of code whose pages and start-up every sweep carries in its resident
+// memory: every API group's clients, or client-go's fakes with server-side
+// apply's merge code (package gentype links them); gRPC and the
+// OpenTelemetry SDK, which the SDK's OTLP exporter linked (about 7 MiB
+// resident; metrics/otlp sends OTLP's messages itself), and the
+// collector's generated service package, which links gRPC again.
+func heavy(path string) bool {
+	for _, p := range []string{"k8s.io/client-go/kubernetes", "k8s.io/client-go/testing", "k8s.io/client-go/gentype"} {
+		if path == p {
+			return true
+		}
+	}
+	for _, tree := range []string{"google.golang.org/grpc", "go.opentelemetry.io/otel", "go.opentelemetry.io/proto/otlp/collector"} {
+		if path == tree || strings.HasPrefix(path, tree+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// election is client-go's leader election, which links every API group's
+// clients and client-go's fakes (its LeaseCandidate and its lock's
+// constructors do), and the typed Lease client its lock is built on: what
+// the long-running mode needs, and only it.
+var election = []string{
+	"k8s.io/client-go/tools/leaderelection",
+	"k8s.io/client-go/tools/leaderelection/resourcelock",
+	"k8s.io/client-go/kubernetes/typed/coordination/v1",
+}
+
+// The Lambda links none of the heavy packages, nor the long-running mode
+// and its election: it sweeps once an invocation.
+func TestLambdaLinksNoHeavyClients(t *testing.T) {
+	for _, p := range list(t, "-deps", "./functions/lambda") {
+		assert.False(t, heavy(p.ImportPath), "the Lambda links %s", p.ImportPath)
+		assert.NotEqual(t, module+"/serve", p.ImportPath, "the Lambda links the long-running mode")
+		assert.NotContains(t, election, p.ImportPath, "the Lambda links the leader election")
+	}
+}
+
+// The CLI links the heavy packages only through the leader election of
+// the long-running mode (`serve`), which client-go's leaderelection brings
+// in whole, and which only package serve imports: without it, nothing of
+// the CLI reaches them. The cost is in docs/design.md (What a sweep
+// holds).
+func TestCLILinksHeavyClientsOnlyThroughTheElection(t *testing.T) {
+	pkgs := list(t, "-deps", "./functions/cli")
+	imports := map[string][]string{}
+	linked := map[string]bool{}
+	for _, p := range pkgs {
+		imports[p.ImportPath] = p.Imports
+		linked[p.ImportPath] = true
+	}
+	for _, e := range election {
+		require.True(t, linked[e], "the CLI links %s: this test's gate is not moot", e)
+	}
+	gate := map[string]bool{}
+	for _, e := range election {
+		gate[e] = true
+	}
+	// What the CLI reaches without passing through the election.
+	seen := map[string]bool{}
+	queue := []string{module + "/functions/cli"}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if seen[p] || gate[p] {
+			continue
+		}
+		seen[p] = true
+		assert.False(t, heavy(p), "the CLI links %s other than through the leader election", p)
+		queue = append(queue, imports[p]...)
+	}
+	for _, p := range pkgs {
+		if !strings.HasPrefix(p.ImportPath, module+"/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if gate[imp] {
+				assert.Equal(t, module+"/serve", p.ImportPath, "%s imports %s: only the long-running mode may", p.ImportPath, imp)
+			}
 		}
 	}
 }
