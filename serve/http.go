@@ -74,8 +74,9 @@ func (r Recorded) Sweep(ctx context.Context) { r.Figures.Record(r.Runtime.Sweep(
 func handler(w Watch, st *status, figs *Figures, redact func(string) string, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
 	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		samples := processSamples(st.leading(), w.State())
-		if st.leading() && figs != nil {
+		leading := st.leading()
+		samples := processSamples(leading, w.State())
+		if leading && figs != nil {
 			samples = append(samples, figs.samples()...)
 		}
 		reg, err := metrics.Registry(samples)
