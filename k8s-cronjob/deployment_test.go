@@ -15,6 +15,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -376,4 +377,38 @@ func TestServiceMonitorComponent(t *testing.T) {
 		require.Error(t, err, "%v", components)
 		assert.Contains(t, err.Error(), "nothing selected by Service")
 	}
+}
+
+// The Helm chart's mode: deployment, rendered by the real helm, is
+// accepted by the same API server under the restricted Pod Security
+// Standard, with no warning: its Deployment, Service, PodDisruptionBudget
+// and Lease Role as the chart writes them (test/helm compares them with
+// this component's).
+func TestChartsDeploymentModeIsAcceptedByTheAPIServer(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	require.NoError(t, err)
+	helm := filepath.Join(root, ".cache", "bin", "helm")
+	if _, err := os.Stat(helm); err != nil {
+		if testing.Short() {
+			t.Skipf("helm is not built (%s); `make helm` builds it, `make test` runs this", helm)
+		}
+		t.Fatalf("helm is not built: run `make helm`: %v", err)
+	}
+	shippedNamespaceExists(t)
+	home := t.TempDir()
+	cmd := exec.Command(helm, "template", "runner-reaper", filepath.Join(root, "charts", "runner-reaper"), "--namespace", shippedNamespace,
+		"--set", "scopes={org:acme},image.tag=v1.2.3,mode=deployment,arc.enabled=true")
+	cmd.Env = []string{"HOME=" + home, "HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home,
+		"KUBECONFIG=" + filepath.Join(home, "kubeconfig")}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Run(), "helm template: %s", errOut.String())
+	require.Contains(t, out.String(), "kind: Deployment")
+	stdout, stderr, err := serverDryRun(t, out.Bytes())
+	require.NoError(t, err, "kubectl apply --dry-run=server:\n%s%s", stdout, stderr)
+	for _, kind := range []string{"deployment.apps", "service", "poddisruptionbudget.policy", "role.rbac.authorization.k8s.io"} {
+		assert.Contains(t, stdout, kind+"/runner-reaper", "the chart's %s", kind)
+	}
+	assert.NotContains(t, stdout, "cronjob")
+	assert.NotContains(t, strings.ToLower(stderr), "warning")
 }

@@ -1,8 +1,8 @@
 {{/*
-Parts of the reaper's pod, each written at the left margin for nindent,
-so that another workload can run the same image with the same identity,
-configuration, Secret and restrictions as the CronJob, and not drift
-apart from it.
+What the CronJob's pod and the Deployment's pod share, so that the two
+modes run the same image with the same identity, configuration, Secret
+and restrictions, and cannot drift apart. Each is written at the left
+margin, for nindent.
 */}}
 
 {{/*
@@ -83,9 +83,23 @@ by secretKeyRef from github.existingSecret, and the OTLP endpoint.
 
 {{/*
 The pod's labels: the chart's name and instance, by which its logs are
-found, with the user's podLabels added.
+found (and, for the Deployment, its Service, PodDisruptionBudget and
+spread select it), with the user's podLabels added.
 */}}
 {{- define "runner-reaper.podLabels" -}}
 {{- $own := dict "app.kubernetes.io/name" (include "runner-reaper.name" .) "app.kubernetes.io/instance" .Release.Name }}
 {{- include "runner-reaper.withLabels" (dict "own" $own "user" .Values.podLabels "at" "podLabels") }}
+{{- end }}
+
+{{/*
+The labels that select the Deployment's pods: the chart's two pod labels,
+which no podLabel may replace.
+*/}}
+{{- define "runner-reaper.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "runner-reaper.name" . | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
+{{- end }}
+
+{{- define "runner-reaper.leaseName" -}}
+{{- .Values.deployment.leaseName | default (include "runner-reaper.fullname" .) }}
 {{- end }}
