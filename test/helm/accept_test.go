@@ -53,6 +53,11 @@ func accepted() []acceptedRow {
 		"http://[fd00::9]:9091/")
 	add("metrics.instance", "REAPER_METRICS_INSTANCE", "eu-west.1", "a", "Shard_2", strings.Repeat("i", 63))
 	add("metrics.otlpEndpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel-collector.monitoring:4318", "https://otlp.example.com/v1")
+	// mode: deployment's. An interval of 10s needs a sweep below it.
+	out = append(out, acceptedOver(map[string]any{"mode": "deployment", "sweepTimeout": "6s"}, "deployment.interval", "REAPER_INTERVAL",
+		"10s", "1m", "90s", "1h30m")...)
+	out = append(out, acceptedOver(map[string]any{"mode": "deployment"}, "deployment.leaseName", "REAPER_LEASE_NAME",
+		"runner-reaper", "a", "fleet-a.leader", strings.Repeat("l", 253))...)
 	return out
 }
 

@@ -32,20 +32,22 @@ func appSecret(t testing.TB) secretData {
 	return secretData{"private-key": string(pemKey)}
 }
 
-// podEnv is the environment the rendered CronJob's reaper container would
-// start with: its ConfigMap's keys (envFrom), then its env, each
-// secretKeyRef read from secret. It fails the test on a reference it
-// cannot follow, so nothing the pod would see is left out.
+// podEnv is the environment the rendered workload's (the CronJob's, or
+// with mode: deployment the Deployment's) reaper container would start
+// with: its ConfigMap's keys (envFrom), then its env, each secretKeyRef
+// read from secret and each fieldRef from the pod (podName). It fails the
+// test on a reference it cannot follow, so nothing the pod would see is
+// left out.
 func podEnv(t testing.TB, objs []*unstructured.Unstructured, secret secretData) map[string]string {
 	t.Helper()
-	cronJob := theCronJob(t, objs)
+	w := theWorkload(t, objs)
 	c := container(t, objs)
 	env := map[string]string{}
 	from, _, _ := unstructured.NestedSlice(c, "envFrom")
 	for _, f := range from {
 		name, ok, _ := unstructured.NestedString(f.(map[string]any), "configMapRef", "name")
 		require.True(t, ok, "envFrom holds only ConfigMaps: %v", f)
-		cm := find(objs, "ConfigMap", cronJob.GetNamespace(), name)
+		cm := find(objs, "ConfigMap", w.GetNamespace(), name)
 		require.NotNil(t, cm, "the ConfigMap %s the pod reads is rendered", name)
 		data, _, err := unstructured.NestedStringMap(cm.Object, "data")
 		require.NoError(t, err)
@@ -53,6 +55,7 @@ func podEnv(t testing.TB, objs []*unstructured.Unstructured, secret secretData) 
 			env[k] = v
 		}
 	}
+	pod := map[string]string{"metadata.namespace": w.GetNamespace(), "metadata.name": podName(w)}
 	vars, _, _ := unstructured.NestedSlice(c, "env")
 	for _, raw := range vars {
 		v := raw.(map[string]any)
@@ -61,8 +64,14 @@ func podEnv(t testing.TB, objs []*unstructured.Unstructured, secret secretData) 
 			env[name] = value
 			continue
 		}
+		if field, ok, _ := unstructured.NestedString(v, "valueFrom", "fieldRef", "fieldPath"); ok {
+			val, ok := pod[field]
+			require.True(t, ok, "env %s reads the pod's %s, which the test does not know", name, field)
+			env[name] = val
+			continue
+		}
 		key, ok, _ := unstructured.NestedString(v, "valueFrom", "secretKeyRef", "key")
-		require.True(t, ok, "env %s is a value or a secretKeyRef: %v", name, v)
+		require.True(t, ok, "env %s is a value, a fieldRef or a secretKeyRef: %v", name, v)
 		val, ok := secret[key]
 		require.True(t, ok, "env %s reads the Secret's key %q, which the test's Secret does not hold", name, key)
 		env[name] = val
@@ -70,24 +79,77 @@ func podEnv(t testing.TB, objs []*unstructured.Unstructured, secret secretData) 
 	return env
 }
 
+// podName is the name a pod of the workload w gets, as its controllers
+// name it.
+func podName(w *unstructured.Unstructured) string {
+	if w.GetKind() == "Deployment" {
+		return w.GetName() + "-7c9d8b6f5d-x2k4q"
+	}
+	return w.GetName() + "-29000000-x2k4q"
+}
+
 // theCronJob is the rendered CronJob, of which there is one.
 func theCronJob(t testing.TB, objs []*unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	var cronJob *unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == "CronJob" {
-			require.Nil(t, cronJob, "one CronJob")
-			cronJob = o
-		}
-	}
-	require.NotNil(t, cronJob, "the chart renders a CronJob")
-	return cronJob
+	return theOne(t, objs, "CronJob")
 }
 
-// container is the rendered CronJob's one container.
+// theDeployment is the rendered Deployment, of which there is one.
+func theDeployment(t testing.TB, objs []*unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	return theOne(t, objs, "Deployment")
+}
+
+// theOne is the rendered object of kind, of which there is one.
+func theOne(t testing.TB, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	t.Helper()
+	var found *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			require.Nil(t, found, "one %s", kind)
+			found = o
+		}
+	}
+	require.NotNil(t, found, "the chart renders a %s", kind)
+	return found
+}
+
+// theWorkload is the rendered CronJob or Deployment: exactly one of the
+// two, whichever the mode.
+func theWorkload(t testing.TB, objs []*unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	var found []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "CronJob" || o.GetKind() == "Deployment" {
+			found = append(found, o)
+		}
+	}
+	require.Len(t, found, 1, "one CronJob or Deployment: %v", ids(found))
+	return found[0]
+}
+
+// podTemplatePath is where the workload w holds its pod template.
+func podTemplatePath(w *unstructured.Unstructured) []string {
+	if w.GetKind() == "Deployment" {
+		return []string{"spec", "template"}
+	}
+	return []string{"spec", "jobTemplate", "spec", "template"}
+}
+
+// podTemplate is the rendered workload's pod template.
+func podTemplate(t testing.TB, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	w := theWorkload(t, objs)
+	tmpl, ok, err := unstructured.NestedMap(w.Object, podTemplatePath(w)...)
+	require.NoError(t, err)
+	require.True(t, ok, "%s %s has a pod template", w.GetKind(), w.GetName())
+	return tmpl
+}
+
+// container is the rendered workload's one container.
 func container(t testing.TB, objs []*unstructured.Unstructured) map[string]any {
 	t.Helper()
-	containers, _, err := unstructured.NestedSlice(theCronJob(t, objs).Object, "spec", "jobTemplate", "spec", "template", "spec", "containers")
+	containers, _, err := unstructured.NestedSlice(podTemplate(t, objs), "spec", "containers")
 	require.NoError(t, err)
 	require.Len(t, containers, 1, "one container")
 	return containers[0].(map[string]any)

@@ -66,7 +66,7 @@ func freeTexts() map[string]freeText {
 		}
 	}
 	podSpec := func(t *testing.T, objs []*unstructured.Unstructured, path ...string) any {
-		v, _, err := unstructured.NestedFieldNoCopy(theCronJob(t, objs).Object, append([]string{"spec", "jobTemplate", "spec", "template"}, path...)...)
+		v, _, err := unstructured.NestedFieldNoCopy(podTemplate(t, objs), path...)
 		require.NoError(t, err)
 		return v
 	}
@@ -84,6 +84,21 @@ func freeTexts() map[string]freeText {
 	valued := func(h string) any { return map[string]any{"k": h} }
 	rule := map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}
 	dashboard := map[string]any{"monitoring": map[string]any{"dashboard": map[string]any{"enabled": true}}}
+	deployment := map[string]any{"mode": "deployment"}
+	scraped := map[string]any{"mode": "deployment", "monitoring": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}
+	podVar := func(name string) func(*testing.T, []*unstructured.Unstructured) any {
+		return func(t *testing.T, objs []*unstructured.Unstructured) any { return podEnv(t, objs, tokenSecret())[name] }
+	}
+	endpoint := func(field string) func(*testing.T, []*unstructured.Unstructured) any {
+		return func(t *testing.T, objs []*unstructured.Unstructured) any {
+			sm := find(objs, "ServiceMonitor", namespace, release)
+			require.NotNil(t, sm, "the ServiceMonitor")
+			eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+			require.Len(t, eps, 1)
+			v, _, _ := unstructured.NestedFieldNoCopy(eps[0].(map[string]any), strings.Split(field, ".")...)
+			return v
+		}
+	}
 
 	texts := map[string]freeText{
 		"image.repository": {got: image, want: func(h string) any { return h + ":" + testTag }},
@@ -148,15 +163,43 @@ func freeTexts() map[string]freeText {
 		"lambdaAccess.group": {base: map[string]any{"lambdaAccess": map[string]any{"enabled": true}}, got: func(t *testing.T, objs []*unstructured.Unstructured) any {
 			return find(objs, "RoleBinding", namespace, release+"-lambda").Object["subjects"].([]any)[0].(map[string]any)["name"]
 		}},
-		"namespaces":             {wrap: func(h string) any { return []any{h} }, refused: "namespaces: "},
-		"podLabels (key)":        {at: "podLabels", wrap: keyed},
-		"podLabels (value)":      {at: "podLabels", wrap: valued, got: at("metadata", "labels", "k")},
-		"podAnnotations (key)":   {at: "podAnnotations", wrap: keyed},
-		"podAnnotations (value)": {at: "podAnnotations", wrap: valued, got: at("metadata", "annotations", "k")},
-		"nodeSelector (key)":     {at: "nodeSelector", wrap: keyed},
-		"nodeSelector (value)":   {at: "nodeSelector", wrap: valued, got: at("spec", "nodeSelector", "k")},
-		"prometheusRule labels":  {at: "monitoring.prometheusRule.labels", base: rule, wrap: valued, got: label("PrometheusRule", release, "k")},
-		"dashboard labels":       {at: "monitoring.dashboard.labels", base: dashboard, wrap: valued, got: label("ConfigMap", release+"-dashboard", "k")},
+		"namespaces":                         {wrap: func(h string) any { return []any{h} }, refused: "namespaces: "},
+		"podLabels (key)":                    {at: "podLabels", wrap: keyed},
+		"podLabels (value)":                  {at: "podLabels", wrap: valued, got: at("metadata", "labels", "k")},
+		"podAnnotations (key)":               {at: "podAnnotations", wrap: keyed},
+		"podAnnotations (value)":             {at: "podAnnotations", wrap: valued, got: at("metadata", "annotations", "k")},
+		"nodeSelector (key)":                 {at: "nodeSelector", wrap: keyed},
+		"nodeSelector (value)":               {at: "nodeSelector", wrap: valued, got: at("spec", "nodeSelector", "k")},
+		"prometheusRule labels":              {at: "monitoring.prometheusRule.labels", base: rule, wrap: valued, got: label("PrometheusRule", release, "k")},
+		"serviceMonitor labels":              {at: "monitoring.serviceMonitor.labels", base: scraped, wrap: valued, got: label("ServiceMonitor", release, "k")},
+		"monitoring.serviceMonitor.interval": {base: scraped, got: endpoint("interval")},
+		"metrics.instance (the ServiceMonitor's)": {at: "metrics.instance", base: scraped, got: func(t *testing.T, objs []*unstructured.Unstructured) any {
+			relabel, _ := endpoint("relabelings")(t, objs).([]any)
+			require.Len(t, relabel, 1)
+			return relabel[0].(map[string]any)["replacement"]
+		}},
+		"monitoring.serviceMonitor.enabled": {refused: "monitoring.serviceMonitor.enabled must be true or false"},
+		"mode":                              {refused: "mode must be cronjob or deployment"},
+		"deployment.interval":               {base: deployment, got: podVar("REAPER_INTERVAL")},
+		"deployment.leaseName": {base: deployment, got: func(t *testing.T, objs []*unstructured.Unstructured) any {
+			lease := podEnv(t, objs, tokenSecret())["REAPER_LEASE_NAME"]
+			role := find(objs, "Role", namespace, release+"-lease")
+			require.NotNil(t, role, "the lease Role")
+			rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+			require.NotEmpty(t, rules)
+			assert.Equal(t, []any{lease}, rules[0].(map[string]any)["resourceNames"], "the Role names the Lease the pod leads on")
+			return lease
+		}},
+		"deployment.pdb.enabled": {refused: "deployment.pdb.enabled must be true or false"},
+		"deployment.resources": {base: deployment, wrap: func(h string) any { return map[string]any{"limits": map[string]any{"memory": h}} },
+			got: func(t *testing.T, objs []*unstructured.Unstructured) any {
+				v, _, _ := unstructured.NestedString(container(t, objs), "resources", "limits", "memory")
+				return v
+			}},
+		"podLabels (value), mode deployment":      {at: "podLabels", base: deployment, wrap: valued, got: at("metadata", "labels", "k")},
+		"podAnnotations (value), mode deployment": {at: "podAnnotations", base: deployment, wrap: valued, got: at("metadata", "annotations", "k")},
+		"github.existingSecret, mode deployment":  {at: "github.existingSecret", base: deployment, got: secretRef("name")},
+		"dashboard labels":                        {at: "monitoring.dashboard.labels", base: dashboard, wrap: valued, got: label("ConfigMap", release+"-dashboard", "k")},
 		"resources": {wrap: func(h string) any { return map[string]any{"limits": map[string]any{"memory": h}} },
 			got: func(t *testing.T, objs []*unstructured.Unstructured) any {
 				v, _, _ := unstructured.NestedString(container(t, objs), "resources", "limits", "memory")
@@ -283,7 +326,7 @@ func podSpecMap(t *testing.T, objs []*unstructured.Unstructured, at string) (map
 		"nodeSelector":   {"spec", "nodeSelector"},
 	}[at]
 	require.NotNil(t, path, "no map for %s", at)
-	m, ok, err := unstructured.NestedMap(theCronJob(t, objs).Object, append([]string{"spec", "jobTemplate", "spec", "template"}, path...)...)
+	m, ok, err := unstructured.NestedMap(podTemplate(t, objs), path...)
 	require.NoError(t, err)
 	return m, ok
 }
@@ -328,8 +371,9 @@ func TestReviewedInjectionsAreGone(t *testing.T) {
 func TestUserLabelsNeverReplaceTheChartsOwn(t *testing.T) {
 	rule := map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}
 	dashboard := map[string]any{"monitoring": map[string]any{"dashboard": map[string]any{"enabled": true}}}
+	scraped := map[string]any{"mode": "deployment", "monitoring": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}
 	pod := func(t *testing.T, objs []*unstructured.Unstructured) map[string]string {
-		l, _, _ := unstructured.NestedStringMap(theCronJob(t, objs).Object, "spec", "jobTemplate", "spec", "template", "metadata", "labels")
+		l, _, _ := unstructured.NestedStringMap(podTemplate(t, objs), "metadata", "labels")
 		return l
 	}
 	byKind := func(kind, name string) func(*testing.T, []*unstructured.Unstructured) map[string]string {
@@ -358,6 +402,9 @@ func TestUserLabelsNeverReplaceTheChartsOwn(t *testing.T) {
 			map[string]string{"app.kubernetes.io/name": "runner-reaper", "app.kubernetes.io/instance": release}},
 		{"prometheusRule labels", rule, "monitoring.prometheusRule.labels", byKind("PrometheusRule", release), chartLabels},
 		{"dashboard labels", dashboard, "monitoring.dashboard.labels", byKind("ConfigMap", release+"-dashboard"), withGrafana},
+		{"podLabels, mode deployment", map[string]any{"mode": "deployment"}, "podLabels", pod,
+			map[string]string{"app.kubernetes.io/name": "runner-reaper", "app.kubernetes.io/instance": release}},
+		{"serviceMonitor labels", scraped, "monitoring.serviceMonitor.labels", byKind("ServiceMonitor", release), chartLabels},
 	} {
 		for key, value := range c.own {
 			t.Run(c.name+" "+key, func(t *testing.T) {

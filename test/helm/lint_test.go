@@ -17,6 +17,11 @@ func TestLintPassesWithEachOption(t *testing.T) {
 	}
 	cases["the full values"] = []string{"--values", filepath.Join("testdata", "full-values.yaml")}
 	cases["monitoring"] = append([]string{"--set", "monitoring.prometheusRule.enabled=true,monitoring.dashboard.enabled=true"}, installableArgs...)
+	for _, o := range deploymentOptions() {
+		cases["mode deployment: "+o.name] = []string{"--values", valuesFile(t, installable(o.values))}
+	}
+	cases["mode deployment: the full values"] = []string{"--values", filepath.Join("testdata", "full-values.yaml"),
+		"--set", "mode=deployment,monitoring.serviceMonitor.enabled=true"}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

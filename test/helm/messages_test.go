@@ -170,6 +170,22 @@ func TestOperatorsReadWhatWasWrongAndWhatIsAccepted(t *testing.T) {
 			fail: "image.tag and image.digest are empty, and this chart has no appVersion to default to: it is installed from a checkout, not a released chart. Name the image to run, e.g. --set image.tag=v1.2.3, or install a released chart (oci://ghcr.io/runner-reaper/charts/runner-reaper --version X.Y.Z), whose appVersion is its image's tag"},
 		{name: "the sweep past the Job's deadline", values: map[string]any{"sweepTimeout": "1m"},
 			fail: "sweepTimeout (1m) must be below activeDeadlineSeconds (50): the Job is killed at its deadline, before the sweep would write its report"},
+		{name: "a mode the chart has not", values: map[string]any{"mode": "daemon"}, schema: schema(
+			`- at '/mode': value must be one of 'cronjob', 'deployment'`)},
+		{name: "a mode the chart has not, the schema skipped", values: map[string]any{"mode": "daemon"}, extra: []string{"--skip-schema-validation"},
+			fail: `mode must be cronjob or deployment; got "daemon"`},
+		{name: "a ServiceMonitor for a CronJob", values: map[string]any{"monitoring": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}, schema: schema(
+			`- at '/monitoring/serviceMonitor/enabled': value must be 'false with mode: cronjob, whose sweeps push their figures (metrics.pushgatewayURL) and have no Service to scrape; a ServiceMonitor scrapes the Deployment of mode: deployment, e.g. --set mode=deployment'`)},
+		{name: "a port only root may bind", values: map[string]any{"mode": "deployment", "deployment": map[string]any{"port": 80}}, schema: schema(
+			`- at '/deployment/port': value must be 'a port from 1024 to 65535 for deployment.port (REAPER_LISTEN): the reaper runs as a user that is not root and has no capabilities, which may not bind a lower one, e.g. --set deployment.port=8080'`)},
+		{name: "the sweep past the interval", values: map[string]any{"mode": "deployment", "deployment": map[string]any{"interval": "30s"}},
+			fail: "sweepTimeout (45s) must be below deployment.interval (30s): a sweep must end before the next is due"},
+		{name: "a PodDisruptionBudget no drain gets past", values: map[string]any{"mode": "deployment", "deployment": map[string]any{"replicas": 1}},
+			fail: "deployment.pdb.minAvailable (1) must be below deployment.replicas (1): otherwise no ready replica may ever be evicted, and a node drain waits for ever; raise deployment.replicas, or set deployment.pdb.enabled=false"},
+		{name: "a Service name that starts with a digit", values: map[string]any{"mode": "deployment", "fullnameOverride": "1fleet"},
+			fail: `with mode: deployment the Service takes the objects' name, "1fleet", and a Service's name must start with a letter and hold only lower-case letters, digits and -: name the objects with fullnameOverride, e.g. --set fullnameOverride=runner-reaper`},
+		{name: "an unknown key of deployment", values: map[string]any{"deployment": map[string]any{"replica": 3}}, schema: schema(
+			`- at '/deployment/replica': value must be 'absent: deployment has no such key; its keys are replicas, interval, port, leaseName, terminationGracePeriodSeconds, resources, pdb'`)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -274,8 +274,10 @@ func TestChartPushRefusesADirtyVersion(t *testing.T) {
 var chartFiles = []string{
 	".helmignore", "Chart.yaml", "README.md", "values.yaml", "values.schema.json",
 	"files/monitoring/dashboard.json", "files/monitoring/rules.yaml",
-	"templates/NOTES.txt", "templates/_helpers.tpl", "templates/config.yaml", "templates/cronjob.yaml", "templates/dashboard.yaml",
-	"templates/ledger.yaml", "templates/prometheusrule.yaml", "templates/rbac.yaml", "templates/serviceaccount.yaml",
+	"templates/NOTES.txt", "templates/_helpers.tpl", "templates/_pod.tpl", "templates/config.yaml", "templates/cronjob.yaml",
+	"templates/dashboard.yaml", "templates/deployment.yaml", "templates/lease.yaml", "templates/ledger.yaml", "templates/pdb.yaml",
+	"templates/prometheusrule.yaml", "templates/rbac.yaml", "templates/service.yaml", "templates/serviceaccount.yaml",
+	"templates/servicemonitor.yaml",
 }
 
 // packageFiles are the files of a packaged chart, without the chart's

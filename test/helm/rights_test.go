@@ -109,6 +109,8 @@ func TestSwitchesThatDecideRightsAreBooleans(t *testing.T) {
 		{"dryRun", map[string]any{"dryRun": "true"}},
 		{"suspend", map[string]any{"suspend": 0}},
 		{"monitoring.prometheusRule.enabled", map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{"enabled": "no"}}}},
+		{"monitoring.serviceMonitor.enabled", map[string]any{"mode": "deployment", "monitoring": map[string]any{"serviceMonitor": map[string]any{"enabled": "false"}}}},
+		{"deployment.pdb.enabled", map[string]any{"mode": "deployment", "deployment": map[string]any{"pdb": map[string]any{"enabled": "false"}}}},
 	} {
 		t.Run(c.at, func(t *testing.T) {
 			t.Parallel()

@@ -34,8 +34,8 @@ const (
 
 // decision is what the chart does with one REAPER_ variable's hostile
 // rows (configtest.Hostile and AppHostile). Every row of a variable that
-// has a chart value is listed in exactly one of schema, startup and
-// yamlReads; a variable without one says why in none.
+// has a chart value is listed in exactly one of schema, startup,
+// yamlReads and defaults; a variable without one says why in none.
 type decision struct {
 	// at is the chart value's dotted path; "" when the chart has none.
 	at   string
@@ -58,6 +58,9 @@ type decision struct {
 	// YAML reads the text as another value, which the binary accepts. The
 	// map gives what the chart then renders.
 	yamlReads map[string]string
+	// defaults are rows the chart takes for its own default (an empty
+	// name): it renders, as the map gives, a value the binary accepts.
+	defaults map[string]string
 	// none says why the variable has no chart value.
 	none string
 }
@@ -150,6 +153,19 @@ func decisions() map[string]decision {
 		"REAPER_GITHUB_INSTALLATION_ID":  {at: "github.app.installationID", kind: scalar, app: true, schema: []string{"-2", "0", "1.5"}},
 		"REAPER_GITHUB_PRIVATE_KEY":      {none: "read from the Secret github.existingSecret (key github.app.privateKeyKey), never a value"},
 		"REAPER_GITHUB_PRIVATE_KEY_FILE": {none: "the chart passes the Secret's key as REAPER_GITHUB_PRIVATE_KEY; it mounts no file"},
+
+		// The long-running mode's (mode: deployment). A sweep of 5.5s
+		// leaves an interval below 10s to the binary: with the default 45s
+		// the template would refuse it first (the sweep below the
+		// interval).
+		"REAPER_INTERVAL": {at: "deployment.interval", over: map[string]any{"mode": "deployment", "sweepTimeout": "5.5s"},
+			schema: []string{"0", "-1m", "60", "soon"}, startup: map[string]string{"9s": "below 10s: a duration's lower bound"}},
+		"REAPER_LISTEN": {none: "the chart writes it: :PORT, with deployment.port a whole number from 1024 to 65535 in the schema"},
+		"REAPER_LEASE_NAME": {at: "deployment.leaseName", over: map[string]any{"mode": "deployment"},
+			schema: []string{"Runner-Reaper", "runner_reaper", "-x", "x.", strings.Repeat("l", 254)}, defaults: map[string]string{"": release}},
+		"REAPER_LEASE_NAMESPACE": {none: "the pod's namespace, from the downward API: the release's, a namespace name the template checks"},
+		"REAPER_LEASE_DURATION":  {none: "not a chart value: the binary's 15s, from which the renew deadline and the retry period follow"},
+		"REAPER_IDENTITY":        {none: "the pod's name, from the downward API, which the binary makes unique to the process"},
 	}
 }
 
@@ -181,6 +197,7 @@ func rows(t *testing.T) []row {
 			assert.Empty(t, d.schema, "%s has no chart value", name)
 			assert.Empty(t, d.startup, "%s has no chart value", name)
 			assert.Empty(t, d.yamlReads, "%s has no chart value", name)
+			assert.Empty(t, d.defaults, "%s has no chart value", name)
 			continue
 		}
 		_, isApp := app[name]
@@ -195,9 +212,12 @@ func rows(t *testing.T) []row {
 		for v := range d.yamlReads {
 			listed[v]++
 		}
+		for v := range d.defaults {
+			listed[v]++
+		}
 		for _, v := range values {
 			n := listed[v]
-			assert.Equal(t, 1, n, "%s=%q: list the row in exactly one of schema, startup and yamlReads (it is in %d)", name, v, n)
+			assert.Equal(t, 1, n, "%s=%q: list the row in exactly one of schema, startup, yamlReads and defaults (it is in %d)", name, v, n)
 			delete(listed, v)
 			out = append(out, row{name: name, value: v, d: d})
 		}
@@ -322,6 +342,8 @@ func TestSchemaAndBinaryRefuseTheSameHostileValues(t *testing.T) {
 				env := podEnv(t, objs, baseSecret(t, r.d))
 				if want, ok := r.d.yamlReads[r.value]; ok {
 					require.Equal(t, want, env[r.name], "YAML reads %q as %#v", r.value, chartValue(t, r.d.kind, r.value))
+				} else if want, ok := r.d.defaults[r.value]; ok {
+					require.Equal(t, want, env[r.name], "the chart takes %q for its default", r.value)
 				} else {
 					require.Equal(t, r.value, env[r.name], "the chart passes %s on unchanged, for the binary to refuse", r.d.at)
 				}
@@ -357,7 +379,7 @@ func TestSchemaAndBinaryRefuseTheSameHostileValues(t *testing.T) {
 					require.True(t, ok, "the chart rendered the row")
 					_, err := load(t, namespace, env)
 					refusedFor(t, err, r.name, r.value)
-				case r.d.yamlReads[r.value] != "":
+				case r.d.yamlReads[r.value] != "", r.d.defaults[r.value] != "":
 					require.True(t, ok, "the chart rendered the row")
 					_, err := load(t, namespace, env)
 					require.NoError(t, err, "the binary accepts what the chart rendered for %q", r.value)

@@ -1,9 +1,12 @@
 // Package monitoring tests the shipped alerts and Grafana dashboard: the
 // rules with the real promtool (check, and unit tests that make each alert
 // fire and stay quiet on recorded Pushgateway series, and that fail when an
-// alert is broken), in a real Prometheus on a real Pushgateway, and as a
+// alert is broken; on pushed series, and on a Deployment's scraped
+// replicas), in a real Prometheus on a real Pushgateway, and as a
 // PrometheusRule against the Prometheus Operator's CRD on the test API
-// server; the kustomize component against the Helm chart's copies; and
+// server, as the ServiceMonitors of the chart and of
+// components/servicemonitor are against theirs; the kustomize component
+// against the Helm chart's copies; and
 // every metric name the alerts and panels select against the contract of
 // metrics/names.go.
 package monitoring

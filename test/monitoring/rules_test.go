@@ -24,6 +24,8 @@ func shippedAlerts() []string {
 		"RunnerReaperCandidatesPilingUp",
 		"RunnerReaperRateLimited",
 		"RunnerReaperPushStale",
+		"RunnerReaperNoLeader",
+		"RunnerReaperWatchNotLive",
 	}
 }
 
@@ -43,7 +45,7 @@ func TestRulesPassPromtoolCheck(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out, err := promtool(t, "check", "rules", "--lint=all", "--lint-fatal", path)
 			require.NoError(t, err, "promtool check rules %s:\n%s", path, out)
-			assert.Contains(t, out, "SUCCESS: 8 rules found")
+			assert.Contains(t, out, "SUCCESS: 10 rules found")
 		})
 	}
 }
@@ -214,6 +216,14 @@ func TestAlertUnitTestsCatchBrokenAlerts(t *testing.T) {
 		{"RunnerReaperPushStale", "expr", "> 900", "> 9000", "a stopped reaper does not fire"},
 		{"RunnerReaperPushStale", "expr", "> 900", "> 800", "fires before 15 minutes"},
 		{"RunnerReaperPushStale", "expr", " and on (job, instance) runner_reaper_last_sweep_timestamp_seconds", "", "another job's old group fires"},
+		{"RunnerReaperNoSuccessfulSweep", "for", "2m", "30s", "a failover fires before the new leader's first sweep"},
+		{"RunnerReaperNoLeader", "expr", "(runner_reaper_leader) < 1", "(runner_reaper_leader) < 0", "replicas all standing by do not fire"},
+		{"RunnerReaperNoLeader", "expr", "max_over_time(runner_reaper_leader[1h])", "runner_reaper_leader", "replicas that are gone do not fire"},
+		{"RunnerReaperNoLeader", "expr", "unless on (instance)\n  runner_reaper_leader", "unless on (instance)\n  vector(1)", "a reaper with a leader fires"},
+		{"RunnerReaperNoLeader", "for", "5m", "2m", "a gap of three minutes fires"},
+		{"RunnerReaperWatchNotLive", "expr", "== 0", "== 2", "a watch not live does not fire"},
+		{"RunnerReaperWatchNotLive", "expr", "min by (instance, pod, resource)", "min by (instance, resource)", "the alert does not name the replica"},
+		{"RunnerReaperWatchNotLive", "for", "5m", "2m", "a relist of three minutes fires"},
 	}
 	for _, a := range shippedAlerts() {
 		// The simplest break of all: the alert never fires.

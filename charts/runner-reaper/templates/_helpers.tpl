@@ -236,8 +236,10 @@ kube-system,kube-public,kube-node-lease
 What the schema checks that would widen the chart's rights or break its
 YAML if it did not hold, checked again here, so that
 --skip-schema-validation cannot widen them either; what no schema can see,
-an image to run when the chart has no appVersion; and the one rule across
-values the schema cannot say, the sweep's deadline below the Job's.
+an image to run when the chart has no appVersion; and the rules across
+values the schema cannot say: the sweep's deadline below the Job's (or,
+with mode: deployment, below the interval), and a PodDisruptionBudget
+that lets a drain evict a replica.
 Helm renders every template before it installs any, so one fail here
 installs nothing. (helm lint logs a template's fail without failing:
 what lint must refuse, the schema refuses.)
@@ -281,7 +283,9 @@ the configuration, which writes the string, says is off. */}}
   "dryRun" .Values.dryRun
   "suspend" .Values.suspend
   "monitoring.prometheusRule.enabled" .Values.monitoring.prometheusRule.enabled
-  "monitoring.dashboard.enabled" .Values.monitoring.dashboard.enabled }}
+  "monitoring.dashboard.enabled" .Values.monitoring.dashboard.enabled
+  "monitoring.serviceMonitor.enabled" .Values.monitoring.serviceMonitor.enabled
+  "deployment.pdb.enabled" .Values.deployment.pdb.enabled }}
 {{- if not (kindIs "bool" $v) }}
 {{- fail (printf "%s must be true or false, without quotes; got %q, a %s, which a template would take for true whatever it says" $at (toString $v) (kindOf $v)) }}
 {{- end }}
@@ -294,9 +298,27 @@ the configuration, which writes the string, says is off. */}}
 {{- fail (printf "lambdaAccess.group %q is a Kubernetes system group (system:...), which every node or every authenticated identity may be in: name the group the Lambda's access entry maps its IAM role to" .Values.lambdaAccess.group) }}
 {{- end }}
 {{- end }}
+{{- /* A mode that is neither would render no workload at all. */}}
+{{- if not (has .Values.mode (list "cronjob" "deployment")) }}
+{{- fail (printf "mode must be cronjob or deployment; got %q" (toString .Values.mode)) }}
+{{- end }}
 {{- $sweep := include "runner-reaper.seconds" .Values.sweepTimeout }}
+{{- if eq (toString .Values.mode) "cronjob" }}
 {{- if and $sweep (ge (float64 $sweep) (float64 .Values.activeDeadlineSeconds)) }}
 {{- fail (printf "sweepTimeout (%v) must be below activeDeadlineSeconds (%s): the Job is killed at its deadline, before the sweep would write its report" .Values.sweepTimeout (include "runner-reaper.integer" .Values.activeDeadlineSeconds)) }}
+{{- end }}
+{{- else }}
+{{- $service := include "runner-reaper.fullname" . }}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $service) }}
+{{- fail (printf "with mode: deployment the Service takes the objects' name, %q, and a Service's name must start with a letter and hold only lower-case letters, digits and -: name the objects with fullnameOverride, e.g. --set fullnameOverride=runner-reaper" $service) }}
+{{- end }}
+{{- $interval := include "runner-reaper.seconds" .Values.deployment.interval }}
+{{- if and $sweep $interval (ge (float64 $sweep) (float64 $interval)) }}
+{{- fail (printf "sweepTimeout (%v) must be below deployment.interval (%v): a sweep must end before the next is due" .Values.sweepTimeout .Values.deployment.interval) }}
+{{- end }}
+{{- if and .Values.deployment.pdb.enabled (ge (int64 .Values.deployment.pdb.minAvailable) (int64 .Values.deployment.replicas)) }}
+{{- fail (printf "deployment.pdb.minAvailable (%s) must be below deployment.replicas (%s): otherwise no ready replica may ever be evicted, and a node drain waits for ever; raise deployment.replicas, or set deployment.pdb.enabled=false" (include "runner-reaper.integer" .Values.deployment.pdb.minAvailable) (include "runner-reaper.integer" .Values.deployment.replicas)) }}
+{{- end }}
 {{- end }}
 {{- end }}
 
