@@ -75,7 +75,6 @@ func decisions() map[string]decision {
 		above5s   = "not above 5s (the time before the deadline in which no action starts): a duration's bound"
 		atMost1h  = "above 1h: a duration's upper bound"
 		ledgerWhy = "the chart writes it: configmap:RELEASE-NAMESPACE/LEDGER, with ledger.name a DNS subdomain in the schema"
-		serveWhy  = "runner-reaper serve's, the long-running mode's: the chart's CronJob runs sweep, which only checks its form"
 	)
 	return map[string]decision{
 		"REAPER_SCOPES": {at: "scopes", kind: list, schema: []string{"org:..", "repo:../..", "repo:acme/..", "org:acme/..", "org:%2e%2e",
@@ -142,12 +141,6 @@ func decisions() map[string]decision {
 		"REAPER_PUSHGATEWAY_URL": {at: "metrics.pushgatewayURL", schema: []string{"pushgateway:9091", "ftp://pushgateway:9091",
 			"http://user:hunter2@pushgateway:9091", "http://pushgateway:9091/?x=1", "http://pushgateway:9091/#f", "http://", "http:pushgateway"}},
 		"REAPER_METRICS_INSTANCE": {at: "metrics.instance", schema: []string{"-eu", "eu west", "eu/west", strings.Repeat("i", 64), "eu\x01", "ëu"}},
-		"REAPER_INTERVAL":         {none: serveWhy},
-		"REAPER_LISTEN":           {none: serveWhy},
-		"REAPER_LEASE_NAME":       {none: serveWhy},
-		"REAPER_LEASE_NAMESPACE":  {none: serveWhy},
-		"REAPER_LEASE_DURATION":   {none: serveWhy},
-		"REAPER_IDENTITY":         {none: serveWhy},
 
 		"REAPER_GITHUB_APP_ID":           {at: "github.app.id", kind: scalar, app: true, schema: []string{"-1", "0", "abc", "99999999999999999999"}},
 		"REAPER_GITHUB_INSTALLATION_ID":  {at: "github.app.installationID", kind: scalar, app: true, schema: []string{"-2", "0", "1.5"}},
