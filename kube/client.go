@@ -315,6 +315,9 @@ type timeoutTransport struct {
 }
 
 func (t timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if body, ok := req.Context().Value(streamBound{}).(time.Duration); ok && body > t.timeout {
+		return t.roundTripStream(req, body)
+	}
 	ctx, cancel := context.WithTimeoutCause(req.Context(), t.timeout, fmt.Errorf("%w within %s", ErrTimeout, t.timeout))
 	resp, err := t.base.RoundTrip(req.WithContext(ctx))
 	if err != nil {
@@ -324,6 +327,44 @@ func (t timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The answer is still being read after RoundTrip returns: the
 	// timeout ends with its body.
 	resp.Body = cancelOnClose{ReadCloser: resp.Body, ctx: ctx, cancel: cancel}
+	return resp, nil
+}
+
+// streamBound is the context key of a request whose answer is a stream
+// meant to outlast the Client's timeout (a watch that the API server ends
+// itself, at its timeoutSeconds): its value is how long the stream's body
+// may be read once the answer's headers came (see withStreamBound).
+type streamBound struct{}
+
+// withStreamBound marks the requests sent with ctx as streams whose body may
+// be read for up to body after their headers came.
+func withStreamBound(ctx context.Context, body time.Duration) context.Context {
+	return context.WithValue(ctx, streamBound{}, body)
+}
+
+// roundTripStream bounds a stream's request as any other up to its answer's
+// headers, which an API server sends as soon as it accepts a watch, and
+// its body by body from then on: an API server that accepts the connection
+// and never answers still fails it within the Client's timeout.
+func (t timeoutTransport) roundTripStream(req *http.Request, body time.Duration) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	expire := func(d time.Duration) func() {
+		return func() { cancel(fmt.Errorf("%w within %s", ErrTimeout, d)) }
+	}
+	headers := time.AfterFunc(t.timeout, expire(t.timeout))
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		headers.Stop()
+		cancel(nil)
+		return nil, err
+	}
+	if !headers.Stop() {
+		// The headers came as their bound expired: the body is cut already.
+		_ = resp.Body.Close()
+		return nil, context.Cause(ctx)
+	}
+	end := time.AfterFunc(body, expire(body))
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, ctx: ctx, cancel: func() { end.Stop(); cancel(nil) }}
 	return resp, nil
 }
 

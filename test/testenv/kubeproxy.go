@@ -24,6 +24,7 @@ type KubeProxy struct {
 	// URL is where clients reach it: http://127.0.0.1:PORT.
 	URL string
 
+	rp        *httputil.ReverseProxy
 	mu        sync.Mutex
 	intercept func(w http.ResponseWriter, r *http.Request) bool
 	seen      []string
@@ -46,7 +47,7 @@ func (e *Env) Proxy(t testing.TB, intercept func(w http.ResponseWriter, r *http.
 	rp.Transport = rt
 	// Watches are streams: pass each frame on as it comes.
 	rp.FlushInterval = -1
-	p := &KubeProxy{intercept: intercept}
+	p := &KubeProxy{rp: rp, intercept: intercept}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("kube proxy: listen: %v", err)
@@ -59,14 +60,23 @@ func (e *Env) Proxy(t testing.TB, intercept func(w http.ResponseWriter, r *http.
 		if intercept != nil && intercept(w, r) {
 			return
 		}
-		// The client's own credential is not the control plane's.
-		r.Header.Del("Authorization")
-		rp.ServeHTTP(w, r)
+		p.Forward(w, r)
 	})}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	p.URL = "http://" + ln.Addr().String()
 	return p
+}
+
+// Forward sends the request on to the control plane and its answer back
+// to w, as the proxy does with every request its intercept leaves alone:
+// for an intercept that passes a request on but stands in the way of its
+// answer (a watch stream it cuts, or holds open and silent). Canceling the
+// request's context cuts the answer where it is.
+func (p *KubeProxy) Forward(w http.ResponseWriter, r *http.Request) {
+	// The client's own credential is not the control plane's.
+	r.Header.Del("Authorization")
+	p.rp.ServeHTTP(w, r)
 }
 
 // Intercept replaces the proxy's intercept.

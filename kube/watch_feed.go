@@ -1,0 +1,366 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientfeatures "k8s.io/client-go/features"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/runner-reaper/runner-reaper/fleet"
+)
+
+// objKey is an object's place in a store. Its strings are the view's own,
+// so a key costs no bytes of its own.
+type objKey struct{ namespace, name string }
+
+// kind is what a feed needs to know of the objects it keeps.
+type kind[V any] struct {
+	// transform reduces an object as the API server sent it to its item:
+	// the view, in a type the reflector's own stores can key (see
+	// podItem). An item given back is returned as it is, since the
+	// reflector's watch-list hands the store the items its temporary
+	// store already transformed.
+	transform cache.TransformFunc
+	// view is the view an item holds.
+	view func(item any) (*V, bool)
+	// key is where a view goes in the store.
+	key func(*V) objKey
+}
+
+// feed is one reflector's: the store it fills (a cache.ReflectorStore that
+// keeps only the views) and what is known of its watch, from which its
+// completeness is judged (see the top of watch.go).
+type feed[V any] struct {
+	resource  string
+	namespace string
+	kind      kind[V]
+	// expected is the type (and for Unstructured the kind) of object the
+	// reflector accepts.
+	expected   runtime.Object
+	lw         *cache.ListWatch
+	pageSize   int64
+	staleAfter time.Duration
+	clock      clock.Clock
+	log        *slog.Logger
+	// refused, when set, is why the feed never runs: its namespace cannot
+	// be watched as asked.
+	refused string
+
+	mu    sync.Mutex
+	items map[objKey]*V
+	// synced: a complete list has landed (Replace) at least once.
+	synced bool
+	// relisting: a list, or a watch-list, was asked for and has not
+	// landed yet; the store holds the last one's objects.
+	relisting bool
+	// gen counts the lists and watches asked for; open says that the
+	// last one asked for is a watch that is open now. A watch that ends
+	// says so under its own gen, so that a late word from one the
+	// reflector has left behind changes nothing.
+	gen   uint64
+	ended uint64
+	open  bool
+	// broke is why the last list or watch failed or ended; "" once a
+	// watch opened, or a list answered, since.
+	broke string
+	// lastEvent is when the last event or bookmark came, or the last
+	// list landed.
+	lastEvent time.Time
+	relists   int
+}
+
+// watch builds the Watch, with clk as the clock of its staleness.
+func (c *Client) watch(o WatchOptions, clk clock.Clock) *Watch {
+	stale := o.StaleAfter
+	if stale <= 0 {
+		stale = DefaultStaleAfter
+	}
+	w := &Watch{arc: o.ARC}
+	namespaces, refused := watchedNamespaces(o.Namespaces)
+	for _, ns := range namespaces {
+		pods := newFeed(c, "pods", ns, podKind(o.Mapping), &corev1.Pod{}, refused, stale, clk)
+		pods.lw = trackedListWatch(pods, c.timeout, c.podLister(ns, o.Selector), c.podWatcher(ns, o.Selector))
+		w.pods = append(w.pods, pods)
+		if !o.ARC {
+			continue
+		}
+		expected := &unstructured.Unstructured{}
+		expected.SetAPIVersion(fleet.EphemeralRunnerAPIVersion)
+		expected.SetKind(fleet.EphemeralRunnerKind)
+		ers := newFeed(c, "ephemeralrunners", ns, erKind(c.githubHost), expected, refused, stale, clk)
+		ers.lw = trackedListWatch(ers, c.timeout, c.erLister(ns), c.erWatcher(ns))
+		w.ers = append(w.ers, ers)
+	}
+	return w
+}
+
+func newFeed[V any](c *Client, resource, ns string, k kind[V], expected runtime.Object, refused string, stale time.Duration, clk clock.Clock) *feed[V] {
+	return &feed[V]{
+		resource:   resource,
+		namespace:  ns,
+		kind:       k,
+		expected:   expected,
+		pageSize:   c.pageSize,
+		staleAfter: stale,
+		clock:      clk,
+		log:        c.log.With(slog.String("resource", resource), slog.String("namespace", ns)),
+		refused:    refused,
+		items:      map[objKey]*V{},
+	}
+}
+
+// watchedNamespaces is the namespaces to watch, one reflector each: all
+// ("") when none is named, else each named one once. An empty name among
+// named ones means all namespaces to the API and would keep every object
+// twice: it is refused, and the refusal is what every store then says.
+func watchedNamespaces(named []string) (namespaces []string, refused string) {
+	if len(named) == 0 {
+		return []string{""}, ""
+	}
+	for _, ns := range named {
+		if !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+		if ns == "" {
+			refused = fmt.Sprintf("empty namespace name in %q (leave the list empty for all namespaces)", named)
+		}
+	}
+	return namespaces, refused
+}
+
+// where names a namespace in messages.
+func where(ns string) string {
+	if ns == "" {
+		return "all namespaces"
+	}
+	return fmt.Sprintf("namespace %q", ns)
+}
+
+// run runs the feed's reflector until ctx ends. Its logs (client-go's
+// klog, contextual) go to the Client's logger, not to stderr.
+func (f *feed[V]) run(ctx context.Context) {
+	if f.refused != "" {
+		return
+	}
+	if !clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient) {
+		f.log.Warn("the store is filled by lists in pages, not by a watch-list: client-go's WatchListClient feature is off (KUBE_FEATURE_WatchListClient)")
+	}
+	logger := logr.FromSlogHandler(f.log.Handler())
+	r := cache.NewReflectorWithOptions(f.lw, f.expected, f, cache.ReflectorOptions{
+		Name:            f.resource + " in " + where(f.namespace),
+		TypeDescription: f.resource,
+		Logger:          &logger,
+	})
+	// Where the API server gives no watch-list, the reflector lists: in
+	// pages of the Client's size, as the CronJob reads, each one bounded
+	// by the Client's timeout, rather than in one answer of the whole
+	// fleet that no timeout a request may have would let finish.
+	r.WatchListPageSize = f.pageSize
+	r.RunWithContext(logr.NewContext(ctx, logger))
+}
+
+// The store: cache.ReflectorStore, and cache.TransformingStore so that the
+// reflector's temporary store of a watch-list keeps the items too.
+
+func (f *feed[V]) Add(obj any) error    { return f.put(obj) }
+func (f *feed[V]) Update(obj any) error { return f.put(obj) }
+
+func (f *feed[V]) put(obj any) error {
+	v, err := f.viewOf(obj)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.items[f.kind.key(v)] = v
+	return nil
+}
+
+func (f *feed[V]) Delete(obj any) error {
+	name, err := cache.DeletionHandlingObjectToName(obj)
+	if err != nil {
+		return fmt.Errorf("%s in %s: delete: %w", f.resource, where(f.namespace), err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.items, objKey{name.Namespace, name.Name})
+	return nil
+}
+
+// Replace is a complete list landing: the store is what it listed, and
+// the feed is synced until its watch says otherwise.
+func (f *feed[V]) Replace(list []any, _ string) error {
+	items := make(map[objKey]*V, len(list))
+	for _, obj := range list {
+		v, err := f.viewOf(obj)
+		if err != nil {
+			return err
+		}
+		items[f.kind.key(v)] = v
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.items = items
+	f.synced, f.relisting = true, false
+	f.relists++
+	f.lastEvent = f.clock.Now()
+	return nil
+}
+
+// Resync has nothing to do: nothing is queued between the reflector and
+// this store.
+func (f *feed[V]) Resync() error { return nil }
+
+func (f *feed[V]) Transformer() cache.TransformFunc { return f.kind.transform }
+
+// viewOf is the view of an object as the API server sent it, or of its
+// item.
+func (f *feed[V]) viewOf(obj any) (*V, error) {
+	it, err := f.kind.transform(obj)
+	if err != nil {
+		return nil, fmt.Errorf("%s in %s: %w", f.resource, where(f.namespace), err)
+	}
+	v, ok := f.kind.view(it)
+	if !ok {
+		return nil, fmt.Errorf("%s in %s: a %T is no item of this store", f.resource, where(f.namespace), it)
+	}
+	return v, nil
+}
+
+// What the ListerWatcher tells the feed (see trackedListWatch).
+
+// listing: the reflector asks for a list, so its store is to be replaced.
+func (f *feed[V]) listing() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
+	f.open, f.relisting = false, true
+	return f.gen
+}
+
+// watching: the reflector asks for a watch; with initial events, a
+// watch-list that is to replace the store.
+func (f *feed[V]) watching(initial bool) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
+	f.open = false
+	if initial {
+		f.relisting = true
+	}
+	return f.gen
+}
+
+// current is the gen of the list or watch asked for last.
+func (f *feed[V]) current() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen
+}
+
+// stale is how long a watch may carry nothing, on which clock.
+func (f *feed[V]) stale() (time.Duration, clock.Clock) { return f.staleAfter, f.clock }
+
+// opened: the watch gen is open.
+func (f *feed[V]) opened(gen uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen == f.gen && f.ended != gen {
+		f.open, f.broke = true, ""
+	}
+}
+
+// answered: a page of the list gen came: why the last one failed is past.
+func (f *feed[V]) answered(gen uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen == f.gen && f.ended != gen {
+		f.broke = ""
+	}
+}
+
+// failed: the list or watch gen failed or ended, for why. The first word
+// on a gen is kept.
+func (f *feed[V]) failed(gen uint64, why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen == f.gen && f.ended != gen {
+		f.open, f.broke, f.ended = false, why, gen
+	}
+}
+
+// heard: an event or a bookmark came.
+func (f *feed[V]) heard() {
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastEvent = now
+}
+
+// liveLocked says whether the store can vouch for the whole of what it
+// watches now, and if not why.
+func (f *feed[V]) liveLocked() (bool, string) {
+	because := func(what string) string {
+		if f.broke == "" {
+			return what
+		}
+		return what + ": " + f.broke
+	}
+	switch {
+	case f.refused != "":
+		return false, f.refused
+	case !f.synced:
+		return false, because("not synced yet")
+	case f.relisting:
+		return false, because("relisting")
+	case !f.open && f.broke == "":
+		return false, "watch not open yet"
+	case !f.open:
+		return false, "watch broken: " + f.broke
+	}
+	if quiet := f.clock.Since(f.lastEvent); quiet > f.staleAfter {
+		return false, fmt.Sprintf("no event or bookmark for %s", quiet.Round(time.Second))
+	}
+	return true, ""
+}
+
+// state is the feed's WatchState.
+func (f *feed[V]) state() WatchState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	live, why := f.liveLocked()
+	return WatchState{
+		Resource:  f.resource,
+		Namespace: f.namespace,
+		Live:      live,
+		Why:       why,
+		Objects:   len(f.items),
+		Relists:   f.relists,
+		LastEvent: f.lastEvent,
+	}
+}
+
+// views is every view in the store, when it is Live; else an error that
+// wraps ErrIncomplete.
+func (f *feed[V]) views() ([]*V, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if live, why := f.liveLocked(); !live {
+		return nil, fmt.Errorf("%s in %s: %w: %s", f.resource, where(f.namespace), ErrIncomplete, why)
+	}
+	out := make([]*V, 0, len(f.items))
+	for _, v := range f.items {
+		out = append(out, v)
+	}
+	return out, nil
+}
