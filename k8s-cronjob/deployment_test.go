@@ -128,16 +128,6 @@ func renderDeployment(t testing.TB, components ...string) served {
 	return renderServed(t, k)
 }
 
-// envVar is the container's variable name, or nil.
-func envVar(c corev1.Container, name string) *corev1.EnvVar {
-	for i := range c.Env {
-		if c.Env[i].Name == name {
-			return &c.Env[i]
-		}
-	}
-	return nil
-}
-
 // The Deployment is the CronJob's pod running `runner-reaper serve`: the
 // same image, ServiceAccount, configuration, Secret, and pod and container
 // security contexts; two replicas, replaced one at a time without surge,

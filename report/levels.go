@@ -14,7 +14,7 @@ import (
 // writes both kinds, so they share its lock and never interleave.
 //
 // next must enable whatever the product writes (info and up) and whatever
-// level lets through; app.Open builds it so.
+// level lets through; app builds it so.
 func Diagnostics(level slog.Leveler, next slog.Handler) slog.Handler {
 	return &levelHandler{next: next, level: level}
 }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -80,7 +81,7 @@ func scrape(t *testing.T, url string) map[string]float64 {
 	out := map[string]float64{}
 	for {
 		var mf dto.MetricFamily
-		if err := dec.Decode(&mf); err == io.EOF {
+		if err := dec.Decode(&mf); errors.Is(err, io.EOF) {
 			return out
 		} else {
 			require.NoError(t, err)

@@ -144,7 +144,10 @@ func TestRunStopsInOrder(t *testing.T) {
 			for i := range tc.want {
 				assert.True(t, strings.HasPrefix(got[i], tc.want[i]), "event %d: %q, want %q; all: %v", i, got[i], tc.want[i], got)
 			}
-			_, err = http.Get(r.url + "/healthz")
+			resp, err := http.Get(r.url + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+			}
 			assert.Error(t, err, "HTTP is closed once Run has returned")
 		})
 	}

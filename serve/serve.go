@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -44,14 +45,12 @@ func serve(ctx context.Context, s *app.Served) error {
 	}
 	lc, hc, err := s.Kube.ForLeases(s.REST)
 	if err != nil {
-		ln.Close()
-		return err
+		return errors.Join(err, ln.Close())
 	}
 	elector, err := NewLeaseElector(LeaseOptions{Namespace: s.Serve.LeaseNamespace, Name: s.Serve.LeaseName, Identity: s.Serve.Identity,
 		Duration: s.Serve.LeaseDuration, Config: lc, HTTP: hc, Log: log})
 	if err != nil {
-		ln.Close()
-		return err
+		return errors.Join(err, ln.Close())
 	}
 	figs := &Figures{}
 	log.Info("serving", slog.String("listen", ln.Addr().String()), slog.String("lease", s.Serve.LeaseNamespace+"/"+s.Serve.LeaseName),

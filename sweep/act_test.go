@@ -52,10 +52,10 @@ func TestPreflightRefusedDeletesNoRegistration(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	runAs := func(mode sweep.Mode) sweep.Result {
 		t.Helper()
-		s, err := app.Build(r.cfg, cfg, log)
+		s, _, err := app.Build(r.cfg, cfg, log)
 		require.NoError(t, err)
 		s.Now, s.Local = r.clock.Now, r.clock.Now
-		return app.Sweep(context.Background(), s, mode, log)
+		return reported(context.Background(), s, mode, log)
 	}
 
 	dry := runAs(sweep.DryRun)
@@ -269,7 +269,7 @@ func TestLedgerNotSavedAfterActingFailsTheSweep(t *testing.T) {
 	s := r.sweeper()
 	failing := &secondSaveFails{Store: s.Ledger}
 	s.Ledger = failing
-	res := app.Sweep(context.Background(), s, sweep.Act, s.Log)
+	res := reported(context.Background(), s, sweep.Act, s.Log)
 	require.Len(t, res.Outcomes, 1)
 	assert.Equal(t, fleet.Deleted, res.Outcomes[0].Result, "the action is done and reported as done")
 	assert.False(t, r.podExists("acme-zombie"))

@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
-	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/sweep"
@@ -236,5 +235,5 @@ func (r *rig) timedRun(mode sweep.Mode) (sweep.Result, phases) {
 	s.Pods = timedPods{s.Pods, &p.pods}
 	s.Runners = timedRunners{s.Runners, &p.github}
 	s.Ledger = timedLedger{s.Ledger, &p.ledger}
-	return app.Sweep(context.Background(), s, mode, s.Log), p
+	return reported(context.Background(), s, mode, s.Log), p
 }

@@ -90,7 +90,7 @@ func newRig(t testing.TB, mods ...func(*config.Config)) *rig {
 // process keeps nothing, only the ledger carries over.
 func (r *rig) sweeper() *sweep.Sweeper {
 	r.t.Helper()
-	s, err := app.Build(r.cfg, r.env.Config, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+	s, _, err := app.Build(r.cfg, r.env.Config, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
 	require.NoError(r.t, err)
 	s.Now, s.Local = r.clock.Now, r.clock.Now
 	return s
@@ -112,7 +112,7 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 func (r *rig) run(mode sweep.Mode) sweep.Result {
 	r.t.Helper()
 	s := r.sweeper()
-	return app.Sweep(context.Background(), s, mode, s.Log)
+	return reported(context.Background(), s, mode, s.Log)
 }
 
 // lines returns the JSON log lines with the given msg.

@@ -60,10 +60,10 @@ func TestSafetyRule5LeastPrivilege(t *testing.T) {
 
 			var logs bytes.Buffer
 			log := slog.New(slog.NewJSONHandler(&logs, nil))
-			s, err := app.Build(r.cfg, cfg, log)
+			s, _, err := app.Build(r.cfg, cfg, log)
 			require.NoError(t, err)
 			s.Now, s.Local = r.clock.Now, r.clock.Now
-			res := app.Sweep(ctx, s, sweep.Act, log)
+			res := reported(ctx, s, sweep.Act, log)
 			assert.Equal(t, tc.status, res.Status, logs.String())
 			assert.Equal(t, tc.podGone, !r.podExists("acme-dead"))
 			assert.Contains(t, logs.String(), tc.want)

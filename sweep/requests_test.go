@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
-	"github.com/runner-reaper/runner-reaper/internal/app"
 	"github.com/runner-reaper/runner-reaper/internal/config"
 	"github.com/runner-reaper/runner-reaper/state"
 	"github.com/runner-reaper/runner-reaper/state/configmap"
@@ -115,7 +114,7 @@ func TestTrimmedLedgerIsSummarised(t *testing.T) {
 	// Room for an empty marks object only: the mark and the list cache go.
 	store.LimitBytes = len(state.MarksKey) + len("{}")
 	s.Ledger = store
-	res := app.Sweep(context.Background(), s, sweep.DryRun, s.Log)
+	res := reported(context.Background(), s, sweep.DryRun, s.Log)
 	require.NoError(t, res.Err)
 	require.Len(t, res.Confirmation.Marks, 1)
 	assert.Equal(t, state.Trim{DroppedLists: 1, DroppedMarks: 1, LimitBytes: store.LimitBytes}, res.LedgerTrim)

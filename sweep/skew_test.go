@@ -31,7 +31,7 @@ func (r *rig) skewedSweeper(local func() time.Time, reference bool) *sweep.Sweep
 	clk := &refclock.Clock{Local: local}
 	cfg := restclient.CopyConfig(r.env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return refclock.Transport{Base: rt, Clock: clk} })
-	s, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+	s, _, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
 	require.NoError(r.t, err)
 	s.Now, s.Local, s.Skew = clk.Now, local, clk.Skew
 	if !reference {
@@ -42,7 +42,7 @@ func (r *rig) skewedSweeper(local func() time.Time, reference bool) *sweep.Sweep
 
 func (r *rig) sweepWith(s *sweep.Sweeper, mode sweep.Mode) sweep.Result {
 	r.t.Helper()
-	return app.Sweep(context.Background(), s, mode, s.Log)
+	return reported(context.Background(), s, mode, s.Log)
 }
 
 // The dangerous direction: a reaper whose clock runs an hour ahead takes a
@@ -180,7 +180,7 @@ func TestALyingDateHurriesNothing(t *testing.T) {
 			var last sweep.Result
 			for _, d := range tc.dates {
 				sw.set(d)
-				s, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+				s, _, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
 				require.NoError(t, err)
 				if tc.oneClk {
 					s.Local = nil
@@ -216,7 +216,7 @@ func TestNoDateIsWarned(t *testing.T) {
 			return resp, err
 		})
 	})
-	s, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+	s, _, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
 	require.NoError(t, err)
 	res := r.sweepWith(s, sweep.Act)
 	require.NotEqual(t, sweep.StatusFailed, res.Status, "%v", res.Err)
@@ -248,7 +248,7 @@ func (r *rig) lyingDateSweeper(shift time.Duration) *sweep.Sweeper {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return refclock.Transport{Base: dateShift{base: rt, now: r.clock.Now, shift: shift}, Clock: clk}
 	})
-	s, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
+	s, _, err := app.Build(r.cfg, cfg, slog.New(slog.NewJSONHandler(r.logWriter(), nil)))
 	require.NoError(r.t, err)
 	s.Now, s.Local, s.Skew = clk.Now, r.clock.Now, clk.Skew
 	return s

@@ -233,19 +233,13 @@ func start(ctx context.Context, e Entry, load func(inCluster bool, podNamespace 
 	return started{rt: rt, cfg: cfg, kube: kc, restCfg: restCfg}, nil
 }
 
-// Open builds the Runtime for cfg: the redactor and the logger (lines to
+// open builds the Runtime for cfg: the redactor and the logger (lines to
 // out), the GitHub credential (read from Secrets Manager when
 // REAPER_GITHUB_SECRET_ARN is set), the cluster (EKS from outside when
 // REAPER_EKS_CLUSTER is set, else in-cluster inside a pod, else the
 // kubeconfig), the clients, the ledger and the metrics. AWS's
-// configuration is loaded only when a setting needs it.
-func Open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Runtime, error) {
-	rt, _, _, err := open(ctx, cfg, out, o)
-	return rt, err
-}
-
-// open is Open, returning too the cluster's client the Runtime's sweeps
-// use and the config it was made from, for the long-running mode's watch
+// configuration is loaded only when a setting needs it. It returns too
+// the cluster's client and its config, for the long-running mode's watch
 // and Lease.
 func open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Runtime, *kube.Client, *rest.Config, error) {
 	if o.Secrets == nil {
@@ -305,7 +299,7 @@ func open(ctx context.Context, cfg config.Config, out io.Writer, o Options) (*Ru
 	}
 	// What Build refuses (a client it cannot make from these settings) is
 	// the configuration's fault too.
-	s, kc, err := build(cfg, restCfg, log, o)
+	s, kc, err := Build(cfg, restCfg, log, o)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -484,18 +478,13 @@ func (r *Runtime) writeAudit(res sweep.Result) error {
 	return nil
 }
 
-// Build returns a Sweeper for cfg, talking to the cluster of restCfg.
-func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Options) (*sweep.Sweeper, error) {
+// Build returns a Sweeper for cfg, talking to the cluster of restCfg, and
+// that cluster's client.
+func Build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, opts ...Options) (*sweep.Sweeper, *kube.Client, error) {
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	s, _, err := build(cfg, restCfg, log, o)
-	return s, err
-}
-
-// build is Build, returning too the cluster's client the Sweeper uses.
-func build(cfg config.Config, restCfg *rest.Config, log *slog.Logger, o Options) (*sweep.Sweeper, *kube.Client, error) {
 	if o.Secrets == nil {
 		o.Secrets = redact.New()
 	}
@@ -707,14 +696,6 @@ func (p podSource) ListPods(ctx context.Context) ([]fleet.Pod, error) {
 // result of ListPods, leaves empty.
 func (p podSource) UnobservedNamespaces(ctx context.Context, pods []fleet.Pod) []fleet.UnobservedNamespace {
 	return p.client.UnobservedNamespaces(ctx, p.namespaces, pods)
-}
-
-// Sweep runs one sweep and reports it: the action lines, the warnings and
-// the summary, in the same words whatever the entry point.
-func Sweep(ctx context.Context, s *sweep.Sweeper, mode sweep.Mode, log *slog.Logger) sweep.Result {
-	res := s.Run(ctx, mode)
-	report.Log(ctx, log, res)
-	return res
 }
 
 // ephemeralRunners binds the configured namespaces to the kube client's

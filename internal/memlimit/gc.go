@@ -42,7 +42,7 @@ const (
 	GCFromDefault = "default"
 )
 
-// GCDecision is what ApplyGC decided, logged at start-up through Attrs.
+// GCDecision is what ApplyGCAt decided, logged at start-up through Attrs.
 type GCDecision struct {
 	// GOGC is the pace in force, as GOGC would say it: a percentage, or
 	// the operator's own value ("off" included).
@@ -56,15 +56,13 @@ func (d GCDecision) Attrs() []slog.Attr {
 	return []slog.Attr{slog.String("gogc", d.GOGC), slog.String("gogc_source", d.Source)}
 }
 
-// ApplyGC sets the collector's pace to GCPercent unless the environment
-// sets GOGC: the operator chose it (a larger one trades memory for CPU),
-// and the runtime has already applied it. An empty GOGC the runtime reads
-// as unset, and so does ApplyGC. Without SetGCPercent it decides and
-// changes nothing. Call it once, at start-up, before the sweep allocates.
-func (h Host) ApplyGC() GCDecision { return h.ApplyGCAt(GCPercent) }
-
-// ApplyGCAt is ApplyGC with the pace percent where GOGC is unset: the
-// long-running mode's is ServeGCPercent.
+// ApplyGCAt sets the collector's pace to percent (a sweep's GCPercent,
+// the long-running mode's ServeGCPercent) unless the environment sets
+// GOGC: the operator chose it (a larger one trades memory for CPU), and
+// the runtime has already applied it. An empty GOGC the runtime reads as
+// unset, and so does ApplyGCAt. Without SetGCPercent it decides and
+// changes nothing. Call it once, at start-up, before anything large is
+// allocated.
 func (h Host) ApplyGCAt(percent int) GCDecision {
 	if v, ok := h.lookupEnv(GOGC); ok && v != "" {
 		// The runtime reads a GOGC that is neither "off" nor a number

@@ -23,7 +23,7 @@ func TestApplyGC(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var sets []int
 			set := func(p int) int { sets = append(sets, p); return 100 }
-			got := Host{LookupEnv: env(tc.vars), SetGCPercent: set}.ApplyGC()
+			got := Host{LookupEnv: env(tc.vars), SetGCPercent: set}.ApplyGCAt(GCPercent)
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, tc.wantSets, sets)
 		})
@@ -53,7 +53,7 @@ func TestApplyGCAtServesPace(t *testing.T) {
 }
 
 func TestApplyGCWithoutRuntime(t *testing.T) {
-	assert.Equal(t, GCDecision{"10", GCFromDefault}, Host{}.ApplyGC())
+	assert.Equal(t, GCDecision{"10", GCFromDefault}, Host{}.ApplyGCAt(GCPercent))
 }
 
 // TestApplyGCSetsTheRuntime is the one test that changes the process's own
@@ -63,7 +63,7 @@ func TestApplyGCSetsTheRuntime(t *testing.T) {
 	t.Cleanup(func() { debug.SetGCPercent(prev) })
 	h := System()
 	h.LookupEnv = env(nil) // whatever GOGC the test runs with
-	h.ApplyGC()
+	h.ApplyGCAt(GCPercent)
 	assert.Equal(t, GCPercent, debug.SetGCPercent(100))
 }
 
