@@ -112,127 +112,160 @@ func (e *erWatchListError) Unwrap() []error { return []error{errNoWatchList, e.e
 // object's view to out as soon as it is read, so that only a little of
 // the stream is held at a time. What follows the bookmark is not read. Any
 // error leaves in out what was appended before it, for the caller to
-// drop.
-//
-// An event is {"type":...,"object":...}. The API server writes the type
-// first, and the object is then read from the stream; an encoder that
-// sorts its keys puts the object first, and it is then held, as raw JSON,
-// until the type says what it is.
+// drop. The events are read by watchEvents.
 func readEphemeralRunnerWatch(r io.Reader, memo *listMemo, out []fleet.EphemeralRunner) ([]fleet.EphemeralRunner, error) {
-	d := newERDecoder(r)
+	events := newWatchEvents(r)
 	// One object for the whole stream, as in readItems.
 	var o erObject
-	// event reads one event's object from od, appends an ADDED object's
-	// view to out, and says whether it was the end bookmark.
-	event := func(typ string, od *jsontext.Decoder) (end bool, err error) {
-		switch typ {
-		case string(watch.Added):
-			if err := readER(od, &o); err != nil {
-				return false, fmt.Errorf("an ADDED event: %w", err)
-			}
-			if err := isEphemeralRunner(o.APIVersion, o.Kind); err != nil {
-				return false, fmt.Errorf("an ADDED event: %w", err)
-			}
-			out = append(out, o.view(memo))
-			return false, nil
-		case string(watch.Bookmark):
-			end, err := readBookmark(od)
-			if err != nil {
-				return false, fmt.Errorf("a BOOKMARK event: %w", err)
-			}
-			return end, nil
-		case string(watch.Error):
-			raw, err := od.ReadValue()
-			if err != nil {
-				return false, fmt.Errorf("an ERROR event: %w", err)
-			}
-			var st metav1.Status
-			if err := json.Unmarshal(raw, &st); err != nil {
-				return false, fmt.Errorf("an ERROR event: %w", err)
-			}
-			if st.Kind != "Status" || (st.APIVersion != "v1" && st.APIVersion != "meta.k8s.io/v1") {
-				return false, fmt.Errorf("an ERROR event: a %q %q where a v1 Status belongs", st.APIVersion, st.Kind)
-			}
-			return false, apierrors.FromObject(&st)
-		default:
-			// Before its end bookmark a watch-list sends only the
-			// current objects, as ADDED events.
-			return false, fmt.Errorf("a %s event before the initial-events-end bookmark", typ)
-		}
-	}
-	var held []byte // an object that came before its type
-	hd := new(jsontext.Decoder)
 	for {
-		tok, err := d.ReadToken()
-		if err == io.EOF { //nolint:errorlint // io.EOF itself is how the decoder says its input ended, as Read does; a wrapped one is an error
-			return out, errors.New("the stream ended before its initial-events-end bookmark")
-		}
-		if err != nil {
-			return out, err
-		}
-		if tok.Kind() != '{' {
-			return out, fmt.Errorf("the answer is not a stream of JSON watch events (%v)", tok)
-		}
-		var typ string
-		typed, object, isHeld := false, false, false
 		end := false
-		err = membersAfterBrace(d, func(name []byte) (err error) {
-			switch string(name) {
-			case "type":
-				if typed {
-					return errors.New("a watch event with two of its type")
+		err := events.next(func(typ string, od *jsontext.Decoder) error {
+			switch typ {
+			case string(watch.Added):
+				if err := readWatchedER(od, &o); err != nil {
+					return fmt.Errorf("an ADDED event: %w", err)
 				}
-				typed = true
-				raw, err := d.ReadValue()
+				out = append(out, o.view(memo))
+				return nil
+			case string(watch.Bookmark):
+				var err error
+				if _, end, err = readBookmark(od); err != nil {
+					return fmt.Errorf("a BOOKMARK event: %w", err)
+				}
+				return nil
+			case string(watch.Error):
+				st, err := readStatus(od)
 				if err != nil {
-					return fmt.Errorf("a watch event's type: %w", err)
+					return fmt.Errorf("an ERROR event: %w", err)
 				}
-				if raw.Kind() != '"' && raw.Kind() != 'n' {
-					return fmt.Errorf("a watch event's type is a %v, not a string", raw.Kind())
-				}
-				if typ = jsonString(raw); typ == "" {
-					return errors.New("a watch event of type \"\"")
-				}
-				if isHeld {
-					resetERDecoder(hd, bytes.NewReader(held))
-					end, err = event(typ, hd)
-				}
-				return err
-			case "object":
-				if object {
-					return errors.New("a watch event with two of its object")
-				}
-				object = true
-				if typ == "" {
-					raw, err := d.ReadValue()
-					held, isHeld = append(held[:0], raw...), true
-					return err
-				}
-				end, err = event(typ, d)
-				return err
+				return apierrors.FromObject(st)
 			default:
-				return skip(d)
+				// Before its end bookmark a watch-list sends only the
+				// current objects, as ADDED events.
+				return fmt.Errorf("a %s event before the initial-events-end bookmark", typ)
 			}
 		})
+		if err == io.EOF { //nolint:errorlint // io.EOF itself is how next says the stream ended between events
+			return out, errors.New("the stream ended before its initial-events-end bookmark")
+		}
 		if err != nil {
 			return out, err
 		}
 		if end {
 			return out, nil
 		}
-		if typ == "" || !object {
-			return out, errors.New("a watch event without a type and an object")
-		}
 	}
 }
 
-// readBookmark reads a BOOKMARK event's object, of which only the
-// annotation that ends the initial events matters, and says whether it
-// has it. It must say it is one of the EphemeralRunners asked for.
-func readBookmark(d *jsontext.Decoder) (end bool, err error) {
+// watchEvents reads a JSON watch stream one event at a time. An event is
+// {"type":...,"object":...}. The API server writes the type first, and
+// the object is then read from the stream; an encoder that sorts its keys
+// puts the object first, and it is then held, as raw JSON, until the type
+// says what it is.
+type watchEvents struct {
+	d    *jsontext.Decoder
+	held []byte            // an object that came before its type
+	hd   *jsontext.Decoder // reads held
+}
+
+func newWatchEvents(r io.Reader) *watchEvents {
+	return &watchEvents{d: newERDecoder(r), hd: new(jsontext.Decoder)}
+}
+
+// next reads the next event and calls event once with its type (never "")
+// and a decoder at its object, for event to read the object whole. It
+// returns io.EOF itself when the stream ended between two events, event's
+// error, or why the stream is not one of watch events.
+func (w *watchEvents) next(event func(typ string, od *jsontext.Decoder) error) error {
+	d := w.d
+	tok, err := d.ReadToken()
+	if err != nil {
+		return err
+	}
+	if tok.Kind() != '{' {
+		return fmt.Errorf("the answer is not a stream of JSON watch events (%v)", tok)
+	}
+	var typ string
+	typed, object, isHeld := false, false, false
+	err = membersAfterBrace(d, func(name []byte) (err error) {
+		switch string(name) {
+		case "type":
+			if typed {
+				return errors.New("a watch event with two of its type")
+			}
+			typed = true
+			raw, err := d.ReadValue()
+			if err != nil {
+				return fmt.Errorf("a watch event's type: %w", err)
+			}
+			if raw.Kind() != '"' && raw.Kind() != 'n' {
+				return fmt.Errorf("a watch event's type is a %v, not a string", raw.Kind())
+			}
+			if typ = jsonString(raw); typ == "" {
+				return errors.New("a watch event of type \"\"")
+			}
+			if isHeld {
+				resetERDecoder(w.hd, bytes.NewReader(w.held))
+				return event(typ, w.hd)
+			}
+			return nil
+		case "object":
+			if object {
+				return errors.New("a watch event with two of its object")
+			}
+			object = true
+			if typ == "" {
+				raw, err := d.ReadValue()
+				w.held, isHeld = append(w.held[:0], raw...), true
+				return err
+			}
+			return event(typ, d)
+		default:
+			return skip(d)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if typ == "" || !object {
+		return errors.New("a watch event without a type and an object")
+	}
+	return nil
+}
+
+// readWatchedER reads a watch event's object into o, as readER, and
+// refuses one that is not an EphemeralRunner.
+func readWatchedER(d *jsontext.Decoder, o *erObject) error {
+	if err := readER(d, o); err != nil {
+		return err
+	}
+	return isEphemeralRunner(o.APIVersion, o.Kind)
+}
+
+// readStatus reads an ERROR event's object: a v1 Status, and nothing else.
+func readStatus(d *jsontext.Decoder) (*metav1.Status, error) {
+	raw, err := d.ReadValue()
+	if err != nil {
+		return nil, err
+	}
+	var st metav1.Status
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, err
+	}
+	if st.Kind != "Status" || (st.APIVersion != "v1" && st.APIVersion != "meta.k8s.io/v1") {
+		return nil, fmt.Errorf("a %q %q where a v1 Status belongs", st.APIVersion, st.Kind)
+	}
+	return &st, nil
+}
+
+// readBookmark reads a BOOKMARK event's object, of which only its
+// resourceVersion and the annotation that ends the initial events matter,
+// and says whether it has that annotation. It must say it is one of the
+// EphemeralRunners asked for.
+func readBookmark(d *jsontext.Decoder) (rv string, end bool, err error) {
 	var apiVersion, kind string
 	if d.PeekKind() != '{' {
-		return false, fmt.Errorf("a %v, not an object", d.PeekKind())
+		return "", false, fmt.Errorf("a %v, not an object", d.PeekKind())
 	}
 	err = members(d, func(name []byte) (err error) {
 		switch string(name) {
@@ -241,8 +274,12 @@ func readBookmark(d *jsontext.Decoder) (end bool, err error) {
 		case "kind":
 			kind, err = looseString(d)
 		case "metadata":
-			end = false
-			return members(d, func(name []byte) error {
+			rv, end = "", false
+			return members(d, func(name []byte) (err error) {
+				if string(name) == "resourceVersion" {
+					rv, err = looseString(d)
+					return err
+				}
 				if string(name) != "annotations" {
 					return skip(d)
 				}
@@ -250,7 +287,7 @@ func readBookmark(d *jsontext.Decoder) (end bool, err error) {
 				// only, else none.
 				end = false
 				strs := true
-				err := members(d, func(name []byte) error {
+				err = members(d, func(name []byte) error {
 					isEnd := string(name) == metav1.InitialEventsAnnotationKey
 					raw, err := d.ReadValue()
 					if err != nil {
@@ -272,12 +309,12 @@ func readBookmark(d *jsontext.Decoder) (end bool, err error) {
 		return err
 	})
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
 	if err := isEphemeralRunner(apiVersion, kind); err != nil {
-		return false, err
+		return "", false, err
 	}
-	return end, nil
+	return rv, end, nil
 }
 
 // isEphemeralRunner refuses an object that does not say it is one of the

@@ -10,13 +10,10 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-
-	"github.com/runner-reaper/runner-reaper/fleet"
 )
 
 // objKey is an object's place in a store. Its strings are the view's own,
@@ -94,11 +91,12 @@ func (c *Client) watch(o WatchOptions, clk clock.Clock) *Watch {
 		if !o.ARC {
 			continue
 		}
-		expected := &unstructured.Unstructured{}
-		expected.SetAPIVersion(fleet.EphemeralRunnerAPIVersion)
-		expected.SetKind(fleet.EphemeralRunnerKind)
-		ers := newFeed(c, "ephemeralrunners", ns, erKind(c.githubHost), expected, refused, stale, clk)
-		ers.lw = trackedListWatch(ers, c.timeout, c.erLister(ns), c.erWatcher(ns))
+		// No expected type: the watch's decoder gives the runners as
+		// their items and the bookmarks as metadata, having refused
+		// anything that is not an EphemeralRunner itself.
+		memo := newERMemo(c.githubHost)
+		ers := newFeed(c, "ephemeralrunners", ns, erKind(memo), nil, refused, stale, clk)
+		ers.lw = trackedListWatch(ers, c.timeout, c.erLister(ns), c.erWatcher(ns, memo))
 		w.ers = append(w.ers, ers)
 	}
 	return w

@@ -63,12 +63,14 @@ func podKind(m Mapping) kind[fleet.Pod] {
 }
 
 // erKind keeps each EphemeralRunner as the view ListEphemeralRunners
-// makes of it (erObject.view), read from the Unstructured the dynamic
-// client decoded. Its memo (scope keys and finalizer lists, shared by the
-// views) is the feed's, kept for as long as it runs; it holds no pods.
-func erKind(githubHost string) kind[fleet.EphemeralRunner] {
+// makes of it (erObject.view). The watch's decoder hands over the item
+// already made (erWatchDecoder); a list, where the API server gives no
+// watch-list, comes through the dynamic client as Unstructured, read by
+// readUnstructuredER. Its memo (scope keys and finalizer lists, shared by
+// the views) is the feed's, the decoder's too, kept for as long as it
+// runs; it holds no pods.
+func erKind(memo *erMemo) kind[fleet.EphemeralRunner] {
 	var mu sync.Mutex
-	memo := newListMemo(githubHost, nil)
 	var o erObject
 	return kind[fleet.EphemeralRunner]{
 		transform: func(obj any) (any, error) {
@@ -79,7 +81,7 @@ func erKind(githubHost string) kind[fleet.EphemeralRunner] {
 				mu.Lock()
 				defer mu.Unlock()
 				readUnstructuredER(u, &o)
-				return &erItem{o.view(memo)}, nil
+				return &erItem{memo.view(&o)}, nil
 			default:
 				return nil, fmt.Errorf("a %T where an EphemeralRunner was expected", obj)
 			}

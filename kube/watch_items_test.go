@@ -52,7 +52,7 @@ func FuzzWatchViewAgreesWithLeanDecoder(f *testing.F) {
 		if _, _, err := dec.Decode([]byte(page), nil, &list); err != nil {
 			return
 		}
-		k := erKind("github.com")
+		k := erKind(newERMemo("github.com"))
 		require.Len(t, list.Items, len(lean))
 		for i := range list.Items {
 			it, err := k.transform(&list.Items[i])
@@ -85,7 +85,7 @@ func TestItemsAreTheirOwnTransform(t *testing.T) {
 		want string
 	}{
 		{"pod", pod, kindOf(podKind(Mapping{})), "ci/r-1@7"},
-		{"ephemeralrunner", u, kindOf(erKind("github.com")), "ci/r-1@8"},
+		{"ephemeralrunner", u, kindOf(erKind(newERMemo("github.com"))), "ci/r-1@8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			it, err := tc.k.item(tc.obj)
@@ -101,7 +101,7 @@ func TestItemsAreTheirOwnTransform(t *testing.T) {
 			assert.True(t, strings.Contains(err.Error(), "ConfigMap"), err.Error())
 		})
 	}
-	v, ok := erKind("github.com").view(mustItem(t, erKind("github.com").transform, u))
+	v, ok := erKind(newERMemo("github.com")).view(mustItem(t, erKind(newERMemo("github.com")).transform, u))
 	require.True(t, ok)
 	assert.Equal(t, fleet.EphemeralRunner{Namespace: "ci", Name: "r-1", UID: "u-1", ResourceVersion: "8", ScopeKey: "org:acme",
 		Phase: "Running", RunnerID: 42, Finalizers: []string{"a", "b"}}, *v)

@@ -3,12 +3,14 @@ package kube
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -194,9 +196,26 @@ func (c *Client) erLister(ns string) listFunc {
 	}
 }
 
-// erWatcher watches EphemeralRunners through the dynamic client.
-func (c *Client) erWatcher(ns string) watchFunc {
+// erWatcher watches EphemeralRunners, each event read from the JSON
+// stream by erWatchDecoder, its runner's view made with memo. Like
+// client-go's Watch, it takes no token of the Client's rate limiter: a
+// watch is one long request, and a relist's pages take theirs.
+func (c *Client) erWatcher(ns string, memo *erMemo) watchFunc {
 	return func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		return c.dyn.Resource(ephemeralRunners).Namespace(ns).Watch(ctx, opts)
+		path, err := ephemeralRunnersPath(ns)
+		if err != nil {
+			return nil, err
+		}
+		opts.Watch = true
+		body, err := c.arc.Get().AbsPath(path...).
+			SpecificallyVersionedParams(&opts, metav1.ParameterCodec, schema.GroupVersion{Version: "v1"}).
+			SetHeader("Accept", "application/json").
+			Throttle(nil).
+			Stream(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return watch.NewStreamWatcher(newERWatchDecoder(body, memo),
+			apierrors.NewClientErrorReporter(http.StatusInternalServerError, "GET", "ClientWatchDecoding")), nil
 	}
 }
