@@ -14,7 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// TestResumedWatchProvesNothingAtItsHeaders: after a watch broke, the
+// TestResumedWatchIsOpenOnceSomethingCameOnIt: after a watch broke, the
 // reflector watches again from the resourceVersion its store reached. The
 // answer's headers say only that the API server accepted the request: the
 // store still lacks whatever changed while no watch was open, and the
@@ -22,7 +22,7 @@ import (
 // compacted away and can never be replayed. Until the new watch has said
 // something of its own (a bookmark: everything up to its resourceVersion
 // was sent), the store cannot vouch that nothing is missing from it.
-func TestResumedWatchProvesNothingAtItsHeaders(t *testing.T) {
+func TestResumedWatchIsOpenOnceSomethingCameOnIt(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
 	src := &fakeSource{watches: make(chan *watch.FakeWatcher, 1)}
@@ -48,7 +48,7 @@ func TestResumedWatchProvesNothingAtItsHeaders(t *testing.T) {
 	tw, err = f.lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "10"})
 	require.NoError(t, err)
 	fw = <-src.watches
-	views, err := f.views()
+	views, err := f.views(clk.Now(), nil)
 	assert.ErrorIs(t, err, ErrIncomplete,
 		"a watch resumed from an old resourceVersion, before it delivered anything, vouches for a store without pod b (got %d views)", len(views))
 
@@ -59,14 +59,14 @@ func TestResumedWatchProvesNothingAtItsHeaders(t *testing.T) {
 	assert.False(t, f.state().Live)
 }
 
-// TestConsistencyCheckListLeavesTheWatchListsWatchOrphaned: with
+// TestConsistencyCheckListKeepsTheWatchListsWatch: with
 // KUBE_WATCHLIST_INCONSISTENCY_DETECTOR set, client-go lists through the
-// same ListerWatcher after a watch-list's end bookmark and before Replace.
-// That list bumps the feed's gen, so the watch-list's own watch, which the
-// reflector goes on reading, is no longer the current one: the store lands
-// and stays "watch not open yet" until that watch ends, five to ten
+// same ListerWatcher after a watch-list's end bookmark and before Replace,
+// then goes on reading the watch-list's watch. Were that list taken for a
+// relist, the watch would no longer be the current one: the store would
+// land and stay "watch not open yet" until that watch ended, five to ten
 // minutes later, though it is open and carrying events all along.
-func TestConsistencyCheckListLeavesTheWatchListsWatchOrphaned(t *testing.T) {
+func TestConsistencyCheckListKeepsTheWatchListsWatch(t *testing.T) {
 	ctx := context.Background()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
 	src := &fakeSource{watches: make(chan *watch.FakeWatcher, 1), listed: &corev1.PodList{Items: []corev1.Pod{*testPod("ci", "a")}}}
