@@ -16,14 +16,22 @@ package kube
 // A store answers only while it can vouch that nothing is missing from it:
 // a list proves what it listed; only absence needs more proof, and absence
 // is what the sweep acts on (a registration without its pod is a ghost). So
-// a store is Live, and ListPods answers from it, only when it has been
-// filled by a complete list at least once, no relist is under way (the
-// store still holds the last one's objects), its watch is open now (what
-// changed while none was open is not known until the reflector has caught
-// up), and the API server spoke on it within StaleAfter (an open stream
-// that carries nothing, not even the bookmark the API server sends every
-// minute, may be a dead one). Otherwise ListPods returns ErrIncomplete,
-// which the sweep takes as it takes a list that failed: no verdicts.
+// a store is Live only when it has been filled by a complete list at least
+// once, no relist is under way (the store still holds the last one's
+// objects), its watch is open now (a watch resumed from a resourceVersion
+// once something came on it: until then the store lacks what changed while
+// none was open, and the stream may yet say that is lost), and the API
+// server spoke on it within StaleAfter (an open stream that carries
+// nothing, not even the bookmark the API server sends every minute, may be
+// a dead one). Hearing is not keeping up: an API server whose watch cache
+// is stuck goes on sending bookmarks at a resourceVersion that no longer
+// moves. So ListPods also reads where the API server is, one list of at
+// most one object a resource, and answers only from stores that have
+// caught up with where it was at a listing StaleAfter or more before (and
+// after their last list landed, which was itself a consistent read): a
+// store may lag the API server by StaleAfter and one interval, never for
+// ever. Otherwise ListPods returns ErrIncomplete, which the sweep takes as
+// it takes a list that failed: no verdicts.
 
 import (
 	"context"
@@ -31,6 +39,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,8 +55,10 @@ const DefaultStaleAfter = 2 * time.Minute
 
 // ErrIncomplete is wrapped by the error of ListPods and
 // ListEphemeralRunners when a store cannot vouch for the whole fleet right
-// now: not synced yet, a watch broken or relisting, or nothing heard within
-// StaleAfter. The error names the resource, the namespace and why.
+// now: not synced yet, a watch broken, resumed but silent, or relisting,
+// nothing heard within StaleAfter, not caught up with the API server, or
+// where the API server is could not be read. The error names the
+// resource, the namespace and why.
 var ErrIncomplete = errors.New("incomplete observation")
 
 // WatchOptions say what a Watch keeps.
@@ -62,7 +73,8 @@ type WatchOptions struct {
 	// ARC also watches ARC's EphemeralRunners.
 	ARC bool
 	// StaleAfter is how long a store stays Live without an event or a
-	// bookmark; 0 is DefaultStaleAfter.
+	// bookmark, and how long it has to catch up with a resourceVersion a
+	// listing read; 0 is DefaultStaleAfter.
 	StaleAfter time.Duration
 }
 
@@ -72,11 +84,15 @@ type WatchState struct {
 	Resource string
 	// Namespace is the namespace watched; "" is all.
 	Namespace string
-	// Live: synced, its watch open, and an event or a bookmark within
-	// StaleAfter; its store is what ListPods gives.
+	// Live: synced, its watch open, an event or a bookmark within
+	// StaleAfter, and not found behind the API server by the last
+	// listing; its store is what ListPods gives, once it has read where
+	// the API server is.
 	Live bool
 	// Why it is not Live: "not synced yet", "relisting", "watch broken:
-	// ...", "no event or bookmark for 2m0s".
+	// ...", "watch resumed from resourceVersion ..., nothing on it yet",
+	// "no event or bookmark for 2m0s", "the watch has not caught up with
+	// resourceVersion ...".
 	Why string
 	// Objects is how many objects its store holds.
 	Objects int
@@ -93,10 +109,12 @@ type WatchState struct {
 // and lists them from there. Build it with Client.Watch and start it with
 // Run; its methods are safe for concurrent use.
 type Watch struct {
-	pods    []*feed[fleet.Pod]
-	ers     []*feed[fleet.EphemeralRunner]
-	arc     bool
-	started atomic.Bool
+	pods      []*feed[fleet.Pod]
+	ers       []*feed[fleet.EphemeralRunner]
+	podsFresh *freshness
+	ersFresh  *freshness
+	arc       bool
+	started   atomic.Bool
 }
 
 // Watch builds a Watch of what o names, through this Client: every request
@@ -131,7 +149,7 @@ func (w *Watch) Run(ctx context.Context) {
 // ErrIncomplete and says which and why. The views' pointed-to parts (owner,
 // job, start wait) are shared with the store, which never writes to them.
 func (w *Watch) ListPods(ctx context.Context) ([]fleet.Pod, error) {
-	return snapshot(ctx, w.pods, func(a, b *fleet.Pod) int {
+	return snapshot(ctx, w.pods, w.podsFresh, func(a, b *fleet.Pod) int {
 		return cmpKey(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 }
@@ -143,7 +161,7 @@ func (w *Watch) ListEphemeralRunners(ctx context.Context) ([]fleet.EphemeralRunn
 	if !w.arc {
 		return nil, nil
 	}
-	ers, err := snapshot(ctx, w.ers, func(a, b *fleet.EphemeralRunner) int {
+	ers, err := snapshot(ctx, w.ers, w.ersFresh, func(a, b *fleet.EphemeralRunner) int {
 		return cmpKey(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	if err != nil {
@@ -157,7 +175,8 @@ func (w *Watch) ListEphemeralRunners(ctx context.Context) ([]fleet.EphemeralRunn
 }
 
 // Synced reports whether every store is Live now: whether ListPods (and
-// ListEphemeralRunners) would answer.
+// ListEphemeralRunners) would answer, short of what its reading of the
+// API server finds.
 func (w *Watch) Synced() bool {
 	for _, s := range w.State() {
 		if !s.Live {
@@ -180,16 +199,30 @@ func (w *Watch) State() []WatchState {
 }
 
 // snapshot is every feed's views, all or nothing, each feed's sorted by
-// compare. A view is never written once made (the store replaces it whole),
-// so only the picking of the views needs a feed's lock.
-func snapshot[V any](ctx context.Context, feeds []*feed[V], compare func(a, b *V) int) ([]V, error) {
+// compare, once fresh has read where the API server is. A view is never
+// written once made (the store replaces it whole), so only the picking of
+// the views needs a feed's lock.
+func snapshot[V any](ctx context.Context, feeds []*feed[V], fresh *freshness, compare func(a, b *V) int) ([]V, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// No request while a store could not answer anyway.
+	for _, f := range feeds {
+		if err := f.ready(); err != nil {
+			return nil, err
+		}
+	}
+	now, reads, err := fresh.take(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
 	picked := make([][]*V, len(feeds))
 	n := 0
 	for i, f := range feeds {
-		vs, err := f.views()
+		vs, err := f.views(now, reads)
 		if err != nil {
 			return nil, err
 		}
@@ -213,4 +246,57 @@ func cmpKey(nsA, nameA, nsB, nameB string) int {
 		return c
 	}
 	return strings.Compare(nameA, nameB)
+}
+
+// reading is the API server's resourceVersion for a resource, and when a
+// listing read it, on the Watch's clock.
+type reading struct {
+	at time.Time
+	rv string
+}
+
+// freshness is one resource's readings of the API server's
+// resourceVersion, one each listing, against which its stores are held
+// (see feed.views): a store that hears from the API server but no longer
+// moves (a watch cache that is stuck sends bookmarks at a resourceVersion
+// that stays put) is refused within StaleAfter and one interval, not
+// trusted for ever. Each costs one list of at most one object a resource
+// a listing, counted as every request.
+type freshness struct {
+	resource  string
+	namespace string
+	read      func(context.Context) (string, error)
+	stale     time.Duration
+	clock     clock.Clock
+
+	mu    sync.Mutex
+	reads []reading
+}
+
+// take reads the API server's resourceVersion now, and gives when, and
+// the readings kept so far, this one included. A reading that failed is
+// ErrIncomplete: there is nothing to hold the stores to at a later
+// listing.
+func (p *freshness) take(ctx context.Context) (time.Time, []reading, error) {
+	rv, err := p.read(ctx)
+	if err == nil && rv == "" {
+		err = errors.New("the API server gave no resourceVersion")
+	}
+	if err != nil {
+		return time.Time{}, nil, fmt.Errorf("%s in %s: %w: reading the API server's resourceVersion: %w", p.resource, where(p.namespace), ErrIncomplete, err)
+	}
+	now := p.clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reads = append(p.reads, reading{at: now, rv: rv})
+	// Only the newest reading StaleAfter old, and those after it, can be
+	// held against a store from now on.
+	keep := 0
+	for i, r := range p.reads {
+		if !r.at.After(now.Add(-p.stale)) {
+			keep = i
+		}
+	}
+	p.reads = slices.Delete(p.reads, 0, keep)
+	return now, slices.Clone(p.reads), nil
 }

@@ -10,7 +10,9 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -74,6 +76,19 @@ type feed[V any] struct {
 	// list landed.
 	lastEvent time.Time
 	relists   int
+	// resumed is the gen of a watch resumed from a resourceVersion whose
+	// answer came but nothing on it yet; watchList the gen of a
+	// watch-list that has not landed yet.
+	resumed   uint64
+	watchList uint64
+	// newest is the newest resourceVersion the store is known to have
+	// caught up with: its last list's, then each event's and bookmark's
+	// as the reflector passes them on (UpdateResourceVersion). replaced
+	// is when its last list landed; behind is the API server's reading
+	// the last listing found it had not reached (see views).
+	newest   string
+	replaced time.Time
+	behind   reading
 }
 
 // watch builds the Watch, with clk as the clock of its staleness.
@@ -84,6 +99,10 @@ func (c *Client) watch(o WatchOptions, clk clock.Clock) *Watch {
 	}
 	w := &Watch{arc: o.ARC}
 	namespaces, refused := watchedNamespaces(o.Namespaces)
+	// One read per resource proves every store of it: a resourceVersion
+	// is the whole store's revision, whichever namespace it is read in.
+	w.podsFresh = &freshness{resource: "pods", namespace: namespaces[0], read: c.podVersion(namespaces[0], o.Selector), stale: stale, clock: clk}
+	w.ersFresh = &freshness{resource: "ephemeralrunners", namespace: namespaces[0], read: c.erVersion(namespaces[0]), stale: stale, clock: clk}
 	for _, ns := range namespaces {
 		pods := newFeed(c, "pods", ns, podKind(o.Mapping), &corev1.Pod{}, refused, stale, clk)
 		pods.lw = trackedListWatch(pods, c.timeout, c.podLister(ns, o.Selector), c.podWatcher(ns, o.Selector))
@@ -100,6 +119,31 @@ func (c *Client) watch(o WatchOptions, clk clock.Clock) *Watch {
 		w.ers = append(w.ers, ers)
 	}
 	return w
+}
+
+// podVersion reads the resourceVersion the API server has now for the
+// pods: a list of one pod at no resourceVersion, which is a consistent
+// read, and whose resourceVersion is the store-wide revision, not one of
+// the pods'.
+func (c *Client) podVersion(ns, selector string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		list, err := c.cs.listPods(ctx, ns, metav1.ListOptions{LabelSelector: selector, Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		return list.ResourceVersion, nil
+	}
+}
+
+// erVersion is podVersion for the EphemeralRunners.
+func (c *Client) erVersion(ns string) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		list, err := c.dyn.Resource(ephemeralRunners).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return "", err
+		}
+		return list.GetResourceVersion(), nil
+	}
 }
 
 func newFeed[V any](c *Client, resource, ns string, k kind[V], expected runtime.Object, refused string, stale time.Duration, clk clock.Clock) *feed[V] {
@@ -197,7 +241,7 @@ func (f *feed[V]) Delete(obj any) error {
 
 // Replace is a complete list landing: the store is what it listed, and
 // the feed is synced until its watch says otherwise.
-func (f *feed[V]) Replace(list []any, _ string) error {
+func (f *feed[V]) Replace(list []any, resourceVersion string) error {
 	items := make(map[objKey]*V, len(list))
 	for _, obj := range list {
 		v, err := f.viewOf(obj)
@@ -212,7 +256,23 @@ func (f *feed[V]) Replace(list []any, _ string) error {
 	f.synced, f.relisting = true, false
 	f.relists++
 	f.lastEvent = f.clock.Now()
+	// A list is a consistent read: what the API server had before it
+	// landed is proven, so no earlier reading is held against it.
+	f.newest, f.replaced, f.behind = resourceVersion, f.lastEvent, reading{}
+	f.watchList = 0
 	return nil
+}
+
+// UpdateResourceVersion is the reflector telling the store the
+// resourceVersion of each event and bookmark it has passed on. An
+// object's own resourceVersion, as Add or Update get it, is not taken
+// instead: a watch from no resourceVersion begins with its objects in no
+// order of theirs, and the reflector passes a resourceVersion on only
+// once the stream is past them.
+func (f *feed[V]) UpdateResourceVersion(resourceVersion string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.newest = resourceVersion
 }
 
 // Resync has nothing to do: nothing is queued between the reflector and
@@ -238,9 +298,17 @@ func (f *feed[V]) viewOf(obj any) (*V, error) {
 // What the ListerWatcher tells the feed (see trackedListWatch).
 
 // listing: the reflector asks for a list, so its store is to be replaced.
+// While a watch-list has yet to land, the list is not the reflector's
+// own: client-go's consistency check (KUBE_WATCHLIST_INCONSISTENCY_DETECTOR)
+// lists between the watch-list's end and its landing, and the watch-list's
+// watch goes on after it. That list changes nothing and gets gen 0, on
+// which answered and failed do nothing.
 func (f *feed[V]) listing() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.watchList == f.gen && f.watchList != 0 && f.ended != f.gen {
+		return 0
+	}
 	f.gen++
 	f.open, f.relisting = false, true
 	return f.gen
@@ -252,9 +320,9 @@ func (f *feed[V]) watching(initial bool) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gen++
-	f.open = false
+	f.open, f.watchList = false, 0
 	if initial {
-		f.relisting = true
+		f.relisting, f.watchList = true, f.gen
 	}
 	return f.gen
 }
@@ -278,6 +346,21 @@ func (f *feed[V]) opened(gen uint64) {
 	}
 }
 
+// accepted: the watch gen, resumed from a resourceVersion, was accepted.
+// Its answer proves nothing of the store, which still lacks whatever
+// changed while no watch was open, and the stream's first word may be that
+// those changes are compacted away: it is open once something came on it
+// (heard). A watch with nothing to replay says nothing until its bookmark,
+// up to a minute; how far behind the API server a store may fall without
+// being refused is bounded by the resourceVersions (see views).
+func (f *feed[V]) accepted(gen uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen == f.gen && f.ended != gen {
+		f.broke, f.resumed = "", gen
+	}
+}
+
 // answered: a page of the list gen came: why the last one failed is past.
 func (f *feed[V]) answered(gen uint64) {
 	f.mu.Lock()
@@ -297,12 +380,15 @@ func (f *feed[V]) failed(gen uint64, why string) {
 	}
 }
 
-// heard: an event or a bookmark came.
-func (f *feed[V]) heard() {
+// heard: an event or a bookmark came on the watch gen, which is open.
+func (f *feed[V]) heard(gen uint64) {
 	now := f.clock.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastEvent = now
+	if gen == f.gen && f.ended != gen {
+		f.open, f.broke = true, ""
+	}
 }
 
 // liveLocked says whether the store can vouch for the whole of what it
@@ -321,6 +407,8 @@ func (f *feed[V]) liveLocked() (bool, string) {
 		return false, because("not synced yet")
 	case f.relisting:
 		return false, because("relisting")
+	case !f.open && f.resumed == f.gen && f.broke == "":
+		return false, fmt.Sprintf("watch resumed from resourceVersion %s, nothing on it yet", f.newest)
 	case !f.open && f.broke == "":
 		return false, "watch not open yet"
 	case !f.open:
@@ -328,6 +416,26 @@ func (f *feed[V]) liveLocked() (bool, string) {
 	}
 	if quiet := f.clock.Since(f.lastEvent); quiet > f.staleAfter {
 		return false, fmt.Sprintf("no event or bookmark for %s", quiet.Round(time.Second))
+	}
+	if f.behind.rv != "" {
+		if caught, why := f.caughtUpLocked(f.behind); !caught {
+			return false, why
+		}
+		f.behind = reading{}
+	}
+	return true, ""
+}
+
+// caughtUpLocked says whether the store has caught up with what the API
+// server had at r, and if not why.
+func (f *feed[V]) caughtUpLocked(r reading) (bool, string) {
+	c, err := resourceversion.CompareResourceVersion(f.newest, r.rv)
+	if err != nil {
+		return false, fmt.Sprintf("cannot tell whether the watch has caught up with the API server: %v", err)
+	}
+	if c < 0 {
+		return false, fmt.Sprintf("the watch has not caught up with resourceVersion %s, which the API server had at a listing %s ago (the store is at %s)",
+			r.rv, f.clock.Since(r.at).Round(time.Second), f.newest)
 	}
 	return true, ""
 }
@@ -348,13 +456,52 @@ func (f *feed[V]) state() WatchState {
 	}
 }
 
-// views is every view in the store, when it is Live; else an error that
-// wraps ErrIncomplete.
-func (f *feed[V]) views() ([]*V, error) {
+// ready is nil when the store is Live, else an error that wraps
+// ErrIncomplete.
+func (f *feed[V]) ready() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.readyLocked()
+}
+
+func (f *feed[V]) readyLocked() error {
 	if live, why := f.liveLocked(); !live {
-		return nil, fmt.Errorf("%s in %s: %w: %s", f.resource, where(f.namespace), ErrIncomplete, why)
+		return fmt.Errorf("%s in %s: %w: %s", f.resource, where(f.namespace), ErrIncomplete, why)
+	}
+	return nil
+}
+
+// views is every view in the store, when it is Live and has caught up
+// with what the API server had StaleAfter ago; else an error that wraps
+// ErrIncomplete. reads are the API server's resourceVersions as listings
+// read them, the last at now: the store is held to the newest one read at
+// least StaleAfter before now and after its last list landed. Being Live
+// says only that the API server spoke within StaleAfter: one whose watch
+// cache is stuck goes on sending bookmarks, at a resourceVersion that no
+// longer moves. StaleAfter, not the last listing's reading, because a
+// store learns where it is only from its events and the bookmarks that
+// come about every minute: held to a reading one interval old, a store
+// with nothing to change in a busy cluster would be refused whenever no
+// bookmark fell in that interval. The first listings after a list landed
+// have no reading to be held to, and need none: that list was a
+// consistent read.
+func (f *feed[V]) views(now time.Time, reads []reading) ([]*V, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.readyLocked(); err != nil {
+		return nil, err
+	}
+	var due *reading
+	for i, r := range reads {
+		if r.at.After(f.replaced) && !r.at.After(now.Add(-f.staleAfter)) {
+			due = &reads[i]
+		}
+	}
+	if due != nil {
+		if caught, why := f.caughtUpLocked(*due); !caught {
+			f.behind = *due
+			return nil, fmt.Errorf("%s in %s: %w: %s", f.resource, where(f.namespace), ErrIncomplete, why)
+		}
 	}
 	out := make([]*V, 0, len(f.items))
 	for _, v := range f.items {

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,7 +114,10 @@ func TestFeedCompleteness(t *testing.T) {
 			require.NoError(t, f.Add(testPod("ci", "b")))
 		}, true, ""},
 		{"the stream ends", func() { fw.Stop(); closed() }, false, "watch broken: the stream ended"},
-		{"a watch from the resourceVersion opens", func() { openWatch(false) }, true, ""},
+		{"a watch from the resourceVersion opens", func() { openWatch(false) }, false, "watch resumed from resourceVersion 10, nothing on it yet"},
+		{"a bookmark comes on it", func() {
+			deliver(func() { fw.Action(watch.Bookmark, testPod("ci", "")) }, watch.Bookmark)
+		}, true, ""},
 		{"an ERROR event", func() {
 			deliver(func() { fw.Error(&apierrors.NewResourceExpired("too old resource version").ErrStatus) }, watch.Error)
 		}, false, "watch broken: an ERROR event: too old resource version"},
@@ -144,7 +148,7 @@ func TestFeedCompleteness(t *testing.T) {
 		// way the store is not Live, for its silence.
 		{"StaleAfter passes in silence", func() { clk.Step(time.Minute + time.Second) }, false, "no event or bookmark for 1m"},
 		{"the silent watch is ended, to be watched again", func() { closed() }, false, "watch broken: no event or bookmark for 1m0s: watching again"},
-		{"a new watch opens, but nothing came yet", func() { openWatch(false) }, false, "no event or bookmark for 1m1s"},
+		{"a new watch opens, but nothing came yet", func() { openWatch(false) }, false, "watch resumed from resourceVersion 30, nothing on it yet"},
 		{"a bookmark comes", func() {
 			deliver(func() { fw.Action(watch.Bookmark, testPod("ci", "")) }, watch.Bookmark)
 		}, true, ""},
@@ -158,7 +162,7 @@ func TestFeedCompleteness(t *testing.T) {
 		} else {
 			assert.Contains(t, s.Why, step.why, step.name)
 		}
-		views, err := f.views()
+		views, err := f.views(clk.Now(), nil)
 		if step.live {
 			assert.NoError(t, err, step.name)
 			assert.Len(t, views, s.Objects, step.name)
@@ -196,6 +200,10 @@ func TestWatchListsAllOrNothing(t *testing.T) {
 	}) {
 		f.opened(f.watching(true))
 	}
+	// Where the API server is: a reading that no store is held to
+	// before a minute has passed.
+	w.podsFresh.read = func(context.Context) (string, error) { return "1", nil }
+	w.ersFresh.read = w.podsFresh.read
 	live(w.pods[0])
 	require.NoError(t, w.pods[0].Replace([]any{testPod("b", "z"), testPod("b", "y")}, "1"))
 	_, err = w.ListPods(ctx)
@@ -264,4 +272,117 @@ func TestWatchListsAllOrNothing(t *testing.T) {
 		require.Len(t, w.State(), 1)
 		assert.Equal(t, WatchState{Resource: "pods", Why: "not synced yet"}, w.State()[0])
 	})
+}
+
+// TestFeedFreshness: a Live store is held to the resourceVersion the API
+// server had at a listing StaleAfter (here a minute) or more before, and
+// after its last list landed. One that hears only bookmarks at a
+// resourceVersion that no longer moves is refused, with why, by ListPods
+// and by its state; one that caught up is not; a reading that fails is
+// ErrIncomplete; a list that landed is held to no earlier reading. A
+// listing reads once, and not at all while a store is not Live.
+func TestFeedFreshness(t *testing.T) {
+	ctx := context.Background()
+	c, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, Options{})
+	require.NoError(t, err)
+	type listing struct {
+		after    time.Duration // on the clock since the step before
+		bookmark string        // a bookmark at this resourceVersion comes first
+		relist   string        // a list at this resourceVersion lands first
+		api      string        // the API server's resourceVersion now
+		apiErr   error
+		want     string // what the error says; "" lists
+	}
+	for _, tc := range []struct {
+		name     string
+		listings []listing
+		reads    int
+	}{
+		{"the first listing after the sync lists, however far the API server is", []listing{
+			{after: time.Second, api: "500"},
+		}, 1},
+		{"a store frozen while the API server moves is refused", []listing{
+			{after: 10 * time.Second, api: "120"},
+			{after: 61 * time.Second, bookmark: "100", api: "150",
+				want: `pods in namespace "ci": incomplete observation: the watch has not caught up with resourceVersion 120, which the API server had at a listing 1m1s ago (the store is at 100)`},
+			// Refused from its state now, with no reading.
+			{after: 30 * time.Second, bookmark: "100", api: "160", want: "has not caught up with resourceVersion 120"},
+		}, 2},
+		{"a store that caught up lists", []listing{
+			{after: 10 * time.Second, api: "120"},
+			{after: 61 * time.Second, bookmark: "130", api: "150"},
+			{after: 61 * time.Second, bookmark: "150", api: "180"},
+		}, 3},
+		{"a store that falls behind, then catches up", []listing{
+			{after: 10 * time.Second, api: "120"},
+			{after: 61 * time.Second, bookmark: "110", api: "150", want: "has not caught up with resourceVersion 120"},
+			{after: time.Second, bookmark: "150", api: "155"},
+		}, 3},
+		{"a reading that fails is incomplete", []listing{
+			{after: time.Second, apiErr: errors.New("connection refused"),
+				want: `pods in namespace "ci": incomplete observation: reading the API server's resourceVersion: connection refused`},
+		}, 1},
+		{"a reading that is no number cannot prove anything", []listing{
+			{after: 10 * time.Second, api: "abc"},
+			{after: 61 * time.Second, bookmark: "130", api: "150", want: "cannot tell whether the watch has caught up with the API server: resource version is not well formed: abc"},
+		}, 2},
+		{"an empty reading is incomplete", []listing{
+			{after: time.Second, api: "", want: "the API server gave no resourceVersion"},
+		}, 1},
+		{"a list that landed is held to no earlier reading", []listing{
+			{after: 10 * time.Second, api: "120"},
+			{after: 61 * time.Second, bookmark: "100", api: "150", want: "has not caught up with resourceVersion 120"},
+			{after: 61 * time.Second, relist: "90", api: "160"},
+		}, 3},
+		{"no reading while the store is not Live", []listing{
+			{after: 10 * time.Second, api: "120"},
+			{after: 2 * time.Minute, api: "150", want: "no event or bookmark for 2m"},
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC))
+			w := c.watch(WatchOptions{Namespaces: []string{"ci"}, StaleAfter: time.Minute}, clk)
+			f := w.pods[0]
+			reads := 0
+			var api string
+			var apiErr error
+			w.podsFresh.read = func(context.Context) (string, error) {
+				reads++
+				return api, apiErr
+			}
+			f.opened(f.watching(true))
+			require.NoError(t, f.Replace([]any{testPod("ci", "a")}, "100"))
+			for i, l := range tc.listings {
+				clk.Step(l.after)
+				if l.bookmark != "" {
+					f.UpdateResourceVersion(l.bookmark)
+					f.heard(f.current())
+				}
+				if l.relist != "" {
+					require.NoError(t, f.Replace([]any{testPod("ci", "a")}, l.relist))
+				}
+				api, apiErr = l.api, l.apiErr
+				pods, err := w.ListPods(ctx)
+				if l.want == "" {
+					require.NoError(t, err, "listing %d", i)
+					assert.Len(t, pods, 1, "listing %d", i)
+					assert.True(t, w.Synced(), "listing %d", i)
+					continue
+				}
+				require.ErrorIs(t, err, ErrIncomplete, "listing %d", i)
+				assert.Contains(t, err.Error(), l.want, "listing %d", i)
+				assert.Nil(t, pods, "listing %d", i)
+				why := l.want
+				if _, after, ok := strings.Cut(why, "incomplete observation: "); ok {
+					why = after
+				}
+				if strings.Contains(why, "caught up") {
+					s := w.State()[0]
+					assert.False(t, s.Live, "listing %d: the state says so too", i)
+					assert.Contains(t, s.Why, why, "listing %d", i)
+				}
+			}
+			assert.Equal(t, tc.reads, reads, "one reading a listing, none while not Live")
+		})
+	}
 }

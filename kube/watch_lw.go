@@ -69,7 +69,14 @@ func trackedListWatch[V any](f *feed[V], timeout time.Duration, list listFunc, w
 				f.failed(gen, fmt.Sprintf("watch: %v", err))
 				return nil, err
 			}
-			f.opened(gen)
+			// A watch-list's store stays relisting until it lands; a watch
+			// resumed from a resourceVersion is open only once something
+			// came on it (see feed.accepted).
+			if initial {
+				f.opened(gen)
+			} else {
+				f.accepted(gen)
+			}
 			return track(w, f, gen), nil
 		},
 	}
@@ -77,7 +84,7 @@ func trackedListWatch[V any](f *feed[V], timeout time.Duration, list listFunc, w
 
 // watchEnds is what a trackedWatch tells its feed.
 type watchEnds interface {
-	heard()
+	heard(gen uint64)
 	failed(gen uint64, why string)
 	stale() (time.Duration, clock.Clock)
 }
@@ -130,7 +137,7 @@ func (t *trackedWatch) pump(idle clock.Timer, after time.Duration) {
 			if ev.Type == watch.Error {
 				t.feed.failed(t.gen, "an ERROR event: "+apierrors.FromObject(ev.Object).Error())
 			} else {
-				t.feed.heard()
+				t.feed.heard(t.gen)
 			}
 			select {
 			case t.out <- ev:

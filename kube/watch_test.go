@@ -252,7 +252,7 @@ func TestWatchAllNamespacesWithoutARC(t *testing.T) {
 	ers, err := w.ListEphemeralRunners(ctx)
 	assert.NoError(t, err)
 	assert.Nil(t, ers)
-	assert.Equal(t, 1, proxy.Seen(http.MethodGet, "/api/v1/pods"), "one watch-list of all namespaces")
+	assert.Equal(t, 2, proxy.Seen(http.MethodGet, "/api/v1/pods"), "one watch-list of all namespaces, and one read of where the API server is for the listing")
 	assert.Zero(t, proxy.Seen(http.MethodGet, "/apis/actions.github.com/v1alpha1/ephemeralrunners"))
 	for _, ns := range []string{nsA, nsB} {
 		assert.Zero(t, proxy.Seen(http.MethodGet, "/apis/actions.github.com/v1alpha1/namespaces/"+ns+"/ephemeralrunners"))
@@ -519,6 +519,16 @@ func TestWatchCutMidStream(t *testing.T) {
 			hold = nil
 			mu.Unlock()
 			close(release)
+			if !tc.expire {
+				// A watch resumed from a resourceVersion is open once
+				// something came on it: a change, rather than the
+				// bookmark a minute later.
+				touched, err := env.Client.CoreV1().Pods(ns).Get(ctx, "r-later", metav1.GetOptions{})
+				require.NoError(t, err)
+				touched.Annotations = map[string]string{"touched": "yes"}
+				_, err = env.Client.CoreV1().Pods(ns).Update(ctx, touched, metav1.UpdateOptions{})
+				require.NoError(t, err)
+			}
 			waitSynced(t, w)
 			pods, err = w.ListPods(ctx)
 			require.NoError(t, err)
