@@ -167,12 +167,6 @@ func (p *PodAPIProxy) refuse(resource string) bool {
 	return p.cut[resource]
 }
 
-func (p *PodAPIProxy) isCut(resource string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cut[resource]
-}
-
 // wrap puts every list's and watch's answer body where Cut can break it.
 func (p *PodAPIProxy) wrap(resp *http.Response) error {
 	res, _, relist := collection(resp.Request.URL)
