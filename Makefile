@@ -50,6 +50,7 @@ deps:
 	command -v npm >/dev/null 2>&1 || pkgs="$$pkgs nodejs npm"; \
 	command -v containerd >/dev/null 2>&1 || pkgs="$$pkgs containerd"; \
 	command -v runc >/dev/null 2>&1 || pkgs="$$pkgs runc"; \
+	test -x /usr/lib/cni/bridge || pkgs="$$pkgs containernetworking-plugins"; \
 	command -v unshare >/dev/null 2>&1 || pkgs="$$pkgs util-linux"; \
 	command -v ip >/dev/null 2>&1 || pkgs="$$pkgs iproute2"; \
 	command -v shellcheck >/dev/null 2>&1 || pkgs="$$pkgs shellcheck"; \
@@ -106,7 +107,9 @@ $(CLUSTER_BINS): tools/kube-apiserver/go.mod tools/kube-apiserver/go.sum
 	@echo "building $(notdir $@) for the real-cluster tests (first time: a few minutes)"
 	cd tools/kube-apiserver && GONOSUMDB='k8s.io/*' $(GO) build $(CONTROL_PLANE_GCFLAGS) -o $@ k8s.io/kubernetes/cmd/$(notdir $@)
 
-# The real cluster's binaries; containerd and runc come from Debian (deps).
+# The real cluster's binaries; containerd, runc and the CNI plugins of the
+# pod network some of its tests need (bridge, host-local, loopback) come
+# from Debian (deps).
 cluster-assets: deps $(CLUSTER_BINS)
 
 # The control plane envtest starts, kube-apiserver and etcd, where it looks
