@@ -30,15 +30,30 @@ const (
 // path, so tests run the very binary the CronJob runs: built as `make
 // image` builds it (static, trimmed paths, no symbol table), so that its
 // measured size and memory are the shipped binary's.
-func BuildBinary(dir string) (string, error) {
+func BuildBinary(dir string) (string, error) { return BuildBinaryWith(dir, BuildOptions{}) }
+
+// BuildOptions are what BuildBinaryWith can do beyond BuildBinary.
+type BuildOptions struct {
+	// Tags are build tags, for a variant of the binary a benchmark
+	// measures beside the shipped one; the binary's name ends with them
+	// (runner-reaper-TAG), so that both can be built into one dir.
+	Tags []string
+}
+
+// BuildBinaryWith is BuildBinary with options.
+func BuildBinaryWith(dir string, o BuildOptions) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "runner-reaper")
+	out := filepath.Join(dir, strings.Join(append([]string{"runner-reaper"}, o.Tags...), "-"))
 	const pkg = "github.com/runner-reaper/runner-reaper/report"
 	ldflags := "-s -w -X " + pkg + ".version=" + BinaryVersion + " -X " + pkg + ".revision=" + BinaryRevision
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./functions/cli")
+	args := []string{"build", "-trimpath", "-ldflags", ldflags}
+	if len(o.Tags) > 0 {
+		args = append(args, "-tags", strings.Join(o.Tags, ","))
+	}
+	cmd := exec.Command("go", append(args, "-o", out, "./functions/cli")...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

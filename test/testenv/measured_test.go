@@ -77,3 +77,17 @@ func TestStartMeasuredReadsARunningProgram(t *testing.T) {
 	}
 	assert.Error(t, p.Signal(syscall.SIGTERM), "nothing left to signal")
 }
+
+// A variant built with tags carries them, under a name of its own.
+func TestBuildBinaryWithTags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary; `make test` runs it")
+	}
+	dir := t.TempDir()
+	bin, err := BuildBinaryWith(dir, BuildOptions{Tags: []string{"stdread"}})
+	require.NoError(t, err)
+	assert.Equal(t, "runner-reaper-stdread", bin[len(dir)+1:])
+	out, err := exec.Command("go", "version", "-m", bin).Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "-tags=stdread")
+}
