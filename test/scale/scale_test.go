@@ -1,12 +1,16 @@
 // Package scale_test measures the compiled binary's sweep over ARC fleets
 // of up to 100,000 runners, on a control plane of its own (see
 // testenv.StartLarge): what one CronJob run costs in time, CPU and memory,
-// what its ledger holds, and how its requests grow with the fleet.
+// what its ledger holds, and how its requests grow with the fleet; and,
+// after a size's CronJob rows, the long-running mode on the same world (see serve_test.go): two
+// `runner-reaper serve` replicas while the fleet churns, what the leader
+// costs a minute, how long a planted zombie takes to go, and the same
+// across a kill -9 of the leader.
 //
 // Each size's world is the last one's plus more runners (see world), each
 // runner an EphemeralRunner and its pod as ARC leaves them, and a
 // registration on the GitHub simulator, 100 a scope. Nothing in it is to
-// be reaped, so every sweep is the steady state: the binary lists
+// be reaped, so every CronJob sweep is the steady state: the binary lists
 // everything, finds nothing, saves its ledger and exits.
 //
 // Environment:
@@ -28,6 +32,15 @@
 //	                     a ConfigMap each binary and size, as the CronJob
 //	                     keeps it; or file, a JSON file each, which costs
 //	                     the API server nothing
+//	BENCH_SERVE_SIZES    the sizes of the serve rows, each among
+//	                     BENCH_SIZES (default 10000,100000, those of them
+//	                     among BENCH_SIZES); none for no serve rows
+//	BENCH_SERVE_CHURN    the churn rates of the serve rows, in percent of
+//	                     the runners replaced a minute (default 0.1,1,10)
+//	BENCH_SERVE_MINUTES  the measured minutes of a serve row (default 3)
+//	BENCH_SERVE_CONFIRM_AFTER  the replicas' REAPER_CONFIRM_AFTER (default:
+//	                     their own, 5m, as the CronJob rows run); a planted
+//	                     zombie's goal is it and two intervals
 package scale_test
 
 import (
@@ -87,6 +100,10 @@ func BenchmarkSweepScale(b *testing.B) {
 	if ledger != ledgerConfigMap && ledger != ledgerFile {
 		b.Fatalf("BENCH_LEDGER=%q: want %s or %s", ledger, ledgerConfigMap, ledgerFile)
 	}
+	serve, err := parseServeSettings(sizes)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	// dir holds the binary, the kubeconfig and the file ledgers.
 	dir := b.TempDir()
@@ -137,10 +154,9 @@ func BenchmarkSweepScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(w.close)
-	if ledger == ledgerConfigMap {
-		if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ledgerNamespace}}, metav1.CreateOptions{}); err != nil {
-			b.Fatalf("create namespace %s: %v", ledgerNamespace, err)
-		}
+	// The ledgers' namespace holds the serve rows' Leases too.
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ledgerNamespace}}, metav1.CreateOptions{}); err != nil {
+		b.Fatalf("create namespace %s: %v", ledgerNamespace, err)
 	}
 	kubeconfig, err := env.Kubeconfig(dir)
 	if err != nil {
@@ -152,11 +168,16 @@ func BenchmarkSweepScale(b *testing.B) {
 	defer func() {
 		// Also after a failure: the sizes measured before it stand.
 		printTable(os.Stdout, results, cmp.Or(timeout, "the default"), ledger, time.Since(began))
+		printServeTable(os.Stdout, results, serve, ledger)
 	}()
 	for i, n := range sizes {
 		res := &sizeResult{size: n, runs: map[string][]sweepRun{}}
 		ok := b.Run(fmt.Sprintf("runners=%d", n), func(b *testing.B) {
-			measureSize(ctx, b, w, sweeper{w: w, kubeconfig: kubeconfig, size: n, ledger: ledger, dir: dir}, bins, res)
+			s := sweeper{w: w, kubeconfig: kubeconfig, size: n, ledger: ledger, dir: dir}
+			measureSize(ctx, b, w, s, bins, res)
+			if slices.Contains(serve.sizes, n) {
+				res.serve = measureServe(ctx, b, w, s, built, timeout, serve, res.fullRead())
+			}
 		})
 		// A failed size's sweeps so far are printed too.
 		results = append(results, *res)
@@ -178,6 +199,26 @@ type sizeResult struct {
 	// is the names in the order they were first swept.
 	runs  map[string][]sweepRun
 	order []string
+	// serve are the serve rows at this size.
+	serve []serveRow
+}
+
+// fullRead is what the CronJob read from the API server a sweep at this
+// size: the median kube_bytes of this tree's warm sweeps (its cold one
+// when it has none); 0 when its sweeps did not say.
+func (r sizeResult) fullRead() int64 {
+	runs := r.runs["current"]
+	if long, ok := r.runs["current@"+longTimeout]; ok && stopped(runs) {
+		// Stopped sweeps read part of the fleet.
+		runs = long
+	}
+	if len(runs) > 1 {
+		runs = runs[1:]
+	}
+	if len(runs) == 0 {
+		return 0
+	}
+	return int64(spread(runs, func(x sweepRun) float64 { return float64(x.KubeBytes) })[1])
 }
 
 // measureSize grows the world to s.size, then sweeps it: a cold sweep of
@@ -330,8 +371,8 @@ func printTable(out io.Writer, results []sizeResult, timeout string, ledger ledg
 	// problems are the first problem of each row that has one, numbered
 	// under the table.
 	var problems []string
-	fmt.Fprintf(out, "%8s %-13s %-7s %-19s %-19s %-21s %-21s %9s %-9s %-12s %5s %-9s %s\n",
-		"runners", "binary", "sweep", "wall ms", "CPU ms", "ru_maxrss MiB", "cgroup peak MiB", "ledger B", "trimmed", "GitHub(304)", "kube", "listed", "check")
+	fmt.Fprintf(out, "%8s %-13s %-7s %-19s %-19s %-21s %-21s %9s %-9s %-12s %5s %-17s %-9s %s\n",
+		"runners", "binary", "sweep", "wall ms", "CPU ms", "ru_maxrss MiB", "cgroup peak MiB", "ledger B", "trimmed", "GitHub(304)", "kube", "kube MB", "listed", "check")
 	for _, r := range results {
 		for _, name := range r.order {
 			runs := r.runs[name]
@@ -360,14 +401,18 @@ func printTable(out io.Writer, results []sizeResult, timeout string, ledger ledg
 				if failed > 0 {
 					check = fmt.Sprintf("%d FAILED [%d]", failed, len(problems))
 				}
-				fmt.Fprintf(out, "%8d %-13s %-7s %-19s %-19s %-21s %-21s %9d %-9s %-12s %5d %-9s %s\n",
+				mb := "n/a"
+				if s := spread(rs, func(x sweepRun) float64 { return float64(x.KubeBytes) / 1e6 }); s[2] > 0 {
+					mb = spreadText(s, "%.1f")
+				}
+				fmt.Fprintf(out, "%8d %-13s %-7s %-19s %-19s %-21s %-21s %9d %-9s %-12s %5d %-17s %-9s %s\n",
 					r.size, name, which,
 					ms(func(x sweepRun) time.Duration { return x.Wall }),
 					ms(func(x sweepRun) time.Duration { return x.CPU }),
 					mib(func(x sweepRun) int64 { return x.MaxRSS }),
 					mib(func(x sweepRun) int64 { return x.CgroupPeak }),
 					last.ledgerBytes, fmt.Sprintf("%d/%d", last.TrimmedLists, last.TrimmedMarks),
-					fmt.Sprintf("%d(%d)", last.GitHub, last.NotModified), last.Kube, listed, check)
+					fmt.Sprintf("%d(%d)", last.GitHub, last.NotModified), last.Kube, mb, listed, check)
 			}
 			row("cold", runs[:1])
 			if len(runs) > 1 {

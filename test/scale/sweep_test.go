@@ -73,6 +73,9 @@ type summary struct {
 	TrimmedMarks  int            `json:"ledger_trimmed_marks"`
 	Error         string         `json:"error"`
 	Stopped       string         `json:"stopped"`
+	// KubeBytes is what the sweep read from the API server, as the
+	// binary counts it; 0 from one that does not say.
+	KubeBytes int64 `json:"kube_bytes"`
 }
 
 // sweepRun is one process's sweep: what it cost, what it said, and the
