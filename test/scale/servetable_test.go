@@ -27,8 +27,8 @@ func printServeTable(out io.Writer, results []sizeResult, st serveSettings, ledg
 	if !st.set {
 		confirm += " (the binary's default)"
 	}
-	fmt.Fprintf(out, "\nThe long-running mode: two `runner-reaper serve` replicas (%s MiB cgroup each, %s ledger, REAPER_CONFIRM_AFTER %s), the leader measured over %d minutes of churn; failover is kill -9 of the leader\n",
-		testenv.MiB(serveMemoryLimit), ledger, confirm, st.minutes)
+	fmt.Fprintf(out, "\nThe long-running mode: two `runner-reaper serve` replicas (%s MiB cgroup each, %s ledger, REAPER_CONFIRM_AFTER %s), the leader measured over %s of churn; failover is kill -9 of the leader\n",
+		testenv.MiB(serveMemoryLimit), ledger, confirm, plural(st.minutes, "minute"))
 	fmt.Fprintln(out, "churn: runners replaced a minute, % asked/achieved; API MB: kube_bytes of the leader's summary lines a minute, and % of the CronJob's full read (its warm median) at that size; peak: VmHWM/cgroup peak since start, first list included; zombie: planted to its action line (goal: confirm-after + 2 intervals); after: the zombie planted just before the kill")
 	fmt.Fprintln(out, "goals (set at 100,000 runners and 1% churn, judged on every row): CPU < 1 s/min, API < 1% of a full read, peak < 256 MiB, zombie within its goal")
 	fmt.Fprintf(out, "\n%8s %-13s %-6s %8s %-16s %-15s %8s %-14s %-10s %-9s %-12s %s\n",
@@ -75,6 +75,14 @@ func printServeTable(out io.Writer, results []sizeResult, st serveSettings, ledg
 	for i, n := range notes {
 		fmt.Fprintf(out, "[%d] %s\n", i+1, short(n, 600))
 	}
+}
+
+// plural is n things, "1 minute" or "3 minutes".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 // secs is a duration in whole seconds, or "-" for 0 (not seen).
