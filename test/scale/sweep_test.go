@@ -52,6 +52,11 @@ type binary struct {
 	// memoryLimit, when positive, is the memory limit of the cgroup the
 	// binary runs in, as a container's (testenv.RunOptions.MemoryLimit).
 	memoryLimit int64
+	// variant is a build of this tree measured beside it (stdread): what
+	// its sweeps fall short of is shown in the table and fails nothing,
+	// so that a read path that does not fit a size (its deadline, its
+	// memory limit) does not keep the larger sizes from being measured.
+	variant bool
 }
 
 // summary is what the bench reads of a sweep's summary line (msg
