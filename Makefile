@@ -200,13 +200,24 @@ unit:
 # at 10,000 and 100,000 cached registrations; whole sweeps in process over a
 # fleet of 10,000 realistic ARC runner pods on the real API server and
 # 10,000 registrations in 100 scopes, with where the time goes; the
-# compiled binary's sweeps over ARC fleets of 1,000, 10,000, 30,000 and
-# 100,000 runners (each an EphemeralRunner, its pod and its registration,
-# on a control plane of its own), cold and 5 warm, with their table of
-# wall time, CPU, peak memory, ledger size and requests
-# (BENCH_SIZES=1000,10000 for a quick one, BENCH_BASELINE=old-binary to
-# measure a change before and after on the same world, BENCH_LEDGER=file
-# for the CLI's default ledger instead of the CronJob's ConfigMap; see
+# compiled binary's sweeps over ARC fleets of 10,000, 50,000 and 100,000
+# runners (each an EphemeralRunner, its pod and its registration, on a
+# control plane of its own), cold and 5 warm, beside the same tree built
+# to read through client-go's reflectors (-tags stdread), each also under
+# a 128Mi limit, with their table of wall time, CPU, peak memory, ledger
+# size, requests and bytes read from the API server
+# (BENCH_SIZES=1000,10000 BENCH_SERVE_SIZES=none for a quick one,
+# BENCH_BASELINE=old-binary to measure a change before and after on the
+# same world, BENCH_LEDGER=file for the CLI's default ledger instead of the
+# CronJob's ConfigMap); after the 10,000 and the 100,000 runners' sweeps,
+# on the same world, two
+# `runner-reaper serve` replicas in 256Mi cgroups while 0.1%, 1% and 10% of
+# the runners are replaced a minute (and 1% again with GOGC=10 at the
+# largest size), with their table of the leader's CPU, bytes read from the
+# API server, peak memory and GitHub requests a minute, the churn achieved,
+# the time a planted zombie takes to go, and the failover to the other
+# replica after a kill -9 of the leader, against the mode's goals
+# (BENCH_SERVE_SIZES, BENCH_SERVE_CHURN, BENCH_SERVE_MINUTES; see
 # test/scale); the sweep time against the number of scopes at 150 ms
 # a GitHub request; and the compiled binary's sweeps of one org whose
 # runner list moves while it is read (orgs of 300, 2,000 and 10,000
@@ -217,15 +228,18 @@ unit:
 # look-ups by name) against a quiet org's floor, and the sweeps and
 # seconds the planted pods took to go (BENCH_CHURN_SIZES=300 and
 # BENCH_CHURN_RATES=5 for a quick one; BENCH_BASELINE sweeps it too; see
-# test/churn). About an hour on 2 cores: 25 minutes building the 100,000
-# runners (four writes each, about 15 ms of the API server's CPU), most of
-# the rest sweeping them, and 5 minutes the churning org (7 with a
+# test/churn). About four hours on 2 cores, an estimate: 25 minutes
+# building the 100,000 runners (four writes each, about 15 ms of the API
+# server's CPU), an hour and a quarter sweeping the three sizes with both
+# read paths, about two hours the seven serve rows (a quarter of an hour
+# each, most of it the two planted zombies waiting out the default
+# 5-minute confirmation), and 5 minutes the churning org (7 with a
 # baseline).
 bench: envtest-assets
 	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
 	$(GO) test -run '^$$' -bench FileLedger -benchmem -count 3 ./state/file/
 	$(GO) test -count=1 -timeout 15m -run '^$$' -bench 'SweepFleet' -benchtime 10x -benchmem ./sweep/
-	BENCH_MEMORY_LIMIT=$${BENCH_MEMORY_LIMIT-128Mi} $(GO) test -count=1 -timeout 150m -v -run '^$$' -bench 'SweepScale' -benchtime 5x ./test/scale/
+	BENCH_MEMORY_LIMIT=$${BENCH_MEMORY_LIMIT-128Mi} $(GO) test -count=1 -timeout 360m -v -run '^$$' -bench 'SweepScale' -benchtime 5x ./test/scale/
 	SCALE_FULL_LATENCY=1 $(GO) test -count=1 -v -run '^TestSweepTimeAgainstScopeCount$$' ./sweep/
 	BENCH_CHURN=1 $(GO) test -count=1 -timeout 90m -v -run '^TestChurnTable$$' ./test/churn/
 

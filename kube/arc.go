@@ -53,6 +53,9 @@ func resourceOf(apiVersion, resource string) schema.GroupVersionResource {
 // id unknown. pods, the views ListPods gave, are only read: a runner's view
 // shares the name and UID strings of the pod that names it as its owner.
 func (c *Client) ListEphemeralRunners(ctx context.Context, namespaces []string, pods []fleet.Pod) ([]fleet.EphemeralRunner, error) {
+	if readThroughWatch {
+		return c.listEphemeralRunnersThroughWatch(ctx, namespaces)
+	}
 	memo := newListMemo(c.githubHost, pods)
 	watchList := !c.pagesOnly
 	ers, err := listNamespaces(ctx, "ephemeralrunners", namespaces, metav1.ListOptions{Limit: c.pageSize},

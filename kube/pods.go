@@ -26,6 +26,9 @@ import (
 // missing pods look like ghosts, so any failed page, an expired continue
 // token included, fails the whole call.
 func (c *Client) ListPods(ctx context.Context, namespaces []string, selector string, m Mapping) ([]fleet.Pod, error) {
+	if readThroughWatch {
+		return c.listPodsThroughWatch(ctx, namespaces, selector, m)
+	}
 	opts := metav1.ListOptions{LabelSelector: selector, Limit: c.pageSize}
 	watchList := !c.pagesOnly
 	var vs views

@@ -1,18 +1,24 @@
 // Package scale_test measures the compiled binary's sweep over ARC fleets
 // of up to 100,000 runners, on a control plane of its own (see
 // testenv.StartLarge): what one CronJob run costs in time, CPU and memory,
-// what its ledger holds, and how its requests grow with the fleet.
+// what its ledger holds, and how its requests grow with the fleet; beside
+// it, the same binary built to read through client-go's reflectors
+// (-tags stdread, see kube/readpath_std.go); and, after a size's CronJob
+// rows, the long-running mode on the same world (see serve_test.go): two
+// `runner-reaper serve` replicas while the fleet churns, what the leader
+// costs a minute, how long a planted zombie takes to go, and the same
+// across a kill -9 of the leader.
 //
 // Each size's world is the last one's plus more runners (see world), each
 // runner an EphemeralRunner and its pod as ARC leaves them, and a
 // registration on the GitHub simulator, 100 a scope. Nothing in it is to
-// be reaped, so every sweep is the steady state: the binary lists
+// be reaped, so every CronJob sweep is the steady state: the binary lists
 // everything, finds nothing, saves its ledger and exits.
 //
 // Environment:
 //
 //	BENCH_SIZES          fleet sizes, ascending multiples of 100
-//	                     (default 1000,10000,30000,100000)
+//	                     (default 10000,50000,100000)
 //	BENCH_BASELINE       other binaries, comma-separated, swept in turn
 //	                     with this tree's on the same world, each on a
 //	                     ledger of its own (rows baseline, baseline2, ...)
@@ -22,12 +28,22 @@
 //	BENCH_KEEP_BINARY    a path to copy this tree's binary to, to serve as
 //	                     a later run's BENCH_BASELINE
 //	BENCH_MEMORY_LIMIT   a memory limit (a quantity: 192Mi) under which
-//	                     this tree's binary also sweeps, in turn with the
-//	                     others, as in a container with that limit
+//	                     this tree's binaries (current and stdread) also
+//	                     sweep, in turn with the others, as in a container
+//	                     with that limit
 //	BENCH_LEDGER         the binaries' ledger backend: configmap (default),
 //	                     a ConfigMap each binary and size, as the CronJob
 //	                     keeps it; or file, a JSON file each, which costs
 //	                     the API server nothing
+//	BENCH_SERVE_SIZES    the sizes of the serve rows, each among
+//	                     BENCH_SIZES (default 10000,100000, those of them
+//	                     among BENCH_SIZES); none for no serve rows
+//	BENCH_SERVE_CHURN    the churn rates of the serve rows, in percent of
+//	                     the runners replaced a minute (default 0.1,1,10)
+//	BENCH_SERVE_MINUTES  the measured minutes of a serve row (default 3)
+//	BENCH_SERVE_CONFIRM_AFTER  the replicas' REAPER_CONFIRM_AFTER (default:
+//	                     their own, 5m, as the CronJob rows run); a planted
+//	                     zombie's goal is it and two intervals
 package scale_test
 
 import (
@@ -49,8 +65,9 @@ import (
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
 
-// defaultSizes are the fleets measured when BENCH_SIZES is not set.
-const defaultSizes = "1000,10000,30000,100000"
+// defaultSizes are the fleets measured when BENCH_SIZES is not set:
+// 50,000 is where the shipped 128 MiB limit is judged.
+const defaultSizes = "10000,50000,100000"
 
 // defaultWorkers is how many writers build the world. The API server's
 // CPU is the limit (about 15 ms of it a runner, its four writes): on 2
@@ -59,16 +76,18 @@ const defaultSizes = "1000,10000,30000,100000"
 const defaultWorkers = 48
 
 // BenchmarkSweepScale sweeps fleets of each BENCH_SIZES size with the
-// binary this tree builds (and BENCH_BASELINE's, alternately): per size, a
-// cold sweep on an empty ledger, then b.Loop's warm sweeps (-benchtime 5x
-// for five), each one process as the CronJob runs it. Every sweep must
-// observe the whole fleet and cost exactly its floor of requests (see
-// sweeper.check); a scope the budget defers to a later sweep of the
-// rotation is recorded, not failed. A sweep that falls short is measured
-// and kept, and fails its size; one its default deadline stopped has the
-// size swept again with REAPER_SWEEP_TIMEOUT=10m, to measure what it
-// would have cost. It logs each sweep as it ends and prints one table of
-// every size at the end, also after a failure.
+// binary this tree builds, its stdread build (and BENCH_BASELINE's),
+// alternately: per size, a cold sweep on an empty ledger, then b.Loop's
+// warm sweeps (-benchtime 5x for five), each one process as the CronJob
+// runs it. Every sweep must observe the whole fleet and cost exactly its
+// floor of requests (see sweeper.check); a scope the budget defers to a
+// later sweep of the rotation is recorded, not failed. A sweep that falls
+// short is measured and kept, and fails its size (a stdread one's is shown
+// and fails nothing); a binary its default deadline stopped is swept again
+// with REAPER_SWEEP_TIMEOUT=10m, to measure what it would have cost. Then
+// the size's serve rows, if it has any (see measureServe). It logs each
+// sweep as it ends and prints the tables of every size at the end, also
+// after a failure.
 func BenchmarkSweepScale(b *testing.B) {
 	if testing.Short() {
 		b.Skip("builds a control plane and fleets of up to 100,000 runners; `make bench` runs it")
@@ -87,10 +106,20 @@ func BenchmarkSweepScale(b *testing.B) {
 	if ledger != ledgerConfigMap && ledger != ledgerFile {
 		b.Fatalf("BENCH_LEDGER=%q: want %s or %s", ledger, ledgerConfigMap, ledgerFile)
 	}
+	serve, err := parseServeSettings(sizes)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	// dir holds the binary, the kubeconfig and the file ledgers.
 	dir := b.TempDir()
 	built, err := testenv.BuildBinary(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The same tree reading through client-go's reflectors, for the
+	// read-path rows.
+	stdread, err := testenv.BuildBinaryWith(dir, testenv.BuildOptions{Tags: []string{"stdread"}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,13 +129,14 @@ func BenchmarkSweepScale(b *testing.B) {
 		}
 	}
 	timeout := os.Getenv("BENCH_SWEEP_TIMEOUT")
-	bins := []binary{{name: "current", path: built, timeout: timeout}}
+	bins := []binary{{name: "current", path: built, timeout: timeout}, {name: "stdread", path: stdread, timeout: timeout, variant: true}}
 	if v := os.Getenv("BENCH_MEMORY_LIMIT"); v != "" {
 		q, err := resource.ParseQuantity(v)
 		if err != nil || q.Value() <= 0 {
 			b.Fatalf("BENCH_MEMORY_LIMIT=%q: want a positive quantity of memory, such as 192Mi", v)
 		}
-		bins = append(bins, binary{name: "current@" + v, path: built, timeout: timeout, memoryLimit: q.Value()})
+		bins = []binary{bins[0], {name: "current@" + v, path: built, timeout: timeout, memoryLimit: q.Value()},
+			bins[1], {name: "stdread@" + v, path: stdread, timeout: timeout, memoryLimit: q.Value(), variant: true}}
 	}
 	if list := os.Getenv("BENCH_BASELINE"); list != "" {
 		for i, base := range strings.Split(list, ",") {
@@ -137,10 +167,9 @@ func BenchmarkSweepScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(w.close)
-	if ledger == ledgerConfigMap {
-		if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ledgerNamespace}}, metav1.CreateOptions{}); err != nil {
-			b.Fatalf("create namespace %s: %v", ledgerNamespace, err)
-		}
+	// The ledgers' namespace holds the serve rows' Leases too.
+	if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ledgerNamespace}}, metav1.CreateOptions{}); err != nil {
+		b.Fatalf("create namespace %s: %v", ledgerNamespace, err)
 	}
 	kubeconfig, err := env.Kubeconfig(dir)
 	if err != nil {
@@ -152,11 +181,16 @@ func BenchmarkSweepScale(b *testing.B) {
 	defer func() {
 		// Also after a failure: the sizes measured before it stand.
 		printTable(os.Stdout, results, cmp.Or(timeout, "the default"), ledger, time.Since(began))
+		printServeTable(os.Stdout, results, serve, ledger)
 	}()
 	for i, n := range sizes {
 		res := &sizeResult{size: n, runs: map[string][]sweepRun{}}
 		ok := b.Run(fmt.Sprintf("runners=%d", n), func(b *testing.B) {
-			measureSize(ctx, b, w, sweeper{w: w, kubeconfig: kubeconfig, size: n, ledger: ledger, dir: dir}, bins, res)
+			s := sweeper{w: w, kubeconfig: kubeconfig, size: n, ledger: ledger, dir: dir}
+			measureSize(ctx, b, w, s, bins, res)
+			if slices.Contains(serve.sizes, n) {
+				res.serve = measureServe(ctx, b, w, s, built, timeout, serve, res.fullRead())
+			}
 		})
 		// A failed size's sweeps so far are printed too.
 		results = append(results, *res)
@@ -178,6 +212,26 @@ type sizeResult struct {
 	// is the names in the order they were first swept.
 	runs  map[string][]sweepRun
 	order []string
+	// serve are the serve rows at this size.
+	serve []serveRow
+}
+
+// fullRead is what the CronJob read from the API server a sweep at this
+// size: the median kube_bytes of this tree's warm sweeps (its cold one
+// when it has none); 0 when its sweeps did not say.
+func (r sizeResult) fullRead() int64 {
+	runs := r.runs["current"]
+	if long, ok := r.runs["current@"+longTimeout]; ok && stopped(runs) {
+		// Stopped sweeps read part of the fleet.
+		runs = long
+	}
+	if len(runs) > 1 {
+		runs = runs[1:]
+	}
+	if len(runs) == 0 {
+		return 0
+	}
+	return int64(spread(runs, func(x sweepRun) float64 { return float64(x.KubeBytes) })[1])
 }
 
 // measureSize grows the world to s.size, then sweeps it: a cold sweep of
@@ -209,7 +263,11 @@ func measureSize(ctx context.Context, b *testing.B, w *world, s sweeper, bins []
 			res.order = append(res.order, bin.name)
 		}
 		res.runs[bin.name] = append(res.runs[bin.name], r)
-		if r.problem != nil {
+		switch {
+		case r.problem != nil && bin.variant:
+			// Shown in the table, and failing nothing: see variant.
+			b.Logf("%s's %s sweep over %d runners: %v\n%s%s", bin.name, kind(cold), s.size, r.problem, tail(r.Stdout, 4096), r.Stderr)
+		case r.problem != nil:
 			// Measured and kept; the size fails, and no larger world
 			// is built on it.
 			b.Errorf("%s's %s sweep over %d runners: %v\n%s%s", bin.name, kind(cold), s.size, r.problem, tail(r.Stdout, 4096), r.Stderr)
@@ -230,13 +288,18 @@ func measureSize(ctx context.Context, b *testing.B, w *world, s sweeper, bins []
 		turn++
 	}
 	// A sweep its default deadline stopped says only that the fleet does
-	// not fit it: the size fails, and is swept again, as many times,
-	// with a deadline it fits, to measure what such a sweep costs.
-	if stopped(res.runs[bins[0].name]) && bins[0].timeout == "" {
-		long := make([]binary, len(bins))
-		for i, bin := range bins {
-			long[i] = binary{name: bin.name + "@" + longTimeout, path: bin.path, timeout: longTimeout, memoryLimit: bin.memoryLimit}
-			sweepOnce(long[i], true)
+	// not fit it: the size fails (unless the binary is a variant), and
+	// each binary so stopped is swept again, as many times, with a
+	// deadline it fits, to measure what such a sweep costs.
+	var long []binary
+	for _, bin := range bins {
+		if bin.timeout == "" && stopped(res.runs[bin.name]) {
+			long = append(long, binary{name: bin.name + "@" + longTimeout, path: bin.path, timeout: longTimeout, memoryLimit: bin.memoryLimit, variant: bin.variant})
+		}
+	}
+	if len(long) > 0 {
+		for _, bin := range long {
+			sweepOnce(bin, true)
 		}
 		for t := range turn {
 			for i := range long {
@@ -330,8 +393,8 @@ func printTable(out io.Writer, results []sizeResult, timeout string, ledger ledg
 	// problems are the first problem of each row that has one, numbered
 	// under the table.
 	var problems []string
-	fmt.Fprintf(out, "%8s %-13s %-7s %-19s %-19s %-21s %-21s %9s %-9s %-12s %5s %-9s %s\n",
-		"runners", "binary", "sweep", "wall ms", "CPU ms", "ru_maxrss MiB", "cgroup peak MiB", "ledger B", "trimmed", "GitHub(304)", "kube", "listed", "check")
+	fmt.Fprintf(out, "%8s %-17s %-7s %-19s %-19s %-21s %-21s %9s %-9s %-12s %5s %-17s %-9s %s\n",
+		"runners", "binary", "sweep", "wall ms", "CPU ms", "ru_maxrss MiB", "cgroup peak MiB", "ledger B", "trimmed", "GitHub(304)", "kube", "kube MB", "listed", "check")
 	for _, r := range results {
 		for _, name := range r.order {
 			runs := r.runs[name]
@@ -360,14 +423,18 @@ func printTable(out io.Writer, results []sizeResult, timeout string, ledger ledg
 				if failed > 0 {
 					check = fmt.Sprintf("%d FAILED [%d]", failed, len(problems))
 				}
-				fmt.Fprintf(out, "%8d %-13s %-7s %-19s %-19s %-21s %-21s %9d %-9s %-12s %5d %-9s %s\n",
+				mb := "n/a"
+				if s := spread(rs, func(x sweepRun) float64 { return float64(x.KubeBytes) / 1e6 }); s[2] > 0 {
+					mb = spreadText(s, "%.1f")
+				}
+				fmt.Fprintf(out, "%8d %-17s %-7s %-19s %-19s %-21s %-21s %9d %-9s %-12s %5d %-17s %-9s %s\n",
 					r.size, name, which,
 					ms(func(x sweepRun) time.Duration { return x.Wall }),
 					ms(func(x sweepRun) time.Duration { return x.CPU }),
 					mib(func(x sweepRun) int64 { return x.MaxRSS }),
 					mib(func(x sweepRun) int64 { return x.CgroupPeak }),
 					last.ledgerBytes, fmt.Sprintf("%d/%d", last.TrimmedLists, last.TrimmedMarks),
-					fmt.Sprintf("%d(%d)", last.GitHub, last.NotModified), last.Kube, listed, check)
+					fmt.Sprintf("%d(%d)", last.GitHub, last.NotModified), last.Kube, mb, listed, check)
 			}
 			row("cold", runs[:1])
 			if len(runs) > 1 {

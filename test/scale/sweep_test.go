@@ -52,6 +52,11 @@ type binary struct {
 	// memoryLimit, when positive, is the memory limit of the cgroup the
 	// binary runs in, as a container's (testenv.RunOptions.MemoryLimit).
 	memoryLimit int64
+	// variant is a build of this tree measured beside it (stdread): what
+	// its sweeps fall short of is shown in the table and fails nothing,
+	// so that a read path that does not fit a size (its deadline, its
+	// memory limit) does not keep the larger sizes from being measured.
+	variant bool
 }
 
 // summary is what the bench reads of a sweep's summary line (msg
@@ -73,6 +78,9 @@ type summary struct {
 	TrimmedMarks  int            `json:"ledger_trimmed_marks"`
 	Error         string         `json:"error"`
 	Stopped       string         `json:"stopped"`
+	// KubeBytes is what the sweep read from the API server, as the
+	// binary counts it; 0 from one that does not say.
+	KubeBytes int64 `json:"kube_bytes"`
 }
 
 // sweepRun is one process's sweep: what it cost, what it said, and the

@@ -29,6 +29,10 @@ const (
 	// firstRunnerID is the registration id of runner 0; GitHub's ids are
 	// large, and counted from here they are not mistaken for indexes.
 	firstRunnerID = 40_000_001
+	// firstChurnID is the first registration id of a runner the serve
+	// rows make (a replacement, a planted zombie): above every slot's own
+	// at any size the bench builds, so that no id is ever two runners'.
+	firstChurnID = 90_000_001
 )
 
 // world is the fleet the binary sweeps, grown in place: runner i (from 0)
@@ -54,6 +58,23 @@ type world struct {
 	size    int
 	workers int
 	started time.Time
+
+	// The serve rows' churn replaces runners in place: slot i keeps its
+	// namespace and scope, and gets a new runner (name, registration id,
+	// objects) each time. mu guards each slot's runner now.
+	mu sync.Mutex
+	// gens is each slot's generation, 0 as growTo made it; ids its
+	// registration id once replaced; busy the slots being replaced now.
+	gens []uint32
+	ids  []int64
+	busy map[int]bool
+	// nextID hands out the registration ids of replacements and planted
+	// runners: from firstChurnID, apart from the slots' own.
+	nextID atomic.Int64
+	// cursor is the churn's next replacement, counted across rows.
+	cursor atomic.Int64
+	// planted is how many zombies were planted, for their names.
+	planted atomic.Int64
 }
 
 // newWorld makes the namespaces and the clients that build the fleet, and
@@ -82,7 +103,8 @@ func newWorld(ctx context.Context, env *testenv.Env, workers int) (*world, error
 	if err != nil {
 		return nil, fmt.Errorf("start the GitHub simulator: %w", err)
 	}
-	w := &world{env: env, cs: cs, dyn: dyn, sim: sim, simURL: url, workers: workers, started: time.Now()}
+	w := &world{env: env, cs: cs, dyn: dyn, sim: sim, simURL: url, workers: workers, started: time.Now(), busy: map[int]bool{}}
+	w.nextID.Store(firstChurnID - 1)
 	for i := range namespaces {
 		ns := fmt.Sprintf("arc-runners-%d", i)
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -169,7 +191,11 @@ func (w *world) growTo(ctx context.Context, n int) (growth, error) {
 		return growth{}, fmt.Errorf("grow the fleet from %d to %d runners: %w", w.size, n, err)
 	}
 	g := growth{runners: n - w.size, took: time.Since(start)}
+	w.mu.Lock()
+	w.gens = append(w.gens, make([]uint32, n-w.size)...)
+	w.ids = append(w.ids, make([]int64, n-w.size)...)
 	w.size = n
+	w.mu.Unlock()
 	return g, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -110,6 +111,46 @@ func CreateARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.I
 		return fmt.Errorf("write status of pod %s/%s: %w", ns, r.Name, err)
 	}
 	return nil
+}
+
+// DeleteARCRunner retires a runner as ARC does once its job is done: its
+// pod goes at once (a grace period of 0, the kubelet's confirmation that
+// it stopped, which the test control plane has no kubelet to give), then
+// its EphemeralRunner, and ARC's finalizers are dropped from it, as ARC's
+// controller drops them once the runner has deregistered, so that it is
+// gone rather than left deleting. Either may be gone already (the reaper
+// deleted it); a transient error is retried as CreateARCRunner's are.
+func DeleteARCRunner(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, ns, name string) error {
+	now := int64(0)
+	err := retryTransient(ctx, transientPause, func() error {
+		return ignoreNotFound(cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &now}))
+	})
+	if err != nil {
+		return fmt.Errorf("delete pod %s/%s: %w", ns, name, err)
+	}
+	ers := dyn.Resource(EphemeralRunners).Namespace(ns)
+	err = retryTransient(ctx, transientPause, func() error {
+		return ignoreNotFound(ers.Delete(ctx, name, metav1.DeleteOptions{}))
+	})
+	if err != nil {
+		return fmt.Errorf("delete ephemeralrunner %s/%s: %w", ns, name, err)
+	}
+	err = retryTransient(ctx, transientPause, func() error {
+		_, err := ers.Patch(ctx, name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{FieldManager: "manager"})
+		return ignoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("drop the finalizers of ephemeralrunner %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// ignoreNotFound is err, or nil when it says the object is gone.
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // transientPause is the pause between two attempts of a write the API

@@ -30,15 +30,30 @@ const (
 // path, so tests run the very binary the CronJob runs: built as `make
 // image` builds it (static, trimmed paths, no symbol table), so that its
 // measured size and memory are the shipped binary's.
-func BuildBinary(dir string) (string, error) {
+func BuildBinary(dir string) (string, error) { return BuildBinaryWith(dir, BuildOptions{}) }
+
+// BuildOptions are what BuildBinaryWith can do beyond BuildBinary.
+type BuildOptions struct {
+	// Tags are build tags, for a variant of the binary a benchmark
+	// measures beside the shipped one; the binary's name ends with them
+	// (runner-reaper-TAG), so that both can be built into one dir.
+	Tags []string
+}
+
+// BuildBinaryWith is BuildBinary with options.
+func BuildBinaryWith(dir string, o BuildOptions) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "runner-reaper")
+	out := filepath.Join(dir, strings.Join(append([]string{"runner-reaper"}, o.Tags...), "-"))
 	const pkg = "github.com/runner-reaper/runner-reaper/report"
 	ldflags := "-s -w -X " + pkg + ".version=" + BinaryVersion + " -X " + pkg + ".revision=" + BinaryRevision
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", ldflags, "-o", out, "./functions/cli")
+	args := []string{"build", "-trimpath", "-ldflags", ldflags}
+	if len(o.Tags) > 0 {
+		args = append(args, "-tags", strings.Join(o.Tags, ","))
+	}
+	cmd := exec.Command("go", append(args, "-o", out, "./functions/cli")...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -250,25 +265,53 @@ func RunBinaryWith(ctx context.Context, bin string, env map[string]string, opts 
 
 // runBinary is RunBinaryWith with the cgroups in fs.
 func (fs cgroupFS) runBinary(ctx context.Context, bin string, env map[string]string, opts RunOptions, args ...string) (Run, error) {
+	var stdout, stderr bytes.Buffer
+	m, err := fs.startMeasured(ctx, bin, env, opts, &stdout, &stderr, args...)
+	if err != nil {
+		return Run{}, err
+	}
+	run, err := m.wait()
+	run.Stdout, run.Stderr = stdout.String(), stderr.String()
+	return run, err
+}
+
+// measuredStart is a program started under testdata/rusage (and in its
+// cgroup, where there is one), not yet waited for.
+type measuredStart struct {
+	cmd    *exec.Cmd
+	cgroup *runCgroup
+	// report is where rusage writes its line once the program has ended.
+	report *os.File
+	start  time.Time
+	limit  int64
+	// run holds the notes made before the start (no cgroup, and why).
+	run  Run
+	fail func(error) error
+}
+
+// startMeasured starts bin as runBinary runs it, its output going to
+// stdout and stderr, and returns at once; wait ends it.
+func (fs cgroupFS) startMeasured(ctx context.Context, bin string, env map[string]string, opts RunOptions, stdout, stderr io.Writer, args ...string) (*measuredStart, error) {
 	fail := func(err error) error { return fmt.Errorf("run %s %v: %w", bin, args, err) }
 	prog := exec.Command(bin) // bin as exec finds it in PATH
 	if prog.Err != nil {
-		return Run{}, fail(prog.Err)
+		return nil, fail(prog.Err)
 	}
 	parent, err := rusageProgram()
 	if err != nil {
-		return Run{}, fail(err)
+		return nil, fail(err)
 	}
-	var run Run
+	m := &measuredStart{limit: opts.MemoryLimit, fail: fail}
 	cgroup, why := fs.newCgroup(opts.MemoryLimit)
 	switch {
 	case cgroup == nil && opts.MemoryLimit > 0:
-		return Run{}, fail(fmt.Errorf("no cgroup to hold it to %d bytes: %s", opts.MemoryLimit, why))
+		return nil, fail(fmt.Errorf("no cgroup to hold it to %d bytes: %s", opts.MemoryLimit, why))
 	case cgroup == nil:
-		run.note(why)
+		m.run.note(why)
 	default:
-		run.Cgroup = cgroup.String()
+		m.run.Cgroup = cgroup.String()
 	}
+	m.cgroup = cgroup
 	var flags []string
 	if cgroup != nil {
 		flags = append(flags, "-cgroup", cgroup.dir)
@@ -285,34 +328,42 @@ func (fs cgroupFS) runBinary(ctx context.Context, bin string, env map[string]str
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	report, w, err := os.Pipe()
 	if err != nil {
 		cgroup.remove()
-		return Run{}, fail(err)
+		return nil, fail(err)
 	}
-	defer report.Close()
 	cmd.ExtraFiles = []*os.File{w}
-	start := time.Now()
+	m.start = time.Now()
 	err = cmd.Start()
 	w.Close()
 	if err != nil {
+		report.Close()
 		cgroup.remove()
-		return Run{}, fail(err)
+		return nil, fail(err)
 	}
-	err = cmd.Wait()
-	wall := time.Since(start)
-	line, _ := io.ReadAll(report)
-	run.Stdout, run.Stderr = stdout.String(), stderr.String()
+	m.cmd, m.report = cmd, report
+	return m, nil
+}
+
+// wait waits for the program (and rusage) to exit, and returns what the
+// run cost: its figures, its cgroup's, and whether the kernel killed it
+// for its memory. Its output is the writers' that startMeasured was given.
+func (m *measuredStart) wait() (Run, error) {
+	defer m.report.Close()
+	err := m.cmd.Wait()
+	wall := time.Since(m.start)
+	line, _ := io.ReadAll(m.report)
+	run := m.run
 	var end cgroupEnd
 	var endErr error
-	if cgroup != nil {
-		end, endErr = cgroup.finish()
+	if m.cgroup != nil {
+		end, endErr = m.cgroup.finish()
 	}
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		return run, fail(err)
+		return run, m.fail(err)
 	}
 	if exit != nil {
 		run.Code = exit.ExitCode()
@@ -325,19 +376,19 @@ func (fs cgroupFS) runBinary(ctx context.Context, bin string, env map[string]str
 		run.Wall = wall
 		run.note("killed before its figures were reported")
 	case err != nil:
-		return run, fail(err)
+		return run, m.fail(err)
 	case !inCgroup:
 		run.Cgroup = "" // started outside it (see Unmeasured)
 	}
 	switch {
-	case cgroup == nil:
+	case m.cgroup == nil:
 	case endErr != nil:
 		run.note("cgroup: " + endErr.Error())
 	case inCgroup:
 		run.CgroupPeak = end.Peak
 		if end.HasOOMKills {
 			run.OOMKilled = end.OOMKills > 0
-		} else if ws, ok := exitStatus(exit); ok && opts.MemoryLimit > 0 {
+		} else if ws, ok := exitStatus(exit); ok && m.limit > 0 {
 			// A kernel that does not count them: a limited run that
 			// died of SIGKILL (rusage ends as its program did).
 			run.OOMKilled = ws.Signaled() && ws.Signal() == syscall.SIGKILL

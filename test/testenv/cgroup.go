@@ -243,16 +243,12 @@ type cgroupEnd struct {
 // while the cgroup is busy, the processes still in it killed.
 func (c *runCgroup) finish() (cgroupEnd, error) {
 	var end cgroupEnd
-	peakFile, events := "memory.peak", "memory.events"
+	events := "memory.events"
 	if c.v1 {
-		peakFile, events = "memory.max_usage_in_bytes", "memory.oom_control"
+		events = "memory.oom_control"
 	}
-	b, err := os.ReadFile(filepath.Join(c.dir, peakFile))
-	if err == nil {
-		if end.Peak, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
-			err = fmt.Errorf("%s/%s: %w", c.dir, peakFile, err)
-		}
-	}
+	var err error
+	end.Peak, err = c.peak()
 	end.OOMKills, end.HasOOMKills = c.counter(events, "oom_kill")
 	rmErr := os.Remove(c.dir)
 	for i := 0; i < 100 && errors.Is(rmErr, syscall.EBUSY); i++ {
@@ -261,6 +257,24 @@ func (c *runCgroup) finish() (cgroupEnd, error) {
 		rmErr = os.Remove(c.dir)
 	}
 	return end, errors.Join(err, rmErr)
+}
+
+// peak is the cgroup's peak charge so far, in bytes (v2 memory.peak, v1
+// memory.max_usage_in_bytes).
+func (c *runCgroup) peak() (int64, error) {
+	file := "memory.peak"
+	if c.v1 {
+		file = "memory.max_usage_in_bytes"
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, file))
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s/%s: %w", c.dir, file, err)
+	}
+	return n, nil
 }
 
 // killLeft kills what is still in the cgroup once the run is over: with
