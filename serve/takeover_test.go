@@ -28,7 +28,7 @@ import (
 // client-go gives the term up.
 type renewalsCut struct {
 	base http.RoundTripper
-	id   string
+	id   atomic.Value
 	cut  atomic.Bool
 }
 
@@ -43,7 +43,7 @@ func (r *renewalsCut) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l, ok := obj.(*coordinationv1.Lease); ok && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == r.id {
+		if l, ok := obj.(*coordinationv1.Lease); ok && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == r.id.Load() {
 			return nil, &net.OpError{Op: "write", Net: "tcp", Err: context.DeadlineExceeded}
 		}
 		req = req.Clone(req.Context())
@@ -69,13 +69,12 @@ func (h *heldSweep) Sweep(ctx context.Context) {
 	close(h.returned)
 }
 
-// A leader whose renewals fail loses its term; client-go's renew then
-// releases the Lease (ReleaseOnCancel applies to a lost term too), while
-// the sweep of that term is still finishing its action in flight. The
-// standby takes the released Lease at its next try and leads: two
-// replicas sweep at once. Run's order (the sweep returns, then the
-// Lease is released) holds only for a signal, not for a lost term.
-func TestReviewLostTermReleasesTheLeaseUnderItsSweep(t *testing.T) {
+// A leader whose renewals fail loses its term while its sweep is still
+// finishing its action in flight. It does not release the Lease then
+// (client-go's ReleaseOnCancel would, under the sweep): the standby takes
+// it over only once it has expired, and its term says so (not Clean), so
+// that its first sweep waits out the last leader's wind-down.
+func TestLostTermIsNotReleasedAndItsTakeoverWaits(t *testing.T) {
 	env := plane.Env(t)
 	ns := env.Namespace(t, "lease")
 	leases := env.Client.CoordinationV1().Leases(ns)
@@ -84,11 +83,12 @@ func TestReviewLostTermReleasesTheLeaseUnderItsSweep(t *testing.T) {
 	require.NoError(t, err)
 	lc, hc, err := kc.ForLeases(env.Config)
 	require.NoError(t, err)
-	cut := &renewalsCut{base: hc.Transport, id: "a"}
+	cut := &renewalsCut{base: hc.Transport}
 	log := slog.New(slog.DiscardHandler)
 	el, err := NewLeaseElector(LeaseOptions{Namespace: ns, Name: leaseName, Identity: "a", Duration: 3 * time.Second,
 		Config: lc, HTTP: &http.Client{Transport: cut}, Log: log})
 	require.NoError(t, err)
+	cut.id.Store(el.Identity())
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -108,7 +108,7 @@ func TestReviewLostTermReleasesTheLeaseUnderItsSweep(t *testing.T) {
 		default:
 			close(sw.hold)
 		}
-		<-ran
+		assert.NoError(t, <-ran)
 	}()
 
 	var sweepA context.Context
@@ -119,7 +119,7 @@ func TestReviewLostTermReleasesTheLeaseUnderItsSweep(t *testing.T) {
 	}
 	lease, err := leases.Get(context.Background(), leaseName, metav1.GetOptions{})
 	require.NoError(t, err)
-	require.Equal(t, "a", *lease.Spec.HolderIdentity)
+	require.Equal(t, el.Identity(), *lease.Spec.HolderIdentity)
 	watcher, err := leases.Watch(context.Background(), metav1.ListOptions{ResourceVersion: lease.ResourceVersion})
 	require.NoError(t, err)
 	defer watcher.Stop()
@@ -136,7 +136,7 @@ func TestReviewLostTermReleasesTheLeaseUnderItsSweep(t *testing.T) {
 
 	// The Lease's history while a's sweep is still in flight.
 	var holders []string
-	for len(holders) == 0 || holders[len(holders)-1] != "b" {
+	for len(holders) == 0 || holders[len(holders)-1] != b.id {
 		select {
 		case ev := <-watcher.ResultChan():
 			l, ok := ev.Object.(*coordinationv1.Lease)
@@ -159,22 +159,25 @@ func TestReviewLostTermReleasesTheLeaseUnderItsSweep(t *testing.T) {
 		t.Fatal("the test holds a's sweep; it cannot have returned")
 	default:
 	}
-	// The finding: a released the Lease (an empty holder) before its
-	// sweep returned, and b leads while it still runs.
 	assert.NotContains(t, holders, "", "a released the Lease while its sweep was still in flight; holders: %v", holders)
-	assert.Error(t, termB.Err(), "b leads while a's sweep of the lost term is still in flight")
+	assert.False(t, termB.Clean, "b took over an unreleased Lease: its first sweep must wait out a's wind-down")
 }
 
-// Two processes given the same REAPER_IDENTITY both lead: client-go takes
-// a Lease whose holder is its own identity as its own, and renews it.
-func TestReviewSameIdentityLeadsTwice(t *testing.T) {
+// Two processes given one REAPER_IDENTITY are two holders (a random
+// suffix each): one leads, the other stands by behind it. client-go takes
+// a Lease whose holder is its own identity as its own, so one identity
+// for both would make both lead.
+func TestOneIdentityPrefixIsTwoHolders(t *testing.T) {
 	env := plane.Env(t)
 	ns := env.Namespace(t, "lease")
 
 	first := campaign(t, env, ns, "runner-reaper-0")
 	termFirst := first.term(t, 30*time.Second)
 	second := campaign(t, env, ns, "runner-reaper-0")
-	termSecond := second.term(t, 30*time.Second)
-	assert.False(t, termFirst.Err() == nil && termSecond.Err() == nil,
-		"two processes lead at once under one identity")
+	assert.NotEqual(t, first.id, second.id)
+	assert.True(t, strings.HasPrefix(second.id, "runner-reaper-0_"), second.id)
+	require.Eventually(t, func() bool { return strings.Contains(second.log.String(), `"leader":"`+first.id+`"`) },
+		30*time.Second, 50*time.Millisecond, "the second stands by behind the first")
+	assert.NoError(t, termFirst.Err(), "the first still leads")
+	assert.Empty(t, second.terms, "the second does not lead")
 }
