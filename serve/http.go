@@ -40,6 +40,14 @@ func (f *Figures) Record(res sweep.Result) {
 	}
 }
 
+// Reset forgets the figures kept: a term of leadership serves only its
+// own sweeps', not those of a term before it, which may be long past.
+func (f *Figures) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last, f.success = nil, nil
+}
+
 func (f *Figures) samples() []metrics.Sample {
 	f.mu.Lock()
 	defer f.mu.Unlock()

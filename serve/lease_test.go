@@ -47,10 +47,12 @@ func (l *lockedBuffer) String() string {
 // counted kube.Client of its own.
 type candidate struct {
 	client *kube.Client
-	terms  chan context.Context
-	done   chan struct{}
-	stop   context.CancelFunc
-	log    *lockedBuffer
+	terms  chan Term
+	// id is its holderIdentity: the prefix it was given and a suffix.
+	id   string
+	done chan struct{}
+	stop context.CancelFunc
+	log  *lockedBuffer
 }
 
 const leaseName = "runner-reaper"
@@ -61,15 +63,16 @@ func campaign(t *testing.T, env *testenv.Env, ns, id string) *candidate {
 	require.NoError(t, err)
 	lc, hc, err := kc.ForLeases(env.Config)
 	require.NoError(t, err)
-	c := &candidate{client: kc, terms: make(chan context.Context, 4), done: make(chan struct{}), log: &lockedBuffer{}}
+	c := &candidate{client: kc, terms: make(chan Term, 4), done: make(chan struct{}), log: &lockedBuffer{}}
 	el, err := NewLeaseElector(LeaseOptions{Namespace: ns, Name: leaseName, Identity: id, Duration: 3 * time.Second,
 		Config: lc, HTTP: hc, Log: slog.New(slog.NewJSONHandler(c.log, nil))})
 	require.NoError(t, err)
+	c.id = el.Identity()
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stop = cancel
 	go func() {
 		defer close(c.done)
-		el.Campaign(ctx, func(term context.Context) { c.terms <- term })
+		el.Campaign(ctx, func(term Term) { c.terms <- term })
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -78,14 +81,14 @@ func campaign(t *testing.T, env *testenv.Env, ns, id string) *candidate {
 	return c
 }
 
-func (c *candidate) term(t *testing.T, within time.Duration) context.Context {
+func (c *candidate) term(t *testing.T, within time.Duration) Term {
 	t.Helper()
 	select {
 	case term := <-c.terms:
 		return term
 	case <-time.After(within):
 		t.Fatalf("no term of leadership within %s; log:\n%s", within, c.log.String())
-		return nil
+		return Term{}
 	}
 }
 
@@ -104,7 +107,7 @@ func TestLeaseHandsOverOnRelease(t *testing.T) {
 	termA := a.term(t, 30*time.Second)
 	lease, err := leases.Get(context.Background(), leaseName, metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "a", *lease.Spec.HolderIdentity)
+	assert.Equal(t, a.id, *lease.Spec.HolderIdentity)
 	assert.EqualValues(t, 3, *lease.Spec.LeaseDurationSeconds)
 
 	b := campaign(t, env, ns, "b")
@@ -115,7 +118,7 @@ func TestLeaseHandsOverOnRelease(t *testing.T) {
 	a.stop()
 	<-a.done
 	require.Error(t, termA.Err(), "the leader's term ended before Campaign returned")
-	assert.Contains(t, a.log.String(), `"msg":"lease released"`)
+	assert.Contains(t, a.log.String(), `"msg":"lease released"`, "log:\n%s", a.log.String())
 	assert.Positive(t, a.client.Counts().Requests, "the election's requests are counted")
 
 	// The Lease's history from the leader's last renewal: its own
@@ -138,17 +141,17 @@ func TestLeaseHandsOverOnRelease(t *testing.T) {
 			holder = *l.Spec.HolderIdentity
 		}
 		switch holder {
-		case "a":
+		case a.id:
 			lastRenewed = l.Spec.RenewTime.Time
 			continue
-		case "b":
+		case b.id:
 			acquired = l.Spec.AcquireTime.Time
 		}
 		if len(holders) == 0 || holders[len(holders)-1] != holder {
 			holders = append(holders, holder)
 		}
 	}
-	assert.Equal(t, []string{"", "b"}, holders, "released, then taken")
+	assert.Equal(t, []string{"", b.id}, holders, "released, then taken")
 	assert.True(t, acquired.Before(lastRenewed.Add(3*time.Second)),
 		"b took it at %s, before it would have expired (a renewed it last at %s)", acquired, lastRenewed)
 	b.term(t, 10*time.Second)
@@ -188,5 +191,5 @@ func TestLeaseLostEndsTheTermAndCampaignsAgain(t *testing.T) {
 	assert.NoError(t, again.Err(), "a new term, once the intruder's Lease expired")
 	lease, err := leases.Get(context.Background(), leaseName, metav1.GetOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "a", *lease.Spec.HolderIdentity)
+	assert.Equal(t, a.id, *lease.Spec.HolderIdentity)
 }

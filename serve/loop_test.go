@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 const (
 	interval = time.Minute
 	poll     = time.Second
+	wound    = 20 * time.Second
 )
 
 // errSignal stands for SIGTERM's cause, as the CLI gives it.
@@ -32,7 +34,7 @@ type loopRig struct {
 	synced atomic.Bool
 	waits  chan chan time.Time
 	sweeps chan *sweepCall
-	terms  chan context.Context
+	terms  chan Term
 	// inFlight counts sweeps under way; overlapped is set if ever two.
 	inFlight   atomic.Int32
 	overlapped atomic.Bool
@@ -81,9 +83,10 @@ func (r *loopRig) after(d time.Duration) <-chan time.Time {
 }
 
 func newLoopRig(t *testing.T) *loopRig {
-	r := &loopRig{t: t, waits: make(chan chan time.Time, 100), sweeps: make(chan *sweepCall), terms: make(chan context.Context),
+	r := &loopRig{t: t, waits: make(chan chan time.Time, 100), sweeps: make(chan *sweepCall), terms: make(chan Term),
 		done: make(chan struct{})}
-	l := &Loop{Sweeper: r, Stores: r, Interval: interval, SyncPoll: poll, After: r.after, Log: slog.New(slog.DiscardHandler)}
+	l := &Loop{Sweeper: r, Stores: r, Interval: interval, SyncPoll: poll, WindDown: wound, After: r.after,
+		OnTerm: func() { r.note("figures reset") }, Log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r.cancel = cancel
 	go func() {
@@ -105,11 +108,28 @@ func newLoopRig(t *testing.T) *loopRig {
 func (r *loopRig) begin(name string) context.CancelFunc {
 	term, end := context.WithCancel(context.Background())
 	r.note("term " + name + " begins")
-	r.terms <- term
+	r.terms <- Term{Context: term, Clean: true}
 	return func() {
 		r.note("term " + name + " ends")
 		end()
 	}
+}
+
+// beginUnreleased hands the loop a term that took over a Lease its
+// holder did not release, and notes when the loop is done with it and
+// whether it asked to step down.
+func (r *loopRig) beginUnreleased(name string) <-chan struct{} {
+	term, end := context.WithCancel(context.Background())
+	r.note("term " + name + " begins, taken over")
+	ended, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		defer end()
+		<-ended
+		r.note("term " + name + " done")
+	}()
+	r.terms <- Term{Context: term, ended: ended, stepDown: func() { r.note("step down") }}
+	return done
 }
 
 // sweep is the sweep the loop runs next.
@@ -182,7 +202,7 @@ func TestLoop(t *testing.T) {
 				r.sweep().finish()
 				r.signal()
 			},
-			want: []string{"term 1 begins", wait, "sweep", "swept", "tick", wait, "sweep", "swept", "tick", wait, "sweep", "swept",
+			want: []string{"term 1 begins", "figures reset", wait, "sweep", "swept", "tick", wait, "sweep", "swept", "tick", wait, "sweep", "swept",
 				"signal", "run returned"},
 		},
 		{
@@ -194,7 +214,7 @@ func TestLoop(t *testing.T) {
 				r.sweep().finish()
 				r.signal()
 			},
-			want: []string{"term 1 begins", "wait 1s", "tick", "wait 1s", "tick", wait, "sweep", "swept",
+			want: []string{"term 1 begins", "figures reset", "wait 1s", "tick", "wait 1s", "tick", wait, "sweep", "swept",
 				"signal", "run returned"},
 		},
 		{
@@ -210,8 +230,8 @@ func TestLoop(t *testing.T) {
 				r.sweep().finish()
 				r.signal()
 			},
-			want: []string{"term 1 begins", wait, "sweep", "term 1 ends", "swept, stopped: " + ErrLostLease.Error(),
-				"term 2 begins", wait, "sweep", "swept", "signal", "run returned"},
+			want: []string{"term 1 begins", "figures reset", wait, "sweep", "term 1 ends", "swept, stopped: " + ErrLostLease.Error(),
+				"term 2 begins", "figures reset", wait, "sweep", "swept", "signal", "run returned"},
 		},
 		{
 			name: "a term won while the last one's sweep ends waits for it",
@@ -224,7 +244,7 @@ func TestLoop(t *testing.T) {
 				r.note("term 2 offered")
 				go func() {
 					defer close(begun)
-					r.terms <- context.Background()
+					r.terms <- Term{Context: context.Background(), Clean: true}
 				}()
 				// The sweep holds, its action in flight finishing: the
 				// loop cannot take term 2 until it returns.
@@ -239,8 +259,8 @@ func TestLoop(t *testing.T) {
 				r.sweep().finish()
 				r.signal()
 			},
-			want: []string{"term 1 begins", wait, "sweep", "term 1 ends", "term 2 offered", "swept, stopped: " + ErrLostLease.Error(),
-				wait, "sweep", "swept", "signal", "run returned"},
+			want: []string{"term 1 begins", "figures reset", wait, "sweep", "term 1 ends", "term 2 offered", "swept, stopped: " + ErrLostLease.Error(),
+				"figures reset", wait, "sweep", "swept", "signal", "run returned"},
 		},
 		{
 			name: "a signal stops the sweep in flight, and Run returns once it has returned",
@@ -260,7 +280,52 @@ func TestLoop(t *testing.T) {
 				<-r.done
 				r.note("run returned")
 			},
-			want: []string{"term 1 begins", wait, "sweep", "signal", "swept, stopped: " + errSignal.Error(), "run returned"},
+			want: []string{"term 1 begins", "figures reset", wait, "sweep", "signal", "swept, stopped: " + errSignal.Error(), "run returned"},
+		},
+		{
+			name: "a term that took over an unreleased Lease waits out the wind-down before its first sweep",
+			script: func(r *loopRig) {
+				r.synced.Store(true)
+				r.beginUnreleased("1")
+				r.tick()
+				r.sweep().finish()
+				r.signal()
+			},
+			want: []string{"term 1 begins, taken over", "figures reset", "wait 20s", "tick", wait, "sweep", "swept", "signal", "run returned"},
+		},
+		{
+			name: "a signal during the wind-down returns at once, with no sweep",
+			script: func(r *loopRig) {
+				r.synced.Store(true)
+				r.beginUnreleased("1")
+				select {
+				case <-r.waits:
+				case <-time.After(10 * time.Second):
+					r.t.Fatal("no wind-down")
+				}
+				r.signal()
+			},
+			want: []string{"term 1 begins, taken over", "figures reset", "wait 20s", "signal", "run returned"},
+		},
+		{
+			name: "a leader whose stores stay unsynced two intervals steps down, with no sweep in flight",
+			script: func(r *loopRig) {
+				done := r.beginUnreleased("1")
+				r.tick()
+				for range 2 * interval / poll {
+					r.tick()
+				}
+				// The loop is done with the term once it asked to step
+				// down; it takes the next.
+				<-done
+				r.synced.Store(true)
+				r.begin("2")
+				r.sweep().finish()
+				r.signal()
+			},
+			want: append(append([]string{"term 1 begins, taken over", "figures reset", "wait 20s", "tick"},
+				slices.Repeat([]string{"wait 1s", "tick"}, int(2*interval/poll))...),
+				"step down", "term 1 done", "term 2 begins", "figures reset", wait, "sweep", "swept", "signal", "run returned"),
 		},
 		{
 			name: "a standby sweeps nothing",

@@ -24,12 +24,13 @@ type Watch interface {
 }
 
 // Elector campaigns for the Lease until ctx ends. Each time it starts
-// leading it calls lead with a term: a context that ends when it stops
-// leading (the Lease lost, or ctx ended); lead may block until the term
-// is taken up. After a loss it campaigns again. It returns once it has
-// released the Lease it held.
+// leading it calls lead with a term, whose context ends when it stops
+// leading (the Lease lost, or ctx ended); lead blocks until nothing of
+// the term runs any more. After a loss it campaigns again, and releases
+// nothing. At ctx's end it waits for lead to return, releases the Lease
+// it holds, and returns.
 type Elector interface {
-	Campaign(ctx context.Context, lead func(term context.Context))
+	Campaign(ctx context.Context, lead func(term Term))
 }
 
 // Parts are what Run runs.
@@ -49,6 +50,16 @@ type Parts struct {
 
 // shutdownBudget bounds the wait for requests in flight when HTTP stops.
 const shutdownBudget = 5 * time.Second
+
+// The HTTP server's limits: its clients are a scraper and the kubelet's
+// probes, whose requests have no body and whose answers are small; the
+// write limit leaves room for a slow scrape of /metrics.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
 
 // Run runs the process until ctx ends (a signal), then stops it in an
 // order that never leaves two leaders sweeping: no new sweep starts, the
@@ -74,7 +85,8 @@ func Run(ctx context.Context, p Parts) error {
 
 	loopCtx, stopLoop := context.WithCancelCause(ctx)
 	defer stopLoop(nil)
-	srv := &http.Server{Handler: handler(p.Watch, st, p.Figures, p.Redact, p.Log), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: handler(p.Watch, st, p.Figures, p.Redact, p.Log), ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout: readTimeout, WriteTimeout: writeTimeout, IdleTimeout: idleTimeout}
 	var httpErr error
 	served := make(chan struct{})
 	go func() {
@@ -87,21 +99,16 @@ func Run(ctx context.Context, p Parts) error {
 
 	electCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElection()
-	terms := make(chan context.Context)
+	terms := make(chan Term)
+	looped := make(chan struct{})
 	elected := make(chan struct{})
 	go func() {
 		defer close(elected)
-		p.Elector.Campaign(electCtx, func(term context.Context) {
-			st.terms.Add(1)
-			context.AfterFunc(term, func() { st.terms.Add(-1) })
-			select {
-			case terms <- term:
-			case <-term.Done():
-			}
-		})
+		elect(electCtx, p, st, terms, looped)
 	}()
 
 	p.Loop.Run(loopCtx, terms)
+	close(looped)
 	p.Log.Info("stopped sweeping", slog.String("why", context.Cause(loopCtx).Error()))
 	stopElection()
 	<-elected
@@ -129,3 +136,49 @@ type status struct {
 
 // leading says whether a term of leadership is under way.
 func (s *status) leading() bool { return s.terms.Load() > 0 }
+
+// elect runs the election while the stores are synced, until ctx
+// ends: a process that cannot vouch for the fleet does not take the Lease
+// from one that can. A standby whose stores stop being synced stops
+// campaigning; a leader's term is the Loop's to end (it steps down when
+// its stores stay unsynced). Each term is handed to the Loop, even one
+// already ended, and lead returns only once the Loop is done with it or
+// has returned, so that the Lease is never released under a sweep.
+func elect(ctx context.Context, p Parts, st *status, terms chan<- Term, looped <-chan struct{}) {
+	for ctx.Err() == nil {
+		if !p.Watch.Synced() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.Loop.after(p.Loop.SyncPoll):
+			}
+			continue
+		}
+		cctx, stop := context.WithCancel(ctx)
+		go func() {
+			for {
+				select {
+				case <-cctx.Done():
+					return
+				case <-p.Loop.after(p.Loop.SyncPoll):
+				}
+				if !st.leading() && !p.Watch.Synced() {
+					p.Log.Info("stops campaigning", slog.String("why", "the watches' stores are not synced; it campaigns again once they are"))
+					stop()
+					return
+				}
+			}
+		}()
+		p.Elector.Campaign(cctx, func(term Term) {
+			st.terms.Add(1)
+			context.AfterFunc(term, func() { st.terms.Add(-1) })
+			term.ended, term.stepDown = make(chan struct{}), stop
+			select {
+			case terms <- term:
+				<-term.ended
+			case <-looped:
+			}
+		})
+		stop()
+	}
+}

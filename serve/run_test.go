@@ -52,12 +52,12 @@ func (r *runRig) Sweep(ctx context.Context) {
 // Campaign leads at once when the rig says so, as client-go's elector
 // does (lead in a goroutine of its own, the term a child of ctx), and
 // releases at ctx's end, noting whether HTTP still answered then.
-func (r *runRig) Campaign(ctx context.Context, lead func(term context.Context)) {
+func (r *runRig) Campaign(ctx context.Context, lead func(term Term)) {
 	if r.leads {
 		r.note("leading")
 		term, end := context.WithCancel(ctx)
 		defer end()
-		go lead(term)
+		go lead(Term{Context: term, Clean: true})
 	}
 	<-ctx.Done()
 	code := 0

@@ -54,11 +54,12 @@ func serve(ctx context.Context, s *app.Served) error {
 	}
 	figs := &Figures{}
 	log.Info("serving", slog.String("listen", ln.Addr().String()), slog.String("lease", s.Serve.LeaseNamespace+"/"+s.Serve.LeaseName),
-		slog.String("identity", s.Serve.Identity), slog.Float64("interval_seconds", s.Serve.Interval.Seconds()),
+		slog.String("identity", elector.Identity()), slog.Float64("interval_seconds", s.Serve.Interval.Seconds()),
 		slog.Float64("lease_duration_seconds", s.Serve.LeaseDuration.Seconds()))
 	return Run(ctx, Parts{
-		Watch:    s.Watch,
-		Loop:     &Loop{Sweeper: Recorded{Runtime: s.Runtime, Figures: figs}, Stores: s.Watch, Interval: s.Serve.Interval, SyncPoll: syncPoll, Log: log},
+		Watch: s.Watch,
+		Loop: &Loop{Sweeper: Recorded{Runtime: s.Runtime, Figures: figs}, Stores: s.Watch, Interval: s.Serve.Interval, SyncPoll: syncPoll,
+			WindDown: windDown, OnTerm: figs.Reset, Log: log},
 		Elector:  elector,
 		Listener: ln,
 		Figures:  figs,

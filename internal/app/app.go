@@ -140,6 +140,9 @@ type Runtime struct {
 	// counts those since the last sweep's summary, the watches' and the
 	// Lease's requests between sweeps included; nil counts the sweep's own.
 	kubeSince *countsSince
+	// warnedPeak, in the long-running mode, is the peak the last memory
+	// warning named (warnMemory).
+	warnedPeak int64
 }
 
 // Entry is what an entry point asks of the run: the mode it was asked for,
@@ -367,6 +370,12 @@ func (r *Runtime) Sweep(ctx context.Context) sweep.Result {
 // sweep, and past the limit the kernel kills the sweep before it can
 // report anything. Without a known limit, or a peak that cannot be read,
 // there is nothing to say.
+//
+// In the long-running mode the peak is the process's lifetime one: after
+// a large first list every sweep would repeat the same warning, so it is
+// given again only when the peak has grown since. The peak, not the
+// current resident set, stays the measure: it is what a relist of the
+// whole fleet needs again, and what the kernel kills on.
 func (r *Runtime) warnMemory(ctx context.Context, res sweep.Result) {
 	limit := r.memory.Limit
 	if limit.Bytes <= 0 {
@@ -384,6 +393,12 @@ func (r *Runtime) warnMemory(ctx context.Context, res sweep.Result) {
 		size.Registrations += int64(len(l.Runners))
 	}
 	if warn, fit := memlimit.Check(peak, limit.Bytes, size, memlimit.Default()); warn {
+		if r.kubeSince != nil {
+			if peak <= r.warnedPeak {
+				return
+			}
+			r.warnedPeak = peak
+		}
 		r.Log.LogAttrs(ctx, slog.LevelWarn, memlimit.Message, memlimit.WarnAttrs(peak, limit, size, fit)...)
 	}
 }

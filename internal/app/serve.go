@@ -2,9 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"os"
 
 	"k8s.io/client-go/rest"
@@ -56,29 +53,19 @@ func StartServe(ctx context.Context, e Entry) (*Served, error) {
 	o.rt.kubeSince = &countsSince{counter: o.kube}
 	serve := cfg.Serve
 	if serve.Identity == "" {
-		id, err := identity()
-		if err != nil {
-			return nil, err
-		}
-		serve.Identity = id
+		serve.Identity = hostname()
 	}
 	return &Served{Runtime: o.rt, Watch: w, Serve: serve, Kube: o.kube, REST: o.restCfg}, nil
 }
 
-// identity is the host name (in a pod, its name) and a random suffix, as
-// client-go's own controllers name themselves in a Lease: unique per
-// process, so that a restarted pod of the same name is not mistaken for
-// the leader it replaces.
-func identity() (string, error) {
+// hostname is the default prefix of the Lease's holder identity: in a
+// pod, its name. The elector adds a random suffix to any prefix.
+func hostname() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
-		host = "runner-reaper"
+		return "runner-reaper"
 	}
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("a random suffix for REAPER_IDENTITY: %w", err)
-	}
-	return host + "_" + hex.EncodeToString(b), nil
+	return host
 }
 
 // watchedPods is the watch's store as the Sweeper's pod list: a store that

@@ -26,8 +26,9 @@ type Serve struct {
 	// LeaseDuration is the Lease's duration, from which the renew deadline
 	// and the retry period follow.
 	LeaseDuration time.Duration
-	// Identity is this process's holderIdentity; "" asks the caller to
-	// make one (the host name and a random suffix).
+	// Identity is the prefix of this process's holderIdentity, to which
+	// the elector adds a random suffix; "" asks the caller for the host
+	// name.
 	Identity string
 }
 

@@ -294,13 +294,15 @@ type spec struct {
 	// election); the sweep it was running then stops as on SIGTERM. A
 	// replica takes a released Lease at its next try (every two fifteenths),
 	// and one left by a leader that died once it has gone unrenewed this
-	// long. At `15s` a leader that
-	// loses it has 5 s, the bound on an action in flight, before another
-	// can take it.
+	// long. A lost term is never released, and the replica that takes
+	// such a Lease over waits 20 s, the bound on a stopped sweep's action
+	// in flight and its ledger save, before its first sweep.
 	LeaseDuration time.Duration `split_words:"true" default:"15s" example:"15s"`
-	// This process's name in the Lease (`holderIdentity`): 1 to 128 printable
-	// ASCII characters without spaces. Each replica needs its own.
+	// The prefix of this process's name in the Lease (`holderIdentity`): 1 to
+	// 128 printable ASCII characters without spaces. `_` and a random suffix
+	// are always added, so that each process is a holder of its own, even
+	// two given the same prefix or a container restarted in place.
 	//
-	// Default: the host name (a pod's name), `_` and a random suffix
+	// Default: the host name (a pod's name)
 	Identity string `split_words:"true" example:"runner-reaper-7d9f8-x2k4q"`
 }

@@ -127,11 +127,17 @@ func (w *world) lease() *coordinationv1.Lease {
 	return l
 }
 
+// holder is the Lease's holder as the replica was named: the process adds
+// `_` and a random suffix to REAPER_IDENTITY.
 func holder(l *coordinationv1.Lease) string {
 	if l == nil || l.Spec.HolderIdentity == nil {
 		return ""
 	}
-	return *l.Spec.HolderIdentity
+	h := *l.Spec.HolderIdentity
+	if i := strings.LastIndex(h, "_"); i > 0 {
+		return h[:i]
+	}
+	return h
 }
 
 // Two replicas of `runner-reaper serve` on one Lease and one ledger: one
