@@ -407,7 +407,7 @@ func (r serveRow) label() string {
 // their start (waited for past them if need be), then a second zombie and
 // a kill -9 of the leader, and the other replica's takeover. Broken
 // invariants are the row's problems; figures it could not get, notes.
-func runServe(ctx context.Context, b *testing.B, w *world, s sweeper, bin, timeout string, st serveSettings, c serveCase, n int, interval time.Duration) (row serveRow) {
+func runServe(ctx context.Context, b *testing.B, w *world, s sweeper, bin, timeout string, st serveSettings, c serveCase, n int, interval time.Duration) (row serveRow) { //nolint:gocyclo // one row from start to failover, each step measured in order on the same two processes
 	row = serveRow{size: s.size, serveCase: c, goal: st.confirmAfter + 2*interval}
 	problem := func(format string, args ...any) { row.problems = append(row.problems, fmt.Sprintf(format, args...)) }
 	note := func(format string, args ...any) { row.notes = append(row.notes, fmt.Sprintf(format, args...)) }

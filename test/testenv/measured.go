@@ -58,13 +58,13 @@ func StartMeasured(ctx context.Context, bin string, env map[string]string, opts 
 		}
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("start %s: it exited at once (%v, exit %d)\n%s%s", bin, p.err, p.run.Code, lastBytes(p.stdout.String(), 4096), lastBytes(p.stderr.String(), 4096))
+			return nil, fmt.Errorf("start %s: it exited at once (%w, exit %d)\n%s%s", bin, p.err, p.run.Code, lastBytes(p.stdout.String(), 4096), lastBytes(p.stderr.String(), 4096))
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			_ = m.cmd.Process.Kill()
 			<-p.done
-			return nil, fmt.Errorf("start %s: no process of that name under rusage (pid %d) after 10s: %v", bin, m.cmd.Process.Pid, err)
+			return nil, fmt.Errorf("start %s: no process of that name under rusage (pid %d) after 10s: %w", bin, m.cmd.Process.Pid, err)
 		}
 	}
 }
