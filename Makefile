@@ -228,18 +228,18 @@ unit:
 # look-ups by name) against a quiet org's floor, and the sweeps and
 # seconds the planted pods took to go (BENCH_CHURN_SIZES=300 and
 # BENCH_CHURN_RATES=5 for a quick one; BENCH_BASELINE sweeps it too; see
-# test/churn). About four hours on 2 cores, an estimate: 25 minutes
+# test/churn). About three hours on 2 cores, an estimate: 25 minutes
 # building the 100,000 runners (four writes each, about 15 ms of the API
 # server's CPU), an hour and a quarter sweeping the three sizes with both
-# read paths, about two hours the seven serve rows (a quarter of an hour
-# each, most of it the two planted zombies waiting out the default
-# 5-minute confirmation), and 5 minutes the churning org (7 with a
+# read paths, about an hour the seven serve rows (under ten minutes each,
+# most of it the two planted zombies waiting out a 1-minute confirmation,
+# BENCH_SERVE_CONFIRM_AFTER), and 5 minutes the churning org (7 with a
 # baseline).
 bench: envtest-assets
 	$(GO) test -run '^$$' -bench ClassifyAndPlan -benchmem -count 5 ./reconcile/
 	$(GO) test -run '^$$' -bench FileLedger -benchmem -count 3 ./state/file/
 	$(GO) test -count=1 -timeout 15m -run '^$$' -bench 'SweepFleet' -benchtime 10x -benchmem ./sweep/
-	BENCH_MEMORY_LIMIT=$${BENCH_MEMORY_LIMIT-128Mi} $(GO) test -count=1 -timeout 360m -v -run '^$$' -bench 'SweepScale' -benchtime 5x ./test/scale/
+	BENCH_MEMORY_LIMIT=$${BENCH_MEMORY_LIMIT-128Mi} BENCH_SERVE_CONFIRM_AFTER=$${BENCH_SERVE_CONFIRM_AFTER-1m} $(GO) test -count=1 -timeout 360m -v -run '^$$' -bench 'SweepScale' -benchtime 5x ./test/scale/
 	SCALE_FULL_LATENCY=1 $(GO) test -count=1 -v -run '^TestSweepTimeAgainstScopeCount$$' ./sweep/
 	BENCH_CHURN=1 $(GO) test -count=1 -timeout 90m -v -run '^TestChurnTable$$' ./test/churn/
 
