@@ -47,13 +47,13 @@ func TestReadOnceGivesWhatListsGive(t *testing.T) {
 	pods, err := c.listPodsThroughWatch(ctx, nss, "", m)
 	require.NoError(t, err)
 	assert.Equal(t, sorted(wantPods), sorted(pods))
-	assert.Equal(t, int64(2), c.Counts().Requests, "one pod watch-list a namespace")
+	assert.Equal(t, int64(3), c.Counts().Requests, "one pod watch-list a namespace, and the resourceVersion read that proves the store fresh")
 
 	before := c.Counts()
 	ers, err := c.listEphemeralRunnersThroughWatch(ctx, nss)
 	require.NoError(t, err)
 	assert.Equal(t, sortedERs(wantERs), sortedERs(ers))
-	assert.Equal(t, int64(2), c.Counts().Sub(before).Requests, "one EphemeralRunner watch-list a namespace, no pods")
+	assert.Equal(t, int64(3), c.Counts().Sub(before).Requests, "one EphemeralRunner watch-list a namespace and the resourceVersion read, no pods")
 }
 
 // A read that cannot sync waits until its context ends, and then says

@@ -273,7 +273,9 @@ func TestServeDeploymentOnARealKubelet(t *testing.T) { //nolint:gocyclo // one s
 			return violation != ""
 		}, serveConfirmAfter+2*serveInterval, 200*time.Millisecond, "judged from a store the cut watch could not vouch for")
 		assert.Empty(t, violation)
-		assert.Equal(t, leader, s.holder(t), "the Lease stayed with the leader: only the pods watch was cut")
+		// A leader whose stores stay incomplete for two intervals steps
+		// down; the standby's pods watch is cut too, so none may take it.
+		assert.Contains(t, []string{leader, ""}, s.holder(t), "no replica whose watch was cut took the Lease")
 		st := cluster.ARCRunner(t, serveNS, cut.name)
 		require.NotNil(t, st.Runner, "the EphemeralRunner is there")
 		assert.False(t, st.Deleting)
@@ -293,7 +295,7 @@ func TestServeDeploymentOnARealKubelet(t *testing.T) { //nolint:gocyclo // one s
 		restoredAt := time.Now()
 		s.px.Restore("pods")
 		a := s.waitAction(t, cut, 3*time.Minute)
-		assert.Equal(t, podOf(leader), a.pod, "%v", a.m)
+		t.Logf("SERVE watch cut: %s acted after the restore (the leader before the cut: %s)", a.pod, podOf(leader))
 		s.assertReaped(t, cut, a)
 		first, ok := s.led.firstAfter(time.Time{}, func(v ledgerSeen) bool { return v.markOf(cut.name) != "" })
 		require.True(t, ok, "the reap of %s followed a mark", cut.name)
