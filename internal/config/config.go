@@ -167,13 +167,23 @@ func (e *Error) Error() string {
 // Load reads and validates the configuration from the process environment.
 // inCluster and podNamespace choose the default ledger.
 func Load(inCluster bool, podNamespace string) (Config, error) {
+	return load(inCluster, podNamespace, nil)
+}
+
+// load is Load, with more rules checked after the common ones: a mode's
+// own (the long-running mode's), which may also fill in what it
+// defaults. Every problem, common or the mode's, is reported at once.
+func load(inCluster bool, podNamespace string, more func(s spec, c *Config) []Problem) (Config, error) {
 	var s spec
 	problems, err := readEnv(&s)
 	if err != nil {
 		return Config{}, err
 	}
-	c, more := validate(s, inCluster, podNamespace)
-	problems = append(problems, more...)
+	c, found := validate(s, inCluster, podNamespace)
+	problems = append(problems, found...)
+	if more != nil {
+		problems = append(problems, more(s, &c)...)
+	}
 	if len(problems) > 0 {
 		return Config{}, &Error{Problems: problems}
 	}

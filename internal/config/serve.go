@@ -109,28 +109,21 @@ func listenProblem(v string) string {
 // REAPER_SWEEP_TIMEOUT, so that a sweep always ends before the next is
 // due, and a namespace for the Lease (the pod's own by default).
 func LoadServe(inCluster bool, podNamespace string) (Config, error) {
-	var s spec
-	problems, err := readEnv(&s)
-	if err != nil {
-		return Config{}, err
-	}
-	c, more := validate(s, inCluster, podNamespace)
-	problems = append(problems, more...)
-	bad := func(field, what string) {
-		problems = append(problems, Problem{Var: key(field), What: what, Example: example(field)})
-	}
-	if s.Interval <= s.SweepTimeout && s.Interval >= minInterval {
-		bad("Interval", fmt.Sprintf("must be longer than REAPER_SWEEP_TIMEOUT (%s), so that a sweep ends before the next is due; got %s", s.SweepTimeout, s.Interval))
-	}
-	if c.Serve.LeaseNamespace == "" {
-		if inCluster && podNamespace != "" {
-			c.Serve.LeaseNamespace = podNamespace
-		} else {
-			bad("LeaseNamespace", "is required outside a pod: the namespace of the Lease the replicas elect their leader on")
+	return load(inCluster, podNamespace, func(s spec, c *Config) []Problem {
+		var problems []Problem
+		bad := func(field, what string) {
+			problems = append(problems, Problem{Var: key(field), What: what, Example: example(field)})
 		}
-	}
-	if len(problems) > 0 {
-		return Config{}, &Error{Problems: problems}
-	}
-	return c, nil
+		if s.Interval <= s.SweepTimeout && s.Interval >= minInterval {
+			bad("Interval", fmt.Sprintf("must be longer than REAPER_SWEEP_TIMEOUT (%s), so that a sweep ends before the next is due; got %s", s.SweepTimeout, s.Interval))
+		}
+		if c.Serve.LeaseNamespace == "" {
+			if inCluster && podNamespace != "" {
+				c.Serve.LeaseNamespace = podNamespace
+			} else {
+				bad("LeaseNamespace", "is required outside a pod: the namespace of the Lease the replicas elect their leader on")
+			}
+		}
+		return problems
+	})
 }
