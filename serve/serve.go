@@ -41,7 +41,10 @@ func serve(ctx context.Context, s *app.Served) error {
 	klog.SetSlogLogger(log)
 	ln, err := net.Listen("tcp", s.Serve.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s (REAPER_LISTEN): %w", s.Serve.Listen, err)
+		// The address is the operator's (a port another process holds,
+		// a host name this pod does not have): a setting to change, and
+		// nothing has been read or written yet.
+		return app.ConfigProblem("REAPER_LISTEN", fmt.Sprintf("cannot listen on %q: %v", s.Serve.Listen, err), ":8080")
 	}
 	lc, hc, err := s.Kube.ForLeases(s.REST)
 	if err != nil {

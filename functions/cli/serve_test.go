@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -25,6 +26,9 @@ func TestServeBadConfigurationExitsTwoAndTouchesNothing(t *testing.T) {
 			"is required outside a pod"},
 		{"a port that is not one", map[string]string{"REAPER_LISTEN": ":http"}, "REAPER_LISTEN", "is not a number from 1 to 65535"},
 		{"a Lease name that is not one", map[string]string{"REAPER_LEASE_NAME": "Runner_Reaper"}, "REAPER_LEASE_NAME", "is not a Lease name"},
+		// Well formed, but another process holds the port: found only
+		// by listening, before anything is read or written.
+		{"a port another process holds", map[string]string{"REAPER_LISTEN": heldPort(t)}, "REAPER_LISTEN", "cannot listen on"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := setup(t)
@@ -44,4 +48,16 @@ func TestServeBadConfigurationExitsTwoAndTouchesNothing(t *testing.T) {
 			assert.True(t, apierrors.IsNotFound(err), "no Lease was written: %v", err)
 		})
 	}
+}
+
+// heldPort is a loopback address a listener of this test holds until the
+// test ends.
+func heldPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("hold a port: %v", err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	return ln.Addr().String()
 }

@@ -58,6 +58,13 @@ type configCause struct{ err error }
 func (c configCause) Error() string   { return c.err.Error() }
 func (c configCause) Unwrap() []error { return []error{ErrConfig, c.err} }
 
+// ConfigProblem is a start-up failure that one variable caused but only
+// its use could find (an address that cannot be listened on): it reads as
+// the loader's problems do and exits 2 as they do.
+func ConfigProblem(variable, what, example string) error {
+	return configCause{&config.Error{Problems: []config.Problem{{Var: variable, What: what, Example: example}}}}
+}
+
 // serviceAccountNamespace is where a pod finds its own namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
