@@ -81,6 +81,9 @@ type feed[V any] struct {
 	// watch-list that has not landed yet.
 	resumed   uint64
 	watchList uint64
+	// expiredGen is the gen of the last watch that ended at its
+	// timeoutSeconds, as the API server ends every watch.
+	expiredGen uint64
 	// newest is the newest resourceVersion the store is known to have
 	// caught up with: its last list's, then each event's and bookmark's
 	// as the reflector passes them on (UpdateResourceVersion). replaced
@@ -347,17 +350,41 @@ func (f *feed[V]) opened(gen uint64) {
 }
 
 // accepted: the watch gen, resumed from a resourceVersion, was accepted.
-// Its answer proves nothing of the store, which still lacks whatever
-// changed while no watch was open, and the stream's first word may be that
-// those changes are compacted away: it is open once something came on it
-// (heard). A watch with nothing to replay says nothing until its bookmark,
-// up to a minute; how far behind the API server a store may fall without
-// being refused is bounded by the resourceVersions (see views).
+// After a watch that broke, its answer proves nothing of the store, which
+// still lacks whatever changed while no watch was open, and the stream's
+// first word may be that those changes are compacted away: it is open once
+// something came on it (heard). A watch with nothing to replay says nothing
+// until its bookmark, up to a minute.
+//
+// After a watch that the API server ended at its timeoutSeconds (every
+// watch, every five to ten minutes), the reflector watches again at once:
+// what changed in between is what the new watch replays first, as events
+// in flight are on a watch that stays open, and its answer opens it. Were
+// it to wait for the bookmark too, every store in a quiet namespace would
+// be refused for a minute of each watch, and with a few namespaces a sweep
+// would seldom find them all Live. A store that nonetheless falls behind
+// is refused by its resourceVersions (see views).
 func (f *feed[V]) accepted(gen uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if gen != f.gen || f.ended == gen {
+		return
+	}
+	f.broke = ""
+	if f.expiredGen != 0 && f.expiredGen == gen-1 {
+		f.open = true
+		return
+	}
+	f.resumed = gen
+}
+
+// expired: the watch gen ended at its timeoutSeconds, as the API server
+// ends every watch, not cut before.
+func (f *feed[V]) expired(gen uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if gen == f.gen && f.ended != gen {
-		f.broke, f.resumed = "", gen
+		f.open, f.broke, f.ended, f.expiredGen = false, "", gen, gen
 	}
 }
 

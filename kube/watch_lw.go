@@ -63,6 +63,10 @@ func trackedListWatch[V any](f *feed[V], timeout time.Duration, list listFunc, w
 			}
 			ctx = withStreamBound(ctx, time.Duration(*opts.TimeoutSeconds)*time.Second+timeout)
 			initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+			// The API server's timer for timeoutSeconds starts once it has
+			// the request, after this.
+			_, clk := f.stale()
+			due := clk.Now().Add(time.Duration(*opts.TimeoutSeconds) * time.Second)
 			gen := f.watching(initial)
 			w, err := watchFn(ctx, opts)
 			if err != nil {
@@ -77,7 +81,7 @@ func trackedListWatch[V any](f *feed[V], timeout time.Duration, list listFunc, w
 			} else {
 				f.accepted(gen)
 			}
-			return track(w, f, gen), nil
+			return track(w, f, gen, due), nil
 		},
 	}
 }
@@ -86,6 +90,7 @@ func trackedListWatch[V any](f *feed[V], timeout time.Duration, list listFunc, w
 type watchEnds interface {
 	heard(gen uint64)
 	failed(gen uint64, why string)
+	expired(gen uint64)
 	stale() (time.Duration, clock.Clock)
 }
 
@@ -102,10 +107,13 @@ type trackedWatch struct {
 	once  sync.Once
 	gen   uint64
 	feed  watchEnds
+	// due is when the API server ends the watch by its timeoutSeconds;
+	// a stream that ends before it was cut.
+	due time.Time
 }
 
-func track(w watch.Interface, f watchEnds, gen uint64) *trackedWatch {
-	t := &trackedWatch{inner: w, out: make(chan watch.Event), stop: make(chan struct{}), gen: gen, feed: f}
+func track(w watch.Interface, f watchEnds, gen uint64, due time.Time) *trackedWatch {
+	t := &trackedWatch{inner: w, out: make(chan watch.Event), stop: make(chan struct{}), gen: gen, feed: f, due: due}
 	// The silence is counted from the watch's opening, not from when its
 	// goroutine first runs.
 	after, clk := f.stale()
@@ -131,7 +139,11 @@ func (t *trackedWatch) pump(idle clock.Timer, after time.Duration) {
 		select {
 		case ev, ok := <-in:
 			if !ok {
-				t.feed.failed(t.gen, "the stream ended")
+				if _, clk := t.feed.stale(); clk.Now().Before(t.due) {
+					t.feed.failed(t.gen, "the stream ended")
+				} else {
+					t.feed.expired(t.gen)
+				}
 				return
 			}
 			if ev.Type == watch.Error {
