@@ -14,11 +14,13 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/runner-reaper/runner-reaper/fleet"
 	"github.com/runner-reaper/runner-reaper/internal/httpcount"
@@ -347,6 +349,10 @@ func withStreamBound(ctx context.Context, body time.Duration) context.Context {
 // its body by body from then on: an API server that accepts the connection
 // and never answers still fails it within the Client's timeout.
 func (t timeoutTransport) roundTripStream(req *http.Request, body time.Duration) (*http.Response, error) {
+	// Each try of the request (client-go retries some) starts its end's
+	// record again: the stream is the last try's.
+	tail, _ := req.Context().Value(streamTailKey{}).(*streamTail)
+	tail.sending()
 	ctx, cancel := context.WithCancelCause(req.Context())
 	expire := func(d time.Duration) func() {
 		return func() { cancel(fmt.Errorf("%w within %s", ErrTimeout, d)) }
@@ -364,8 +370,55 @@ func (t timeoutTransport) roundTripStream(req *http.Request, body time.Duration)
 		return nil, context.Cause(ctx)
 	}
 	end := time.AfterFunc(body, expire(body))
-	resp.Body = cancelOnClose{ReadCloser: resp.Body, ctx: ctx, cancel: func() { end.Stop(); cancel(nil) }}
+	resp.Body = cancelOnClose{ReadCloser: resp.Body, ctx: ctx, cancel: func() { end.Stop(); cancel(nil) }, tail: tail}
 	return resp, nil
+}
+
+// streamTailKey is the context key of a stream's streamTail.
+type streamTailKey struct{}
+
+// streamTail records how a stream's body ended, for whoever reads it: when
+// the request that got it was sent, and whether its body ended as its
+// server ended it (io.EOF: an HTTP/1.1 body's last chunk, an HTTP/2
+// stream's end) rather than cut (a connection reset or closed, a GOAWAY,
+// the Client's bound). A nil streamTail records nothing.
+type streamTail struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	sent  time.Time
+	clean bool
+}
+
+// withStreamTail has the streams requested with ctx record their end in t.
+func withStreamTail(ctx context.Context, t *streamTail) context.Context {
+	return context.WithValue(ctx, streamTailKey{}, t)
+}
+
+func (t *streamTail) sending() {
+	if t == nil {
+		return
+	}
+	now := t.clock.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sent, t.clean = now, false
+}
+
+func (t *streamTail) ended() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.clean = true
+}
+
+// endedCleanly says whether the body ended as its server ended it, and
+// when the request that got it was sent.
+func (t *streamTail) endedCleanly() (sent time.Time, clean bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sent, t.clean
 }
 
 // cancelOnClose releases a request's timeout when its body is closed, and
@@ -374,10 +427,16 @@ type cancelOnClose struct {
 	io.ReadCloser
 	ctx    context.Context
 	cancel context.CancelFunc
+	// tail, for a stream, records a body that ended cleanly.
+	tail *streamTail
 }
 
 func (b cancelOnClose) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	//nolint:errorlint // a body's clean end is io.EOF itself, never wrapped
+	if err == io.EOF && b.ctx.Err() == nil {
+		b.tail.ended()
+	}
 	if err != nil && !errors.Is(err, io.EOF) && errors.Is(context.Cause(b.ctx), ErrTimeout) {
 		err = fmt.Errorf("%w: %w", context.Cause(b.ctx), err)
 	}

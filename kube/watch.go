@@ -91,6 +91,7 @@ type WatchState struct {
 	Live bool
 	// Why it is not Live: "not synced yet", "relisting", "watch broken:
 	// ...", "watch resumed from resourceVersion ..., nothing on it yet",
+	// "the watch reached its timeoutSeconds; watching again",
 	// "no event or bookmark for 2m0s", "the watch has not caught up with
 	// resourceVersion ...".
 	Why string

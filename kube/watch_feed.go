@@ -82,8 +82,13 @@ type feed[V any] struct {
 	resumed   uint64
 	watchList uint64
 	// expiredGen is the gen of the last watch that ended at its
-	// timeoutSeconds, as the API server ends every watch.
+	// timeoutSeconds, as the API server ends every watch, having been
+	// open. unheard is the gen of a watch opened on its answer after
+	// one such (see accepted) on which nothing came yet, and answered
+	// when its answer came.
 	expiredGen uint64
+	unheard    uint64
+	answeredAt time.Time
 	// newest is the newest resourceVersion the store is known to have
 	// caught up with: its last list's, then each event's and bookmark's
 	// as the reflector passes them on (UpdateResourceVersion). replaced
@@ -349,6 +354,12 @@ func (f *feed[V]) opened(gen uint64) {
 	}
 }
 
+// firstWord is how long a watch opened on its answer (see accepted) is
+// not yet vouched for: an API server that cannot resume from the store's
+// resourceVersion (compacted away, or a server that restarted since) says
+// so in the stream's first frame, sent with the answer.
+const firstWord = 500 * time.Millisecond
+
 // accepted: the watch gen, resumed from a resourceVersion, was accepted.
 // After a watch that broke, its answer proves nothing of the store, which
 // still lacks whatever changed while no watch was open, and the stream's
@@ -357,11 +368,13 @@ func (f *feed[V]) opened(gen uint64) {
 // until its bookmark, up to a minute.
 //
 // After a watch that the API server ended at its timeoutSeconds (every
-// watch, every five to ten minutes), the reflector watches again at once:
-// what changed in between is what the new watch replays first, as events
-// in flight are on a watch that stays open, and its answer opens it. Were
-// it to wait for the bookmark too, every store in a quiet namespace would
-// be refused for a minute of each watch, and with a few namespaces a sweep
+// watch, every five to ten minutes), the reflector watches again at once,
+// from a resourceVersion the last watch carried to its end: the store
+// lacks only what changed in the moment between, which the new watch
+// replays first, as events in flight are on a watch that stays open. Its
+// answer opens it, once firstWord has passed without an error. Were it to
+// wait for the bookmark too, every store in a quiet namespace would be
+// refused for a minute of each watch, and with a few namespaces a sweep
 // would seldom find them all Live. A store that nonetheless falls behind
 // is refused by its resourceVersions (see views).
 func (f *feed[V]) accepted(gen uint64) {
@@ -372,20 +385,27 @@ func (f *feed[V]) accepted(gen uint64) {
 	}
 	f.broke = ""
 	if f.expiredGen != 0 && f.expiredGen == gen-1 {
-		f.open = true
+		f.open, f.unheard, f.answeredAt = true, gen, f.clock.Now()
 		return
 	}
 	f.resumed = gen
 }
 
 // expired: the watch gen ended at its timeoutSeconds, as the API server
-// ends every watch, not cut before.
+// ends every watch, not cut before (trackedWatch.expiredOnTime). Only a
+// watch that was open, and not a watch-list still to land, vouches for
+// its successor: one that was waiting for its first word leaves the next
+// to wait too.
 func (f *feed[V]) expired(gen uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if gen == f.gen && f.ended != gen {
-		f.open, f.broke, f.ended, f.expiredGen = false, "", gen, gen
+	if gen != f.gen || f.ended == gen {
+		return
 	}
+	if f.open && (f.watchList != gen || !f.relisting) {
+		f.expiredGen = gen
+	}
+	f.open, f.broke, f.ended = false, "", gen
 }
 
 // answered: a page of the list gen came: why the last one failed is past.
@@ -413,6 +433,9 @@ func (f *feed[V]) heard(gen uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastEvent = now
+	if f.unheard == gen {
+		f.unheard = 0
+	}
 	if gen == f.gen && f.ended != gen {
 		f.open, f.broke = true, ""
 	}
@@ -436,8 +459,13 @@ func (f *feed[V]) liveLocked() (bool, string) {
 		return false, because("relisting")
 	case !f.open && f.resumed == f.gen && f.broke == "":
 		return false, fmt.Sprintf("watch resumed from resourceVersion %s, nothing on it yet", f.newest)
+	case !f.open && f.expiredGen == f.gen && f.ended == f.gen:
+		return false, "the watch reached its timeoutSeconds; watching again"
 	case !f.open && f.broke == "":
 		return false, "watch not open yet"
+	case f.unheard == f.gen && f.clock.Since(f.answeredAt) < firstWord:
+		return false, fmt.Sprintf("watch resumed from resourceVersion %s, answered %s ago: waiting %s for an error it may open with",
+			f.newest, f.clock.Since(f.answeredAt).Round(time.Millisecond), firstWord)
 	case !f.open:
 		return false, "watch broken: " + f.broke
 	}

@@ -30,6 +30,9 @@ type fakeSource struct {
 	listErr  error
 	listed   *corev1.PodList
 	watchErr error
+	// tails, if set, gets each watch's streamTail, sent as the Client's
+	// transport marks it.
+	tails chan *streamTail
 }
 
 func (s *fakeSource) list(context.Context, metav1.ListOptions) (runtime.Object, error) {
@@ -39,12 +42,17 @@ func (s *fakeSource) list(context.Context, metav1.ListOptions) (runtime.Object, 
 	return s.listed, nil
 }
 
-func (s *fakeSource) watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
+func (s *fakeSource) watch(ctx context.Context, _ metav1.ListOptions) (watch.Interface, error) {
+	tail, _ := ctx.Value(streamTailKey{}).(*streamTail)
+	tail.sending()
 	if s.watchErr != nil {
 		return nil, s.watchErr
 	}
 	w := watch.NewFake()
 	s.watches <- w
+	if s.tails != nil {
+		s.tails <- tail
+	}
 	return w, nil
 }
 

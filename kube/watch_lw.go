@@ -57,16 +57,15 @@ func trackedListWatch[V any](f *feed[V], timeout time.Duration, list listFunc, w
 			return obj, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			if opts.TimeoutSeconds == nil {
+			if opts.TimeoutSeconds == nil || *opts.TimeoutSeconds <= 0 {
 				seconds := int64(defaultWatchTimeout / time.Second)
 				opts.TimeoutSeconds = &seconds
 			}
-			ctx = withStreamBound(ctx, time.Duration(*opts.TimeoutSeconds)*time.Second+timeout)
-			initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
-			// The API server's timer for timeoutSeconds starts once it has
-			// the request, after this.
+			lasts := time.Duration(*opts.TimeoutSeconds) * time.Second
 			_, clk := f.stale()
-			due := clk.Now().Add(time.Duration(*opts.TimeoutSeconds) * time.Second)
+			tail := &streamTail{clock: clk}
+			ctx = withStreamTail(withStreamBound(ctx, lasts+timeout), tail)
+			initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 			gen := f.watching(initial)
 			w, err := watchFn(ctx, opts)
 			if err != nil {
@@ -81,7 +80,7 @@ func trackedListWatch[V any](f *feed[V], timeout time.Duration, list listFunc, w
 			} else {
 				f.accepted(gen)
 			}
-			return track(w, f, gen, due), nil
+			return track(w, f, gen, tail, lasts), nil
 		},
 	}
 }
@@ -107,13 +106,14 @@ type trackedWatch struct {
 	once  sync.Once
 	gen   uint64
 	feed  watchEnds
-	// due is when the API server ends the watch by its timeoutSeconds;
-	// a stream that ends before it was cut.
-	due time.Time
+	// tail is how the stream ended, and lasts its timeoutSeconds: see
+	// expiredOnTime.
+	tail  *streamTail
+	lasts time.Duration
 }
 
-func track(w watch.Interface, f watchEnds, gen uint64, due time.Time) *trackedWatch {
-	t := &trackedWatch{inner: w, out: make(chan watch.Event), stop: make(chan struct{}), gen: gen, feed: f, due: due}
+func track(w watch.Interface, f watchEnds, gen uint64, tail *streamTail, lasts time.Duration) *trackedWatch {
+	t := &trackedWatch{inner: w, out: make(chan watch.Event), stop: make(chan struct{}), gen: gen, feed: f, tail: tail, lasts: lasts}
 	// The silence is counted from the watch's opening, not from when its
 	// goroutine first runs.
 	after, clk := f.stale()
@@ -139,10 +139,10 @@ func (t *trackedWatch) pump(idle clock.Timer, after time.Duration) {
 		select {
 		case ev, ok := <-in:
 			if !ok {
-				if _, clk := t.feed.stale(); clk.Now().Before(t.due) {
-					t.feed.failed(t.gen, "the stream ended")
-				} else {
+				if t.expiredOnTime() {
 					t.feed.expired(t.gen)
+				} else {
+					t.feed.failed(t.gen, "the stream ended")
 				}
 				return
 			}
@@ -166,6 +166,18 @@ func (t *trackedWatch) pump(idle clock.Timer, after time.Duration) {
 			return
 		}
 	}
+}
+
+// expiredOnTime says whether the stream ended as the API server ends a
+// watch at its timeoutSeconds: its body ended cleanly, and no sooner than
+// timeoutSeconds after the request was sent (the server's timer starts
+// once it has the request). Anything else, a connection reset or closed,
+// a GOAWAY, a clean end before then (a server shutting down, or dropping
+// a watcher too slow to keep up), is a cut.
+func (t *trackedWatch) expiredOnTime() bool {
+	sent, clean := t.tail.endedCleanly()
+	_, clk := t.feed.stale()
+	return clean && !sent.IsZero() && !clk.Now().Before(sent.Add(t.lasts))
 }
 
 // rearm makes t fire d from now, and not before.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/runner-reaper/runner-reaper/test/testenv"
 )
@@ -85,4 +86,50 @@ func newStreamServer(t *testing.T, release <-chan struct{}) string {
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// TestStreamTailTellsAnEndFromACut: a stream's record of its end says
+// clean only when its server ended the body (the last chunk), not when the
+// connection was closed under it or the Client's bound cut it.
+func TestStreamTailTellsAnEndFromACut(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "some")
+		_ = http.NewResponseController(w).Flush()
+		switch r.URL.Path {
+		case "/ends":
+		case "/cut":
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+		case "/stalls":
+			<-r.Context().Done()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(&rest.Config{Host: srv.URL}, Options{Timeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		path  string
+		clean bool
+	}{
+		{"/ends", true},
+		{"/cut", false},
+		{"/stalls", false},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			tail := &streamTail{clock: clock.RealClock{}}
+			before := time.Now()
+			ctx := withStreamTail(withStreamBound(context.Background(), time.Second), tail)
+			body, err := c.cs.rest.Get().AbsPath(tc.path).Stream(ctx)
+			require.NoError(t, err)
+			_, _ = io.ReadAll(body)
+			require.NoError(t, body.Close())
+			sent, clean := tail.endedCleanly()
+			assert.Equal(t, tc.clean, clean)
+			assert.False(t, sent.Before(before), "sent when the request was")
+		})
+	}
 }
