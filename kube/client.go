@@ -383,10 +383,10 @@ type streamTailKey struct{}
 // stream's end) rather than cut (a connection reset or closed, a GOAWAY,
 // the Client's bound). A nil streamTail records nothing.
 type streamTail struct {
-	clock clock.PassiveClock
-	mu    sync.Mutex
-	sent  time.Time
-	clean bool
+	clock       clock.PassiveClock
+	mu          sync.Mutex
+	sent, ended time.Time
+	clean       bool
 }
 
 // withStreamTail has the streams requested with ctx record their end in t.
@@ -401,24 +401,27 @@ func (t *streamTail) sending() {
 	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.sent, t.clean = now, false
+	t.sent, t.ended, t.clean = now, time.Time{}, false
 }
 
-func (t *streamTail) ended() {
+func (t *streamTail) end() {
 	if t == nil {
 		return
 	}
+	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.clean = true
+	if !t.clean {
+		t.ended, t.clean = now, true
+	}
 }
 
 // endedCleanly says whether the body ended as its server ended it, and
-// when the request that got it was sent.
-func (t *streamTail) endedCleanly() (sent time.Time, clean bool) {
+// when, and when the request that got it was sent.
+func (t *streamTail) endedCleanly() (sent, ended time.Time, clean bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sent, t.clean
+	return t.sent, t.ended, t.clean
 }
 
 // cancelOnClose releases a request's timeout when its body is closed, and
@@ -435,7 +438,7 @@ func (b cancelOnClose) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	//nolint:errorlint // a body's clean end is io.EOF itself, never wrapped
 	if err == io.EOF && b.ctx.Err() == nil {
-		b.tail.ended()
+		b.tail.end()
 	}
 	if err != nil && !errors.Is(err, io.EOF) && errors.Is(context.Cause(b.ctx), ErrTimeout) {
 		err = fmt.Errorf("%w: %w", context.Cause(b.ctx), err)

@@ -83,12 +83,12 @@ type feed[V any] struct {
 	watchList uint64
 	// expiredGen is the gen of the last watch that ended at its
 	// timeoutSeconds, as the API server ends every watch, having been
-	// open. unheard is the gen of a watch opened on its answer after
-	// one such (see accepted) on which nothing came yet, and answered
-	// when its answer came.
+	// heard from (heardOn). pending is the gen of a watch opened on its
+	// answer after one such (see accepted) that has not yet had
+	// firstWord without an error.
 	expiredGen uint64
-	unheard    uint64
-	answeredAt time.Time
+	heardOn    uint64
+	pending    uint64
 	// newest is the newest resourceVersion the store is known to have
 	// caught up with: its last list's, then each event's and bookmark's
 	// as the reflector passes them on (UpdateResourceVersion). replaced
@@ -357,7 +357,9 @@ func (f *feed[V]) opened(gen uint64) {
 // firstWord is how long a watch opened on its answer (see accepted) is
 // not yet vouched for: an API server that cannot resume from the store's
 // resourceVersion (compacted away, or a server that restarted since) says
-// so in the stream's first frame, sent with the answer.
+// so in the stream's first frame, sent with the answer. It is counted by
+// the watch's own reader (trackedWatch), so a reader held back by a busy
+// process vouches for nothing it has not read.
 const firstWord = 500 * time.Millisecond
 
 // accepted: the watch gen, resumed from a resourceVersion, was accepted.
@@ -385,7 +387,7 @@ func (f *feed[V]) accepted(gen uint64) {
 	}
 	f.broke = ""
 	if f.expiredGen != 0 && f.expiredGen == gen-1 {
-		f.open, f.unheard, f.answeredAt = true, gen, f.clock.Now()
+		f.open, f.pending = true, gen
 		return
 	}
 	f.resumed = gen
@@ -402,10 +404,20 @@ func (f *feed[V]) expired(gen uint64) {
 	if gen != f.gen || f.ended == gen {
 		return
 	}
-	if f.open && (f.watchList != gen || !f.relisting) {
+	if f.open && f.heardOn == gen && (f.watchList != gen || !f.relisting) {
 		f.expiredGen = gen
 	}
 	f.open, f.broke, f.ended = false, "", gen
+}
+
+// vouch: the watch gen, opened on its answer, had firstWord without an
+// error or an end.
+func (f *feed[V]) vouch(gen uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pending == gen && f.ended != gen {
+		f.pending = 0
+	}
 }
 
 // answered: a page of the list gen came: why the last one failed is past.
@@ -433,8 +445,9 @@ func (f *feed[V]) heard(gen uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastEvent = now
-	if f.unheard == gen {
-		f.unheard = 0
+	f.heardOn = gen
+	if f.pending == gen {
+		f.pending = 0
 	}
 	if gen == f.gen && f.ended != gen {
 		f.open, f.broke = true, ""
@@ -463,9 +476,8 @@ func (f *feed[V]) liveLocked() (bool, string) {
 		return false, "the watch reached its timeoutSeconds; watching again"
 	case !f.open && f.broke == "":
 		return false, "watch not open yet"
-	case f.unheard == f.gen && f.clock.Since(f.answeredAt) < firstWord:
-		return false, fmt.Sprintf("watch resumed from resourceVersion %s, answered %s ago: waiting %s for an error it may open with",
-			f.newest, f.clock.Since(f.answeredAt).Round(time.Millisecond), firstWord)
+	case f.pending == f.gen:
+		return false, fmt.Sprintf("watch resumed from resourceVersion %s: waiting %s for an error it may open with", f.newest, firstWord)
 	case !f.open:
 		return false, "watch broken: " + f.broke
 	}

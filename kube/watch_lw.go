@@ -90,6 +90,7 @@ type watchEnds interface {
 	heard(gen uint64)
 	failed(gen uint64, why string)
 	expired(gen uint64)
+	vouch(gen uint64)
 	stale() (time.Duration, clock.Clock)
 }
 
@@ -117,7 +118,7 @@ func track(w watch.Interface, f watchEnds, gen uint64, tail *streamTail, lasts t
 	// The silence is counted from the watch's opening, not from when its
 	// goroutine first runs.
 	after, clk := f.stale()
-	go t.pump(clk.NewTimer(after), after)
+	go t.pump(clk.NewTimer(after), after, clk.NewTimer(firstWord))
 	return t
 }
 
@@ -131,12 +132,19 @@ func (t *trackedWatch) Stop() {
 	})
 }
 
-func (t *trackedWatch) pump(idle clock.Timer, after time.Duration) {
+// pump also tells the feed once the watch has run firstWord without an
+// error or an end (see feed.vouch).
+func (t *trackedWatch) pump(idle clock.Timer, after time.Duration, first clock.Timer) {
 	defer close(t.out)
 	defer idle.Stop()
+	defer first.Stop()
 	in := t.inner.ResultChan()
+	firstC := first.C()
 	for {
 		select {
+		case <-firstC:
+			t.feed.vouch(t.gen)
+			firstC = nil
 		case ev, ok := <-in:
 			if !ok {
 				if t.expiredOnTime() {
@@ -171,13 +179,14 @@ func (t *trackedWatch) pump(idle clock.Timer, after time.Duration) {
 // expiredOnTime says whether the stream ended as the API server ends a
 // watch at its timeoutSeconds: its body ended cleanly, and no sooner than
 // timeoutSeconds after the request was sent (the server's timer starts
-// once it has the request). Anything else, a connection reset or closed,
-// a GOAWAY, a clean end before then (a server shutting down, or dropping
-// a watcher too slow to keep up), is a cut.
+// once it has the request, after the dial and any queueing there, so a
+// clean end within that much of the due time is taken for it too).
+// Anything else, a connection reset or closed, a GOAWAY, a clean end
+// before then (a server shutting down, or dropping a watcher too slow to
+// keep up), is a cut.
 func (t *trackedWatch) expiredOnTime() bool {
-	sent, clean := t.tail.endedCleanly()
-	_, clk := t.feed.stale()
-	return clean && !sent.IsZero() && !clk.Now().Before(sent.Add(t.lasts))
+	sent, ended, clean := t.tail.endedCleanly()
+	return clean && !sent.IsZero() && !ended.Before(sent.Add(t.lasts))
 }
 
 // rearm makes t fire d from now, and not before.

@@ -127,7 +127,7 @@ func TestStreamTailTellsAnEndFromACut(t *testing.T) {
 			require.NoError(t, err)
 			_, _ = io.ReadAll(body)
 			require.NoError(t, body.Close())
-			sent, clean := tail.endedCleanly()
+			sent, _, clean := tail.endedCleanly()
 			assert.Equal(t, tc.clean, clean)
 			assert.False(t, sent.Before(before), "sent when the request was")
 		})
