@@ -116,7 +116,13 @@ type Watch struct {
 	ersFresh  *freshness
 	arc       bool
 	started   atomic.Bool
+	// nudgeEvery is how often nudge reads a resource whose store is not
+	// Live; 0 never.
+	nudgeEvery time.Duration
 }
+
+// nudgeEvery is Watch.nudgeEvery: a third of a bookmark's minute.
+const nudgeEvery = 20 * time.Second
 
 // Watch builds a Watch of what o names, through this Client: every request
 // its reflectors send is counted and bounded as this Client's are. Nothing
@@ -139,8 +145,56 @@ func (w *Watch) Run(ctx context.Context) {
 		n++
 		go func() { defer func() { done <- struct{}{} }(); f.run(ctx) }()
 	}
+	// The nudges last as long as the reflectors.
+	nctx, stop := context.WithCancel(ctx)
+	nudged := make(chan struct{})
+	go func() {
+		defer close(nudged)
+		if w.nudgeEvery > 0 {
+			w.nudge(nctx)
+		}
+	}()
 	for range n {
 		<-done
+	}
+	stop()
+	<-nudged
+}
+
+// nudge keeps bookmarks coming to the watches of a resource in which
+// nothing changes. A bookmark carries the API server's watch cache's
+// resourceVersion, and reaches a watch only once that has moved past the
+// watch's own; in a resource in which nothing changes, the cache moves
+// only when a consistent read makes it catch up with etcd. Each listing's
+// reading (freshness) is such a read, but no sweep lists while a store is
+// not Live: a watch resumed after a cut, which vouches only once something
+// came on it, would wait until something in its resource changed, and a
+// standby, which never lists, would find its stores stale every StaleAfter.
+// So while a store of a resource is not Live, or has heard nothing for
+// nudgeEvery, the resource is read every nudgeEvery; what the read says
+// is dropped (a listing reads again). A resource whose watches carry
+// events is never read so.
+func (w *Watch) nudge(ctx context.Context) {
+	next := w.podsFresh.clock.NewTimer(w.nudgeEvery)
+	defer next.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-next.C():
+			next.Reset(w.nudgeEvery)
+		}
+		lagging := map[string]bool{}
+		for _, s := range w.State() {
+			if !s.Live || w.podsFresh.clock.Since(s.LastEvent) >= w.nudgeEvery {
+				lagging[s.Resource] = true
+			}
+		}
+		for _, fresh := range []*freshness{w.podsFresh, w.ersFresh} {
+			if lagging[fresh.resource] {
+				_, _ = fresh.read(ctx)
+			}
+		}
 	}
 }
 

@@ -105,7 +105,7 @@ func (c *Client) watch(o WatchOptions, clk clock.Clock) *Watch {
 	if stale <= 0 {
 		stale = DefaultStaleAfter
 	}
-	w := &Watch{arc: o.ARC}
+	w := &Watch{arc: o.ARC, nudgeEvery: nudgeEvery}
 	namespaces, refused := watchedNamespaces(o.Namespaces)
 	// One read per resource proves every store of it: a resourceVersion
 	// is the whole store's revision, whichever namespace it is read in.

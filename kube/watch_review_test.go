@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -329,4 +330,73 @@ func TestWatchQuietNamespaceStaysLiveAcrossItsWatches(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, watches.Load(), int32(4), "the API server ended the watches at their timeoutSeconds")
 	assert.Less(t, longest, 1500*time.Millisecond, "the longest time the store was not Live (%d of %d samples Live): %+v", live, samples, w.State())
+}
+
+// TestWatchQuietResourceVouchesAgainAfterACut: on a real API server, a
+// watch resumed after a cut vouches only once something came on it, and
+// in a resource in which nothing changes, the only thing to come is a
+// bookmark, which the API server sends only once a consistent read has
+// brought its watch cache up to where etcd is (the cluster's other writes
+// move that). No sweep lists while the store is not Live, so the Watch
+// reads the resource itself meanwhile (nudge); without that, the store
+// would never vouch again.
+func TestWatchQuietResourceVouchesAgainAfterACut(t *testing.T) {
+	env := plane.Env(t)
+	// The cluster's other writes: a ConfigMap twice a second.
+	other := env.Namespace(t, "elsewhere")
+	ctx, cancel := context.WithCancel(context.Background())
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for i := 0; ctx.Err() == nil; i++ {
+			_, _ = env.Client.CoreV1().ConfigMaps(other).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%d", i)}}, metav1.CreateOptions{})
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-written })
+
+	// One at a time, the control first: the API server's watch cache is
+	// one for all pods, and a nudge moves it for every watch of pods.
+	for _, tc := range []struct {
+		name  string
+		nudge time.Duration
+	}{
+		{"control: not nudged", 0},
+		{"nudged", 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := env.Namespace(t, "quiet")
+			for i := range 3 {
+				env.RunnerPod(t, ns, testenv.RunnerPod{Name: fmt.Sprintf("r-%d", i), Labels: map[string]string{"app": "runner"}, Unscheduled: true})
+			}
+			proxy := env.Proxy(t, nil)
+			ss := &streams{proxy: proxy}
+			proxy.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+				if isWatch, _ := podWatch(r, ns); !isWatch {
+					return false
+				}
+				ss.forward(w, r)
+				return true
+			})
+			c, err := New(proxy.Config(), Options{})
+			require.NoError(t, err)
+			w := c.watch(WatchOptions{Namespaces: []string{ns}, Selector: "app=runner"}, clock.RealClock{})
+			w.nudgeEvery = tc.nudge
+			runWatch(t, w)
+			waitSynced(t, w)
+
+			// A cut more than a second into a watch (a sooner one is an
+			// error to the reflector, which lists again) is followed by a
+			// watch from the store's resourceVersion.
+			time.Sleep(2 * time.Second)
+			ss.cutAll()
+			require.Eventually(t, func() bool { return !w.Synced() }, waitFor, 10*time.Millisecond, "the cut is seen")
+			// The API server's bookmarks come a minute into a watch.
+			vouched := assert.Eventually
+			if tc.nudge == 0 {
+				vouched = assert.Never
+			}
+			vouched(t, w.Synced, 80*time.Second, 100*time.Millisecond, "%+v", w.State())
+		})
+	}
 }
