@@ -300,18 +300,11 @@ func TestWatchQuietNamespaceStaysLiveAcrossItsWatches(t *testing.T) {
 	runWatch(t, w)
 	waitSynced(t, w)
 	// The cluster's other pods: one created elsewhere twice a second.
-	other := env.Namespace(t, "elsewhere")
-	ctx, cancel := context.WithCancel(context.Background())
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
-		for i := 0; ctx.Err() == nil; i++ {
-			_, _ = env.Client.CoreV1().Pods(other).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("o-%d", i)},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/none"}}}}, metav1.CreateOptions{})
-			time.Sleep(500 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-written })
+	writeElsewhere(t, env, func(ctx context.Context, ns, name string) error {
+		_, err := env.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/none"}}}}, metav1.CreateOptions{})
+		return err
+	})
 
 	// Sample for five watches' time: the store may be between two
 	// watches for a moment, never for the seconds until a bookmark.
@@ -343,17 +336,10 @@ func TestWatchQuietNamespaceStaysLiveAcrossItsWatches(t *testing.T) {
 func TestWatchQuietResourceVouchesAgainAfterACut(t *testing.T) {
 	env := plane.Env(t)
 	// The cluster's other writes: a ConfigMap twice a second.
-	other := env.Namespace(t, "elsewhere")
-	ctx, cancel := context.WithCancel(context.Background())
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
-		for i := 0; ctx.Err() == nil; i++ {
-			_, _ = env.Client.CoreV1().ConfigMaps(other).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("w-%d", i)}}, metav1.CreateOptions{})
-			time.Sleep(500 * time.Millisecond)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-written })
+	writeElsewhere(t, env, func(ctx context.Context, ns, name string) error {
+		_, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		return err
+	})
 
 	// One at a time, the control first: the API server's watch cache is
 	// one for all pods, and a nudge moves it for every watch of pods.
@@ -399,4 +385,22 @@ func TestWatchQuietResourceVouchesAgainAfterACut(t *testing.T) {
 			vouched(t, w.Synced, 80*time.Second, 100*time.Millisecond, "%+v", w.State())
 		})
 	}
+}
+
+// writeElsewhere has create write an object in a namespace of its own
+// twice a second until the test ends, as a cluster's other work moves its
+// resourceVersion.
+func writeElsewhere(t *testing.T, env *testenv.Env, create func(ctx context.Context, ns, name string) error) {
+	t.Helper()
+	ns := env.Namespace(t, "elsewhere")
+	ctx, cancel := context.WithCancel(context.Background())
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for i := 0; ctx.Err() == nil; i++ {
+			_ = create(ctx, ns, fmt.Sprintf("w-%d", i))
+			time.Sleep(500 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-written })
 }
