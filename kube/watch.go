@@ -116,8 +116,8 @@ type Watch struct {
 	ersFresh  *freshness
 	arc       bool
 	started   atomic.Bool
-	// nudgeEvery is how often nudge reads a resource whose store is not
-	// Live; 0 never.
+	// nudgeEvery is how often nudge reads a resource a store of which is
+	// not Live or has heard nothing for as long; 0 never.
 	nudgeEvery time.Duration
 }
 
